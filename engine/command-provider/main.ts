@@ -1,0 +1,17 @@
+/**
+ * Entry point of pulumi-resource-command (see provider.ts for why gpuhost carries its own). The engine
+ * starts it through the launcher engine/setup.sh writes beside the CLI; @pulumi/pulumi's provider
+ * server speaks the gRPC ResourceProvider protocol and prints the port the engine connects to.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { provider } from "./provider";
+
+/** The SDK asks for this exact plugin version (@pulumi/command 1.2.1's package.json). */
+export const VERSION = "1.2.1";
+
+if (require.main === module) {
+  pulumi.provider.main({ version: VERSION, ...provider }, process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`pulumi-resource-command: ${(err as Error)?.stack ?? err}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,214 @@
+/**
+ * The `command` resource provider (command:local:Command, command:remote:Command) for the
+ * @pulumi/command 1.2.1 SDK, in TypeScript.
+ *
+ * Why this exists: the upstream Go provider (module github.com/pulumi/pulumi-command/provider, v1.2.1)
+ * is not served by the Go module proxy these machines reach (engine/README.md has the commands and the
+ * refusals), and no registry ships its binary. Components keep using the @pulumi/command SDK
+ * unchanged; this provider answers the engine for the two resource types gpuhost uses, with the
+ * upstream semantics that matter to it:
+ *   - create runs `create`; a change of `triggers` replaces (the SDK sets replaceOnChanges);
+ *   - a change of create/update/delete/environment/stdin runs `update` when set, else `create` again;
+ *   - delete runs `delete`; PULUMI_COMMAND_STDOUT / PULUMI_COMMAND_STDERR carry the previous output
+ *     when addPreviousOutputInEnv (default true);
+ *   - no read: refresh never detects drift on a Command (as upstream: pulumi-command#432); gpuhost's
+ *     ToolkitState resource exists for that;
+ *   - remote: one SSH session per command, no PTY, host key checked only when `hostKey` is given,
+ *     dialing retried up to dialErrorLimit times with perDialTimeout each.
+ * Not implemented (gpuhost does not use them): CopyToRemote, local assets/archives, interpreter
+ * other than /bin/sh, proxies other than one jump host, agent sockets and passwords.
+ */
+import { spawn } from "node:child_process";
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+export const LOCAL = "command:local:Command";
+export const REMOTE = "command:remote:Command";
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+const SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270";
+
+export interface Connection {
+  host: string; port?: number; user?: string; privateKey?: string; hostKey?: string;
+  dialErrorLimit?: number; perDialTimeout?: number;
+  proxy?: { host: string; port?: number; user?: string; privateKey?: string; hostKey?: string };
+}
+
+export interface CommandInputs {
+  create?: string; update?: string; delete?: string; stdin?: string; dir?: string;
+  environment?: Record<string, string>; triggers?: unknown[]; logging?: string;
+  addPreviousOutputInEnv?: boolean; connection?: Connection;
+}
+
+export interface RunResult { code: number; stdout: string; stderr: string }
+
+/** Strips the engine's secret wrappers: the provider needs plain values to run commands. */
+export function reveal<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(reveal) as unknown as T;
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    if (o[SECRET_SIG] === SECRET_VALUE) return reveal(o.value) as T;
+    return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, reveal(x)])) as T;
+  }
+  return v;
+}
+
+/** Runs `command` with /bin/sh locally, or over SSH for remote resources. */
+export async function runCommand(type: string, inputs: CommandInputs, command: string, extraEnv: Record<string, string>): Promise<RunResult> {
+  const env = { ...(inputs.environment ?? {}), ...extraEnv };
+  if (type === LOCAL) {
+    return spawnCollect("/bin/sh", ["-c", command], { cwd: inputs.dir || process.cwd(), env: { ...process.env, ...env } }, inputs.stdin);
+  }
+  if (!inputs.connection) throw new Error("remote command without a connection");
+  return runRemote(inputs.connection, command, env, inputs.stdin);
+}
+
+async function runRemote(conn: Connection, command: string, env: Record<string, string>, stdin?: string): Promise<RunResult> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-"));
+  try {
+    const args = sshArgs(conn, dir);
+    // SSH setenv is refused by most sshd configs (AcceptEnv); sending the variables as part of the
+    // command line reaches every server. Values are single-quoted.
+    const prefix = Object.entries(env).map(([k, v]) => `export ${k}=${shQuote(v)}; `).join("");
+    const limit = Math.max(1, conn.dialErrorLimit ?? 10);
+    let last: RunResult = { code: 255, stdout: "", stderr: "" };
+    for (let attempt = 1; attempt <= limit; attempt++) {
+      last = await spawnCollect("ssh", [...args, prefix + command], { env: process.env }, stdin);
+      if (!(last.code === 255 && isDialError(last.stderr))) return last;
+      await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 5000)));
+    }
+    return { ...last, stderr: `${last.stderr}\ndial failed ${limit} times` };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function sshArgs(conn: Connection, dir: string): string[] {
+  const common = (c: { host: string; hostKey?: string }, name: string) => {
+    const out = ["-o", "BatchMode=yes", "-o", `ConnectTimeout=${conn.perDialTimeout ?? 15}`, "-o", "LogLevel=ERROR"];
+    if (c.hostKey) {
+      const kh = path.join(dir, `${name}.known_hosts`);
+      fs.writeFileSync(kh, `${c.host} ${c.hostKey.trim()}\n[${c.host}]:* ${c.hostKey.trim()}\n`, { mode: 0o600 });
+      out.push("-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${kh}`);
+    } else {
+      out.push("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null");
+    }
+    return out;
+  };
+  const keyFile = (key: string | undefined, name: string) => {
+    if (!key) return [];
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, key.endsWith("\n") ? key : `${key}\n`, { mode: 0o600 });
+    return ["-i", f, "-o", "IdentitiesOnly=yes"];
+  };
+  const args = ["-T", ...common(conn, "target"), ...keyFile(conn.privateKey, "target.key"), "-p", String(conn.port ?? 22)];
+  if (conn.proxy) {
+    const p = conn.proxy;
+    const jump = ["ssh", ...common(p, "proxy"), ...keyFile(p.privateKey, "proxy.key"), "-p", String(p.port ?? 22), "-W", "%h:%p", `${p.user ?? "root"}@${p.host}`];
+    args.push("-o", `ProxyCommand=${jump.map(shQuote).join(" ")}`);
+  }
+  args.push(`${conn.user ?? "root"}@${conn.host}`);
+  return args;
+}
+
+function isDialError(stderr: string): boolean {
+  return /Connection refused|Connection timed out|No route to host|Connection reset|kex_exchange_identification|Could not resolve hostname|Connection closed by remote host|Network is unreachable/i.test(stderr);
+}
+
+export function shQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function spawnCollect(cmd: string, args: string[], opts: { cwd?: string; env: NodeJS.ProcessEnv }, stdin?: string): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ["pipe", "pipe", "pipe"] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on("data", (b: Buffer) => out.push(b));
+    child.stderr.on("data", (b: Buffer) => {
+      err.push(b);
+      // Upstream streams command output to the engine as it runs; stderr of a provider reaches the
+      // engine's log, so long installs stay visible with -v.
+      process.stderr.write(b);
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(stdin ?? "");
+  });
+}
+
+function trimOutput(s: string): string {
+  return s.replace(/\n$/, "");
+}
+
+function failure(what: string, r: RunResult): Error {
+  const tail = (s: string) => s.split("\n").slice(-40).join("\n");
+  return new Error(`${what} failed: exit status ${r.code}\nstdout:\n${tail(r.stdout)}\nstderr:\n${tail(r.stderr)}`);
+}
+
+function outputsOf(inputs: Record<string, unknown>, r: RunResult, logging: string | undefined) {
+  // With logging "none" upstream still records stdout/stderr in outputs; logging only governs what is
+  // streamed. Outputs repeat the inputs, as upstream does.
+  void logging;
+  return { ...inputs, stdout: trimOutput(r.stdout), stderr: trimOutput(r.stderr) };
+}
+
+const DRIFT_KEYS = ["create", "update", "delete", "environment", "stdin", "dir", "connection", "logging", "addPreviousOutputInEnv"];
+
+export const provider = {
+  async check(_urn: string, _olds: unknown, news: Record<string, unknown>) {
+    return { inputs: news };
+  },
+
+  async diff(_id: string, _urn: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+    const o = reveal(olds);
+    const n = reveal(news);
+    const replaces = JSON.stringify(o.triggers ?? []) !== JSON.stringify(n.triggers ?? []) ? ["triggers"] : [];
+    const changed = DRIFT_KEYS.filter((k) => JSON.stringify(o[k] ?? null) !== JSON.stringify(n[k] ?? null));
+    return { changes: replaces.length > 0 || changed.length > 0, replaces, deleteBeforeReplace: false };
+  },
+
+  async create(urn: string, inputs: Record<string, unknown>) {
+    const type = typeOf(urn);
+    const plain = reveal(inputs) as CommandInputs;
+    const id = crypto.randomBytes(8).toString("hex");
+    if (!plain.create) return { id, outs: { ...inputs, stdout: "", stderr: "" } };
+    const r = await runCommand(type, plain, plain.create, {});
+    if (r.code !== 0) throw failure("create", r);
+    return { id, outs: outputsOf(inputs, r, plain.logging) };
+  },
+
+  async update(_id: string, urn: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+    const type = typeOf(urn);
+    const plain = reveal(news) as CommandInputs;
+    const prev = reveal(olds) as Record<string, string>;
+    const command = plain.update || plain.create;
+    if (!command) return { outs: { ...news, stdout: "", stderr: "" } };
+    const r = await runCommand(type, plain, command, previousOutputEnv(plain, prev));
+    if (r.code !== 0) throw failure("update", r);
+    return { outs: outputsOf(news, r, plain.logging) };
+  },
+
+  async delete(_id: string, urn: string, props: Record<string, unknown>) {
+    const plain = reveal(props) as CommandInputs & { stdout?: string; stderr?: string };
+    if (!plain.delete) return;
+    const r = await runCommand(typeOf(urn), plain, plain.delete, previousOutputEnv(plain, plain));
+    if (r.code !== 0) throw failure("delete", r);
+  },
+};
+
+/** PULUMI_COMMAND_STDOUT/STDERR from the last create or update, as upstream sets them. */
+function previousOutputEnv(inputs: CommandInputs, prev: { stdout?: string; stderr?: string }): Record<string, string> {
+  if (inputs.addPreviousOutputInEnv === false) return {};
+  return { PULUMI_COMMAND_STDOUT: prev.stdout ?? "", PULUMI_COMMAND_STDERR: prev.stderr ?? "" };
+}
+
+function typeOf(urn: string): string {
+  // urn:pulumi:<stack>::<project>::<parent types$>type::name
+  const qualified = urn.split("::")[2] ?? "";
+  const type = qualified.split("$").pop() ?? "";
+  if (type !== LOCAL && type !== REMOTE) throw new Error(`gpuhost's command provider does not implement ${type}`);
+  return type;
+}
