@@ -1,0 +1,106 @@
+// How gpuhost reaches a host: over SSH, on this machine, or on the simulated platform (a folder
+// standing for /, with shims for apt-get, systemctl & co. in front of PATH). One zod schema holds
+// the shape; values that later reach a shell are restricted to safe patterns here AND quoted
+// where they are used. No Pulumi import (exec.ts needs this from dist/ without Pulumi).
+import * as path from "node:path";
+import { z } from "zod";
+
+/** DNS names and IPv4 addresses; IPv6 literals without brackets. No spaces, quotes or `;`. */
+const hostPattern = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)$/;
+/** POSIX login names as useradd accepts them. */
+const userPattern = /^[a-z_][a-z0-9_-]{0,31}$/;
+
+export const hostNameSchema = z
+  .string()
+  .max(253)
+  .regex(hostPattern, "must be a DNS name or an IP address (letters, digits, '.', '-', ':')")
+  .describe("Host name or IP address of the SSH server");
+export const portSchema = z.number().int().min(1).max(65535).describe("TCP port, 1-65535");
+export const userSchema = z
+  .string()
+  .regex(userPattern, "must be a POSIX user name ([a-z_][a-z0-9_-]*, at most 32 characters)")
+  .describe("Login user; commands run through `sudo -n` unless it is root");
+const privateKeySchema = z
+  .string()
+  .min(1)
+  .refine((k) => k.includes("PRIVATE KEY"), "must be an OpenSSH/PEM private key (the key text, not a path)")
+  .describe("Private key text; keep it a Pulumi secret (`pulumi config set --secret`)");
+
+export const bastionSchema = z
+  .object({
+    host: hostNameSchema,
+    port: portSchema.default(22),
+    user: userSchema.default("root"),
+    privateKey: privateKeySchema,
+  })
+  .strict()
+  .describe("Jump host the SSH connection goes through");
+
+export const sshConnectionSchema = z
+  .object({
+    kind: z.literal("ssh"),
+    host: hostNameSchema,
+    port: portSchema.default(22),
+    user: userSchema.default("root"),
+    privateKey: privateKeySchema,
+    hostKey: z
+      .string()
+      .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
+      .optional()
+      .describe("Expected host key ('ssh-ed25519 AAAA...'); when set it is checked strictly, when unset it is not checked"),
+    bastion: bastionSchema.optional(),
+  })
+  .strict();
+
+export const localConnectionSchema = z.object({ kind: z.literal("local") }).strict();
+
+export const simulatedConnectionSchema = z
+  .object({
+    kind: z.literal("simulated"),
+    root: z
+      .string()
+      .min(1)
+      .refine((p) => path.isAbsolute(p), "must be an absolute folder path")
+      .refine((p) => !/[\n\r\0]/.test(p) && path.resolve(p) !== "/", "must be a folder other than /, without newlines")
+      .describe("Folder that stands for / on the simulated host"),
+  })
+  .strict();
+
+export const connectionSchema = z.discriminatedUnion("kind", [sshConnectionSchema, localConnectionSchema, simulatedConnectionSchema]);
+
+export type SshConnection = z.infer<typeof sshConnectionSchema>;
+export type LocalConnection = z.infer<typeof localConnectionSchema>;
+export type SimulatedConnection = z.infer<typeof simulatedConnectionSchema>;
+export type HostConnection = z.infer<typeof connectionSchema>;
+export type BastionConnection = z.infer<typeof bastionSchema>;
+
+export class ConnectionConfigError extends Error {
+  constructor(readonly issues: { path: string; message: string }[]) {
+    super(`invalid host connection:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`);
+    this.name = "ConnectionConfigError";
+  }
+}
+
+/**
+ * Validate a connection; errors carry the config path (e.g. `gpuhost:hosts.0.connection.port`).
+ * `configPath` is the path of the connection object inside the stack config.
+ */
+export function parseConnection(value: unknown, configPath = "connection"): HostConnection {
+  const result = connectionSchema.safeParse(value);
+  if (result.success) return result.data;
+  throw new ConnectionConfigError(
+    result.error.issues.map((i) => ({ path: [configPath, ...i.path.map(String)].join("."), message: i.message })),
+  );
+}
+
+/** A short label for logs and outputs: never includes the key. */
+export function describeConnection(conn: HostConnection): string {
+  switch (conn.kind) {
+    case "ssh":
+      return `ssh ${conn.user}@${conn.host}:${conn.port}${conn.bastion ? ` via ${conn.bastion.user}@${conn.bastion.host}:${conn.bastion.port}` : ""}`;
+    case "local":
+      return "local";
+    case "simulated":
+      return `simulated ${conn.root}`;
+  }
+}

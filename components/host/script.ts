@@ -1,0 +1,132 @@
+// hostScript: run a real .sh file from the repository on a host as a @pulumi/command resource.
+// ssh -> remote.Command; local and simulated -> local.Command (simulated adds GPUHOST_ROOT and
+// the shims on PATH). The command line is rendered by invocation.ts (script inside as base64,
+// args each quoted, `sudo -n` for non-root users, `env` for variables instead of SSH setenv).
+//
+// Long installs and dropped SSH sessions: @pulumi/command keeps no session alive and saves no
+// failed create, so the next `pulumi up` simply runs the script again. gpuhost's host scripts
+// are therefore written to be idempotent and re-runnable from any point (apt/dpkg interrupted
+// midway is repaired with `dpkg --configure -a` first), rather than detached with nohup and
+// polled: re-running converges, and the error of a failed step reaches `pulumi up` directly.
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as command from "@pulumi/command";
+import * as pulumi from "@pulumi/pulumi";
+import type { HostConnection } from "./connection";
+import { needsSudo, renderInvocation } from "./invocation";
+import { simulatedEnvironment } from "./sim/platform";
+
+/** A host connection as components take it: the private keys may be Pulumi secrets (Outputs). */
+export type HostConnectionInput =
+  | Exclude<HostConnection, { kind: "ssh" }>
+  | (Omit<Extract<HostConnection, { kind: "ssh" }>, "privateKey" | "bastion"> & {
+      privateKey: pulumi.Input<string>;
+      bastion?: { host: string; port: number; user: string; privateKey: pulumi.Input<string> };
+    });
+
+export interface HostScriptArgs {
+  /** Where the script runs. */
+  connection: HostConnectionInput;
+  /** Path of the .sh file, absolute or relative to the project root. */
+  script: string;
+  /** Positional arguments ($1...), each passed as one quoted word. */
+  args?: pulumi.Input<string>[];
+  /** Script run when the resource is deleted (and before a replacement). */
+  deleteScript?: string;
+  /** Arguments of the delete script. */
+  deleteArgs?: pulumi.Input<string>[];
+  /** Values whose change replaces the resource (re-runs delete, then create). The script's hash is always added. */
+  triggers?: pulumi.Input<unknown>[];
+  /** Environment variables for the script (rendered as `env NAME=value`, so sshd's AcceptEnv is irrelevant). */
+  environment?: Record<string, pulumi.Input<string>>;
+}
+
+/** The project root: scripts are named relative to it. */
+export function projectRoot(): string {
+  let dir = __dirname;
+  while (!fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error(`no Pulumi.yaml above ${__dirname}`);
+    dir = parent;
+  }
+  return dir;
+}
+
+export function readScript(script: string): { text: string; name: string; hash: string } {
+  const file = path.isAbsolute(script) ? script : path.join(projectRoot(), script);
+  const text = fs.readFileSync(file, "utf8");
+  return { text, name: path.basename(file), hash: crypto.createHash("sha256").update(text).digest("hex") };
+}
+
+function render(conn: HostConnectionInput, script: { text: string; name: string }, args: pulumi.Input<string>[],
+  environment: Record<string, pulumi.Input<string>>): pulumi.Output<string> {
+  return pulumi.all([pulumi.all(args), pulumi.all(environment)]).apply(([a, env]) => {
+    const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
+    return renderInvocation({
+      scriptText: script.text,
+      scriptName: script.name,
+      args: a,
+      environment: { ...(sim?.environment ?? {}), ...env },
+      pathPrefix: sim?.pathPrefix,
+      sudo: conn.kind === "ssh" ? needsSudo(conn.user) : conn.kind === "local" && process.getuid?.() !== 0,
+    });
+  });
+}
+
+/** The remote.Command connection for an SSH host (the provider marks it secret as a whole). */
+export function commandConnection(conn: Extract<HostConnectionInput, { kind: "ssh" }>): command.types.input.remote.ConnectionArgs {
+  return {
+    host: conn.host,
+    port: conn.port,
+    user: conn.user,
+    privateKey: pulumi.secret(conn.privateKey),
+    hostKey: conn.hostKey,
+    dialErrorLimit: 10,
+    perDialTimeout: 15,
+    proxy: conn.bastion
+      ? { host: conn.bastion.host, port: conn.bastion.port, user: conn.bastion.user, privateKey: pulumi.secret(conn.bastion.privateKey) }
+      : undefined,
+  };
+}
+
+/**
+ * Create the Command resource that runs `args.script` on the host. Returns the resource; its
+ * `stdout` is the script's output (scripts print `key=value` lines that components parse).
+ */
+export function hostScript(name: string, args: HostScriptArgs, opts?: pulumi.CustomResourceOptions): command.remote.Command | command.local.Command {
+  const script = readScript(args.script);
+  const create = render(args.connection, script, args.args ?? [], args.environment ?? {});
+  const del = args.deleteScript
+    ? render(args.connection, readScript(args.deleteScript), args.deleteArgs ?? [], args.environment ?? {})
+    : undefined;
+  const deleteHash = args.deleteScript ? readScript(args.deleteScript).hash : "";
+  const triggers = [`${script.name}:${script.hash}`, ...(deleteHash ? [`delete:${deleteHash}`] : []), ...(args.triggers ?? [])];
+  const conn = args.connection;
+  if (conn.kind === "ssh") {
+    return new command.remote.Command(name, {
+      connection: commandConnection(conn),
+      create,
+      delete: del,
+      triggers,
+      addPreviousOutputInEnv: false,
+    }, opts);
+  }
+  return new command.local.Command(name, {
+    create,
+    delete: del,
+    triggers,
+    interpreter: ["/bin/sh", "-c"],
+    addPreviousOutputInEnv: false,
+  }, opts);
+}
+
+/** Parse `key=value` lines a host script printed (later keys win; other lines ignored). */
+export function parseKeyValues(stdout: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of stdout.split("\n")) {
+    const m = /^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$/.exec(line.trim());
+    if (m) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
