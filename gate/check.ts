@@ -1,0 +1,29 @@
+/**
+ * The cheap re-check behind a refresh: one tiny chat completion, bounded by its own timeout.
+ * Its reason is short and stable (no timings), so an unchanged host never shows as drift.
+ */
+import { baseUrl, makeAgent, type Endpoint } from "./http";
+import { probeGeneration } from "./probe";
+import { VerifyPolicySchema, type VerifyPolicyInput } from "./schema";
+
+export interface GenerationCheck {
+  generating: boolean;
+  /** "ok" or e.g. "connection refused", "HTTP 503", "invalid completion", "timeout". */
+  check: string;
+}
+
+export async function checkGenerating(endpoint: Endpoint, policyInput: VerifyPolicyInput = {}, timeoutSeconds = 60): Promise<GenerationCheck> {
+  const policy = VerifyPolicySchema.parse(policyInput);
+  const agent = makeAgent(1);
+  try {
+    if (!endpoint.model) return { generating: false, check: "no model configured" };
+    const outcome = await probeGeneration(agent, baseUrl(endpoint.url), endpoint.model, policy, {
+      signal: AbortSignal.timeout(timeoutSeconds * 1000),
+      apiKey: endpoint.apiKey,
+      sampling: false,
+    });
+    return outcome.ok ? { generating: true, check: "ok" } : { generating: false, check: outcome.summary };
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+}

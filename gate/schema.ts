@@ -1,0 +1,203 @@
+/**
+ * The knobs of the readiness gate, the benchmark and the capacity plan: the single source of their
+ * defaults and documentation. components/config.ts composes these into the stack-config schema, and
+ * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
+ */
+import { z } from "zod";
+
+export const VerifyPolicySchema = z
+  .object({
+    deadlineSeconds: z
+      .number()
+      .positive()
+      .default(1800)
+      .describe(
+        "One overall deadline for the whole gate, enforced by the gate itself (Node dynamic providers ignore customTimeouts). Loading a large model took 330-630 s in practice; no request outlives this deadline.",
+      ),
+    connectTimeoutSeconds: z
+      .number()
+      .positive()
+      .default(2)
+      .describe("Timeout of one TCP connect attempt to the serving port."),
+    modelsTimeoutSeconds: z
+      .number()
+      .positive()
+      .default(10)
+      .describe("Timeout of one GET /v1/models attempt (a server that accepts and never answers is retried)."),
+    probeTimeoutSeconds: z
+      .number()
+      .positive()
+      .default(300)
+      .describe(
+        "Timeout of one probe chat completion. The first request may trigger a lazy JIT compile (FlashInfer sampling kernels), so this is long; it is still bounded by the overall deadline.",
+      ),
+    retryInitialIntervalMs: z
+      .number()
+      .positive()
+      .default(100)
+      .describe("First retry interval while the server starts; retries back off from here with jitter."),
+    retryMaxIntervalMs: z
+      .number()
+      .positive()
+      .default(250)
+      .describe(
+        "Cap of the retry interval. Kept small so readiness is detected within about half a second of the server starting to generate; every retry is one cheap TCP connect or HTTP request.",
+      ),
+    thinkingToggle: z
+      .boolean()
+      .default(false)
+      .describe(
+        'The model family\'s chat template accepts chat_template_kwargs {"thinking": false} (Kimi K2.x). When true the probe turns thinking off; otherwise the probe gives reasoning room through probeMaxTokensThinking.',
+      ),
+    probeMaxTokens: z
+      .number()
+      .int()
+      .positive()
+      .default(16)
+      .describe('max_tokens of the probe when thinking is off or absent (the warmup that worked: "Say just \'OK\'", 16 tokens).'),
+    probeMaxTokensThinking: z
+      .number()
+      .int()
+      .positive()
+      .default(1024)
+      .describe(
+        "max_tokens of the probe when the model may think and thinking cannot be turned off; reasoning tokens count as generation.",
+      ),
+    probePrompt: z
+      .string()
+      .min(1)
+      .default("Say just 'OK'")
+      .describe("The probe's user message."),
+    knownAnswer: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "When set, the probe's content must contain this text (case-insensitive), e.g. prompt 'What is 2+3? Answer with the number only.' and knownAnswer '5'. A wrong answer fails the gate at once.",
+      ),
+    stabilityProbes: z
+      .number()
+      .int()
+      .min(1)
+      .default(1)
+      .describe(
+        "Later generations that must also succeed after the first one. They sample (temperature > 0), so kernels used only for sampling are exercised too.",
+      ),
+    stabilityIntervalSeconds: z
+      .number()
+      .min(0)
+      .default(0)
+      .describe("Pause before each stability probe."),
+    serviceCheckIntervalSeconds: z
+      .number()
+      .positive()
+      .default(5)
+      .describe(
+        "How often, while waiting, the service state (when a service check is configured) is polled to fail fast on a crashed or restarted unit.",
+      ),
+    maxInvalidResponses: z
+      .number()
+      .int()
+      .positive()
+      .default(3)
+      .describe(
+        "Consecutive HTTP 200 responses that fail validation (no completion tokens, empty output, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
+      ),
+  })
+  .describe("Readiness gate: what must be true before a served model counts as generating.");
+export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;
+export type VerifyPolicyInput = z.input<typeof VerifyPolicySchema>;
+
+export const BenchPlanSchema = z
+  .object({
+    warmupMaxTokens: z
+      .number()
+      .int()
+      .positive()
+      .default(16)
+      .describe("max_tokens of the warmup request (\"Say just 'OK'\")."),
+    singleRequestMaxTokens: z
+      .array(z.number().int().positive())
+      .default([2048, 4096])
+      .describe("max_tokens of the single (one at a time) request runs."),
+    singleRequestPrompts: z
+      .number()
+      .int()
+      .positive()
+      .default(3)
+      .describe("How many different prompts are sent, one after another, at each single-request max_tokens."),
+    concurrency: z
+      .array(z.number().int().positive())
+      .nonempty()
+      .default([8, 16, 32, 48, 64])
+      .describe("Concurrency levels of the sweep (requests in flight at once)."),
+    sweepMaxTokens: z
+      .number()
+      .int()
+      .positive()
+      .default(2048)
+      .describe("max_tokens of each sweep request (the story's completions were about 2,000 tokens)."),
+    requestsPerConcurrency: z
+      .number()
+      .int()
+      .positive()
+      .default(2)
+      .describe("Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back)."),
+    ignoreEos: z
+      .boolean()
+      .default(true)
+      .describe("Send ignore_eos so every request generates exactly max_tokens, as benchmark harnesses do."),
+    requestTimeoutSeconds: z
+      .number()
+      .positive()
+      .default(900)
+      .describe("Timeout of one benchmark request; a request that exceeds it counts as an error."),
+    deadlineSeconds: z
+      .number()
+      .positive()
+      .default(7200)
+      .describe("Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete."),
+    saturationFraction: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.95)
+      .describe("Saturation is the smallest concurrency reaching this fraction of the best aggregate throughput."),
+  })
+  .describe("Benchmark run after readiness: warmup, single requests, concurrency sweep.");
+export type BenchPlan = z.infer<typeof BenchPlanSchema>;
+export type BenchPlanInput = z.input<typeof BenchPlanSchema>;
+
+export const WorkloadSchema = z
+  .object({
+    completions: z
+      .number()
+      .int()
+      .positive()
+      .default(900_000)
+      .describe("Completions to generate (the story: 900,000 training samples)."),
+    outputTokensPerCompletion: z
+      .number()
+      .positive()
+      .default(2000)
+      .describe("Average output tokens per completion."),
+    hosts: z
+      .number()
+      .int()
+      .positive()
+      .default(1)
+      .describe("Hosts the workload is spread over."),
+    deadlineDays: z
+      .number()
+      .positive()
+      .default(7)
+      .describe("Deadline for the whole workload, used to compute the hosts needed."),
+    bytesPerToken: z
+      .number()
+      .positive()
+      .default(4)
+      .describe("Raw storage per output token (UTF-8 text averages about 4 bytes per token)."),
+  })
+  .describe("The generation workload a capacity plan is computed for.");
+export type Workload = z.infer<typeof WorkloadSchema>;
+export type WorkloadInput = z.input<typeof WorkloadSchema>;

@@ -1,0 +1,146 @@
+/**
+ * Summaries computed from raw samples (the benchmark keeps both, so either can be checked).
+ * Pure functions: no clock, no network.
+ */
+import type { RequestSample } from "./stream";
+
+/** Linear interpolation between closest ranks (numpy's default), on an ascending array. */
+export function percentile(sorted: ArrayLike<number>, p: number): number | null {
+  const n = sorted.length;
+  if (n === 0) return null;
+  const rank = (p / 100) * (n - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.min(n - 1, lo + 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
+}
+
+function sortedOf(values: number[]): Float64Array {
+  return Float64Array.from(values).sort();
+}
+
+export interface LatencyStats {
+  ttftP50Seconds: number | null;
+  ttftP95Seconds: number | null;
+  ttftP99Seconds: number | null;
+  itlP50Seconds: number | null;
+  itlP95Seconds: number | null;
+  itlP99Seconds: number | null;
+  e2eP50Seconds: number | null;
+  e2eP95Seconds: number | null;
+  e2eP99Seconds: number | null;
+}
+
+/** Latency percentiles over the successful samples (a failed request has no meaningful latency). */
+export function latencyStats(samples: RequestSample[]): LatencyStats {
+  const ok = samples.filter((s) => s.error === null);
+  const ttft = sortedOf(ok.flatMap((s) => (s.ttftSeconds === null ? [] : [s.ttftSeconds])));
+  const e2e = sortedOf(ok.map((s) => s.e2eSeconds));
+  let itlCount = 0;
+  for (const s of ok) itlCount += s.itlSeconds.length;
+  const itl = new Float64Array(itlCount);
+  let k = 0;
+  for (const s of ok) for (const v of s.itlSeconds) itl[k++] = v;
+  itl.sort();
+  return {
+    ttftP50Seconds: percentile(ttft, 50),
+    ttftP95Seconds: percentile(ttft, 95),
+    ttftP99Seconds: percentile(ttft, 99),
+    itlP50Seconds: percentile(itl, 50),
+    itlP95Seconds: percentile(itl, 95),
+    itlP99Seconds: percentile(itl, 99),
+    e2eP50Seconds: percentile(e2e, 50),
+    e2eP95Seconds: percentile(e2e, 95),
+    e2eP99Seconds: percentile(e2e, 99),
+  };
+}
+
+export interface SingleRequestSummary extends LatencyStats {
+  maxTokens: number;
+  requests: number;
+  errors: number;
+  /** Output tokens of the successful requests over their summed end-to-end time. */
+  outputTokensPerSecond: number;
+  /** Decode speed of one request: (tokens - 1) / (e2e - ttft), the inverse of TPOT. */
+  decodeTokensPerSecond: number | null;
+  completionTokens: number;
+  reasoningTokens: number | null;
+}
+
+export function summarizeSingle(maxTokens: number, samples: RequestSample[]): SingleRequestSummary {
+  const ok = samples.filter((s) => s.error === null);
+  const tokens = ok.reduce((a, s) => a + s.completionTokens, 0);
+  const time = ok.reduce((a, s) => a + s.e2eSeconds, 0);
+  const decode = ok.filter((s) => s.ttftSeconds !== null && s.completionTokens > 1 && s.e2eSeconds > s.ttftSeconds);
+  const decodeTokens = decode.reduce((a, s) => a + s.completionTokens - 1, 0);
+  const decodeTime = decode.reduce((a, s) => a + (s.e2eSeconds - (s.ttftSeconds ?? 0)), 0);
+  return {
+    maxTokens,
+    requests: samples.length,
+    errors: samples.length - ok.length,
+    outputTokensPerSecond: time > 0 ? tokens / time : 0,
+    decodeTokensPerSecond: decodeTime > 0 ? decodeTokens / decodeTime : null,
+    completionTokens: tokens,
+    reasoningTokens: sumNullable(ok.map((s) => s.reasoningTokens)),
+    ...latencyStats(samples),
+  };
+}
+
+export interface LevelSamples {
+  concurrency: number;
+  /** Seconds from the run's start to the level's first request and to its last request's end. */
+  startedAtSeconds: number;
+  finishedAtSeconds: number;
+  /** Acceptance length read from the server right after the level (speculative services). */
+  acceptanceLength: number | null;
+  requests: RequestSample[];
+}
+
+export interface LevelSummary extends LatencyStats {
+  concurrency: number;
+  requests: number;
+  errors: number;
+  /** The first few distinct errors, for the report. */
+  errorExamples: string[];
+  durationSeconds: number;
+  /** Aggregate: usage completion tokens of successful requests over the level's wall time. */
+  outputTokensPerSecond: number;
+  requestsPerSecond: number;
+  completionTokens: number;
+  acceptanceLength: number | null;
+}
+
+export function summarizeLevel(level: LevelSamples): LevelSummary {
+  const ok = level.requests.filter((s) => s.error === null);
+  const duration = Math.max(0, level.finishedAtSeconds - level.startedAtSeconds);
+  const tokens = ok.reduce((a, s) => a + s.completionTokens, 0);
+  const examples = [...new Set(level.requests.flatMap((s) => (s.error === null ? [] : [s.error])))].slice(0, 3);
+  return {
+    concurrency: level.concurrency,
+    requests: level.requests.length,
+    errors: level.requests.length - ok.length,
+    errorExamples: examples,
+    durationSeconds: duration,
+    outputTokensPerSecond: duration > 0 ? tokens / duration : 0,
+    requestsPerSecond: duration > 0 ? ok.length / duration : 0,
+    completionTokens: tokens,
+    acceptanceLength: level.acceptanceLength,
+    ...latencyStats(level.requests),
+  };
+}
+
+/** The smallest concurrency reaching `fraction` of the best aggregate; sustained is the aggregate there. */
+export function saturation(
+  levels: LevelSummary[],
+  fraction: number,
+): { saturationConcurrency: number | null; sustainedOutputTokensPerSecond: number } {
+  const best = Math.max(0, ...levels.map((l) => l.outputTokensPerSecond));
+  if (best <= 0) return { saturationConcurrency: null, sustainedOutputTokensPerSecond: 0 };
+  const sorted = [...levels].sort((a, b) => a.concurrency - b.concurrency);
+  const knee = sorted.find((l) => l.outputTokensPerSecond >= fraction * best)!;
+  return { saturationConcurrency: knee.concurrency, sustainedOutputTokensPerSecond: knee.outputTokensPerSecond };
+}
+
+function sumNullable(values: (number | null)[]): number | null {
+  const present = values.filter((v): v is number => v !== null);
+  return present.length === 0 ? null : present.reduce((a, b) => a + b, 0);
+}

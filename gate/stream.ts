@@ -1,0 +1,128 @@
+/**
+ * One streamed chat completion, measured: time to first token, inter-token latencies, end-to-end
+ * latency, and the token counts from the final usage chunk. Tokens are never counted from content
+ * chunks: reasoning arrives in reasoning_content and speculative decoding sends several tokens per
+ * chunk. A failure becomes the sample's error and never throws.
+ */
+import { request, type Dispatcher } from "undici";
+import { describeError, headers, truncate } from "./http";
+import { reasoningTokensOf } from "./probe";
+import { SseParser } from "./sse";
+
+/** The raw measurement of one request. Summaries are computed from these, never the other way round. */
+export interface RequestSample {
+  maxTokens: number;
+  /** Seconds from the start of the run to sending the request. */
+  startedAtSeconds: number;
+  /** Seconds to the first chunk with content or reasoning; null when none arrived. */
+  ttftSeconds: number | null;
+  /** Seconds between consecutive chunks with output (one chunk may carry several tokens). */
+  itlSeconds: number[];
+  e2eSeconds: number;
+  /** usage.completion_tokens of a successful request (reasoning included); 0 on error. */
+  completionTokens: number;
+  promptTokens: number;
+  reasoningTokens: number | null;
+  finishReason: string | null;
+  /** Chunks that carried output, for comparison with completionTokens (speculative: fewer chunks). */
+  outputChunks: number;
+  error: string | null;
+}
+
+export interface StreamRequest {
+  url: string;
+  body: Record<string, unknown>;
+  apiKey?: string;
+  signal: AbortSignal;
+  dispatcher: Dispatcher;
+  /** performance.now() of the run's start. */
+  origin: number;
+  onOutputChunk?: () => void;
+}
+
+export async function streamChat(req: StreamRequest): Promise<RequestSample> {
+  const t0 = performance.now();
+  const maxTokens = Number(req.body.max_tokens);
+  const sample: RequestSample = {
+    maxTokens,
+    startedAtSeconds: (t0 - req.origin) / 1000,
+    ttftSeconds: null,
+    itlSeconds: [],
+    e2eSeconds: 0,
+    completionTokens: 0,
+    promptTokens: 0,
+    reasoningTokens: null,
+    finishReason: null,
+    outputChunks: 0,
+    error: null,
+  };
+  let usage: any = null;
+  let done = false;
+  let streamError: string | null = null;
+  let last = t0;
+  const onData = (payload: string) => {
+    if (payload === "[DONE]") {
+      done = true;
+      return;
+    }
+    let json: any;
+    try {
+      json = JSON.parse(payload);
+    } catch {
+      streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
+      return;
+    }
+    if (json.error !== undefined && json.error !== null) {
+      streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
+      return;
+    }
+    if (json.usage) usage = json.usage;
+    const choice = json.choices?.[0];
+    if (choice === undefined) return;
+    const delta = choice.delta;
+    if (delta && (nonEmpty(delta.content) || nonEmpty(delta.reasoning_content))) {
+      const now = performance.now();
+      if (sample.outputChunks === 0) sample.ttftSeconds = (now - t0) / 1000;
+      else sample.itlSeconds.push((now - last) / 1000);
+      last = now;
+      sample.outputChunks++;
+      req.onOutputChunk?.();
+    }
+    if (choice.finish_reason) sample.finishReason = choice.finish_reason;
+  };
+  try {
+    const res = await request(req.url, {
+      method: "POST",
+      dispatcher: req.dispatcher,
+      signal: req.signal,
+      headers: headers(req.apiKey, true),
+      body: JSON.stringify(req.body),
+    });
+    if (res.statusCode !== 200) {
+      const text = await res.body.text();
+      sample.error = `HTTP ${res.statusCode} ${truncate(text, 300)}`;
+    } else {
+      const parser = new SseParser();
+      for await (const chunk of res.body as AsyncIterable<Buffer>) parser.push(chunk, onData);
+      parser.end(onData);
+      if (streamError !== null) sample.error = streamError;
+      else if (!done) sample.error = "the stream ended without [DONE] (connection cut mid-stream)";
+      else if (usage === null) sample.error = "the stream carried no usage (stream_options.include_usage ignored?)";
+    }
+  } catch (err) {
+    sample.error = `${describeError(err)} after ${sample.outputChunks} output chunks`;
+  }
+  sample.e2eSeconds = (performance.now() - t0) / 1000;
+  if (sample.error === null) {
+    sample.completionTokens = Number(usage.completion_tokens) || 0;
+    sample.promptTokens = Number(usage.prompt_tokens) || 0;
+    sample.reasoningTokens = reasoningTokensOf(usage);
+    if (sample.completionTokens <= 0) sample.error = "usage.completion_tokens is 0";
+  }
+  if (sample.error !== null) sample.completionTokens = 0;
+  return sample;
+}
+
+function nonEmpty(v: unknown): boolean {
+  return typeof v === "string" && v.length > 0;
+}
