@@ -1,0 +1,139 @@
+// Observed vs expected: the list of fields that drifted, each with a repair a person can run.
+// Pure functions (no I/O), shared by the provider's read/diff/create/update and by the tests.
+import type { Baseline, Drift, ExpectedState, ObservedState } from "./schema";
+
+/** Baseline recorded at create: what no provisioning step states up front. */
+export function baselineOf(observed: ObservedState): Baseline {
+  return {
+    files: { ...observed.files },
+    driverVersion: observed.gpu.driverVersion,
+    computeCapabilities: [...observed.gpu.computeCapabilities],
+  };
+}
+
+const reinstall = (pkg: string): string => `apt-get install --reinstall ${pkg}`;
+
+/** Every field in which OBSERVED differs from EXPECTED (and BASELINE), in a stable order. */
+export function findDrift(expected: ExpectedState, baseline: Baseline, observed: ObservedState): Drift[] {
+  const drift: Drift[] = [];
+  const meta = expected.packages[`cuda-toolkit-${expected.packageSuffix}`] !== undefined
+    ? `cuda-toolkit-${expected.packageSuffix}`
+    : undefined;
+  const toolkitRepair = meta ? reinstall(meta) : "pulumi up (re-run the toolkit's install step)";
+
+  // nvcc as FlashInfer finds it: CUDA_HOME first, then `which nvcc` with the units' PATH.
+  if (observed.cudaHome.version !== expected.toolkitVersion) {
+    drift.push({
+      field: "nvcc.cudaHome.version",
+      expected: expected.toolkitVersion,
+      found: observed.cudaHome.version,
+      repair: observed.cudaHome.nvcc === null
+        ? `${expected.cudaHome}/bin/nvcc is missing: ${reinstall(`cuda-nvcc-${expected.packageSuffix}`)}`
+        : `${expected.cudaHome}/bin/nvcc reports ${observed.cudaHome.version ?? "no version"}: ${toolkitRepair}`,
+    });
+  }
+  if (expected.unitPath !== undefined && observed.pathNvcc.version !== expected.toolkitVersion) {
+    drift.push({
+      field: "nvcc.path.version",
+      expected: expected.toolkitVersion,
+      found: observed.pathNvcc.version,
+      repair: observed.pathNvcc.nvcc === null
+        ? `no nvcc on the units' PATH: put ${expected.cudaHome}/bin on it (pulumi up re-renders the units)`
+        : `${observed.pathNvcc.nvcc} comes first on the units' PATH: put ${expected.cudaHome}/bin before it`,
+    });
+  }
+
+  if (observed.cudaLink !== expected.cudaLink) {
+    drift.push({
+      field: "cudaLink",
+      expected: expected.cudaLink,
+      found: observed.cudaLink,
+      repair: `update-alternatives --set cuda ${expected.cudaLink}`,
+    });
+  }
+
+  for (const [pkg, version] of Object.entries(expected.packages).sort(([a], [b]) => a.localeCompare(b))) {
+    const found = observed.packages[pkg];
+    if (found === undefined) {
+      drift.push({ field: `packages.${pkg}`, expected: version || "installed", found: null, repair: reinstall(pkg) });
+    } else if (version !== "" && found !== version) {
+      drift.push({ field: `packages.${pkg}`, expected: version, found, repair: `apt-get install --allow-downgrades ${pkg}=${version}` });
+    }
+  }
+
+  for (const [file, owner] of Object.entries(expected.files).sort(([a], [b]) => a.localeCompare(b))) {
+    const found = observed.files[file] ?? null;
+    const recorded = baseline.files[file] ?? null;
+    if (found === null) {
+      drift.push({ field: `files.${file}`, expected: recorded ?? "present", found: null, repair: reinstall(owner) });
+    } else if (recorded !== null && found !== recorded) {
+      drift.push({ field: `files.${file}`, expected: recorded, found, repair: `${reinstall(owner)} (the file's content changed)` });
+    }
+  }
+
+  if (baseline.driverVersion !== null && observed.gpu.driverVersion !== baseline.driverVersion) {
+    drift.push({
+      field: "gpu.driverVersion",
+      expected: baseline.driverVersion,
+      found: observed.gpu.driverVersion,
+      repair: "the NVIDIA driver changed: reinstall the recorded driver, or accept it with `pulumi up --replace <ToolkitState urn>`",
+    });
+  }
+  const caps = (c: string[]): string => c.join(",");
+  if (baseline.computeCapabilities.length > 0 && caps(observed.gpu.computeCapabilities) !== caps(baseline.computeCapabilities)) {
+    drift.push({
+      field: "gpu.computeCapabilities",
+      expected: caps(baseline.computeCapabilities),
+      found: caps(observed.gpu.computeCapabilities) || null,
+      repair: "the GPUs changed (or one is not visible): check `nvidia-smi`, or accept with `pulumi up --replace <ToolkitState urn>`",
+    });
+  }
+
+  if (expected.jitBase !== undefined && expected.jitKey !== undefined) {
+    const keys = [...observed.jit.keys].sort();
+    if (keys.length !== 1 || keys[0] !== expected.jitKey) {
+      const stale = keys.filter((k) => k !== expected.jitKey);
+      const missing = !keys.includes(expected.jitKey);
+      drift.push({
+        field: "jit.key",
+        expected: expected.jitKey,
+        found: keys.length > 0 ? keys.join(",") : null,
+        repair: [
+          stale.length > 0 ? `remove stale JIT caches: rm -rf ${stale.map((k) => `${expected.jitBase}/${k}`).join(" ")}` : "",
+          missing ? `re-create ${expected.jitBase}/${expected.jitKey} (pulumi up)` : "",
+        ].filter(Boolean).join("; "),
+      });
+    }
+  }
+
+  for (const [unitFile, want] of Object.entries(expected.units).sort(([a], [b]) => a.localeCompare(b))) {
+    const seen = observed.units[unitFile];
+    const name = unitFile.slice(unitFile.lastIndexOf("/") + 1);
+    const foundHash = seen?.sha256 ?? null;
+    if (foundHash !== want.sha256) {
+      drift.push({
+        field: `units.${unitFile}.sha256`,
+        expected: want.sha256,
+        found: foundHash,
+        repair: `${foundHash === null ? "the unit file is missing" : "the unit file was edited on the host"}: restore the rendered unit (pulumi up), then systemctl daemon-reload && systemctl restart ${name}`,
+      });
+    }
+    if (want.enabled !== undefined && seen?.enabled !== want.enabled) {
+      drift.push({
+        field: `units.${unitFile}.enabled`,
+        expected: want.enabled,
+        found: seen?.enabled ?? null,
+        repair: want.enabled === "enabled" ? `systemctl enable ${name}` : `systemctl disable ${name}`,
+      });
+    }
+    if (want.active !== undefined && seen?.active !== want.active) {
+      drift.push({
+        field: `units.${unitFile}.active`,
+        expected: want.active,
+        found: seen?.active ?? null,
+        repair: want.active === "active" ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)` : `systemctl stop ${name}`,
+      });
+    }
+  }
+  return drift;
+}

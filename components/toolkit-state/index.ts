@@ -1,0 +1,104 @@
+// ToolkitState: a dynamic resource that records what the CUDA toolkit on a host really is after
+// provisioning, and whose read re-probes it, so `pulumi refresh` shows exactly what drifted
+// (@pulumi/command has no read: commands alone never notice a host changing under them).
+//
+// Closure serialization captures the provider object into the state (pulumi#6490: refresh runs
+// the captured code). Each method therefore only require()s the compiled implementation by
+// absolute path at call time; nothing else (no zod, no clients) is captured.
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import type { HostConnectionInput } from "../host/script";
+import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift } from "./schema";
+import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
+
+export { expectedToolkitState, type ExpectedToolkitOptions } from "./expected";
+export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift } from "./schema";
+
+export interface ToolkitStateArgs {
+  /** The host to probe. SSH connections are stored as a secret (they hold private keys). */
+  connection: pulumi.Input<HostConnectionInput>;
+  /**
+   * What provisioning set up: toolkit version, CUDA_HOME, /usr/local/cuda target, package versions,
+   * required files, rendered unit hashes, JIT cache key. Build it with `expectedToolkitState()`,
+   * which takes the packages and files from the toolkit description.
+   */
+  expected: pulumi.Input<ExpectedState>;
+  /** "fail" (default): create/update fail when the host does not match `expected`. "record": only record it. */
+  onDrift?: pulumi.Input<OnDrift>;
+  /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
+  projectRoot?: string;
+}
+
+/** The folder holding Pulumi.yaml above this file (source or dist/). */
+function findProjectRoot(): string {
+  let dir = __dirname;
+  while (!fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error(`no Pulumi.yaml above ${__dirname}`);
+    dir = up;
+  }
+  return dir;
+}
+
+// Each method loads the compiled implementation at call time: only `require` and this string are
+// captured. `projectRoot` (an input, so it is in the state) says where the implementation lives.
+const implPath = "dist/components/toolkit-state/provider-impl.js";
+const toolkitStateProvider: pulumi.dynamic.ResourceProvider = {
+  async check(olds, news) {
+    return require(require("path").join(news.projectRoot, implPath)).check(olds, news);
+  },
+  async diff(id, olds, news) {
+    return require(require("path").join(news.projectRoot ?? olds.projectRoot, implPath)).diff(id, olds, news);
+  },
+  async create(inputs) {
+    return require(require("path").join(inputs.projectRoot, implPath)).create(inputs);
+  },
+  async read(id, props) {
+    return require(require("path").join(props.projectRoot, implPath)).read(id, props);
+  },
+  async update(id, olds, news) {
+    return require(require("path").join(news.projectRoot, implPath)).update(id, olds, news);
+  },
+  async delete(id, props) {
+    return require(require("path").join(props.projectRoot, implPath)).remove(id, props);
+  },
+};
+
+/**
+ * The toolkit state of one host. Create it after provisioning (dependsOn the toolkit, environment
+ * and unit resources). `pulumi refresh --preview-only --expect-no-changes` (or `gpuhost drift`)
+ * then fails exactly when the host stopped matching, and names each field.
+ */
+export class ToolkitState extends pulumi.dynamic.Resource {
+  /** Where the probe ran (never includes a key). */
+  public declare readonly hostLabel: pulumi.Output<string>;
+  /** The last probe's findings. */
+  public declare readonly observed: pulumi.Output<ObservedState>;
+  /** What create recorded that provisioning does not state: file hashes, driver, GPUs. */
+  public declare readonly baseline: pulumi.Output<Baseline>;
+  /** Fields in which the host differs from what was provisioned; empty when it matches. */
+  public declare readonly drift: pulumi.Output<Drift[]>;
+
+  constructor(name: string, args: ToolkitStateArgs, opts?: pulumi.CustomResourceOptions) {
+    const connection = pulumi.output(args.connection).apply((c) => (c.kind === "ssh" ? pulumi.secret(c) : pulumi.output(c)));
+    super(
+      toolkitStateProvider,
+      name,
+      {
+        projectRoot: args.projectRoot ?? findProjectRoot(),
+        providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
+        connection,
+        expected: args.expected,
+        onDrift: args.onDrift ?? "fail",
+        hostLabel: undefined,
+        observed: undefined,
+        baseline: undefined,
+        drift: undefined,
+      },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "connection"] },
+      "gpuhost",
+      "ToolkitState",
+    );
+  }
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Probe what the CUDA toolkit on this host really is, and print it as ONE JSON document on stdout.
+#
+# Read-only: it changes nothing. It is sent whole in one exec (one SSH round trip), so it has no
+# dependencies beyond bash, coreutils, readlink and the tools it probes; no jq on the host.
+# Every host path is prefixed with "${GPUHOST_ROOT:-}", so the same script probes the simulated
+# host (a folder standing for /) and a real one (empty prefix).
+#
+# Usage: probe.sh --cuda-home DIR [--path PATH] [--package-suffix 13-0] [--jit-base DIR]
+#                 [--file PATH]... [--unit PATH]...
+#   --cuda-home       CUDA_HOME as the units set it; nvcc is looked up in DIR/bin
+#   --path            PATH as the units set it (default: this shell's PATH) for `which nvcc`
+#   --package-suffix  version suffix of the packages to list: cuda-*-SUFFIX and lib*-dev-SUFFIX
+#   --jit-base        FLASHINFER_WORKSPACE_BASE's parent: its sub-directory names are the JIT cache keys
+#   --file            a file the toolkit must provide (from the toolkit description); repeatable
+#   --unit            a rendered systemd unit file; repeatable
+set -euo pipefail
+export LC_ALL=C
+
+ROOT=${GPUHOST_ROOT:-}
+ROOT=${ROOT%/}
+cuda_home=""
+unit_path=${PATH}
+package_suffix="13-0"
+jit_base=""
+files=()
+units=()
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --cuda-home) cuda_home=$2; shift 2 ;;
+    --path) unit_path=$2; shift 2 ;;
+    --package-suffix) package_suffix=$2; shift 2 ;;
+    --jit-base) jit_base=$2; shift 2 ;;
+    --file) files+=("$2"); shift 2 ;;
+    --unit) units+=("$2"); shift 2 ;;
+    *) echo "probe.sh: unknown argument: $1" >&2; exit 64 ;;
+  esac
+done
+if [[ -z $cuda_home ]]; then
+  echo "probe.sh: --cuda-home is required" >&2
+  exit 64
+fi
+
+errors=()
+
+# JSON string of $1 in REPLY (no subshell: the probe must stay fast).
+json_str() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/\\r}
+  s=${s//$'\t'/\\t}
+  s=${s//[$'\001'-$'\037']/}
+  REPLY="\"$s\""
+}
+
+# JSON string of $1, or null when empty, in REPLY.
+json_str_or_null() {
+  if [[ -z $1 ]]; then REPLY=null; else json_str "$1"; fi
+}
+
+# Resolve a host path component by component, following symlinks inside ROOT (a link in the
+# simulated folder may point at "/etc/alternatives/cuda", which means ROOT/etc/alternatives/cuda).
+# REPLY: the resolved host path (without ROOT); components need not exist.
+resolve() {
+  local rest=${1#/} cur="" comp target hops=0
+  while [[ -n $rest ]]; do
+    comp=${rest%%/*}
+    if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=""; fi
+    case $comp in
+      "" | .) continue ;;
+      ..) cur=${cur%/*}; continue ;;
+    esac
+    if [[ -L "$ROOT$cur/$comp" ]]; then
+      hops=$((hops + 1))
+      if ((hops > 40)); then REPLY=""; return 0; fi
+      target=$(readlink -- "$ROOT$cur/$comp")
+      if [[ -n $ROOT && $target == "$ROOT"/* ]]; then target=${target#"$ROOT"}; fi
+      if [[ $target == /* ]]; then cur=""; fi
+      target=${target#/}
+      rest="${target}${rest:+/$rest}"
+    else
+      cur="$cur/$comp"
+    fi
+  done
+  REPLY=${cur:-/}
+}
+
+# "release 13.0, V13.0.88" -> 13.0 in REPLY; empty when nvcc is missing or does not run.
+nvcc_release() {
+  local out exe
+  resolve "$1"
+  exe=$REPLY
+  REPLY=""
+  if [[ -n $exe && -x "$ROOT$exe" && ! -d "$ROOT$exe" ]]; then
+    if out=$("$ROOT$exe" --version 2>&1); then
+      if [[ $out =~ release\ ([0-9]+\.[0-9]+) ]]; then REPLY=${BASH_REMATCH[1]}; fi
+    else
+      errors+=("$1 --version failed")
+    fi
+  fi
+}
+
+# nvcc as FlashInfer finds it first: CUDA_HOME/bin/nvcc.
+home_nvcc="${cuda_home%/}/bin/nvcc"
+nvcc_release "$home_nvcc"
+home_version=$REPLY
+resolve "$home_nvcc"
+if [[ -z $REPLY || ! -e "$ROOT$REPLY" ]]; then home_nvcc=""; fi
+
+# nvcc as `which nvcc` finds it with the PATH the units set.
+path_nvcc=""
+IFS=: read -r -a path_dirs <<<"$unit_path"
+for dir in "${path_dirs[@]}"; do
+  [[ -n $dir ]] || continue
+  resolve "${dir%/}/nvcc"
+  if [[ -n $REPLY && -x "$ROOT$REPLY" && ! -d "$ROOT$REPLY" ]]; then
+    path_nvcc="${dir%/}/nvcc"
+    break
+  fi
+done
+path_version=""
+if [[ -n $path_nvcc ]]; then
+  nvcc_release "$path_nvcc"
+  path_version=$REPLY
+fi
+
+# /usr/local/cuda: update-alternatives' link chain, fully resolved.
+cuda_link=""
+if [[ -L "$ROOT/usr/local/cuda" || -e "$ROOT/usr/local/cuda" ]]; then
+  resolve /usr/local/cuda
+  cuda_link=$REPLY
+fi
+
+# Installed packages of this toolkit version: one dpkg-query for all of them.
+packages_json=""
+pkg_out=$(dpkg-query -W -f='${Package}\t${Version}\t${Status}\n' \
+  "cuda-*-${package_suffix}" "lib*-dev-${package_suffix}" 2>/dev/null || true)
+while IFS=$'\t' read -r pkg version status; do
+  [[ -n $pkg ]] || continue
+  # "deinstall ok config-files" is a removed package that left its conffiles behind.
+  [[ $status == *" installed" ]] || continue
+  json_str "$pkg"; key=$REPLY
+  json_str "$version"
+  packages_json+="${packages_json:+,}$key:$REPLY"
+done <<<"$pkg_out"
+
+# Hash every required file and every unit file in one sha256sum call.
+declare -A sha=()
+declare -A resolved=()
+to_hash=()
+for f in "${files[@]}" "${units[@]}"; do
+  resolve "$f"
+  resolved[$f]=$REPLY
+  if [[ -n $REPLY && -f "$ROOT$REPLY" ]]; then to_hash+=("$ROOT$REPLY"); fi
+done
+if ((${#to_hash[@]} > 0)); then
+  while read -r hash path; do
+    sha[$path]=$hash
+  done < <(sha256sum -- "${to_hash[@]}" 2>/dev/null || true)
+fi
+file_hash() { # REPLY: JSON of the sha256 of host path $1, null when absent
+  local r=${resolved[$1]:-}
+  if [[ -n $r && -n ${sha[$ROOT$r]:-} ]]; then REPLY="\"${sha[$ROOT$r]}\""; else REPLY=null; fi
+}
+
+files_json=""
+for f in "${files[@]}"; do
+  json_str "$f"; key=$REPLY
+  file_hash "$f"
+  files_json+="${files_json:+,}$key:$REPLY"
+done
+
+# GPUs: only where nvidia-smi exists (CPU-only and simulated hosts have none).
+gpu_json='{"nvidiaSmi":false,"driverVersion":null,"computeCapabilities":[]}'
+if command -v nvidia-smi >/dev/null 2>&1; then
+  driver=""
+  caps_json=""
+  if smi_out=$(nvidia-smi --query-gpu=driver_version,compute_cap --format=csv,noheader 2>&1); then
+    while IFS=, read -r drv cap; do
+      drv=${drv// /}
+      cap=${cap// /}
+      [[ -n $drv ]] || continue
+      driver=$drv
+      json_str "$cap"
+      caps_json+="${caps_json:+,}$REPLY"
+    done <<<"$smi_out"
+  else
+    errors+=("nvidia-smi failed: ${smi_out%%$'\n'*}")
+  fi
+  json_str_or_null "$driver"
+  gpu_json="{\"nvidiaSmi\":true,\"driverVersion\":$REPLY,\"computeCapabilities\":[$caps_json]}"
+fi
+
+# FlashInfer JIT cache: the key is the directory name under the configured base.
+jit_json='{"base":null,"keys":[]}'
+if [[ -n $jit_base ]]; then
+  keys_json=""
+  resolve "$jit_base"
+  if [[ -d "$ROOT$REPLY" ]]; then
+    for entry in "$ROOT$REPLY"/*; do
+      [[ -d $entry ]] || continue
+      json_str "${entry##*/}"
+      keys_json+="${keys_json:+,}$REPLY"
+    done
+  fi
+  json_str "$jit_base"
+  jit_json="{\"base\":$REPLY,\"keys\":[$keys_json]}"
+fi
+
+# Units: content hash, and what systemd says about each (is-enabled/is-active exit non-zero for
+# "disabled"/"inactive": their output is the answer, not their status).
+units_json=""
+for u in "${units[@]}"; do
+  name=${u##*/}
+  enabled=$(systemctl is-enabled "$name" 2>/dev/null || true)
+  active=$(systemctl is-active "$name" 2>/dev/null || true)
+  json_str "$u"; key=$REPLY
+  file_hash "$u"; hash=$REPLY
+  json_str "$name"; name_json=$REPLY
+  json_str "${enabled%%$'\n'*}"; enabled_json=$REPLY
+  json_str "${active%%$'\n'*}"; active_json=$REPLY
+  units_json+="${units_json:+,}$key:{\"name\":$name_json,\"sha256\":$hash,\"enabled\":$enabled_json,\"active\":$active_json}"
+done
+
+errors_json=""
+for e in "${errors[@]}"; do
+  json_str "$e"
+  errors_json+="${errors_json:+,}$REPLY"
+done
+
+json_str "$cuda_home"; cuda_home_json=$REPLY
+json_str_or_null "$home_nvcc"; home_nvcc_json=$REPLY
+json_str_or_null "$home_version"; home_version_json=$REPLY
+json_str_or_null "$path_nvcc"; path_nvcc_json=$REPLY
+json_str_or_null "$path_version"; path_version_json=$REPLY
+json_str_or_null "$cuda_link"; cuda_link_json=$REPLY
+
+printf '{"probeFormat":1,"cudaHome":{"dir":%s,"nvcc":%s,"version":%s},"pathNvcc":{"nvcc":%s,"version":%s},"cudaLink":%s,"packages":{%s},"files":{%s},"gpu":%s,"jit":%s,"units":{%s},"errors":[%s]}\n' \
+  "$cuda_home_json" "$home_nvcc_json" "$home_version_json" "$path_nvcc_json" "$path_version_json" \
+  "$cuda_link_json" "$packages_json" "$files_json" "$gpu_json" "$jit_json" "$units_json" "$errors_json"

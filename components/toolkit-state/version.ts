@@ -1,0 +1,5 @@
+// The ToolkitState provider's version. `pulumi refresh` runs the provider code stored in state at
+// the last create/update (pulumi#6490); diff reports a change when this differs, so the next
+// `pulumi up` runs update with the new code and later refreshes use it. Bump it when the probe,
+// the drift rules or the state layout change.
+export const TOOLKIT_STATE_PROVIDER_VERSION = "1";
