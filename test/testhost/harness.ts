@@ -1,0 +1,251 @@
+/**
+ * A real Debian host for end-to-end tests: the cached root filesystem extracted to a temp dir and
+ * booted with systemd-nspawn (systemd as PID 1, journald, sshd, apt, dpkg), reachable over SSH on
+ * 127.0.0.1. It shares the host's loopback, so servers the test runs on 127.0.0.1 (apt repository,
+ * Python index) are reachable from inside, and ports a test host's services bind are shared too.
+ *
+ * Teardown signals only the nspawn process this harness started, by its PID.
+ */
+import { ChildProcess, spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createWriteStream, existsSync, promises as fs, readFileSync } from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { z } from "zod";
+import { run, RunResult, withLock } from "./proc";
+import { ensureRootfsTarball, RootfsRecipe } from "./rootfs";
+
+export const SKIP_ENV = "GPUHOST_SKIP_TESTHOST";
+
+export const TestHostOptionsSchema = z.object({
+  name: z.string().default("th").describe("Short label put in the machine name and temp dir, for finding leftovers."),
+  bootTimeoutMs: z.number().int().positive().default(90_000).describe("Bound on boot until SSH answers and systemd settles."),
+  stopTimeoutMs: z.number().int().positive().default(20_000).describe("Bound on a clean poweroff after SIGTERM before SIGKILL."),
+  workRoot: z.string().default(os.tmpdir()).describe("Where per-run trees are extracted (removed at teardown)."),
+});
+export type TestHostOptions = z.input<typeof TestHostOptionsSchema> & { recipe?: Partial<RootfsRecipe> };
+
+export interface TestHost {
+  host: "127.0.0.1";
+  port: number;
+  user: "root";
+  privateKeyPath: string;
+  privateKey: string;
+  machineName: string;
+  /** The container's root directory on this machine: files written here are files on the host. */
+  rootDir: string;
+  /** Runs a shell command on the host over SSH (as a real client would); never throws on exit code. */
+  exec(cmd: string, opts?: { timeoutMs?: number; input?: string }): Promise<RunResult>;
+  /** exec, throwing with the output when the command fails. */
+  execOk(cmd: string, opts?: { timeoutMs?: number; input?: string }): Promise<RunResult>;
+  /** ssh arguments (before the remote command) for tools that spawn their own client. */
+  sshArgs: string[];
+  /** Powers the container off (SIGTERM to our nspawn PID, SIGKILL after a bound) and removes its tree. */
+  stop(): Promise<void>;
+}
+
+/** Why this machine cannot boot a test host, or null when it can. */
+export function testHostUnavailableReason(): string | null {
+  if (process.platform !== "linux") return `platform is ${process.platform}, not linux`;
+  if (typeof process.getuid === "function" && process.getuid() !== 0) {
+    return "not running as root (systemd-nspawn and debootstrap need root)";
+  }
+  for (const tool of ["systemd-nspawn", "debootstrap", "ssh", "ssh-keygen", "zstd"]) {
+    if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) {
+      return `${tool} is not installed (run .ci/testhost-prereqs.sh)`;
+    }
+  }
+  return null;
+}
+
+/**
+ * For suites: returns true when the suite should run. When the machine cannot run it, throws (the
+ * suite fails loudly) unless GPUHOST_SKIP_TESTHOST=1, in which case it warns and returns false.
+ */
+export function requireTestHost(): boolean {
+  const reason = testHostUnavailableReason();
+  if (!reason) return true;
+  if (process.env[SKIP_ENV] === "1") {
+    console.warn(`[testhost] SKIPPED: ${reason}; ${SKIP_ENV}=1 is set. These suites did not run.`);
+    return false;
+  }
+  throw new Error(
+    `[testhost] cannot boot the real Debian test host: ${reason}. ` +
+      `Fix the machine, or set ${SKIP_ENV}=1 to skip the test-host suites explicitly.`,
+  );
+}
+
+/** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * nspawn wants /run/systemd/nspawn on a filesystem it may unmount from; without systemd as this
+ * machine's PID 1 it is on the root disk ("Attempted to remove disk file system"). A tmpfs fixes it.
+ */
+async function ensureNspawnRunDir(): Promise<void> {
+  const dir = "/run/systemd/nspawn";
+  await withLock("/run/gpuhost-testhost-nspawn.lock", 60_000, async () => {
+    const mounted = readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
+      .some((l) => l.split(" ")[4] === dir);
+    if (mounted) return;
+    await fs.mkdir(dir, { recursive: true });
+    await run("mount", ["-t", "tmpfs", "tmpfs", dir]);
+  });
+}
+
+const SSH_OPTIONS = [
+  "-o", "BatchMode=yes",
+  "-o", "StrictHostKeyChecking=no",
+  "-o", "UserKnownHostsFile=/dev/null",
+  "-o", "LogLevel=ERROR",
+  "-o", "ConnectTimeout=5",
+  "-o", "IdentitiesOnly=yes",
+];
+
+const live = new Set<ChildProcess>();
+process.on("exit", () => {
+  // the worker is going away without teardown: do not leave containers behind (our PIDs only)
+  for (const child of live) if (child.pid) try { process.kill(child.pid, "SIGKILL"); } catch { /* gone */ }
+});
+
+export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHost> {
+  const opts = TestHostOptionsSchema.parse(input);
+  const unavailable = testHostUnavailableReason();
+  if (unavailable) throw new Error(`[testhost] ${unavailable}`);
+  const { tarball } = await ensureRootfsTarball(input.recipe ?? {});
+  await ensureNspawnRunDir();
+
+  const suffix = `${process.pid}-${randomBytes(3).toString("hex")}`;
+  const machineName = `gpuhost-${opts.name}-${suffix}`.slice(0, 60);
+  const work = await fs.mkdtemp(path.join(opts.workRoot, `gpuhost-testhost-${opts.name}-`));
+  const rootDir = path.join(work, "root");
+  const privateKeyPath = path.join(work, "id_ed25519");
+  let child: ChildProcess | undefined;
+  const cleanup = async () => {
+    if (child) await stopNspawn(child, opts.stopTimeoutMs);
+    await fs.rm(work, { recursive: true, force: true });
+  };
+  try {
+    await fs.mkdir(rootDir);
+    await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
+    const port = await freeLoopbackPort();
+    await configureSsh(rootDir, privateKeyPath, port);
+
+    const log = createWriteStream(path.join(work, "nspawn.log"));
+    child = spawn(
+      "systemd-nspawn",
+      ["-D", rootDir, "-b", "--register=no", "--keep-unit", `--machine=${machineName}`, "--console=pipe", "--quiet"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    live.add(child);
+    child.stdout?.pipe(log);
+    child.stderr?.pipe(log);
+    const sshArgs = [...SSH_OPTIONS, "-i", privateKeyPath, "-p", String(port), "root@127.0.0.1"];
+    const exec = (cmd: string, o: { timeoutMs?: number; input?: string } = {}) =>
+      run("ssh", [...sshArgs, cmd], { allowFailure: true, timeoutMs: o.timeoutMs ?? 300_000, input: o.input });
+    await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
+
+    const started = child;
+    return {
+      host: "127.0.0.1",
+      port,
+      user: "root",
+      privateKeyPath,
+      privateKey: await fs.readFile(privateKeyPath, "utf8"),
+      machineName,
+      rootDir,
+      sshArgs,
+      exec,
+      async execOk(cmd, o) {
+        const r = await exec(cmd, o);
+        if (r.code !== 0) throw new Error(`on test host: \`${cmd}\` exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+        return r;
+      },
+      stop: async () => {
+        child = started;
+        await cleanup();
+      },
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}
+
+/** A client key pair, sshd host key, and a drop-in making sshd listen on our port on loopback only. */
+async function configureSsh(rootDir: string, privateKeyPath: string, port: number): Promise<void> {
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "gpuhost-testhost", "-f", privateKeyPath]);
+  const sshDir = path.join(rootDir, "root/.ssh");
+  await fs.mkdir(sshDir, { recursive: true, mode: 0o700 });
+  await fs.copyFile(`${privateKeyPath}.pub`, path.join(sshDir, "authorized_keys"));
+  await fs.chmod(path.join(sshDir, "authorized_keys"), 0o600);
+  const hostKey = path.join(rootDir, "etc/ssh/ssh_host_ed25519_key");
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", hostKey]);
+  await fs.writeFile(
+    path.join(rootDir, "etc/ssh/sshd_config.d/gpuhost-testhost.conf"),
+    [
+      "# written by test/testhost/harness.ts: this container shares the machine's loopback",
+      `Port ${port}`,
+      "ListenAddress 127.0.0.1",
+      "HostKey /etc/ssh/ssh_host_ed25519_key",
+      "PermitRootLogin prohibit-password",
+      "PasswordAuthentication no",
+      "",
+    ].join("\n"),
+  );
+}
+
+async function waitForBoot(
+  child: ChildProcess,
+  exec: (cmd: string, o?: { timeoutMs?: number }) => Promise<RunResult>,
+  boundMs: number,
+  logPath: string,
+): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  let exited: string | null = null;
+  child.once("exit", (code, signal) => (exited = `systemd-nspawn exited (${code ?? signal}) during boot`));
+  const tail = () => (existsSync(logPath) ? readFileSync(logPath, "utf8").slice(-3000) : "");
+  let last = "";
+  while (Date.now() < deadline) {
+    if (exited) throw new Error(`[testhost] ${exited}\n${tail()}`);
+    const r = await exec("true", { timeoutMs: 8_000 }).catch((e: Error) => ({ code: 255, stdout: "", stderr: e.message }));
+    if (r.code === 0) {
+      // ssh answers; let systemd finish starting units so tests see a settled host
+      const left = Math.max(1, Math.ceil((deadline - Date.now()) / 1000));
+      const s = await exec(`timeout ${left} systemctl is-system-running --wait`, { timeoutMs: left * 1000 + 5000 });
+      const state = s.stdout.trim();
+      if (state === "running" || state === "degraded") return;
+      throw new Error(`[testhost] systemd did not settle: state "${state}"\n${tail()}`);
+    }
+    last = r.stderr.trim();
+    await new Promise((res) => setTimeout(res, 300));
+  }
+  throw new Error(`[testhost] SSH did not answer within ${boundMs} ms (last: ${last})\n${tail()}`);
+}
+
+async function stopNspawn(child: ChildProcess, boundMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || !child.pid) {
+    live.delete(child);
+    return;
+  }
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // SIGTERM makes nspawn ask the container's systemd for a clean poweroff
+  process.kill(child.pid, "SIGTERM");
+  const clean = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), boundMs))]);
+  if (!clean) {
+    process.kill(child.pid, "SIGKILL");
+    await exited;
+  }
+  live.delete(child);
+}
