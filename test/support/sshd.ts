@@ -1,0 +1,72 @@
+/**
+ * A real OpenSSH server on 127.0.0.1 for tests: its own host key, one authorized client key, a free
+ * port, stopped by the PID it started. Needs root (sshd's privilege separation) and Debian's
+ * openssh-server (.ci/prereqs.sh installs it).
+ */
+import { ChildProcess, execFileSync, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+
+export interface TestSshd {
+  host: string; port: number; user: string;
+  privateKey: string; privateKeyPath: string;
+  /** The server's public host key, as `ssh-ed25519 AAAA...`. */
+  hostKey: string;
+  stop(): Promise<void>;
+}
+
+export const SSHD = "/usr/sbin/sshd";
+export const canRunSshd = (): boolean => process.getuid?.() === 0 && fs.existsSync(SSHD);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+export async function startSshd(): Promise<TestSshd> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshd-"));
+  const keygen = (file: string) => execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", file]);
+  keygen(path.join(dir, "host_key"));
+  keygen(path.join(dir, "client_key"));
+  fs.copyFileSync(path.join(dir, "client_key.pub"), path.join(dir, "authorized_keys"));
+  fs.mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+  const port = await freePort();
+  fs.writeFileSync(path.join(dir, "sshd_config"), [
+    `Port ${port}`, "ListenAddress 127.0.0.1", `HostKey ${dir}/host_key`, `AuthorizedKeysFile ${dir}/authorized_keys`,
+    `PidFile ${dir}/sshd.pid`, "StrictModes no", "UsePAM no", "PasswordAuthentication no",
+    "PermitRootLogin prohibit-password", "LogLevel ERROR", "",
+  ].join("\n"));
+  const proc: ChildProcess = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  proc.stderr?.on("data", (b: Buffer) => { stderr += b; });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const up = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
+      s.on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").trim().split(/\s+/).slice(0, 2).join(" ");
+  return {
+    host: "127.0.0.1", port, user: "root", hostKey,
+    privateKey: fs.readFileSync(path.join(dir, "client_key"), "utf8"), privateKeyPath: path.join(dir, "client_key"),
+    async stop() {
+      if (proc.exitCode === null) {
+        proc.kill("SIGTERM");
+        await new Promise((r) => proc.once("exit", r));
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
