@@ -1,0 +1,139 @@
+import { FAULTS } from "./faults";
+import { startSimulator, UnknownFaultError } from "./index";
+import { listProfiles, ProfileError } from "./profile";
+
+const USAGE = `usage: gpuhost sim [--profile NAME|PATH] [--fault NAME]... [--port N] [--host H] [--time-scale X]
+                  [--api-key K] [--served-model-name ID]
+       gpuhost sim --list
+
+An SGLang-faithful simulated server. --fault may repeat or take a comma-separated list.
+Defaults: --profile tiny --port 30000 --host 127.0.0.1 --time-scale 1.
+--time-scale X runs X simulated seconds per wall second; reported durations are simulated.`;
+
+interface SimArgs {
+  list: boolean;
+  help: boolean;
+  profile: string;
+  faults: string[];
+  port: number;
+  host: string;
+  timeScale: number;
+  apiKey?: string;
+  servedModelName?: string;
+}
+
+class UsageError extends Error {}
+
+export function parseSimArgs(argv: string[]): SimArgs {
+  const args: SimArgs = { list: false, help: false, profile: "tiny", faults: [], port: 30000, host: "127.0.0.1", timeScale: 1 };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf("=");
+    const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+    const value = (): string => {
+      if (arg.startsWith("--") && eq > 0) return arg.slice(eq + 1);
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    const number = (name: string, v: string, ok: (n: number) => boolean): number => {
+      const n = Number(v);
+      if (v.trim() === "" || !Number.isFinite(n) || !ok(n)) throw new UsageError(`${name}: invalid value '${v}'`);
+      return n;
+    };
+    switch (flag) {
+      case "--list":
+        args.list = true;
+        break;
+      case "-h":
+      case "--help":
+        args.help = true;
+        break;
+      case "--profile":
+        args.profile = value();
+        break;
+      case "--fault":
+        args.faults.push(value());
+        break;
+      case "--port":
+        args.port = number("--port", value(), (n) => Number.isInteger(n) && n >= 0 && n <= 65535);
+        break;
+      case "--host":
+        args.host = value();
+        break;
+      case "--time-scale":
+        args.timeScale = number("--time-scale", value(), (n) => n > 0);
+        break;
+      case "--api-key":
+        args.apiKey = value();
+        break;
+      case "--served-model-name":
+        args.servedModelName = value();
+        break;
+      default:
+        throw new UsageError(`unknown argument '${arg}'`);
+    }
+  }
+  return args;
+}
+
+function printList(): void {
+  const profiles = listProfiles();
+  const width = Math.max(...profiles.map((p) => p.name.length), ...Object.keys(FAULTS).map((f) => f.length));
+  const lines = ["profiles:"];
+  for (const p of profiles) lines.push(`  ${p.name.padEnd(width)}  ${p.description}`);
+  lines.push("faults:");
+  for (const [name, description] of Object.entries(FAULTS)) lines.push(`  ${name.padEnd(width)}  ${description}`);
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+/**
+ * `gpuhost sim`: serve until SIGTERM or SIGINT, then close cleanly and return 0. Faults that end
+ * the process (jit-crash, oom-at-load) exit through process.exit with their own non-zero status.
+ */
+export async function simMain(argv: string[]): Promise<number> {
+  let args: SimArgs;
+  try {
+    args = parseSimArgs(argv);
+  } catch (err) {
+    process.stderr.write(`gpuhost sim: ${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (args.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (args.list) {
+    printList();
+    return 0;
+  }
+  let sim: Awaited<ReturnType<typeof startSimulator>>;
+  try {
+    sim = await startSimulator({
+      profile: args.profile,
+      faults: args.faults,
+      port: args.port,
+      host: args.host,
+      timeScale: args.timeScale,
+      apiKey: args.apiKey,
+      servedModelName: args.servedModelName,
+      onExit: (code) => process.exit(code),
+    });
+  } catch (err) {
+    const known = err instanceof ProfileError || err instanceof UnknownFaultError;
+    process.stderr.write(`gpuhost sim: ${known ? (err as Error).message : ((err as Error).stack ?? String(err))}\n`);
+    return known ? 2 : 1;
+  }
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string): void => {
+      process.off("SIGTERM", onTerm);
+      process.off("SIGINT", onInt);
+      process.stderr.write(`[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${signal}, shutting down.\n`);
+      sim.close().then(() => resolve(0));
+    };
+    const onTerm = (): void => stop("SIGTERM");
+    const onInt = (): void => stop("SIGINT");
+    process.on("SIGTERM", onTerm);
+    process.on("SIGINT", onInt);
+  });
+}

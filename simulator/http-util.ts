@@ -1,0 +1,69 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export function sendText(res: ServerResponse, status: number, text: string, contentType = "text/plain; charset=utf-8"): void {
+  res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+const ERROR_TYPES: Record<number, string> = {
+  400: "BadRequestError",
+  401: "AuthenticationError",
+  404: "NotFoundError",
+  500: "InternalServerError",
+  503: "ServiceUnavailableError",
+};
+
+/** An error body shaped like OpenAI's, which the official clients parse into their error classes. */
+export function sendError(res: ServerResponse, status: number, message: string, param: string | null = null): void {
+  sendJson(res, status, { error: { message, type: ERROR_TYPES[status] ?? "APIError", param, code: status } });
+}
+
+export class BodyError extends Error {}
+
+export function readJsonBody(req: IncomingMessage, limitBytes = 16 * 1024 * 1024): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > limitBytes) {
+        reject(new BodyError(`request body larger than ${limitBytes} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on("error", reject);
+    req.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      try {
+        const value: unknown = text.length ? JSON.parse(text) : {};
+        if (!value || typeof value !== "object" || Array.isArray(value)) reject(new BodyError("request body must be a JSON object"));
+        else resolve(value as Record<string, unknown>);
+      } catch (err) {
+        reject(new BodyError(`invalid JSON body: ${(err as Error).message}`));
+      }
+    });
+  });
+}
+
+/** Cut the connection the way a crashing peer does: a TCP reset where the platform offers one. */
+export function resetConnection(res: ServerResponse): void {
+  const socket = res.socket as (NonNullable<typeof res.socket> & { resetAndDestroy?: () => void }) | null;
+  if (!socket) return;
+  if (typeof socket.resetAndDestroy === "function") socket.resetAndDestroy();
+  else socket.destroy();
+}
+
+export function optionalInt(body: Record<string, unknown>, key: string): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new BodyError(`${key} must be a non-negative integer`);
+  return v;
+}

@@ -1,0 +1,181 @@
+import * as net from "node:net";
+import { FAULT_NAMES, type FaultName } from "./faults";
+import { drawLoadSeconds } from "./perf-model";
+import { loadProfile } from "./profile";
+import { SimRequest } from "./scheduler";
+import { createHttpServer } from "./server";
+import { SimState } from "./state";
+
+export { FAULTS, FAULT_NAMES, type FaultName } from "./faults";
+export { listProfiles, loadProfile, parseProfile, ProfileError, type Profile } from "./profile";
+export { expectedRun, theoreticalLevel } from "./perf-model";
+
+export interface SimulatorOptions {
+  /** A shipped profile (simulator/profiles/<name>.yaml) or a path to a YAML profile. */
+  profile: string;
+  /** Faults added to the profile's own. */
+  faults?: string[];
+  /** 0: an ephemeral port. Default 30000, SGLang's. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Simulated seconds per wall second (default 1). See simulator/README.md. */
+  timeScale?: number;
+  /** Require `Authorization: Bearer <apiKey>` as SGLang's --api-key does. */
+  apiKey?: string;
+  /** --served-model-name; default the profile's. */
+  servedModelName?: string;
+  /** Called when a fault ends the simulated process (jit-crash, oom-at-load). Default: process.exit. */
+  onExit?: (code: number) => void;
+  /** One server log line (stderr in the CLI). Default: process.stderr. */
+  log?: (line: string) => void;
+}
+
+export interface RunningSimulator {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export class UnknownFaultError extends Error {}
+
+export function parseFaults(names: string[]): FaultName[] {
+  const out: FaultName[] = [];
+  for (const name of names.flatMap((n) => n.split(",")).map((n) => n.trim()).filter(Boolean)) {
+    if (!(FAULT_NAMES as string[]).includes(name)) throw new UnknownFaultError(`unknown fault '${name}'; known: ${FAULT_NAMES.join(", ")}`);
+    out.push(name as FaultName);
+  }
+  return out;
+}
+
+/** A free port, for late-port: the URL must be known before the port opens. */
+function reservePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startSimulator(opts: SimulatorOptions): Promise<RunningSimulator> {
+  const profile = loadProfile(opts.profile);
+  const faults = new Set<FaultName>([...profile.faults, ...parseFaults(opts.faults ?? [])]);
+  const host = opts.host ?? "127.0.0.1";
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const onExit = opts.onExit ?? ((code: number) => process.exit(code));
+  const state = new SimState({
+    profile,
+    faults,
+    timeScale: opts.timeScale ?? 1,
+    apiKey: opts.apiKey ?? null,
+    servedModelName: opts.servedModelName ?? profile.model.servedModelName ?? profile.model.path,
+    host,
+    log,
+  });
+  const { server, sockets } = createHttpServer(state);
+  const timers: NodeJS.Timeout[] = [];
+  let closed: Promise<void> | null = null;
+
+  const shutdown = (): Promise<void> => {
+    if (!closed) {
+      closed = new Promise<void>((resolve) => {
+        for (const t of timers) clearTimeout(t);
+        state.clock.stop();
+        state.scheduler.stop();
+        for (const s of sockets) s.destroy();
+        if (server.listening) server.close(() => resolve());
+        else resolve();
+      });
+    }
+    return closed;
+  };
+  state.die = (code: number) => {
+    if (state.status === "dead" || state.status === "closed") return;
+    state.status = "dead";
+    state.truth.failed.crashed += state.scheduler.running.filter((r) => !r.plan.internal).length + state.scheduler.queue.length;
+    void shutdown().then(() => onExit(code));
+  };
+
+  const listen = (port: number): Promise<number> =>
+    new Promise((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => {
+        server.off("error", reject);
+        resolve((server.address() as net.AddressInfo).port);
+      });
+    });
+
+  const lateSettings = profile.faultSettings.latePort;
+  const late = faults.has("late-port");
+  const requested = opts.port ?? 30000;
+  const port = late ? (requested === 0 ? await reservePort(host) : requested) : await listen(requested);
+  state.port = port;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+
+  const openLatePort = (): void => {
+    if (state.status === "dead" || state.status === "closed" || server.listening) return;
+    listen(port).then(
+      () => state.log(`Uvicorn running on ${url} (Press CTRL+C to quit)`),
+      (err: Error) => state.log(`ERROR: could not open the late port: ${err.message}`),
+    );
+  };
+
+  // The load: SGLang prints the server args, loads weights, captures graphs, then warms up.
+  state.loadSeconds = drawLoadSeconds(profile);
+  const spec = profile.speculative ? ` speculative_algorithm=${profile.speculative.algorithm}` : "";
+  state.log(`server_args=ServerArgs(model_path='${profile.model.path}', tp_size=${profile.hardware.count}, host='${host}', port=${port},${spec} time_scale=${state.timeScale}, faults=[${[...faults].join(",")}])`);
+  state.log(`Load weight begin. avail mem=${(profile.hardware.memoryGiBPerGpu - 1.2).toFixed(2)} GB (expected load ${state.loadSeconds.toFixed(1)} s)`);
+  if (!late) state.log(`Uvicorn running on ${url} (Press CTRL+C to quit)`);
+  else if (lateSettings.delaySeconds !== null) timers.push(state.clock.after(lateSettings.delaySeconds, openLatePort));
+
+  if (faults.has("oom-at-load")) {
+    const { atLoadFraction, exitCode } = profile.faultSettings.oomAtLoad;
+    timers.push(
+      state.clock.after(state.loadSeconds * atLoadFraction, () => {
+        const total = profile.hardware.memoryGiBPerGpu;
+        state.raw("Traceback (most recent call last):");
+        state.raw('  File "/opt/sglang/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 812, in load_model');
+        state.raw(
+          `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of ${total.toFixed(2)} GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has ${(total - 1.5).toFixed(2)} GiB memory in use. Of the allocated memory ${(total - 3).toFixed(2)} GiB is allocated by PyTorch.`,
+        );
+        state.log("Received sigquit from a child process. It usually means the child failed.");
+        state.die(exitCode);
+      }),
+    );
+  } else {
+    timers.push(
+      state.clock.after(state.loadSeconds, () => {
+        if (state.status !== "loading") return;
+        state.log(`Load weight end. type=${profile.model.path.split("/").pop()}, mem usage=${(profile.model.weightsGB / profile.hardware.count).toFixed(2)} GB.`);
+        state.status = "warmup";
+        state.loaded();
+        if (late && lateSettings.delaySeconds === null) openLatePort();
+        timers.push(state.clock.after(profile.load.warmupSeconds, () => warmup()));
+      }),
+    );
+  }
+
+  // SGLang's startup warmup: one 8-token /generate; the server is "fired up" when it returns.
+  const warmup = (): void => {
+    if (state.status !== "warmup") return;
+    state.submit(
+      new SimRequest({ promptTokens: 8, limit: 8, internal: true }, () => {}, () => {
+        if (state.status !== "warmup") return;
+        state.status = "ready";
+        state.log("The server is fired up and ready to roll!");
+      }),
+    );
+  };
+
+  return {
+    url,
+    port,
+    close: async () => {
+      if (state.status !== "dead") state.status = "closed";
+      await shutdown();
+    },
+  };
+}

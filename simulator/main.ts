@@ -1,0 +1,12 @@
+#!/usr/bin/env node
+// Runnable entry of the simulator as a server process (host units and the test host start it):
+//   node dist/simulator/main.js --profile tiny --port 30000     or     npx tsx simulator/main.ts ...
+import { simMain } from "./cli";
+
+simMain(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`gpuhost sim: ${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);

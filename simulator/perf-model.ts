@@ -1,0 +1,137 @@
+import type { BatchCurve, LengthDistribution, Profile } from "./profile";
+
+/**
+ * The performance model, in simulated seconds. The scheduler emits tokens from exactly these
+ * functions, and /sim/truth derives its theoretical figures from them too, so the two cannot disagree.
+ */
+
+/** Piecewise-linear in the batch size, flat beyond the first and last points. */
+export function curveAt(curve: BatchCurve, batch: number): number {
+  if (batch <= curve[0].batch) return curve[0].value;
+  for (let i = 1; i < curve.length; i++) {
+    const hi = curve[i];
+    if (batch <= hi.batch) {
+      const lo = curve[i - 1];
+      return lo.value + ((hi.value - lo.value) * (batch - lo.batch)) / (hi.batch - lo.batch);
+    }
+  }
+  return curve[curve.length - 1].value;
+}
+
+export interface DecodeRates {
+  /** Verify (or plain decode) steps per simulated second of one request. */
+  stepsPerSecond: number;
+  /** Tokens each step yields on average (1 when autoregressive). */
+  tokensPerStep: number;
+  /** stepsPerSecond * tokensPerStep. */
+  tokensPerSecond: number;
+}
+
+export function decodeRates(profile: Profile, batch: number): DecodeRates {
+  const b = Math.max(1, batch);
+  const autoregressive = curveAt(profile.decode.perRequestTokensPerSecond, b);
+  const spec = profile.speculative;
+  if (!spec) return { stepsPerSecond: autoregressive, tokensPerStep: 1, tokensPerSecond: autoregressive };
+  const stepsPerSecond = autoregressive / curveAt(spec.verifyCost, b);
+  const tokensPerStep = curveAt(spec.acceptLength, b);
+  return { stepsPerSecond, tokensPerStep, tokensPerSecond: stepsPerSecond * tokensPerStep };
+}
+
+/** Time from admission to the first token (prefill; the first token is the prefill's output). */
+export function prefillSeconds(profile: Profile, promptTokens: number): number {
+  return profile.prefill.overheadSeconds + promptTokens / profile.prefill.tokensPerSecond;
+}
+
+export interface TheoreticalLevel {
+  concurrency: number;
+  runningBatch: number;
+  perRequestTokensPerSecond: number;
+  aggregateTokensPerSecond: number;
+  acceptLength: number | null;
+}
+
+/** Steady-state decode throughput with `concurrency` clients always in flight. */
+export function theoreticalLevel(profile: Profile, concurrency: number): TheoreticalLevel {
+  const runningBatch = Math.min(concurrency, profile.decode.maxRunningRequests);
+  const rates = decodeRates(profile, runningBatch);
+  return {
+    concurrency,
+    runningBatch,
+    perRequestTokensPerSecond: rates.tokensPerSecond,
+    aggregateTokensPerSecond: runningBatch * rates.tokensPerSecond,
+    acceptLength: profile.speculative ? rates.tokensPerStep : null,
+  };
+}
+
+export interface ExpectedRun {
+  concurrency: number;
+  promptTokens: number;
+  outputTokens: number;
+  /** Admission to last token of one request when the batch is full at min(concurrency, max running). */
+  requestLatencySeconds: number;
+  timeToFirstTokenSeconds: number;
+  /** A closed loop of `concurrency` clients, each sending one request after the other. */
+  aggregateOutputTokensPerSecond: number;
+}
+
+/**
+ * What a closed-loop benchmark should measure: every request takes prefill + (N-1)/rate, and
+ * min(concurrency, max running) of them run at once. Queued requests wait without producing.
+ */
+export function expectedRun(profile: Profile, concurrency: number, promptTokens: number, outputTokens: number): ExpectedRun {
+  const level = theoreticalLevel(profile, concurrency);
+  const ttft = prefillSeconds(profile, promptTokens);
+  const latency = ttft + Math.max(0, outputTokens - 1) / level.perRequestTokensPerSecond;
+  return {
+    concurrency,
+    promptTokens,
+    outputTokens,
+    requestLatencySeconds: latency,
+    timeToFirstTokenSeconds: ttft,
+    aggregateOutputTokensPerSecond: latency > 0 ? (level.runningBatch * outputTokens) / latency : 0,
+  };
+}
+
+/** mulberry32: small, fast, and the same sequence on every platform for a given seed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function mixSeed(...parts: number[]): number {
+  let h = 0x811c9dc5;
+  for (const p of parts) {
+    h ^= p >>> 0;
+    h = Math.imul(h, 0x01000193) >>> 0;
+    h ^= h >>> 13;
+  }
+  return h >>> 0;
+}
+
+export function drawLength(dist: LengthDistribution, random: () => number): number {
+  switch (dist.distribution) {
+    case "fixed":
+      return dist.tokens;
+    case "uniform":
+      return dist.min + Math.floor(random() * (dist.max - dist.min + 1));
+    case "lognormal": {
+      // Box-Muller on two seeded uniforms; (1 - u) keeps log() away from 0.
+      const u1 = 1 - random();
+      const u2 = random();
+      const normal = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+      const value = Math.round(dist.median * Math.exp(dist.sigma * normal));
+      return Math.min(dist.max, Math.max(dist.min, value));
+    }
+  }
+}
+
+export function drawLoadSeconds(profile: Profile): number {
+  const random = seededRandom(mixSeed(profile.seed, 0x10ad));
+  return profile.load.minSeconds + random() * (profile.load.maxSeconds - profile.load.minSeconds);
+}
