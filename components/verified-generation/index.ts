@@ -1,0 +1,99 @@
+/**
+ * VerifiedGeneration: `pulumi up` does not finish until the served model has generated, and it
+ * leaves measured throughput and a capacity plan behind as outputs. Create = readiness gate, then
+ * benchmark, then capacity plan; refresh = one cheap generation (drift when it fails).
+ */
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import type { VerifiedGenerationOutputs } from "../../gate/outputs";
+import type { BenchPlanInput, VerifyPolicyInput, WorkloadInput } from "../../gate/schema";
+import { PROVIDER_VERSION, verifiedGenerationProvider } from "./provider";
+
+export { PROVIDER_VERSION, INPUT_KEYS, REPLACE_KEYS } from "./provider";
+
+export interface VerifiedGenerationArgs {
+  /** The OpenAI-compatible endpoint as reached from where `pulumi up` runs, e.g. http://127.0.0.1:30000. Replaces on change. */
+  url: pulumi.Input<string>;
+  /** The served model id, as /v1/models lists it. Replaces on change. */
+  model: pulumi.Input<string>;
+  /** Bearer token (--api-key of the server); stored as a secret output. */
+  apiKey?: pulumi.Input<string>;
+  /** What the service is: e.g. its rendered unit and launch arguments, hashed. Replaces on change. */
+  serviceIdentity: pulumi.Input<string>;
+  /** Fingerprint of the CUDA toolkit the service runs on. Replaces on change. */
+  toolkitFingerprint: pulumi.Input<string>;
+  /** Lock of the Python serving environment (package versions). Replaces on change. */
+  environmentLock: pulumi.Input<string>;
+  /** Readiness gate knobs (gate/schema.ts VerifyPolicySchema); defaults apply to what is absent. */
+  verifyPolicy?: pulumi.Input<VerifyPolicyInput>;
+  /** Benchmark knobs (gate/schema.ts BenchPlanSchema). */
+  benchPlan?: pulumi.Input<BenchPlanInput>;
+  /** Workload of the capacity plan (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
+  workload?: pulumi.Input<WorkloadInput>;
+  /** argv run locally to read the unit's state, e.g. ["ssh", "root@h", "systemctl show -p NRestarts,ActiveState sglang"]. */
+  serviceStateCommand?: pulumi.Input<pulumi.Input<string>[]>;
+  /** argv run locally for the unit's last log lines, e.g. ["ssh", "root@h", "journalctl -u sglang -n 50 --no-pager"]. */
+  serviceLogsCommand?: pulumi.Input<pulumi.Input<string>[]>;
+  /** Timeout of the refresh's single generation, seconds (default 60). */
+  refreshTimeoutSeconds?: pulumi.Input<number>;
+  /** Folder holding dist/gate (the compiled gate the provider loads at call time). Default: this project's root. */
+  projectRoot?: pulumi.Input<string>;
+}
+
+type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
+
+export class VerifiedGeneration extends pulumi.dynamic.Resource {
+  public readonly generating!: Out<"generating">;
+  public readonly generationCheck!: Out<"generationCheck">;
+  public readonly model!: Out<"model">;
+  public readonly verifiedAt!: Out<"verifiedAt">;
+  public readonly readiness!: Out<"readiness">;
+  public readonly singleRequest!: Out<"singleRequest">;
+  public readonly sweep!: Out<"sweep">;
+  public readonly saturationConcurrency!: Out<"saturationConcurrency">;
+  public readonly sustainedOutputTokensPerSecond!: Out<"sustainedOutputTokensPerSecond">;
+  public readonly acceptanceLength!: Out<"acceptanceLength">;
+  public readonly benchComplete!: Out<"benchComplete">;
+  public readonly capacity!: Out<"capacity">;
+
+  constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
+    // dist/components/verified-generation -> the project root
+    const projectRoot = args.projectRoot ?? path.resolve(__dirname, "..", "..", "..");
+    const props = {
+      projectRoot,
+      providerVersion: PROVIDER_VERSION,
+      endpoint: pulumi.all([args.url, args.model]).apply(([url, model]) => ({ url, model })),
+      apiKey: args.apiKey,
+      serviceIdentity: args.serviceIdentity,
+      toolkitFingerprint: args.toolkitFingerprint,
+      environmentLock: args.environmentLock,
+      verifyPolicy: args.verifyPolicy,
+      benchPlan: args.benchPlan,
+      workload: args.workload,
+      serviceStateCommand: args.serviceStateCommand,
+      serviceLogsCommand: args.serviceLogsCommand,
+      refreshTimeoutSeconds: args.refreshTimeoutSeconds,
+      // Declared so the engine fills them in as outputs.
+      generating: undefined,
+      generationCheck: undefined,
+      model: undefined,
+      verifiedAt: undefined,
+      readiness: undefined,
+      singleRequest: undefined,
+      sweep: undefined,
+      saturationConcurrency: undefined,
+      sustainedOutputTokensPerSecond: undefined,
+      acceptanceLength: undefined,
+      benchComplete: undefined,
+      capacity: undefined,
+    };
+    super(
+      verifiedGenerationProvider,
+      name,
+      props,
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey"] },
+      "gpuhost",
+      "VerifiedGeneration",
+    );
+  }
+}

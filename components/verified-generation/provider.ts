@@ -1,0 +1,182 @@
+/**
+ * The VerifiedGeneration dynamic provider, as plain functions (tests call them directly: the
+ * engine's closure serialization cannot run inside vitest).
+ *
+ * Closure serialization stores this provider in the stack state, so it stays tiny: no imports are
+ * captured; every method loads the COMPILED gate by absolute path at call time
+ * (inputs.projectRoot/dist/gate/index.js). PROVIDER_VERSION travels as an input and shows in diff,
+ * so a changed provider reaches stacks created by an older one (refresh runs the stored code).
+ */
+
+/** Bump when the provider's behaviour changes. */
+export const PROVIDER_VERSION = "1";
+
+/** What defines the served thing: a change means a fresh verification and benchmark. */
+const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
+export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
+
+// Module-local (not exported) so the serialized methods capture just this array, not `exports`.
+const INPUT_KEY_LIST = [
+  "projectRoot",
+  "providerVersion",
+  "endpoint",
+  "apiKey",
+  "serviceIdentity",
+  "toolkitFingerprint",
+  "environmentLock",
+  "verifyPolicy",
+  "benchPlan",
+  "workload",
+  "serviceStateCommand",
+  "serviceLogsCommand",
+  "refreshTimeoutSeconds",
+];
+export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
+
+export interface VerifiedGenerationInputs {
+  projectRoot: string;
+  providerVersion: string;
+  endpoint: { url: string; model: string };
+  apiKey?: string;
+  serviceIdentity: string;
+  toolkitFingerprint: string;
+  environmentLock: string;
+  verifyPolicy?: Record<string, unknown>;
+  benchPlan?: Record<string, unknown>;
+  workload?: Record<string, unknown>;
+  serviceStateCommand?: string[];
+  serviceLogsCommand?: string[];
+  refreshTimeoutSeconds?: number;
+}
+
+// The gate's types are not imported (that would be captured); the provider sees `any`.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Gate = any;
+
+function loadGate(projectRoot: string): Gate {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const path = require("path");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require(path.join(projectRoot, "dist/gate/index.js"));
+}
+
+function pickInputs(props: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of INPUT_KEY_LIST) if (props[k] !== undefined) out[k] = props[k];
+  return out;
+}
+
+function pickMeasured(props: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(props)) if (!INPUT_KEY_LIST.includes(k)) out[k] = props[k];
+  return out;
+}
+
+/** Order-independent JSON, so that key order never reads as a change. */
+function stable(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${stable(o[k])}`).join(",")}}`;
+}
+
+export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const failures: { property: string; reason: string }[] = [];
+  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  for (const key of ["projectRoot", "serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
+    if (typeof news[key] !== "string" || (news[key] as string).length === 0) failures.push({ property: key, reason: `${key} must be a non-empty string` });
+  }
+  const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
+  if (endpoint !== unknown && (typeof endpoint !== "object" || endpoint === null || typeof endpoint.url !== "string" || typeof endpoint.model !== "string")) {
+    failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
+  }
+  if (typeof news.projectRoot === "string" && news.projectRoot !== unknown) {
+    let gate: Gate;
+    try {
+      gate = loadGate(news.projectRoot);
+    } catch (err) {
+      failures.push({ property: "projectRoot", reason: `cannot load the compiled gate (run the build first): ${(err as Error).message}` });
+      return { inputs: news, failures };
+    }
+    const schemas: [string, Gate][] = [["verifyPolicy", gate.VerifyPolicySchema], ["benchPlan", gate.BenchPlanSchema], ["workload", gate.WorkloadSchema]];
+    for (const [key, schema] of schemas) {
+      if (news[key] === undefined || news[key] === unknown) continue;
+      const parsed = schema.safeParse(news[key]);
+      if (!parsed.success) {
+        for (const issue of parsed.error.issues) failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
+      }
+    }
+  }
+  return { inputs: news, failures };
+}
+
+export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const replaces: string[] = [];
+  for (const key of REPLACE_KEY_LIST) {
+    if (stable(olds[key]) !== stable(news[key])) replaces.push(key);
+  }
+  // A refresh that found the host no longer generating leaves generating=false in state: the next
+  // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
+  if (olds.generating === false) replaces.push("generating");
+  const oldInputs = pickInputs(olds);
+  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter((k) => stable(oldInputs[k]) !== stable(news[k]));
+  return {
+    changes: replaces.length > 0 || changed.length > 0,
+    replaces,
+    deleteBeforeReplace: false,
+    stables: replaces.length === 0 ? ["generating", "model", "sustainedOutputTokensPerSecond", "saturationConcurrency"] : [],
+  };
+}
+
+/** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
+export async function create(inputs: Record<string, unknown>) {
+  const input = inputs as unknown as VerifiedGenerationInputs;
+  const gate = loadGate(input.projectRoot);
+  const endpoint = { url: input.endpoint.url, model: input.endpoint.model, apiKey: input.apiKey };
+  const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${endpoint.url}] ${line}\n`);
+  const hooks = {
+    ...gate.commandHooks({ serviceStateCommand: input.serviceStateCommand, serviceLogsCommand: input.serviceLogsCommand }),
+    onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`),
+  };
+  const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
+  if (!readiness.ready) throw new Error(readiness.diagnosis);
+  say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
+  const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
+    onProgress: (e: { kind: string; stage?: string; detail?: string; summary?: { concurrency: number; outputTokensPerSecond: number; errors: number } }) => {
+      if (e.kind === "stage") say(`bench ${e.stage}: ${e.detail}`);
+      if (e.kind === "level" && e.summary) say(`concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`);
+    },
+  });
+  if (!(result.sustainedOutputTokensPerSecond > 0)) {
+    const examples = result.sweep.flatMap((l: { errorExamples: string[] }) => l.errorExamples).slice(0, 3);
+    throw new Error(`the benchmark measured no throughput after the gate passed (complete: ${result.complete}); errors: ${examples.join(" | ") || "none"}`);
+  }
+  const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
+  const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
+  const suffix = require("crypto").randomBytes(4).toString("hex");
+  return { id: `${endpoint.model}@${endpoint.url}#${suffix}`, outs };
+}
+
+/** Nothing that defines the served thing changed: keep the measurements, re-plan capacity. */
+export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const gate = loadGate(news.projectRoot as string);
+  const sustained = Number(olds.sustainedOutputTokensPerSecond);
+  const plan = gate.capacity(Number.isFinite(sustained) ? sustained : 0, (news.workload as Record<string, unknown>) ?? {});
+  return { outs: { ...pickMeasured(olds), ...pickInputs(news), capacity: plan } };
+}
+
+/** Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false). */
+export async function read(id: string, props: Record<string, unknown>) {
+  const gate = loadGate(props.projectRoot as string);
+  const endpoint = props.endpoint as { url: string; model: string };
+  const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
+  const result = await gate.checkGenerating({ url: endpoint.url, model: endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout);
+  return { id, props: { ...props, generating: result.generating, generationCheck: result.check }, inputs: pickInputs(props) };
+}
+
+export async function deleteResource(): Promise<void> {
+  // A verification is a record of what was measured; there is nothing on the host to remove.
+}
+
+export const verifiedGenerationProvider = { check, diff, create, update, read, delete: deleteResource };
