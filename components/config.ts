@@ -1,0 +1,298 @@
+/**
+ * The stack configuration: ONE zod schema holding every knob of gpuhost with its default and
+ * description. Sections are composed from the schemas their owners keep (gate/schema.ts,
+ * services/schema.ts, serving-env/schema.ts, host/connection.ts); docs/configuration.md is
+ * generated from this schema (components/config-doc.ts), so the reference cannot fall behind.
+ *
+ * Each top-level key is one Pulumi config key in the `gpuhost` namespace (`gpuhost:services`, ...).
+ * Secrets are separate keys read with getSecret (a secret nested in an object would make the whole
+ * object, and everything computed from it, secret): `gpuhost:apiKey`, and the private keys that
+ * `privateKeySecret` names.
+ */
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { z } from "zod";
+import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
+import { faultNameSchema } from "../simulator/faults";
+import { hostNameSchema, localConnectionSchema, portSchema, userSchema } from "./host/connection";
+import type { HostConnectionInput } from "./host/script";
+import { EnvironmentSchema } from "./serving-env/schema";
+import { ServicesSchema } from "./services/schema";
+
+export const CONFIG_NAMESPACE = "gpuhost";
+
+/** Whether a config key was set with --secret (exported by the SDK's runtime, missing from its typings). */
+function isConfigSecret(fullKey: string): boolean {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const runtimeConfig = require("@pulumi/pulumi/runtime/config") as { isConfigSecret(k: string): boolean };
+  return runtimeConfig.isConfigSecret(fullKey);
+}
+
+/** Name of another config key of this stack that holds a secret (set with `pulumi config set --secret`). */
+const secretKeyName = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, "must be a config key name (letters, digits, '_', '-')");
+
+const sshConnectionConfig = z
+  .object({
+    kind: z.literal("ssh"),
+    host: hostNameSchema,
+    port: portSchema.default(22),
+    user: userSchema.default("root"),
+    privateKeySecret: secretKeyName
+      .default("sshPrivateKey")
+      .describe("Config key holding the private key text as a secret: `pulumi config set --secret sshPrivateKey < key`."),
+    hostKey: z
+      .string()
+      .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
+      .optional()
+      .describe("Expected host key ('ssh-ed25519 AAAA...'); checked strictly when set, not checked when unset."),
+    bastion: z
+      .object({
+        host: hostNameSchema,
+        port: portSchema.default(22),
+        user: userSchema.default("root"),
+        privateKeySecret: secretKeyName.describe("Config key holding the bastion's private key as a secret."),
+      })
+      .strict()
+      .optional()
+      .describe("Jump host the SSH connection goes through."),
+  })
+  .strict()
+  .describe("Over SSH; commands run through `sudo -n` unless the user is root.");
+
+const simulatedConnectionConfig = z
+  .object({
+    kind: z.literal("simulated"),
+    root: z
+      .string()
+      .regex(/^[A-Za-z0-9._+@/-]+$/, "must be a folder path of letters, digits and ._+@-/")
+      .optional()
+      .describe("Folder standing for / (relative paths are relative to the project); default .gpuhost/sim-hosts/<host name>."),
+  })
+  .strict()
+  .describe("The simulated platform: a folder of the project stands for /, the simulator serves.");
+
+export const HostSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "must be lowercase letters, digits and '-' (it names resources and folders)")
+      .describe("Name of the host; names its resources and its stack outputs."),
+    connection: z
+      .discriminatedUnion("kind", [sshConnectionConfig, localConnectionSchema.describe("This machine."), simulatedConnectionConfig])
+      .describe("How gpuhost reaches the host (kind: ssh | local | simulated)."),
+    gpus: z
+      .object({
+        count: z.number().int().min(0).max(64).default(0).describe("GPUs on the host (0: no GPU checks, e.g. simulated)."),
+        model: z.string().regex(/^[A-Za-z0-9 ._()-]+$/).optional().describe("GPU model, for outputs and the simulator's reports."),
+        computeCapability: z
+          .string()
+          .regex(/^[0-9]{1,2}\.[0-9]$/, "must look like 12.0")
+          .optional()
+          .describe("Compute capability of the GPUs (SM 12.x needs CUDA >= 12.9 for FlashInfer)."),
+      })
+      .strict()
+      .prefault({})
+      .describe("The GPUs the host is expected to have."),
+  })
+  .strict();
+
+const distributions = ["debian12", "ubuntu2204", "ubuntu2404"] as const;
+
+export const ToolkitSchema = z
+  .object({
+    version: z.enum(["13.0"]).default("13.0").describe("CUDA toolkit release; the full cuda-toolkit-13-0 meta package is installed."),
+    apt: z
+      .object({
+        url: z
+          .url({ protocol: /^(https?|file)$/ })
+          .refine((u) => !/[\s'"\\]/.test(u), "must not contain whitespace, quotes or backslashes")
+          .optional()
+          .describe("Repository URL; default NVIDIA's repository for distribution/architecture. Tests point it at a local repository."),
+        distribution: z.enum(distributions).default("debian12").describe("Repository distribution (NVIDIA's naming)."),
+        architecture: z.enum(["x86_64", "sbsa"]).default("x86_64").describe("Repository architecture: x86_64 or sbsa (arm64 servers)."),
+        keyringPackage: z
+          .string()
+          .regex(/^[a-z0-9][a-z0-9.+-]+$/)
+          .default("cuda-keyring")
+          .describe("Package that installs the repository's signing key."),
+        keyringVersion: z.string().regex(/^[A-Za-z0-9.+~-]+$/).default("1.1-1").describe("Version of the keyring package."),
+      })
+      .strict()
+      .prefault({})
+      .describe("NVIDIA's apt repository, reached through its keyring package."),
+  })
+  .strict()
+  .describe("The CUDA toolkit every service compiles and runs with.");
+
+export const SimulatorSchema = z
+  .object({
+    profile: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/, "must be a profile name (simulator/profiles/<name>.yaml)")
+      .default("tiny")
+      .describe("Simulator profile (simulator/profiles/<name>.yaml) served on simulated hosts."),
+    faults: z.array(faultNameSchema).default([]).describe("Simulator faults to inject (see `gpuhost sim --list-faults`)."),
+    timeScale: z
+      .number()
+      .positive()
+      .max(10000)
+      .default(1)
+      .describe("Simulated seconds per real second (e.g. 60: a 10-minute load takes 10 s)."),
+  })
+  .strict()
+  .describe("The SGLang simulator that serves on simulated hosts (ignored on real hosts).");
+
+const apiKey = z
+  .string()
+  .regex(/^[A-Za-z0-9._~+/=-]{16,256}$/, "must be 16-256 characters of letters, digits and ._~+/=-")
+  .optional()
+  .describe(
+    "The services' API key (`--api-key`), a secret: `pulumi config set --secret apiKey ...`. Written to a root-only EnvironmentFile; unset: no key (keep host 127.0.0.1).",
+  );
+
+export const ConfigSchema = z
+  .object({
+    hosts: z.array(HostSchema).min(1).describe("The GPU serving hosts; each becomes one GpuServingHost."),
+    toolkit: ToolkitSchema.prefault({}),
+    environment: EnvironmentSchema.prefault({}),
+    services: ServicesSchema.prefault({}),
+    apiKey,
+    verification: VerifyPolicySchema.prefault({}),
+    benchmark: BenchPlanSchema.prefault({}),
+    workload: WorkloadSchema.prefault({}),
+    simulator: SimulatorSchema.prefault({}),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const seen = new Set<string>();
+    c.hosts.forEach((h, i) => {
+      if (seen.has(h.name)) ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
+      seen.add(h.name);
+      if (h.gpus.count > 0 && h.gpus.count < c.services.tp) {
+        ctx.addIssue({ code: "custom", path: ["services", "tp"], message: `tp ${c.services.tp} needs ${c.services.tp} GPUs; host '${h.name}' has ${h.gpus.count}` });
+      }
+    });
+  })
+  .describe("gpuhost stack configuration");
+
+export type GpuhostConfig = z.infer<typeof ConfigSchema>;
+export type GpuhostConfigInput = z.input<typeof ConfigSchema>;
+export type HostConfig = GpuhostConfig["hosts"][number];
+
+export interface ConfigIssue {
+  /** The config path as `pulumi config set --path` takes it, with the namespace: gpuhost:hosts[0].connection.port */
+  path: string;
+  message: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly issues: ConfigIssue[]) {
+    super(`invalid gpuhost stack configuration:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+export function configPath(parts: ReadonlyArray<PropertyKey>, namespace = CONFIG_NAMESPACE): string {
+  let out = "";
+  for (const p of parts) out += typeof p === "number" ? `[${p}]` : `${out ? "." : ""}${String(p)}`;
+  return `${namespace}:${out || "(root)"}`;
+}
+
+/** Validate raw config (top-level keys without namespace); throws ConfigError with config paths. */
+export function parseConfig(raw: Record<string, unknown>): GpuhostConfig {
+  const result = ConfigSchema.safeParse(raw);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.flatMap((i) =>
+        // One issue per unknown key, at the key's own path: a typo must name itself.
+        i.code === "unrecognized_keys"
+          ? i.keys.map((k) => ({ path: configPath([...i.path, k]), message: "unknown key" }))
+          : [{ path: configPath(i.path), message: i.message }],
+      ),
+    );
+  }
+  return result.data;
+}
+
+/** The simulated host's folder: absolute, under the project unless configured elsewhere. */
+export function simulatedRoot(host: HostConfig, projectRoot: string): string {
+  if (host.connection.kind !== "simulated") throw new Error(`host ${host.name} is not simulated`);
+  return path.resolve(projectRoot, host.connection.root ?? path.join(".gpuhost", "sim-hosts", host.name));
+}
+
+/** The connection components take: secrets looked up by name (Pulumi secrets in the program). */
+export function hostConnection(
+  host: HostConfig,
+  projectRoot: string,
+  secret: (key: string) => pulumi.Input<string>,
+): HostConnectionInput {
+  const c = host.connection;
+  switch (c.kind) {
+    case "local":
+      return c;
+    case "simulated":
+      return { kind: "simulated", root: simulatedRoot(host, projectRoot) };
+    case "ssh":
+      return {
+        kind: "ssh",
+        host: c.host,
+        port: c.port,
+        user: c.user,
+        hostKey: c.hostKey,
+        privateKey: secret(c.privateKeySecret),
+        bastion: c.bastion
+          ? { host: c.bastion.host, port: c.bastion.port, user: c.bastion.user, privateKey: secret(c.bastion.privateKeySecret) }
+          : undefined,
+      };
+  }
+}
+
+/** Top-level keys of the schema, i.e. the Pulumi config keys gpuhost reads. */
+export const CONFIG_KEYS = Object.keys(ConfigSchema.shape) as Array<keyof GpuhostConfig>;
+
+export interface LoadedConfig {
+  config: GpuhostConfig;
+  /** The API key as a Pulumi secret (the plain config holds it too, for validation only: never output it). */
+  apiKey?: pulumi.Output<string>;
+  /** A secret config value by key name (private keys). */
+  secret(key: string): pulumi.Output<string>;
+}
+
+/**
+ * Read and validate the stack's `gpuhost:*` config. Unknown keys in the namespace are errors (a typo
+ * must not silently fall back to a default). Secrets are read with requireSecret so they stay secret.
+ */
+export function loadConfig(cfg: pulumi.Config = new pulumi.Config(CONFIG_NAMESPACE)): LoadedConfig {
+  const raw: Record<string, unknown> = {};
+  const issues: ConfigIssue[] = [];
+  const secretKeys = new Set<string>();
+  const rawAll = pulumi.runtime.allConfig();
+  for (const fullKey of Object.keys(rawAll)) {
+    const [ns, key] = fullKey.split(":", 2);
+    if (ns !== CONFIG_NAMESPACE || key === undefined) continue;
+    if (isConfigSecret(fullKey)) {
+      secretKeys.add(key);
+      if (key !== "apiKey") continue;
+    } else if (key === "apiKey") {
+      issues.push({ path: `${CONFIG_NAMESPACE}:apiKey`, message: "must be a secret: pulumi config set --secret apiKey ..." });
+      continue;
+    }
+    if (!(CONFIG_KEYS as string[]).includes(key) && !secretKeys.has(key)) {
+      issues.push({ path: `${CONFIG_NAMESPACE}:${key}`, message: `unknown key (known: ${CONFIG_KEYS.join(", ")})` });
+      continue;
+    }
+    const value = rawAll[fullKey];
+    try {
+      raw[key] = key === "apiKey" ? value : JSON.parse(value);
+    } catch {
+      raw[key] = value;
+    }
+  }
+  if (issues.length) throw new ConfigError(issues);
+  const config = parseConfig(raw);
+  return {
+    config,
+    apiKey: config.apiKey === undefined ? undefined : cfg.requireSecret("apiKey"),
+    secret: (key) => cfg.requireSecret(key),
+  };
+}

@@ -1,0 +1,125 @@
+/**
+ * SGLang's launch flags as one typed structure (after sglang's ServerArgs), and the argv rendered
+ * from it. The unit's ExecStart is built from this argv word by word; nothing here joins strings.
+ */
+import type { ExecWord } from "./systemd-syntax";
+import type { ServiceKind, ServicesConfig } from "./schema";
+
+export interface SpeculativeArgs {
+  algorithm: "EAGLE3" | "DFLASH";
+  draftModelPath: string;
+  numSteps?: number;
+  eagleTopk?: number;
+  numDraftTokens?: number;
+  /** DFLASH only. */
+  dflashBlockSize?: number;
+}
+
+export interface SglangServerArgs {
+  modelPath: string;
+  servedModelName?: string;
+  tp: number;
+  host: string;
+  port: number;
+  reasoningParser?: string;
+  toolCallParser?: string;
+  trustRemoteCode: boolean;
+  memFractionStatic?: number;
+  contextLength?: number;
+  enableMetrics: boolean;
+  /** Name of the environment variable (from the root-only EnvironmentFile) holding the API key. */
+  apiKeyEnv?: string;
+  speculative?: SpeculativeArgs;
+}
+
+/** The environment variable the API key reaches the server through. */
+export const API_KEY_ENV = "SGLANG_API_KEY";
+
+/** The typed args of one service kind, from the services config. */
+export function serverArgsFor(kind: ServiceKind, services: ServicesConfig, opts: { apiKey: boolean }): SglangServerArgs {
+  const base: SglangServerArgs = {
+    modelPath: services.modelPath,
+    servedModelName: services.servedModelName,
+    tp: services.tp,
+    host: services.host,
+    port: services.port,
+    reasoningParser: services.reasoningParser,
+    toolCallParser: services.toolCallParser,
+    trustRemoteCode: services.trustRemoteCode,
+    memFractionStatic: services.memFractionStatic,
+    contextLength: services.contextLength,
+    enableMetrics: services.enableMetrics,
+    apiKeyEnv: opts.apiKey ? API_KEY_ENV : undefined,
+  };
+  if (kind === "autoregressive") return base;
+  const spec = kind === "eagle3" ? services.eagle3 : services.dflash;
+  if (!spec) throw new Error(`services.${kind} is not configured`);
+  return {
+    ...base,
+    memFractionStatic: spec.memFractionStatic ?? services.memFractionStatic,
+    speculative: {
+      algorithm: kind === "eagle3" ? "EAGLE3" : "DFLASH",
+      draftModelPath: spec.draftModelPath,
+      numSteps: spec.numSteps,
+      eagleTopk: spec.eagleTopk,
+      numDraftTokens: spec.numDraftTokens,
+      dflashBlockSize: kind === "dflash" ? services.dflash?.blockSize : undefined,
+    },
+  };
+}
+
+/** The flags, in ServerArgs order; each value is its own word. */
+export function sglangArgv(a: SglangServerArgs): ExecWord[] {
+  const argv: ExecWord[] = [];
+  const opt = (flag: string, value: string | number | undefined) => {
+    if (value !== undefined) argv.push(flag, String(value));
+  };
+  opt("--model-path", a.modelPath);
+  opt("--served-model-name", a.servedModelName);
+  if (a.trustRemoteCode) argv.push("--trust-remote-code");
+  opt("--context-length", a.contextLength);
+  opt("--host", a.host);
+  opt("--port", a.port);
+  opt("--tp", a.tp);
+  opt("--mem-fraction-static", a.memFractionStatic);
+  if (a.apiKeyEnv) argv.push("--api-key", { env: a.apiKeyEnv });
+  opt("--reasoning-parser", a.reasoningParser);
+  opt("--tool-call-parser", a.toolCallParser);
+  if (a.enableMetrics) argv.push("--enable-metrics");
+  const s = a.speculative;
+  if (s) {
+    opt("--speculative-algorithm", s.algorithm);
+    opt("--speculative-draft-model-path", s.draftModelPath);
+    opt("--speculative-num-steps", s.numSteps);
+    opt("--speculative-eagle-topk", s.eagleTopk);
+    opt("--speculative-num-draft-tokens", s.numDraftTokens);
+    if (s.algorithm === "DFLASH") opt("--speculative-dflash-block-size", s.dflashBlockSize);
+  }
+  return argv;
+}
+
+/** What starts the server: SGLang in the venv, or the simulator on a simulated host. */
+export type ServerProgram =
+  | { kind: "sglang"; venvPath: string }
+  | {
+      kind: "simulator";
+      /** Absolute path of node on the machine that runs the simulated host. */
+      nodePath: string;
+      /** The project root; the simulator is its compiled dist/simulator/main.js. */
+      projectRoot: string;
+      profile: string;
+      faults: string[];
+      timeScale: number;
+    };
+
+/** The full ExecStart argv: program first, then SGLang's flags (the simulator accepts the same flags). */
+export function execStartArgv(program: ServerProgram, args: SglangServerArgs): ExecWord[] {
+  const flags = sglangArgv(args);
+  if (program.kind === "sglang") {
+    return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...flags];
+  }
+  const sim: ExecWord[] = [program.nodePath, `${program.projectRoot}/dist/simulator/main.js`, "--profile", program.profile];
+  sim.push("--time-scale", String(program.timeScale));
+  for (const fault of program.faults) sim.push("--fault", fault);
+  return [...sim, ...flags];
+}

@@ -1,0 +1,142 @@
+/**
+ * The knobs of the serving services: the single source of their defaults and documentation.
+ * components/config.ts composes this into the stack-config schema.
+ */
+import { z } from "zod";
+
+export const SERVICE_KINDS = ["autoregressive", "eagle3", "dflash"] as const;
+export type ServiceKind = (typeof SERVICE_KINDS)[number];
+
+/** Printable text without control characters: values that end up in a unit file or argv. */
+const printable = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), { message: `${what} must not contain control characters (newlines, tabs)` });
+
+/** Short identifiers that SGLang takes from a fixed list (parsers). */
+const identifier = z.string().regex(/^[A-Za-z0-9_.-]+$/, "must be letters, digits, '_', '.' or '-'");
+
+export const SpeculativeSchema = z
+  .object({
+    draftModelPath: printable("draftModelPath").describe(
+      "--speculative-draft-model-path: the draft model (a local path or a repository id). Quoted for systemd, never passed through a shell.",
+    ),
+    numSteps: z.number().int().positive().optional().describe("--speculative-num-steps (set all three of numSteps, eagleTopk, numDraftTokens, or none)."),
+    eagleTopk: z.number().int().positive().optional().describe("--speculative-eagle-topk (set with numSteps and numDraftTokens)."),
+    numDraftTokens: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("--speculative-num-draft-tokens (set with numSteps and eagleTopk)."),
+    memFractionStatic: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .optional()
+      .describe("--mem-fraction-static for this service only (the draft model needs room); default: services.memFractionStatic."),
+  })
+  .strict();
+
+export const Eagle3Schema = SpeculativeSchema.describe(
+  "The EAGLE-3 speculative service (`--speculative-algorithm EAGLE3`). Unset: no EAGLE-3 unit.",
+);
+
+export const DflashSchema = SpeculativeSchema.extend({
+  blockSize: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("--speculative-dflash-block-size; must equal numDraftTokens when both are set."),
+})
+  .strict()
+  .describe("The DFlash speculative service (`--speculative-algorithm DFLASH`). Unset: no DFlash unit.");
+
+export const RestartPolicySchema = z
+  .object({
+    restartSec: z.number().int().min(1).default(15).describe("RestartSec=: pause before systemd restarts a failed service."),
+    startLimitIntervalSec: z
+      .number()
+      .int()
+      .min(1)
+      .default(3600)
+      .describe("StartLimitIntervalSec=: the window in which start attempts are counted (long, because one load takes up to 10 minutes)."),
+    startLimitBurst: z
+      .number()
+      .int()
+      .min(1)
+      .default(3)
+      .describe("StartLimitBurst=: starts allowed in that window before systemd gives up (a crash loop stops instead of hogging the GPUs)."),
+  })
+  .strict();
+
+export const ServicesSchema = z
+  .object({
+    active: z
+      .enum(SERVICE_KINDS)
+      .default("autoregressive")
+      .describe("The one service that runs; `pulumi up` stops the others and starts this one. eagle3/dflash need their section set."),
+    modelPath: printable("modelPath")
+      .default("moonshotai/Kimi-K2.6")
+      .describe("--model-path shared by all services: a local path or a repository id. Quoted for systemd, never passed through a shell."),
+    servedModelName: printable("servedModelName")
+      .optional()
+      .describe("--served-model-name: the id clients and the gate use; default: the model path."),
+    tp: z.number().int().min(1).max(64).default(1).describe("--tp: tensor-parallel size (GPUs per service)."),
+    host: z
+      .union([z.ipv4(), z.literal("localhost")])
+      .default("127.0.0.1")
+      .describe("--host the server binds. Loopback unless told otherwise: the API is unauthenticated without apiKey."),
+    port: z.number().int().min(1).max(65535).default(30000).describe("--port the server listens on."),
+    reasoningParser: identifier.optional().describe("--reasoning-parser (kimi_k2 for Kimi K2.x)."),
+    toolCallParser: identifier.optional().describe("--tool-call-parser (kimi_k2 for Kimi K2.x)."),
+    trustRemoteCode: z.boolean().default(false).describe("--trust-remote-code (Kimi K2.x ships custom model code)."),
+    memFractionStatic: z.number().gt(0).lt(1).optional().describe("--mem-fraction-static; default: SGLang's own."),
+    contextLength: z.number().int().positive().optional().describe("--context-length; default: the model's."),
+    enableMetrics: z
+      .boolean()
+      .default(true)
+      .describe("--enable-metrics: /metrics, which the benchmark reads for the speculative acceptance length."),
+    timeoutStartSec: z
+      .number()
+      .int()
+      .min(1)
+      .default(600)
+      .describe("TimeoutStartSec=: how long systemd lets a start take (loading the story's 548 GB took 330-630 s)."),
+    restart: RestartPolicySchema.prefault({}).describe("Restart=on-failure limits."),
+    eagle3: Eagle3Schema.optional(),
+    dflash: DflashSchema.optional(),
+  })
+  .strict()
+  .superRefine((s, ctx) => {
+    for (const kind of ["eagle3", "dflash"] as const) {
+      const spec = s[kind];
+      if (spec) {
+        const set = [spec.numSteps, spec.eagleTopk, spec.numDraftTokens].filter((v) => v !== undefined).length;
+        if (set !== 0 && set !== 3) {
+          ctx.addIssue({
+            code: "custom",
+            path: [kind],
+            message: "set all three of numSteps, eagleTopk and numDraftTokens, or none (SGLang rejects a partial set)",
+          });
+        }
+      }
+      if (s.active === kind && !spec) {
+        ctx.addIssue({ code: "custom", path: ["active"], message: `active is '${kind}' but services.${kind} is not set` });
+      }
+    }
+    const d = s.dflash;
+    if (d?.blockSize !== undefined && d.numDraftTokens !== undefined && d.blockSize !== d.numDraftTokens) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["dflash", "blockSize"],
+        message: `must equal numDraftTokens (${d.numDraftTokens}), got ${d.blockSize}`,
+      });
+    }
+  })
+  .describe("The SGLang services: one autoregressive and optional EAGLE-3 and DFlash services sharing the GPUs; exactly one runs.");
+
+export type ServicesConfig = z.infer<typeof ServicesSchema>;
+export type ServicesConfigInput = z.input<typeof ServicesSchema>;

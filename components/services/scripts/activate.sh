@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Makes ACTIVE the one running service: stops and disables the others (they share the GPUs), enables
+# ACTIVE, and restarts it only when its stamp (hash of the rendered unit, the environment lock and
+# the API key file) differs from the one recorded at its last start, or when it is not running.
+# A `pulumi up` that changes nothing therefore restarts nothing.
+# Usage: activate.sh ACTIVE_UNIT STAMP [OTHER_UNIT...]
+set -euo pipefail
+
+active="$1"
+stamp="$2"
+shift 2
+root="${GPUHOST_ROOT:-}"
+
+for unit in "$active" "$@"; do
+  if [[ ! "$unit" =~ ^sglang-[a-z0-9]+\.service$ ]]; then
+    echo "activate: refusing unit name '$unit'" >&2
+    exit 2
+  fi
+done
+if [[ ! "$stamp" =~ ^[0-9a-f]{64}$ ]]; then
+  echo "activate: refusing stamp '$stamp'" >&2
+  exit 2
+fi
+if [[ -z "$root" && $EUID -ne 0 ]]; then
+  echo "$(basename "$0"): must run as root (hostScript runs it through sudo -n for other users)" >&2
+  exit 2
+fi
+
+for other in "$@"; do
+  if [[ -f "$root/etc/systemd/system/$other" ]]; then
+    systemctl stop "$other"
+    systemctl disable "$other"
+  fi
+done
+
+stamps="$root/var/lib/gpuhost/units"
+stampfile="$stamps/$active.stamp"
+mkdir -p "$stamps"
+systemctl enable "$active"
+
+previous=""
+if [[ -f "$stampfile" ]]; then previous="$(cat "$stampfile")"; fi
+if [[ "$previous" != "$stamp" ]]; then
+  systemctl restart "$active"
+  echo "restarted=true (unit or environment changed)"
+elif ! systemctl is-active --quiet "$active"; then
+  systemctl start "$active"
+  echo "restarted=true (was not running)"
+else
+  echo "restarted=false"
+fi
+printf '%s\n' "$stamp" >"$stampfile.tmp"
+mv "$stampfile.tmp" "$stampfile"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Writes the API key's EnvironmentFile, root-only (0600): systemd reads it as root before dropping to
+# the service user, and the key reaches SGLang as --api-key ${SGLANG_API_KEY}. The key arrives in the
+# environment variable SGLANG_API_KEY (hostScript's `env`), never as a positional argument.
+# Usage: SGLANG_API_KEY=... api-key-file.sh PATH
+set -euo pipefail
+
+path="$1"
+root="${GPUHOST_ROOT:-}"
+key="${SGLANG_API_KEY:-}"
+
+if [[ ! "$path" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
+  echo "api-key-file: refusing path '$path'" >&2
+  exit 2
+fi
+# Restricted so the file needs no quoting rules of systemd's EnvironmentFile= parser.
+if [[ ! "$key" =~ ^[A-Za-z0-9._~+/=-]+$ ]]; then
+  echo "api-key-file: SGLANG_API_KEY must be set to letters, digits and ._~+/=- only" >&2
+  exit 2
+fi
+if [[ -z "$root" && $EUID -ne 0 ]]; then
+  echo "api-key-file: must run as root (hostScript runs it through sudo -n for other users)" >&2
+  exit 2
+fi
+
+target="$root$path"
+mkdir -p "$(dirname "$target")"
+umask 077
+tmp="$(mktemp "$(dirname "$target")/.gpuhost-env.XXXXXX")"
+trap 'rm -f "$tmp"' EXIT
+printf 'SGLANG_API_KEY=%s\n' "$key" >"$tmp"
+if [[ -f "$target" ]] && cmp -s "$tmp" "$target"; then
+  echo "changed=false"
+  exit 0
+fi
+chmod 0600 "$tmp"
+mv "$tmp" "$target"
+echo "changed=true"

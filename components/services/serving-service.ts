@@ -1,0 +1,183 @@
+/**
+ * ServingService: the systemd units of the SGLang services (autoregressive, and EAGLE-3 / DFlash
+ * where configured) and the switch that keeps exactly one of them running.
+ *
+ * Provisioning order: API key file -> one install per unit (content only, never a restart) ->
+ * activation (stop the others, start the active one; restart it only when its stamp changed).
+ */
+import { createHash } from "node:crypto";
+import * as pulumi from "@pulumi/pulumi";
+import { hostScript, projectRoot, type HostConnectionInput } from "../host/script";
+import { execStartArgv, serverArgsFor, type ServerProgram } from "./launch-args";
+import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
+
+const SCRIPTS = "components/services/scripts";
+
+export interface ServingServiceArgs {
+  connection: HostConnectionInput;
+  /** The services knobs (config `services`), already validated. */
+  services: ServicesConfig;
+  /** What ExecStart runs: SGLang from the venv, or the simulator on a simulated host. */
+  program: { kind: "sglang" } | { kind: "simulator"; profile: string; faults: string[]; timeScale: number };
+  /** The user the services run as (ServingEnvironment's). */
+  serviceUser: string;
+  /** WorkingDirectory= and the user's writable home. */
+  serviceHome: string;
+  venvPath: string;
+  /** CUDA_HOME the units pin (/usr/local/cuda-13.0). */
+  cudaHome: string;
+  /** FLASHINFER_WORKSPACE_BASE (ServingEnvironment's, keyed by the toolkit). */
+  jitWorkspace: pulumi.Input<string>;
+  /** ServingEnvironment's lock: a changed environment restarts the active service. */
+  environmentLock: pulumi.Input<string>;
+  /** The API key (a Pulumi secret); unset: no --api-key. */
+  apiKey?: pulumi.Input<string>;
+  /** Root-only EnvironmentFile holding the key. Default /etc/gpuhost/sglang-api-key.env. */
+  apiKeyFile?: string;
+}
+
+export interface RenderedUnit {
+  kind: ServiceKind;
+  name: string;
+  content: string;
+}
+
+/** The unit texts of every configured service: pure, shared by the component and the tests. */
+export function renderServiceUnits(a: Omit<ServingServiceArgs, "connection" | "jitWorkspace" | "environmentLock" | "apiKey"> & {
+  jitWorkspace: string;
+  apiKey: boolean;
+  nodePath?: string;
+  projectRoot?: string;
+}): RenderedUnit[] {
+  const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
+  const program: ServerProgram =
+    a.program.kind === "sglang"
+      ? { kind: "sglang", venvPath: a.venvPath }
+      : {
+          kind: "simulator",
+          nodePath: a.nodePath ?? process.execPath,
+          projectRoot: a.projectRoot ?? projectRoot(),
+          profile: a.program.profile,
+          faults: a.program.faults,
+          timeScale: a.program.timeScale,
+        };
+  const apiKeyFile = a.apiKeyFile ?? DEFAULT_API_KEY_FILE;
+  return configured.map((kind) => ({
+    kind,
+    name: unitName(kind),
+    content: renderUnit({
+      kind,
+      platform: a.program.kind === "sglang" ? "real" : "simulated",
+      execStart: execStartArgv(program, serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
+      user: a.serviceUser,
+      group: a.serviceUser,
+      workingDirectory: a.serviceHome,
+      environment: pinnedEnvironment({
+        cudaHome: a.cudaHome,
+        venvPath: a.program.kind === "sglang" ? a.venvPath : undefined,
+        jitCacheDir: a.jitWorkspace,
+      }),
+      environmentFile: a.apiKey ? apiKeyFile : undefined,
+      readWritePaths: [a.serviceHome, a.jitWorkspace],
+      timeoutStartSec: a.services.timeoutStartSec,
+      restart: a.services.restart,
+    }),
+  }));
+}
+
+export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.env";
+
+export class ServingService extends pulumi.ComponentResource {
+  /** The running service's kind (autoregressive | eagle3 | dflash). */
+  public readonly activeService: pulumi.Output<ServiceKind>;
+  /** Its unit name, e.g. sglang-autoregressive.service. */
+  public readonly activeUnit: pulumi.Output<string>;
+  /** sha256 of the active unit's text and environment: what a restart is keyed on. */
+  public readonly activeUnitHash: pulumi.Output<string>;
+  /** The OpenAI-compatible endpoint as seen on the host itself. */
+  public readonly endpoint: pulumi.Output<string>;
+  /** The model id clients send (served model name, or the model path). */
+  public readonly servedModelName: pulumi.Output<string>;
+  /** sha256 of every configured unit's text, by unit name (the drift probe compares these). */
+  public readonly unitHashes: pulumi.Output<Record<string, string>>;
+
+  constructor(name: string, args: ServingServiceArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("gpuhost:index:ServingService", name, {}, opts);
+    const s = args.services;
+    const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
+    const units = pulumi
+      .output(args.jitWorkspace)
+      .apply((jitWorkspace) => renderServiceUnits({ ...args, jitWorkspace, apiKey: args.apiKey !== undefined, apiKeyFile }));
+
+    const keyFile = args.apiKey
+      ? hostScript(
+          `${name}-api-key-file`,
+          {
+            connection: args.connection,
+            script: `${SCRIPTS}/api-key-file.sh`,
+            args: [apiKeyFile],
+            environment: { SGLANG_API_KEY: pulumi.secret(args.apiKey) },
+            deleteScript: `${SCRIPTS}/remove-api-key-file.sh`,
+            deleteArgs: [apiKeyFile],
+          },
+          { parent: this, deleteBeforeReplace: true },
+        )
+      : undefined;
+
+    // The set of units is known from config alone, so resources can be declared before the text is.
+    const kinds = SERVICE_KINDS.filter((k) => k === "autoregressive" || s[k] !== undefined);
+    const installs = kinds.map((kind) =>
+      hostScript(
+        `${name}-unit-${kind}`,
+        {
+          connection: args.connection,
+          script: `${SCRIPTS}/install-unit.sh`,
+          args: [unitName(kind), units.apply((u) => Buffer.from(contentOf(u, kind)).toString("base64"))],
+          deleteScript: `${SCRIPTS}/remove-unit.sh`,
+          deleteArgs: [unitName(kind)],
+        },
+        // Replaced resources must delete first: the old delete would otherwise remove the new unit file.
+        { parent: this, deleteBeforeReplace: true, dependsOn: keyFile ? [keyFile] : [] },
+      ),
+    );
+
+    const apiKeyHash = args.apiKey
+      ? pulumi.secret(args.apiKey).apply((k) => createHash("sha256").update(k).digest("hex"))
+      : pulumi.output("");
+    const stamp = pulumi
+      .all([units, args.environmentLock, apiKeyHash])
+      .apply(([u, lock, keyHash]) => unitHash(contentOf(u, s.active), `${lock}\0${keyHash}`));
+    const others = SERVICE_KINDS.filter((k) => k !== s.active).map(unitName);
+    hostScript(
+      `${name}-activate`,
+      { connection: args.connection, script: `${SCRIPTS}/activate.sh`, args: [unitName(s.active), stamp, ...others] },
+      { parent: this, dependsOn: installs },
+    );
+
+    this.activeService = pulumi.output(s.active);
+    this.activeUnit = pulumi.output(unitName(s.active));
+    this.activeUnitHash = pulumi.unsecret(stamp);
+    const reachable = s.host === "0.0.0.0" ? "127.0.0.1" : s.host;
+    this.endpoint = pulumi.output(`http://${reachable}:${s.port}`);
+    this.servedModelName = pulumi.output(s.servedModelName ?? s.modelPath);
+    this.unitHashes = units.apply((u) =>
+      Object.fromEntries(u.map((x) => [x.name, createHash("sha256").update(x.content).digest("hex")])),
+    );
+    this.registerOutputs({
+      activeService: this.activeService,
+      activeUnit: this.activeUnit,
+      activeUnitHash: this.activeUnitHash,
+      endpoint: this.endpoint,
+      servedModelName: this.servedModelName,
+      unitHashes: this.unitHashes,
+    });
+  }
+}
+
+function contentOf(units: RenderedUnit[], kind: ServiceKind): string {
+  const unit = units.find((u) => u.kind === kind);
+  if (!unit) throw new Error(`service ${kind} is not configured`);
+  return unit.content;
+}
+

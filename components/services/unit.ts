@@ -1,0 +1,119 @@
+/**
+ * Renders a service's systemd unit from units/sglang.service.tmpl. Every value is escaped for the
+ * directive it lands in (systemd-syntax.ts); the template holds the structure and the reasons.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import {
+  quoteEnvironmentAssignment,
+  renderExecLine,
+  unitPath,
+  unitText,
+  type ExecWord,
+} from "./systemd-syntax";
+
+/** The unit file name of a service kind; fixed, so Conflicts= can name units that are not configured. */
+export function unitName(kind: ServiceKind): string {
+  return `sglang-${kind}.service`;
+}
+
+/** Where unit files live on a host (under GPUHOST_ROOT on a simulated host). */
+export const UNIT_DIR = "/etc/systemd/system";
+
+export interface UnitSpec {
+  kind: ServiceKind;
+  platform: "real" | "simulated";
+  /** Program first; see launch-args.ts. */
+  execStart: ExecWord[];
+  user: string;
+  group: string;
+  workingDirectory: string;
+  /** Pinned into the unit in this order. */
+  environment: Array<[string, string]>;
+  /** Root-only file with the API key; unset when no API key is configured. */
+  environmentFile?: string;
+  readWritePaths: string[];
+  timeoutStartSec: number;
+  restart: ServicesConfig["restart"];
+  description?: string;
+}
+
+const USER_NAME = /^[a-z_][a-z0-9_-]{0,31}$/;
+
+/** The template ships beside the sources; compiled code (dist/components/services) looks back at it. */
+export function templatePath(): string {
+  const candidates = [
+    path.join(__dirname, "units", "sglang.service.tmpl"),
+    path.join(__dirname, "..", "..", "..", "components", "services", "units", "sglang.service.tmpl"),
+  ];
+  return candidates.find((p) => fs.existsSync(p)) ?? candidates[0];
+}
+
+/** `{{name}}` substitution; a placeholder without a value, or a value without a placeholder, is a bug. */
+export function fillTemplate(template: string, values: Record<string, string>): string {
+  const used = new Set<string>();
+  const out = template.replace(/\{\{([A-Za-z]+)\}\}/g, (_, key: string) => {
+    if (!(key in values)) throw new Error(`template placeholder {{${key}}} has no value`);
+    used.add(key);
+    return values[key];
+  });
+  const unused = Object.keys(values).filter((k) => !used.has(k));
+  if (unused.length) throw new Error(`template has no placeholder for: ${unused.join(", ")}`);
+  return out;
+}
+
+export function renderUnit(spec: UnitSpec, template = fs.readFileSync(templatePath(), "utf8")): string {
+  for (const [field, value] of [["user", spec.user], ["group", spec.group]] as const) {
+    if (!USER_NAME.test(value)) throw new Error(`${field} must be a plain system user/group name, got ${JSON.stringify(value)}`);
+  }
+  if (spec.environment.length === 0) throw new Error("a unit needs its pinned environment");
+  const others = SERVICE_KINDS.filter((k) => k !== spec.kind).map(unitName);
+  return fillTemplate(template, {
+    unitName: unitName(spec.kind),
+    kind: spec.kind,
+    platform: spec.platform,
+    description: unitText(spec.description ?? `SGLang ${spec.kind} service (gpuhost)`),
+    conflicts: others.join(" "),
+    startLimitIntervalSec: String(spec.restart.startLimitIntervalSec),
+    startLimitBurst: String(spec.restart.startLimitBurst),
+    user: spec.user,
+    group: spec.group,
+    workingDirectory: unitPath("WorkingDirectory", spec.workingDirectory),
+    environment: spec.environment.map(([k, v]) => quoteEnvironmentAssignment(k, v)).join(" "),
+    environmentFileLine: spec.environmentFile
+      ? `# The API key: a root-only (0600) file, read by systemd before dropping to User=.\nEnvironmentFile=${unitPath("EnvironmentFile", spec.environmentFile)}\n`
+      : "",
+    execStart: renderExecLine(spec.execStart),
+    timeoutStartSec: String(spec.timeoutStartSec),
+    restartSec: String(spec.restart.restartSec),
+    // "-": a path that does not exist yet must not stop the service from starting.
+    readWritePaths: spec.readWritePaths.map((p) => `-${unitPath("ReadWritePaths", p)}`).join(" "),
+  });
+}
+
+/** sha256 of the rendered unit and the environment it runs with: the restart trigger. */
+export function unitHash(content: string, environmentLock: string): string {
+  return createHash("sha256").update(content).update("\0").update(environmentLock).digest("hex");
+}
+
+/** The environment every unit pins: the toolkit and the keyed JIT cache. */
+export function pinnedEnvironment(opts: {
+  cudaHome: string;
+  venvPath?: string;
+  jitCacheDir: string;
+}): Array<[string, string]> {
+  const binPath = [
+    ...(opts.venvPath ? [`${opts.venvPath}/bin`] : []),
+    `${opts.cudaHome}/bin`,
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  ].join(":");
+  return [
+    ["CUDA_HOME", opts.cudaHome],
+    ["CUDA_PATH", opts.cudaHome],
+    ["PATH", binPath],
+    ["LD_LIBRARY_PATH", `${opts.cudaHome}/lib64`],
+    ["FLASHINFER_WORKSPACE_BASE", opts.jitCacheDir],
+  ];
+}

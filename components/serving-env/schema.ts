@@ -1,0 +1,65 @@
+/**
+ * The knobs of the serving environment (service user, Python venv, pinned packages, FlashInfer JIT
+ * cache): the single source of their defaults and documentation.
+ */
+import { z } from "zod";
+
+/** A path that reaches shell scripts (as quoted arguments) and bare unit directives. */
+export const systemPath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._+@/-]*$/, "must be an absolute path of letters, digits and ._+@-/")
+  .refine((p) => !p.split("/").includes(".."), "must not contain '..'");
+
+/** A PEP 440 version, optionally with a local label (+cu130). */
+const pipVersion = z.string().regex(/^[0-9][0-9A-Za-z.!+_-]*$/, "must be a version such as 2.14.1 or 2.14.1+cu130");
+
+const indexUrl = z
+  .url({ protocol: /^https?$/ })
+  .refine((u) => !/[\s'"\\]/.test(u), "must not contain whitespace, quotes or backslashes");
+
+export const PinnedPackagesSchema = z
+  .object({
+    torch: pipVersion
+      .default("2.14.1+cu130")
+      .describe("torch, the CUDA 13.0 build: the local label (+cu130) must match the toolkit, and is checked before anything is installed."),
+    sglang: pipVersion.default("0.5.23").describe("sglang (its wheel pins torch and flashinfer-python: keep these three consistent)."),
+    flashinferPython: pipVersion.default("0.7.2").describe("flashinfer-python."),
+    flashinferJitCache: pipVersion
+      .optional()
+      .describe(
+        "flashinfer-jit-cache (precompiled kernels) matching flashinferPython and the toolkit, e.g. 0.7.2+cu130; unset where no wheel matches (kernels are then JIT-compiled into the keyed cache).",
+      ),
+    ninja: pipVersion.default("1.13.2").describe("ninja: FlashInfer's JIT build tool."),
+  })
+  .strict();
+
+export const EnvironmentSchema = z
+  .object({
+    serviceUser: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "must be a plain system user name (lowercase letters, digits, '_' or '-', at most 32)")
+      .default("sglang")
+      .describe("System user the services run as (created when missing, no login shell)."),
+    serviceHome: systemPath.default("/var/lib/sglang").describe("Home of the service user (caches that are not keyed by the toolkit)."),
+    venvPath: systemPath.default("/opt/gpuhost/venv").describe("Python virtual environment holding the serving stack."),
+    python: systemPath.default("/usr/bin/python3").describe("Interpreter the virtual environment is created from."),
+    packages: PinnedPackagesSchema.prefault({}).describe("Pinned versions of the serving stack."),
+    pipIndexUrl: indexUrl.optional().describe("pip --index-url; unset: pip's configured default."),
+    pipExtraIndexUrls: z
+      .array(indexUrl)
+      .default([])
+      .describe("pip --extra-index-url: where the CUDA 13.0 torch build and flashinfer-jit-cache wheels are published."),
+    jitCacheBase: systemPath
+      .default("/var/cache/gpuhost/flashinfer")
+      .describe(
+        "Parent of FlashInfer's JIT caches. Each toolkit fingerprint gets its own FLASHINFER_WORKSPACE_BASE below it, so a changed toolkit can never reuse stale kernels.",
+      ),
+    prewarm: z
+      .boolean()
+      .default(false)
+      .describe("Compile FlashInfer's sampling kernels (the ones that include curand.h) once at provisioning, on a GPU, instead of on the first request."),
+  })
+  .strict()
+  .describe("The serving environment: service user, Python venv, pinned packages, FlashInfer JIT cache.");
+
+export type EnvironmentConfig = z.infer<typeof EnvironmentSchema>;

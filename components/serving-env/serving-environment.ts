@@ -1,0 +1,108 @@
+/**
+ * ServingEnvironment: the service user, the Python venv with the pinned serving stack (torch built
+ * for the installed toolkit), FlashInfer's JIT workspace keyed by the toolkit fingerprint, and an
+ * optional JIT pre-warm. Outputs the environment lock the services and VerifiedGeneration key on.
+ *
+ * Simulated hosts run the same scripts; nothing is downloaded there (see scripts/python-env.sh and
+ * docs/configuration.md "Simulated platform").
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
+import { checkTorchMatchesToolkit, environmentLock, indexArgs, jitWorkspace, requirements, toolkitKey } from "./lock";
+import type { EnvironmentConfig } from "./schema";
+
+const SCRIPTS = "components/serving-env/scripts";
+
+export interface ServingEnvironmentArgs {
+  /** Where the environment is built. */
+  connection: HostConnectionInput;
+  /** The environment knobs (config `environment`), already validated. */
+  environment: EnvironmentConfig;
+  /** The toolkit release the torch build must match ("13.0"). */
+  toolkitVersion: string;
+  /** CudaToolkit's fingerprint (toolkit and package versions): keys the JIT cache and the lock. */
+  toolkitFingerprint: pulumi.Input<string>;
+  /** CUDA_HOME of the toolkit (/usr/local/cuda-13.0), for the pre-warm. */
+  cudaHome: string;
+}
+
+export class ServingEnvironment extends pulumi.ComponentResource {
+  /** sha256 of the pinned set, the indexes and the toolkit fingerprint. */
+  public readonly environmentLock: pulumi.Output<string>;
+  /** FLASHINFER_WORKSPACE_BASE for this toolkit. */
+  public readonly jitWorkspace: pulumi.Output<string>;
+  public readonly serviceUser: pulumi.Output<string>;
+  public readonly venvPath: pulumi.Output<string>;
+  /** CUDA release of the torch in the venv, as the host reported it (on simulated hosts: from the pin). */
+  public readonly torchCuda: pulumi.Output<string>;
+  /** "real", or "simulated" where nothing was installed. */
+  public readonly platform: pulumi.Output<string>;
+
+  constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("gpuhost:index:ServingEnvironment", name, {}, opts);
+    const env = args.environment;
+    // Fails at preview, before any download, when the pin cannot match the toolkit.
+    checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
+
+    const fingerprint = pulumi.output(args.toolkitFingerprint);
+    const lock = fingerprint.apply((f) => environmentLock(env, f));
+    const workspace = fingerprint.apply((f) => jitWorkspace(env, args.toolkitVersion, f));
+
+    const user = hostScript(
+      `${name}-user`,
+      { connection: args.connection, script: `${SCRIPTS}/service-user.sh`, args: [env.serviceUser, env.serviceHome] },
+      { parent: this },
+    );
+
+    // The venv and the JIT workspace need only the user (and the toolkit, through the inputs): they run in parallel.
+    const venv = hostScript(
+      `${name}-venv`,
+      {
+        connection: args.connection,
+        script: `${SCRIPTS}/python-env.sh`,
+        args: [env.venvPath, env.python, args.toolkitVersion, lock, ...indexArgs(env), "--", ...requirements(env)],
+      },
+      { parent: this, dependsOn: [user] },
+    );
+    const jit = hostScript(
+      `${name}-jit-cache`,
+      {
+        connection: args.connection,
+        script: `${SCRIPTS}/jit-cache.sh`,
+        args: [env.jitCacheBase, fingerprint.apply((f) => toolkitKey(args.toolkitVersion, f)), env.serviceUser],
+      },
+      { parent: this, dependsOn: [user] },
+    );
+    if (env.prewarm) {
+      hostScript(
+        `${name}-prewarm`,
+        {
+          connection: args.connection,
+          script: `${SCRIPTS}/prewarm.sh`,
+          args: [env.venvPath, workspace, env.serviceUser, args.cudaHome],
+          triggers: [lock],
+        },
+        { parent: this, dependsOn: [venv, jit] },
+      );
+    }
+
+    const venvReport = venv.stdout.apply(parseKeyValues);
+    this.environmentLock = pulumi.all([lock, venvReport]).apply(([l, r]) => {
+      if (r.lock !== undefined && r.lock !== l) throw new Error(`the host recorded environment lock ${r.lock}, expected ${l}`);
+      return l;
+    });
+    this.jitWorkspace = pulumi.all([workspace, jit.stdout]).apply(([w, out]) => parseKeyValues(out).workspace ?? w);
+    this.serviceUser = pulumi.output(env.serviceUser);
+    this.venvPath = pulumi.output(env.venvPath);
+    this.torchCuda = venvReport.apply((r) => r.torch_cuda ?? "unknown");
+    this.platform = venvReport.apply((r) => r.platform ?? "unknown");
+    this.registerOutputs({
+      environmentLock: this.environmentLock,
+      jitWorkspace: this.jitWorkspace,
+      serviceUser: this.serviceUser,
+      venvPath: this.venvPath,
+      torchCuda: this.torchCuda,
+      platform: this.platform,
+    });
+  }
+}
