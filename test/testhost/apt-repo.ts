@@ -1,0 +1,225 @@
+/**
+ * The test host's local apt repository: stand-in .deb packages built with dpkg-deb from THE toolkit
+ * description (components/toolkit/cuda.yaml through its loader), laid out like NVIDIA's flat CUDA
+ * repository (`deb [signed-by=...] URL /`), signed with a throwaway GPG key and served over HTTP
+ * on 127.0.0.1. A cuda-keyring package installs the keyring and the sources entry, as NVIDIA's does.
+ *
+ * The toolkit .debs and the key are cached (keyed by the description, the stand-in nvcc and the
+ * scripts below); the keyring package, the index and the signatures are made per serve because the
+ * sources entry names the port the repository is served on.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, promises as fs } from "node:fs";
+import * as path from "node:path";
+import * as toolkitDescription from "../../components/toolkit/description";
+import { run, withLock } from "./proc";
+import { serveDirectory, StaticServer } from "./static-server";
+
+/** Where NVIDIA's cuda-keyring for debian12/x86_64 puts its sources entry. */
+export const CUDA_SOURCES_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list";
+const KEY_UID = "gpuhost test repository (throwaway, tests only) <gpuhost-test-repo@localhost>";
+/** Bumped when maintainer scripts or the build below change, so the cache key follows them. */
+const BUILDER_VERSION = 1;
+
+export interface StandinDebs {
+  /** Folder of <package>_<version>_<arch>.deb files (every package but cuda-keyring). */
+  debDir: string;
+  gnupgHome: string;
+  /** The repository's public key, binary (what a signed-by keyring file holds). */
+  publicKeyring: Buffer;
+  built: boolean;
+}
+
+export interface AptRepo {
+  /** Base URL of the flat repository: `deb [signed-by=<keyringPath>] <url> /`. */
+  url: string;
+  port: number;
+  /** URL of the cuda-keyring .deb (download and `dpkg -i`, as NVIDIA's instructions say). */
+  keyringDebUrl: string;
+  /** The keyring file the cuda-keyring package installs (from the toolkit description). */
+  keyringPath: string;
+  sourcesListPath: string;
+  /** The sources line cuda-keyring installs. */
+  sourcesLine: string;
+  requests: string[];
+  dir: string;
+  close(): Promise<void>;
+}
+
+function keyringFilePath(): string {
+  const keyring = toolkitDescription.filesOf("cuda-keyring").find((f) => f.file.kind === "keyring");
+  if (!keyring) throw new Error("toolkit description: cuda-keyring ships no keyring file");
+  return keyring.path;
+}
+
+/**
+ * The package of each toolkit that registers /usr/local/cuda with update-alternatives. NVIDIA does
+ * this in the toolkit's config-common package (it owns version.json), so every toolkit package,
+ * nvcc alone included, brings the registration along.
+ */
+function alternativesOwners(): Map<string, toolkitDescription.Toolkit> {
+  const owners = new Map<string, toolkitDescription.Toolkit>();
+  for (const pkg of toolkitDescription.allPackages()) {
+    if (pkg.toolkit !== undefined && pkg.files.some((f) => f.kind === "version-json")) {
+      owners.set(pkg.name, toolkitDescription.toolkit(pkg.toolkit));
+    }
+  }
+  return owners;
+}
+
+function maintainerScripts(tk: toolkitDescription.Toolkit): { postinst: string; prerm: string } {
+  const major = tk.release.split(".")[0];
+  const prio = tk.alternativesPriority;
+  return {
+    postinst: [
+      "#!/bin/sh",
+      `# gpuhost stand-in: registers ${tk.root} as the /usr/local/cuda alternative, as NVIDIA's packages do`,
+      "set -e",
+      'if [ "$1" = "configure" ]; then',
+      `  update-alternatives --install /usr/local/cuda cuda ${tk.root} ${prio}`,
+      `  update-alternatives --install /usr/local/cuda-${major} cuda-${major} ${tk.root} ${prio}`,
+      "fi",
+      "",
+    ].join("\n"),
+    prerm: [
+      "#!/bin/sh",
+      "set -e",
+      'if [ "$1" = "remove" ] || [ "$1" = "deconfigure" ]; then',
+      `  update-alternatives --remove cuda ${tk.root}`,
+      `  update-alternatives --remove cuda-${major} ${tk.root}`,
+      "fi",
+      "",
+    ].join("\n"),
+  };
+}
+
+function cacheKey(): string {
+  const h = createHash("sha256");
+  h.update(toolkitDescription.descriptionHash());
+  for (const release of toolkitDescription.toolkitReleases()) h.update(toolkitDescription.standinNvcc(release));
+  for (const tk of alternativesOwners().values()) h.update(JSON.stringify(maintainerScripts(tk)));
+  h.update(String(BUILDER_VERSION));
+  return h.digest("hex").slice(0, 12);
+}
+
+async function gpg(home: string, args: string[], input?: string): Promise<string> {
+  const r = await run("gpg", ["--batch", "--quiet", "--homedir", home, "--pinentry-mode", "loopback", "--passphrase", "", ...args], {
+    input,
+    timeoutMs: 60_000,
+  });
+  return r.stdout;
+}
+
+async function buildDeb(tree: string, outDir: string): Promise<void> {
+  // gzip: the payloads are tiny text files, and xz would only cost time on a 2-core runner
+  await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", tree, outDir]);
+}
+
+/** Builds (or finds cached) the toolkit .debs and the throwaway signing key. */
+export async function buildStandinDebs(
+  cacheDir = process.env.GPUHOST_TESTHOST_CACHE ?? "/var/cache/gpuhost/testhost",
+): Promise<StandinDebs> {
+  const dir = path.join(cacheDir, `apt-${cacheKey()}`);
+  const result = async (built: boolean): Promise<StandinDebs> => ({
+    debDir: path.join(dir, "debs"),
+    gnupgHome: path.join(dir, "gnupg"),
+    publicKeyring: await fs.readFile(path.join(dir, "repo-keyring.gpg")),
+    built,
+  });
+  if (existsSync(path.join(dir, "complete"))) return result(false);
+  await fs.mkdir(cacheDir, { recursive: true });
+  return withLock(`${dir}.lock`, 10 * 60_000, async () => {
+    if (existsSync(path.join(dir, "complete"))) return result(false);
+    await fs.rm(dir, { recursive: true, force: true });
+    const trees = path.join(dir, "trees");
+    const debs = path.join(dir, "debs");
+    await fs.mkdir(debs, { recursive: true });
+    const names = toolkitDescription.allPackages().map((p) => p.name).filter((n) => n !== "cuda-keyring");
+    toolkitDescription.writeStandinTrees(trees, names);
+    for (const [name, tk] of alternativesOwners()) {
+      const scripts = maintainerScripts(tk);
+      await fs.writeFile(path.join(trees, name, "DEBIAN/postinst"), scripts.postinst, { mode: 0o755 });
+      await fs.writeFile(path.join(trees, name, "DEBIAN/prerm"), scripts.prerm, { mode: 0o755 });
+    }
+    for (const name of names) await buildDeb(path.join(trees, name), debs);
+    await fs.rm(trees, { recursive: true, force: true });
+
+    // a fresh key per cache: it signs nothing but this stand-in repository
+    const home = path.join(dir, "gnupg");
+    await fs.mkdir(home, { mode: 0o700 });
+    await gpg(home, ["--quick-gen-key", KEY_UID, "ed25519", "sign", "never"]);
+    await fs.writeFile(path.join(dir, "repo-keyring.gpg"), await runBuffer("gpg", ["--batch", "--homedir", home, "--export"]));
+    await run("gpgconf", ["--homedir", home, "--kill", "gpg-agent"], { allowFailure: true });
+    await fs.writeFile(path.join(dir, "complete"), new Date().toISOString());
+    return result(true);
+  });
+}
+
+async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
+  const { execFile } = await import("node:child_process");
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, { encoding: "buffer", maxBuffer: 1 << 24 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+  );
+}
+
+/**
+ * Serves the stand-in repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
+ * with dpkg-scanpackages, writes Release with apt-ftparchive and signs it (InRelease, Release.gpg).
+ */
+export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string } = {}): Promise<AptRepo> {
+  const debs = await buildStandinDebs(opts.cacheDir);
+  const dir = await fs.mkdtemp(path.join(opts.workRoot ?? "/tmp", "gpuhost-aptrepo-"));
+  let server: StaticServer | undefined;
+  try {
+    server = await serveDirectory(dir);
+    for (const f of await fs.readdir(debs.debDir)) {
+      // a hard link when the cache shares the filesystem, a copy otherwise
+      await fs.link(path.join(debs.debDir, f), path.join(dir, f)).catch(() => fs.copyFile(path.join(debs.debDir, f), path.join(dir, f)));
+    }
+
+    const keyringPath = keyringFilePath();
+    const sourcesLine = `deb [signed-by=${keyringPath}] ${server.url} /`;
+    const trees = path.join(dir, ".keyring-tree");
+    toolkitDescription.writeStandinTrees(trees, ["cuda-keyring"]);
+    // the description's stand-in keyring is a marker file; apt needs the real public key here
+    await fs.writeFile(path.join(trees, "cuda-keyring", keyringPath), debs.publicKeyring, { mode: 0o644 });
+    const list = path.join(trees, "cuda-keyring", CUDA_SOURCES_LIST);
+    await fs.mkdir(path.dirname(list), { recursive: true });
+    await fs.writeFile(list, `${sourcesLine}\n`, { mode: 0o644 });
+    await buildDeb(path.join(trees, "cuda-keyring"), dir);
+    await fs.rm(trees, { recursive: true, force: true });
+
+    const packages = await run("dpkg-scanpackages", ["--multiversion", "."], { cwd: dir });
+    await fs.writeFile(path.join(dir, "Packages"), packages.stdout);
+    await run("gzip", ["-9kn", "Packages"], { cwd: dir });
+    const release = await run(
+      "apt-ftparchive",
+      ["-o", "APT::FTPArchive::Release::Origin=gpuhost-standin", "-o", "APT::FTPArchive::Release::Label=gpuhost stand-in CUDA", "release", "."],
+      { cwd: dir },
+    );
+    await fs.writeFile(path.join(dir, "Release"), release.stdout);
+    await gpg(debs.gnupgHome, ["--clearsign", "-o", path.join(dir, "InRelease"), path.join(dir, "Release")]);
+    await gpg(debs.gnupgHome, ["-abs", "-o", path.join(dir, "Release.gpg"), path.join(dir, "Release")]);
+
+    const keyringDeb = (await fs.readdir(dir)).find((f) => f.startsWith("cuda-keyring_") && f.endsWith(".deb"));
+    const srv = server;
+    return {
+      url: srv.url,
+      port: srv.port,
+      keyringDebUrl: `${srv.url}${keyringDeb}`,
+      keyringPath,
+      sourcesListPath: CUDA_SOURCES_LIST,
+      sourcesLine,
+      requests: srv.requests,
+      dir,
+      close: async () => {
+        await srv.close();
+        await fs.rm(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await server?.close();
+    await fs.rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
