@@ -26,7 +26,7 @@ export const expectedStateSchema = z
     packageSuffix: z
       .string()
       .regex(/^\d+-\d+$/)
-      .describe("Version suffix of the toolkit's package names (13-0): the probe lists cuda-*-SUFFIX and lib*-dev-SUFFIX"),
+      .describe("Version suffix of the toolkit's package names (13-0): the probe lists cuda-*-SUFFIX and lib*-SUFFIX"),
     packages: z
       .record(z.string(), z.string())
       .describe("Package name -> version that must be installed; an empty version means any version"),
@@ -65,7 +65,7 @@ export const observedStateSchema = z.object({
   cudaHome: z.object({ dir: z.string(), nvcc: z.string().nullable(), version: z.string().nullable() }),
   pathNvcc: z.object({ nvcc: z.string().nullable(), version: z.string().nullable() }),
   cudaLink: z.string().nullable().describe("Fully resolved target of /usr/local/cuda; null when absent"),
-  packages: z.record(z.string(), z.string()).describe("Installed cuda-*-SUFFIX and lib*-dev-SUFFIX packages -> version"),
+  packages: z.record(z.string(), z.string()).describe("Installed cuda-*-SUFFIX and lib*-SUFFIX packages -> version"),
   files: z.record(z.string(), z.string().nullable()).describe("Required file -> sha256, null when missing"),
   gpu: z.object({
     nvidiaSmi: z.boolean(),

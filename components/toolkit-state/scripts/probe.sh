@@ -10,7 +10,8 @@
 #                 [--file PATH]... [--unit PATH]...
 #   --cuda-home       CUDA_HOME as the units set it; nvcc is looked up in DIR/bin
 #   --path            PATH as the units set it (default: this shell's PATH) for `which nvcc`
-#   --package-suffix  version suffix of the packages to list: cuda-*-SUFFIX and lib*-dev-SUFFIX
+#   --package-suffix  version suffix of the packages to list: cuda-*-SUFFIX and lib*-SUFFIX
+#                     (lib*-dev-SUFFIX and the runtime libraries they depend on)
 #   --jit-base        FLASHINFER_WORKSPACE_BASE's parent: its sub-directory names are the JIT cache keys
 #   --file            a file the toolkit must provide (from the toolkit description); repeatable
 #   --unit            a rendered systemd unit file; repeatable
@@ -137,7 +138,7 @@ fi
 # Installed packages of this toolkit version: one dpkg-query for all of them.
 packages_json=""
 pkg_out=$(dpkg-query -W -f='${Package}\t${Version}\t${Status}\n' \
-  "cuda-*-${package_suffix}" "lib*-dev-${package_suffix}" 2>/dev/null || true)
+  "cuda-*-${package_suffix}" "lib*-${package_suffix}" 2>/dev/null || true)
 while IFS=$'\t' read -r pkg version status; do
   [[ -n $pkg ]] || continue
   # "deinstall ok config-files" is a removed package that left its conffiles behind.
