@@ -1,0 +1,87 @@
+// CudaToolkit: the FULL CUDA toolkit (cuda-toolkit-13-0, never the nvcc-only subset), the
+// repository it comes from, /usr/local/cuda pinned to it, and a verification that proves it by
+// compiling (and on GPUs running) a curand+cublas program. Children, in provisioning order:
+//   ${name}-repository -> ${name}-install -> ${name}-verify
+import * as pulumi from "@pulumi/pulumi";
+import { type HostConnectionInput, hostScript, parseKeyValues } from "../host/script";
+import { prepareSimulatedHost } from "../host/sim/platform";
+import { parsePackageVersions } from "./fingerprint";
+import { type CudaToolkitOptionsInput, cudaToolkitOptionsSchema } from "./options";
+import { toolkitPlan } from "./plan";
+
+export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
+  /**
+   * The host to install on (ssh, local or simulated). On a simulated host the component prepares
+   * the folder (prepareSimulatedHost) and, unless a repository URL is given, uses the simulated
+   * host's own repository (SIM_REPO_URL, trusted).
+   */
+  connection: HostConnectionInput;
+  /** Values whose change re-runs install and verify (e.g. the drift probe's observation, so `pulumi up` repairs drift). */
+  triggers?: pulumi.Input<unknown>[];
+}
+
+export class CudaToolkit extends pulumi.ComponentResource {
+  /** CUDA release installed, e.g. "13.0". */
+  public readonly release: pulumi.Output<string>;
+  /** The toolkit root: use as CUDA_HOME, and its bin/ first on PATH. */
+  public readonly cudaHome: pulumi.Output<string>;
+  /** nvcc's version as found through CUDA_HOME, e.g. "V13.0.88". */
+  public readonly nvccVersion: pulumi.Output<string>;
+  /** Installed package versions of the toolkit's dependency closure. */
+  public readonly packageVersions: pulumi.Output<Record<string, string>>;
+  /** Hash of release + sorted package versions: key for FlashInfer's JIT cache, compared by the drift probe. */
+  public readonly fingerprint: pulumi.Output<string>;
+  /** What the proof-by-execution step did ("ran: ...", "compiled (no GPU to run it on)", "skipped"). */
+  public readonly proof: pulumi.Output<string>;
+
+  constructor(name: string, args: CudaToolkitArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("gpuhost:index:CudaToolkit", name, {}, opts);
+    const { connection, triggers = [], ...rest } = args;
+    let options = cudaToolkitOptionsSchema.parse(rest);
+    if (connection.kind === "simulated") {
+      // Writing the simulated host's skeleton and repository is idempotent and touches only its folder.
+      const url = prepareSimulatedHost(connection.root);
+      if (options.repository.url === undefined) options = { ...options, repository: { ...options.repository, url, trust: "trusted" } };
+    }
+    const plan = toolkitPlan(options);
+
+    const repository = hostScript(`${name}-repository`, {
+      connection,
+      script: plan.repository.script,
+      args: plan.repository.args,
+    }, { parent: this });
+
+    const install = hostScript(`${name}-install`, {
+      connection,
+      script: plan.install.script,
+      args: plan.install.args,
+      deleteScript: options.removeOnDestroy ? plan.uninstall.script : undefined,
+      deleteArgs: plan.uninstall.args,
+      triggers: [repository.stdout.apply((s) => parseKeyValues(s).sources_list ?? ""), ...triggers],
+    }, { parent: this, dependsOn: [repository] });
+
+    const verify = hostScript(`${name}-verify`, {
+      connection,
+      script: plan.verify.script,
+      args: plan.verify.args,
+      // Re-verify whenever the install ran again.
+      triggers: [install.stdout.apply((s) => parseKeyValues(s).cuda_link ?? ""), ...triggers],
+    }, { parent: this, dependsOn: [install] });
+
+    const result = verify.stdout.apply(parseKeyValues);
+    this.release = pulumi.output(plan.release);
+    this.cudaHome = pulumi.output(plan.root);
+    this.nvccVersion = result.apply((r) => r.nvcc_version ?? "");
+    this.packageVersions = result.apply((r) => parsePackageVersions(r.packages ?? ""));
+    this.fingerprint = result.apply((r) => r.fingerprint ?? "");
+    this.proof = result.apply((r) => r.proof ?? "");
+    this.registerOutputs({
+      release: this.release,
+      cudaHome: this.cudaHome,
+      nvccVersion: this.nvccVersion,
+      packageVersions: this.packageVersions,
+      fingerprint: this.fingerprint,
+      proof: this.proof,
+    });
+  }
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install the FULL toolkit meta package (cuda-toolkit-13-0, never the nvcc-only subset) and pin
+# /usr/local/cuda to it with update-alternatives.
+#   install.sh <meta-package> <toolkit-root> <alternatives-priority> [<required-path>:<package> ...]
+# Re-runnable from any point: a previous run cut off mid-install (a dropped SSH session) is
+# repaired by `dpkg --configure -a`, and a required file deleted by hand is restored by
+# reinstalling the package that provides it. A second run changes nothing; prints changed=yes|no.
+set -euo pipefail
+
+meta="$1" root="$2" priority="$3"
+shift 3
+R="${GPUHOST_ROOT:-}"
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-y -q -o Dpkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confold --no-install-recommends)
+changed=no
+
+dpkg --configure -a
+
+if [[ "$(dpkg-query -W -f='${Status}' "$meta" 2>/dev/null || true)" != "install ok installed" ]]; then
+  apt-get update -q -o Dpkg::Lock::Timeout=600
+  apt-get install "${apt_opts[@]}" "$meta"
+  changed=yes
+fi
+
+# Files that must exist; a package whose file is gone is reinstalled.
+reinstall=()
+for pair in "$@"; do
+  path="${pair%%:*}" pkg="${pair#*:}"
+  if [[ ! -e "${R}${path}" ]]; then
+    echo "missing ${path}: reinstalling ${pkg}" >&2
+    reinstall+=("$pkg")
+  fi
+done
+if ((${#reinstall[@]} > 0)); then
+  mapfile -t reinstall < <(printf '%s\n' "${reinstall[@]}" | sort -u)
+  apt-get install "${apt_opts[@]}" --reinstall "${reinstall[@]}"
+  changed=yes
+fi
+
+# Pin /usr/local/cuda (through the `cuda` alternative) to this toolkit.
+query="$(update-alternatives --query cuda 2>/dev/null || true)"
+if ! grep -qx "Alternative: ${root}" <<<"$query"; then
+  update-alternatives --install /usr/local/cuda cuda "$root" "$priority"
+  changed=yes
+  query="$(update-alternatives --query cuda)"
+fi
+if [[ "$(readlink -f "${R}/usr/local/cuda" || true)" != "$(readlink -f "${R}${root}")" ]] \
+   || ! grep -qx 'Status: manual' <<<"$query"; then
+  update-alternatives --set cuda "$root"
+  changed=yes
+fi
+link="$(readlink -f "${R}/usr/local/cuda")"
+echo "cuda_link=${link#"$R"}"
+echo "changed=${changed}"

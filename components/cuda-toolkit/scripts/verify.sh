@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Verify the CUDA toolkit as FlashInfer and PyTorch will use it. Every problem is reported, each
+# naming exactly what is missing and the package that provides it; exit 1 if there is any.
+#   verify.sh --release 13.0 --root /usr/local/cuda-13.0 --min-driver-branch 580 --proof 1|0
+#             --proof-b64 <base64 of proof/curand_cublas.cu>
+#             [--package <name>]...  [--require <path>:<package>]...
+# Prints key=value lines: nvcc_release, nvcc_version, cuda_link, gpus, proof, packages, fingerprint.
+# The fingerprint = sha256 over "cuda-<release>" and the sorted "<package> <version>" lines
+# (same as toolkitFingerprint() in components/cuda-toolkit/fingerprint.ts), first 16 hex digits.
+set -euo pipefail
+
+release="" root="" min_driver=580 proof=1 proof_b64=""
+packages=() requires=()
+while (($# > 0)); do
+  case "$1" in
+    --release) release="$2" ;;
+    --root) root="$2" ;;
+    --min-driver-branch) min_driver="$2" ;;
+    --proof) proof="$2" ;;
+    --proof-b64) proof_b64="$2" ;;
+    --package) packages+=("$2") ;;
+    --require) requires+=("$2") ;;
+    *) echo "verify.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+R="${GPUHOST_ROOT:-}"
+problems=()
+problem() { problems+=("$1"); }
+provider_of() { # the package providing a toolkit-relative or absolute path, from the --require list
+  local pair
+  for pair in "${requires[@]}"; do
+    if [[ "${pair%%:*}" == "$1" || "${pair%%:*}" == "${root}/$1" ]]; then echo "${pair#*:}"; return; fi
+  done
+  echo "the package that ships $1"
+}
+
+# 1. Packages, with versions for the fingerprint.
+versions=()
+for pkg in "${packages[@]}"; do
+  v="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
+  if [[ "$v" == "install ok installed "* ]]; then versions+=("$pkg ${v#install ok installed }")
+  else problem "package ${pkg} is not installed (apt-get install ${pkg})"; fi
+done
+
+# 2. Files FlashInfer's JIT and the proof program need.
+for pair in "${requires[@]}"; do
+  path="${pair%%:*}" pkg="${pair#*:}"
+  [[ -e "${R}${path}" ]] || problem "missing ${path} (provided by package ${pkg})"
+done
+
+# 3. nvcc as FlashInfer finds it through CUDA_HOME (= the pinned toolkit root).
+export CUDA_HOME="${R}${root}"
+nvcc="${CUDA_HOME}/bin/nvcc"
+nvcc_release="" nvcc_version=""
+if [[ -x "$nvcc" ]]; then
+  line="$("$nvcc" --version | grep 'Cuda compilation tools' || true)"
+  nvcc_release="$(sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' <<<"$line")"
+  nvcc_version="${line##* }"
+  [[ "$nvcc_release" == "$release" ]] || problem "nvcc at ${root}/bin/nvcc reports release '${nvcc_release}', expected ${release}"
+else
+  problem "missing ${root}/bin/nvcc (provided by package $(provider_of bin/nvcc))"
+fi
+
+# 4. /usr/local/cuda (the last place FlashInfer looks, and what most tools assume).
+link="$(readlink -f "${R}/usr/local/cuda" 2>/dev/null || true)"
+link="${link#"$R"}"
+[[ "$link" == "$root" ]] || problem "/usr/local/cuda points at '${link:-nothing}', not ${root} (update-alternatives --set cuda ${root})"
+
+# 5. GPUs: driver branch and compute capabilities (only where nvidia-smi exists).
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  while IFS=', ' read -r driver cap; do
+    [[ -n "$driver" ]] || continue
+    gpus=$((gpus + 1))
+    (( ${driver%%.*} >= min_driver )) || problem "GPU $gpus: driver ${driver} is older than the R${min_driver} branch CUDA ${release} needs"
+    major="${cap%%.*}" minor="${cap#*.}"
+    if (( major >= 12 )) && [[ "$(printf '%s\n' "$release" 12.9 | sort -V | head -1)" != 12.9 ]]; then
+      problem "GPU $gpus: compute capability ${cap} (SM ${major}.x) needs CUDA >= 12.9 for FlashInfer, toolkit is ${release}"
+    fi
+    if (( major * 10 + minor < 75 )) && [[ "$(printf '%s\n' "$release" 13.0 | sort -V | head -1)" == 13.0 ]]; then
+      problem "GPU $gpus: compute capability ${cap} is not supported by CUDA ${release} (Maxwell, Pascal and Volta were dropped in 13.0)"
+    fi
+  done < <(nvidia-smi --query-gpu=driver_version,compute_cap --format=csv,noheader 2>/dev/null || true)
+fi
+
+# 6. Proof by execution: compile (and where possible run) a curand + cublas program.
+proof_result="skipped"
+if [[ "$proof" == 1 && -x "$nvcc" && -n "$proof_b64" ]]; then
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  base64 -d <<<"$proof_b64" >"$work/proof.cu"
+  if ! "$nvcc" -o "$work/proof" "$work/proof.cu" -lcurand -lcublas >"$work/compile.log" 2>&1; then
+    first="$(grep -m1 -E 'error' "$work/compile.log" || head -1 "$work/compile.log")"
+    header="$(sed -n 's/.*fatal error: \([^:]*\): No such file or directory.*/\1/p' <<<"$first")"
+    if [[ -n "$header" ]]; then
+      problem "the proof program does not compile: ${first#"$work"/} (${root}/include/${header} is provided by package $(provider_of "include/${header}"))"
+    else
+      problem "the proof program does not compile: ${first#"$work"/}"
+    fi
+    proof_result="compile-failed"
+  elif [[ "$gpus" -gt 0 || "$(head -c2 "$work/proof")" == "#!" ]]; then
+    # Run on real GPUs, or when the stand-in nvcc (simulated/test host) produced a script.
+    if out="$("$work/proof" 2>&1)"; then proof_result="ran: ${out//$'\n'/ }"
+    else problem "the proof program compiled but failed when run: ${out//$'\n'/ }"; proof_result="run-failed"; fi
+  else
+    proof_result="compiled (no GPU to run it on)"
+  fi
+fi
+
+sorted="$(printf '%s\n' "${versions[@]}" | LC_ALL=C sort)"
+fingerprint="$(printf 'cuda-%s\n%s\n' "$release" "$sorted" | sha256sum | cut -c1-16)"
+echo "nvcc_release=${nvcc_release}"
+echo "nvcc_version=${nvcc_version}"
+echo "cuda_link=${link}"
+echo "gpus=${gpus}"
+echo "proof=${proof_result}"
+echo "packages=$(tr '\n' ',' <<<"$sorted" | sed 's/,$//')"
+echo "fingerprint=${fingerprint}"
+
+if ((${#problems[@]} > 0)); then
+  echo "CUDA ${release} toolkit verification failed (${#problems[@]} problem(s)):" >&2
+  printf '  - %s\n' "${problems[@]}" >&2
+  exit 1
+fi
+echo "verified=yes"

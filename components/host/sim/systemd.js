@@ -1,0 +1,296 @@
+#!/usr/bin/env node
+// Simulated host: systemctl and journalctl for units in $GPUHOST_ROOT/etc/systemd/system.
+// `start` runs the unit's ExecStart (with Environment= and EnvironmentFile=) under a small
+// detached supervisor that keeps the state systemd would: pid, ActiveState, NRestarts, a log
+// (the "journal"), Restart=on-failure/always with RestartSec and StartLimitBurst, Conflicts=.
+// Executables and PATH entries are looked up under the root first, so a unit written for a
+// real host (/opt/gpuhost/venv/bin/python ...) runs the simulated host's files.
+// State: run/gpuhost-sim/systemd/<unit>/; journal: var/log/gpuhost-sim/journal/<unit>.log.
+"use strict";
+const fs = require("node:fs");
+const path = require("node:path");
+const { spawn } = require("node:child_process");
+const { hostPath, root, fail } = require("./common.js");
+
+const unitName = (u) => (/\.(service|target|timer|socket)$/.test(u) ? u : `${u}.service`);
+const unitFile = (u) => hostPath(`/etc/systemd/system/${u}`);
+const stateDir = (u) => hostPath(`/run/gpuhost-sim/systemd/${u}`);
+const logFile = (u) => hostPath(`/var/log/gpuhost-sim/journal/${u}.log`);
+const readState = (u, key, dflt) => { try { return fs.readFileSync(path.join(stateDir(u), key), "utf8").trim(); } catch { return dflt; } };
+function writeState(u, key, value) {
+  fs.mkdirSync(stateDir(u), { recursive: true });
+  fs.writeFileSync(path.join(stateDir(u), `${key}.new`), String(value));
+  fs.renameSync(path.join(stateDir(u), `${key}.new`), path.join(stateDir(u), key));
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const alive = (pid) => { try { return pid > 0 && (process.kill(pid, 0), true); } catch { return false; } };
+function journal(u, line) {
+  fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
+  fs.appendFileSync(logFile(u), line.endsWith("\n") ? line : `${line}\n`);
+}
+
+/** [Section] Key=value pairs; repeated keys accumulate (Environment=, Conflicts=). Uses the daemon-reload snapshot when there is one. */
+function parseUnit(u) {
+  const loaded = path.join(stateDir(u), "loaded.unit");
+  const file = fs.existsSync(loaded) ? loaded : unitFile(u);
+  if (!fs.existsSync(file)) return undefined;
+  const unit = {};
+  let section = "";
+  const text = fs.readFileSync(file, "utf8").replace(/\\\n/g, " ");
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (!line || line.startsWith("#") || line.startsWith(";")) continue;
+    const sec = /^\[(.+)\]$/.exec(line);
+    if (sec) { section = sec[1]; continue; }
+    const kv = /^([A-Za-z]+)\s*=\s*(.*)$/.exec(line);
+    if (kv) (unit[`${section}.${kv[1]}`] ??= []).push(kv[2]);
+  }
+  return unit;
+}
+const last = (unit, key, dflt) => (unit[key] ? unit[key][unit[key].length - 1] : dflt);
+
+/** systemd's word splitting: quotes and backslash escapes. */
+function splitWords(s) {
+  const words = [];
+  const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|((?:[^\s"'\\]|\\.)+)/g;
+  let m;
+  while ((m = re.exec(s))) words.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : m[2] ?? m[3].replace(/\\(.)/g, "$1"));
+  return words;
+}
+
+function seconds(v, dflt) {
+  if (v === undefined) return dflt;
+  if (v === "infinity") return Infinity;
+  const m = /^([0-9.]+)\s*(ms|s|sec|min|m)?$/.exec(v.trim());
+  if (!m) return dflt;
+  const n = Number(m[1]);
+  return m[2] === "ms" ? n / 1000 : m[2] === "min" || m[2] === "m" ? n * 60 : n;
+}
+
+function environmentOf(unit) {
+  const env = {};
+  for (const spec of unit["Service.EnvironmentFile"] ?? []) {
+    const optional = spec.startsWith("-");
+    const p = hostPath(optional ? spec.slice(1) : spec);
+    if (!fs.existsSync(p)) { if (optional) continue; throw new Error(`Failed to load environment files: ${spec}`); }
+    for (const line of fs.readFileSync(p, "utf8").split("\n")) {
+      const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+      if (m) env[m[1]] = m[2].replace(/^"(.*)"$/, "$1").replace(/^'(.*)'$/, "$1");
+    }
+  }
+  for (const spec of unit["Service.Environment"] ?? []) {
+    for (const w of splitWords(spec)) { const i = w.indexOf("="); if (i > 0) env[w.slice(0, i)] = w.slice(i + 1); }
+  }
+  return env;
+}
+
+const underRoot = (p) => (p.startsWith("/") && fs.existsSync(hostPath(p)) ? hostPath(p) : p);
+
+// ---- the supervisor: one detached process per started unit ----
+async function supervise(u) {
+  const unit = parseUnit(u);
+  const policy = last(unit, "Service.Restart", "no");
+  const restartSec = seconds(last(unit, "Service.RestartSec"), 0.1);
+  const burst = Number(last(unit, "Unit.StartLimitBurst", last(unit, "Service.StartLimitBurst", "5")));
+  const interval = seconds(last(unit, "Unit.StartLimitIntervalSec", last(unit, "Service.StartLimitIntervalSec")), 10);
+  let child;
+  let stopping = false;
+  process.on("SIGTERM", () => {
+    stopping = true;
+    if (child && alive(child.pid)) child.kill("SIGTERM");
+    setTimeout(() => { if (child && alive(child.pid)) child.kill("SIGKILL"); }, 5000).unref();
+  });
+  // The root folder vanishing (a test cleaning up) ends the service too.
+  setInterval(() => { if (!fs.existsSync(stateDir(u))) process.kill(process.pid, "SIGTERM"); }, 1000).unref();
+  const starts = [];
+  for (;;) {
+    const env = environmentOf(unit);
+    const unitPath = (env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(":");
+    env.PATH = [process.env.GPUHOST_SIM_SHIMS, ...unitPath.flatMap((p) => (fs.existsSync(hostPath(p)) ? [hostPath(p), p] : [p]))].filter(Boolean).join(":");
+    env.GPUHOST_ROOT = root();
+    env.HOME ??= process.env.HOME ?? "/";
+    const words = splitWords((last(unit, "Service.ExecStart", "") ?? "").replace(/^[-@+!:]+/, ""))
+      .map((w) => w.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, a, b) => env[a ?? b] ?? ""));
+    const exe = words[0] ? underRoot(words[0]) : "";
+    const wd = last(unit, "Service.WorkingDirectory");
+    starts.push(Date.now());
+    if (!exe || !fs.existsSync(exe)) {
+      journal(u, `${u}: Failed to locate executable ${words[0] ?? "(none)"}: No such file or directory`);
+      journal(u, `${u}: Main process exited, code=exited, status=203/EXEC`);
+      writeState(u, "result", "exit-code");
+      writeState(u, "state", "failed");
+      return;
+    }
+    child = spawn(exe, words.slice(1), { env, cwd: wd ? underRoot(wd) : root(), stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.on("data", (b) => fs.appendFileSync(logFile(u), b));
+    child.stderr.on("data", (b) => fs.appendFileSync(logFile(u), b));
+    writeState(u, "main.pid", child.pid);
+    writeState(u, "state", "active");
+    writeState(u, "spawned", 1);
+    journal(u, `Started ${u}.`);
+    const [code, signal] = await new Promise((r) => child.on("close", (c, s) => r([c, s])));
+    if (stopping) { journal(u, `Stopped ${u}.`); writeState(u, "state", "inactive"); return; }
+    const failed = code !== 0;
+    journal(u, `${u}: Main process exited, code=${signal ? "killed" : "exited"}, status=${signal ?? `${code}/${failed ? "FAILURE" : "SUCCESS"}`}`);
+    writeState(u, "exit.status", signal ? 128 : code);
+    const again = policy === "always" || (policy === "on-failure" && failed);
+    if (!again) { writeState(u, "result", failed ? "exit-code" : "success"); writeState(u, "state", failed ? "failed" : "inactive"); return; }
+    if (starts.filter((t) => Date.now() - t < interval * 1000).length >= burst) {
+      journal(u, `${u}: Start request repeated too quickly.`);
+      journal(u, `${u}: Failed with result 'start-limit-hit'.`);
+      writeState(u, "result", "start-limit-hit");
+      writeState(u, "state", "failed");
+      return;
+    }
+    writeState(u, "state", "activating");
+    await sleep(restartSec * 1000);
+    if (stopping) { writeState(u, "state", "inactive"); return; }
+    const n = Number(readState(u, "restarts", "0")) + 1;
+    writeState(u, "restarts", n);
+    journal(u, `${u}: Scheduled restart job, restart counter is at ${n}.`);
+  }
+}
+
+// ---- systemctl ----
+function activeState(u) {
+  const state = readState(u, "state", "inactive");
+  if ((state === "active" || state === "activating") && !alive(Number(readState(u, "supervisor.pid", "0")))) return "failed";
+  return state;
+}
+
+async function stop(u) {
+  const pid = Number(readState(u, "supervisor.pid", "0"));
+  if (alive(pid)) {
+    process.kill(pid, "SIGTERM");
+    for (let i = 0; i < 200 && alive(pid); i++) await sleep(50);
+  }
+  if (fs.existsSync(stateDir(u)) && activeState(u) !== "failed") writeState(u, "state", "inactive");
+}
+
+async function start(u) {
+  const unit = parseUnit(u);
+  if (!unit) return fail(`Failed to start ${u}: Unit ${u} not found.`, 5);
+  if (activeState(u) === "active") return 0;
+  // Conflicts= works both ways: stop what this unit names and what names this unit.
+  const others = fs.readdirSync(hostPath("/etc/systemd/system")).filter((f) => f.endsWith(".service") && f !== u);
+  for (const o of others) {
+    const theirs = (parseUnit(o)?.["Unit.Conflicts"] ?? []).flatMap((c) => c.split(/\s+/));
+    const mine = (unit["Unit.Conflicts"] ?? []).flatMap((c) => c.split(/\s+/));
+    if ((mine.includes(o) || theirs.includes(u)) && ["active", "activating"].includes(activeState(o))) await stop(o);
+  }
+  writeState(u, "restarts", 0);
+  writeState(u, "state", "activating");
+  fs.rmSync(path.join(stateDir(u), "result"), { force: true });
+  fs.rmSync(path.join(stateDir(u), "spawned"), { force: true });
+  fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
+  const out = fs.openSync(logFile(u), "a");
+  const sup = spawn(process.execPath, [__filename, "__supervise", u], {
+    detached: true, stdio: ["ignore", out, out], env: { ...process.env, GPUHOST_SIM_SHIMS: path.join(__dirname, "bin") },
+  });
+  writeState(u, "supervisor.pid", sup.pid);
+  sup.unref();
+  // Type=simple: start returns once the main process is spawned; only a failure to spawn it
+  // (203/EXEC) fails the start job. A crash afterwards is the unit's business, as in systemd.
+  const spawned = () => readState(u, "spawned", "") !== "";
+  for (let i = 0; i < 250 && !spawned() && readState(u, "result", "") === ""; i++) await sleep(20);
+  if (!spawned()) {
+    return fail(`Job for ${u} failed because the control process exited with error code.\nSee "systemctl status ${u}" and "journalctl -xeu ${u}" for details.`, 1);
+  }
+  return 0;
+}
+
+function wantsLinks(u) {
+  const unit = parseUnit(u) ?? {};
+  return (unit["Install.WantedBy"] ?? []).flatMap((w) => w.split(/\s+/)).map((t) => hostPath(`/etc/systemd/system/${t}.wants/${u}`));
+}
+const isEnabled = (u) => wantsLinks(u).some((l) => fs.lstatSync(l, { throwIfNoEntry: false }));
+
+function show(u, props, valueOnly) {
+  const values = {
+    ActiveState: activeState(u), NRestarts: readState(u, "restarts", "0"), MainPID: activeState(u) === "active" ? readState(u, "main.pid", "0") : "0",
+    SubState: { active: "running", activating: "auto-restart", failed: "failed", inactive: "dead" }[activeState(u)],
+    LoadState: fs.existsSync(unitFile(u)) ? "loaded" : "not-found", UnitFileState: isEnabled(u) ? "enabled" : "disabled",
+    Result: readState(u, "result", "success"), ExecMainStatus: readState(u, "exit.status", "0"), Id: u,
+  };
+  for (const p of props.length ? props : Object.keys(values)) console.log(valueOnly ? `${values[p] ?? ""}` : `${p}=${values[p] ?? ""}`);
+  return 0;
+}
+
+async function systemctl(argv) {
+  const props = [];
+  const flags = new Set();
+  const words = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "-p" || a === "--property") props.push(...argv[++i].split(","));
+    else if (a.startsWith("--property=")) props.push(...a.slice(11).split(","));
+    else if (a.startsWith("-")) flags.add(a);
+    else words.push(a);
+  }
+  const [cmd, ...units] = words;
+  const us = units.map(unitName);
+  let code = 0;
+  switch (cmd) {
+    case "daemon-reload":
+      for (const f of fs.readdirSync(hostPath("/etc/systemd/system"))) {
+        if (!/\.(service|target)$/.test(f) || !fs.statSync(unitFile(f)).isFile()) continue;
+        fs.mkdirSync(stateDir(f), { recursive: true });
+        fs.copyFileSync(unitFile(f), path.join(stateDir(f), "loaded.unit"));
+      }
+      return 0;
+    case "start": for (const u of us) code ||= await start(u); return code;
+    case "stop": for (const u of us) await stop(u); return 0;
+    case "restart": for (const u of us) { await stop(u); code ||= await start(u); } return code;
+    case "enable": case "disable":
+      for (const u of us) {
+        if (!fs.existsSync(unitFile(u))) return fail(`Failed to ${cmd} unit: Unit file ${u} does not exist.`, 1);
+        for (const l of wantsLinks(u)) {
+          fs.rmSync(l, { force: true });
+          if (cmd === "enable") { fs.mkdirSync(path.dirname(l), { recursive: true }); fs.symlinkSync(`../${u}`, l); }
+        }
+        if (flags.has("--now")) code ||= cmd === "enable" ? await start(u) : (await stop(u), 0);
+      }
+      return code;
+    case "is-active": for (const u of us) { const s = activeState(u); if (!flags.has("--quiet") && !flags.has("-q")) console.log(s); if (s !== "active") code = 3; } return code;
+    case "is-failed": for (const u of us) { const s = activeState(u); console.log(s); if (s !== "failed") code = 1; } return code;
+    case "is-enabled":
+      for (const u of us) {
+        if (!fs.existsSync(unitFile(u))) { console.error(`Failed to get unit file state for ${u}: No such file or directory`); code = 1; continue; }
+        const e = isEnabled(u); console.log(e ? "enabled" : "disabled"); if (!e) code = 1;
+      }
+      return code;
+    case "show": for (const u of us) show(u, props, flags.has("--value")); return 0;
+    case "reset-failed": for (const u of us) if (activeState(u) === "failed") writeState(u, "state", "inactive"); return 0;
+    case "status":
+      for (const u of us) { console.log(`* ${u}\n     Active: ${activeState(u)}`); if (activeState(u) !== "active") code = 3; }
+      return code;
+    case "cat": for (const u of us) process.stdout.write(fs.readFileSync(unitFile(u), "utf8")); return 0;
+    default: return fail(`systemctl (simulated): unsupported ${argv.join(" ")}`, 1);
+  }
+}
+
+function journalctl(argv) {
+  let lines = Infinity;
+  const units = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "-u" || a === "--unit") units.push(unitName(argv[++i]));
+    else if (a.startsWith("--unit=")) units.push(unitName(a.slice(7)));
+    else if (a === "-n" || a === "--lines") lines = Number(argv[++i]);
+    else if (a.startsWith("--lines=")) lines = Number(a.slice(8));
+    else if (/^-n[0-9]+$/.test(a)) lines = Number(a.slice(2));
+    else if (["-o", "--output", "--since", "--until"].includes(a)) i++;
+  }
+  for (const u of units) {
+    const all = fs.existsSync(logFile(u)) ? fs.readFileSync(logFile(u), "utf8").split("\n").filter((l) => l !== "") : [];
+    const shown = Number.isFinite(lines) ? all.slice(Math.max(0, all.length - lines)) : all;
+    if (shown.length === 0) console.log("-- No entries --");
+    else process.stdout.write(`${shown.join("\n")}\n`);
+  }
+  return 0;
+}
+
+const [tool, ...args] = process.argv.slice(2);
+const run = { systemctl, journalctl, __supervise: (a) => supervise(unitName(a[0])) }[tool];
+if (!run) fail(`unknown tool ${tool}`, 2);
+Promise.resolve(run(args)).then((code) => { if (typeof code === "number") process.exitCode = code; }, (e) => fail(String(e?.message ?? e), 1));
