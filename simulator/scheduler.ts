@@ -73,7 +73,10 @@ export class SimRequest {
     const total = Math.min(Math.floor(this.tokenAcc), this.plan.limit);
     const n = total - this.emitted;
     if (n <= 0) return null;
-    const k = Math.max(1, Math.min(n, Math.floor(this.stepAcc) - this.steps));
+    // Steps that produced these tokens; when the limit cuts a tick short, only its share of steps.
+    const capped = total < Math.floor(this.tokenAcc);
+    const stepsNow = capped ? Math.ceil((this.stepAcc * total) / this.tokenAcc) : Math.floor(this.stepAcc);
+    const k = Math.max(1, Math.min(n, stepsNow - this.steps));
     const sizes: number[] = new Array(k);
     // Spread n tokens over k steps as evenly as integers allow.
     for (let i = 0; i < k; i++) sizes[i] = Math.floor(((i + 1) * n) / k) - Math.floor((i * n) / k);
