@@ -60,6 +60,8 @@ class GateFailure extends Error {}
 class DeadlineExceeded extends Error {}
 
 const SERVICE_HOOK_TIMEOUT_MS = 30_000;
+/** After a connection error the unit is checked sooner (a crash shows as refused connections). */
+const SERVICE_CHECK_AFTER_CONNECTION_ERROR_S = 1;
 const LOGS_TIMEOUT_MS = 5_000;
 
 export async function verify(endpoint: Endpoint, policyInput: VerifyPolicyInput = {}, hooks: GateHooks = {}): Promise<VerifyResult> {
@@ -83,6 +85,8 @@ class GateRun {
   private baselineRestarts: number | null = null;
   private serviceState: ServiceState | null = null;
   private lastServiceCheck = -Infinity;
+  /** The request being waited for, so a deadline that cuts it can say what never answered. */
+  private inFlight: { what: string; since: number } | null = null;
 
   constructor(
     endpoint: Endpoint,
@@ -104,11 +108,9 @@ class GateRun {
       this.policy.deadlineSeconds * 1000,
     );
     try {
-      if (this.hooks.serviceState) await this.checkService(true);
+      if (this.hooks.serviceState) await this.checkService(0);
       this.enter("connect");
-      await this.retry(async (signal) => {
-        await tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal);
-      });
+      await this.retry((signal) => this.track("TCP connect", () => tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal)));
       this.enter("models");
       await this.retry((signal) => this.modelsAttempt(signal));
       this.enter("generate");
@@ -163,18 +165,31 @@ class GateRun {
         this.lastError = wait;
       }
       this.hooks.onPhase?.(this.phase, `attempt ${this.attempts}: ${wait}`);
-      await this.checkService(false);
+      // wait === lastError: a network error (refused, reset), the sign of a process that died.
+      await this.checkService(wait === this.lastError ? SERVICE_CHECK_AFTER_CONNECTION_ERROR_S : this.policy.serviceCheckIntervalSeconds);
       const jittered = interval * (0.5 + Math.random() * 0.5);
       await sleep(jittered, this.deadline.signal);
       interval = Math.min(this.policy.retryMaxIntervalMs, interval * 1.5);
     }
   }
 
+  private async track<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    this.inFlight = { what, since: this.elapsed() };
+    try {
+      return await fn();
+    } finally {
+      // Kept when the deadline cut the request: diagnose() reports what never answered.
+      if (!this.deadline.signal.aborted) this.inFlight = null;
+    }
+  }
+
   private async modelsAttempt(deadline: AbortSignal): Promise<string | void> {
-    const reply = await fetchText(this.agent, `${this.base}/v1/models`, {
-      apiKey: this.apiKey,
-      signal: signalWithTimeout(deadline, this.policy.modelsTimeoutSeconds * 1000),
-    });
+    const reply = await this.track("GET /v1/models", () =>
+      fetchText(this.agent, `${this.base}/v1/models`, {
+        apiKey: this.apiKey,
+        signal: signalWithTimeout(deadline, this.policy.modelsTimeoutSeconds * 1000),
+      }),
+    );
     this.lastResponse = `GET /v1/models: HTTP ${reply.status} ${truncate(reply.text)}`;
     if (reply.status === 401 || reply.status === 403 || reply.status === 404) {
       throw new GateFailure(`GET /v1/models answered HTTP ${reply.status}; waiting cannot fix that (API key? not an OpenAI-compatible server?)`);
@@ -201,11 +216,13 @@ class GateRun {
   private invalidInARow = 0;
 
   private async generateAttempt(deadline: AbortSignal): Promise<string | void> {
-    const outcome = await probeGeneration(this.agent, this.base, this.model!, this.policy, {
-      signal: signalWithTimeout(deadline, this.policy.probeTimeoutSeconds * 1000),
-      apiKey: this.apiKey,
-      sampling: false,
-    });
+    const outcome = await this.track("POST /v1/chat/completions (probe)", () =>
+      probeGeneration(this.agent, this.base, this.model!, this.policy, {
+        signal: signalWithTimeout(deadline, this.policy.probeTimeoutSeconds * 1000),
+        apiKey: this.apiKey,
+        sampling: false,
+      }),
+    );
     if (outcome.ok) {
       this.probe = outcome.result;
       this.lastResponse = `POST /v1/chat/completions: ${outcome.response}`;
@@ -232,11 +249,13 @@ class GateRun {
     for (let i = 0; i < this.policy.stabilityProbes; i++) {
       this.attempts++;
       if (this.policy.stabilityIntervalSeconds > 0) await sleep(this.policy.stabilityIntervalSeconds * 1000, this.deadline.signal);
-      const outcome = await probeGeneration(this.agent, this.base, this.model!, this.policy, {
-        signal: signalWithTimeout(this.deadline.signal, this.policy.probeTimeoutSeconds * 1000),
-        apiKey: this.apiKey,
-        sampling: true,
-      });
+      const outcome = await this.track(`POST /v1/chat/completions (stability probe ${i + 1})`, () =>
+        probeGeneration(this.agent, this.base, this.model!, this.policy, {
+          signal: signalWithTimeout(this.deadline.signal, this.policy.probeTimeoutSeconds * 1000),
+          apiKey: this.apiKey,
+          sampling: true,
+        }),
+      );
       if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
       if (outcome.response !== null) this.lastResponse = `POST /v1/chat/completions: ${outcome.response}`;
       if (!outcome.ok) {
@@ -245,7 +264,7 @@ class GateRun {
       }
     }
     if (this.hooks.serviceState) {
-      await this.checkService(true);
+      await this.checkService(0);
       const state = this.serviceState;
       if (state === null) throw new GateFailure("the service check could not read the unit's state");
       if (state.activeState !== "active") throw new GateFailure(`the unit is ${state.activeState}, not active`);
@@ -253,11 +272,11 @@ class GateRun {
   }
 
   /** Fails fast on a unit that failed or restarted since the gate began (a crash during startup). */
-  private async checkService(force: boolean): Promise<void> {
+  private async checkService(minIntervalSeconds: number): Promise<void> {
     const hook = this.hooks.serviceState;
     if (!hook) return;
     const now = this.elapsed();
-    if (!force && now - this.lastServiceCheck < this.policy.serviceCheckIntervalSeconds) return;
+    if (now - this.lastServiceCheck < minIntervalSeconds) return;
     this.lastServiceCheck = now;
     let state: ServiceState;
     try {
@@ -279,8 +298,18 @@ class GateRun {
     const lines = [
       `readiness gate failed in phase "${this.phase}" (${PHASE_MEANING[this.phase]}) after ${this.elapsed().toFixed(1)} s: ${reason}`,
     ];
+    if (this.inFlight !== null) {
+      lines.push(`no answer: ${this.inFlight.what} was sent ${(this.elapsed() - this.inFlight.since).toFixed(1)} s before the gate stopped and never answered`);
+    }
     if (this.lastResponse !== null) lines.push(`last response: ${this.lastResponse}`);
     if (this.lastError !== null) lines.push(`last error: ${this.lastError}`);
+    if (this.hooks.serviceState) {
+      try {
+        this.serviceState = await withTimeout(this.hooks.serviceState(), LOGS_TIMEOUT_MS, new AbortController().signal);
+      } catch (err) {
+        lines.push(`service state unavailable: ${describeError(err)}`);
+      }
+    }
     if (this.serviceState !== null) lines.push(`service: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`);
     if (this.hooks.serviceLogs) {
       try {
