@@ -36,10 +36,16 @@ provider_of() { # the package providing a toolkit-relative or absolute path, fro
 }
 
 # 1. Packages, with versions for the fingerprint.
+# One dpkg-query for all of them (it exits 1 when some are unknown, and still prints the rest).
+declare -A installed=()
+if ((${#packages[@]} > 0)); then
+  while read -r name s1 s2 s3 version; do
+    [[ "$s1 $s2 $s3" == "install ok installed" ]] && installed["$name"]="$version"
+  done < <(dpkg-query -W -f='${Package} ${Status} ${Version}\n' "${packages[@]}" 2>/dev/null || true)
+fi
 versions=()
 for pkg in "${packages[@]}"; do
-  v="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
-  if [[ "$v" == "install ok installed "* ]]; then versions+=("$pkg ${v#install ok installed }")
+  if [[ -n "${installed[$pkg]:-}" ]]; then versions+=("$pkg ${installed[$pkg]}")
   else problem "package ${pkg} is not installed (apt-get install ${pkg})"; fi
 done
 

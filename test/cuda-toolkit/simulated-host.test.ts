@@ -1,0 +1,154 @@
+// CudaToolkit's host scripts end to end on the simulated platform, WITHOUT Pulumi: the same plan
+// the component renders, run through execOnHost against a fresh temporary root.
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { toolkitFingerprint, parsePackageVersions } from "../../components/cuda-toolkit/fingerprint";
+import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
+import { type ScriptStep, toolkitPlan } from "../../components/cuda-toolkit/plan";
+import { execOnHost } from "../../components/host/exec";
+import { parseKeyValues, readScript } from "../../components/host/script";
+import { prepareSimulatedHost, SIM_REPO_URL } from "../../components/host/sim/platform";
+import type { HostConnection } from "../../components/host/connection";
+
+let root: string;
+let conn: HostConnection;
+const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
+
+function run(step: ScriptStep) {
+  const { text, name } = readScript(step.script);
+  return execOnHost(conn, text, step.args, { scriptName: name });
+}
+function shell(command: string) {
+  return execOnHost(conn, `set -euo pipefail\n${command}`, []);
+}
+/** Every file under the root with its content or link target: "what changed" for the no-op check. */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (p.includes("/tmp/")) continue;
+      if (e.isSymbolicLink()) out[p] = `-> ${fs.readlinkSync(p)}`;
+      else if (e.isDirectory()) walk(p);
+      else out[p] = fs.readFileSync(p, "utf8");
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+beforeEach(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
+  prepareSimulatedHost(root);
+  conn = { kind: "simulated", root };
+});
+afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
+
+async function provision() {
+  for (const step of [plan.repository, plan.install]) {
+    const r = await run(step);
+    expect(r.stderr + r.stdout).not.toMatch(/^E:/m);
+    expect(r.code).toBe(0);
+  }
+}
+
+describe("CudaToolkit scripts on the simulated host", () => {
+  it("installs the full toolkit, pins /usr/local/cuda and verifies it, proof program included", async () => {
+    await provision();
+    const v = await run(plan.verify);
+    expect(v.stderr).toBe("");
+    expect(v.code).toBe(0);
+    const kv = parseKeyValues(v.stdout);
+    expect(kv.verified).toBe("yes");
+    expect(kv.nvcc_release).toBe("13.0");
+    expect(kv.nvcc_version).toBe("V13.0.88");
+    expect(kv.cuda_link).toBe("/usr/local/cuda-13.0");
+    expect(kv.proof).toMatch(/^ran: gpuhost stand-in binary: .*proof\.cu compiled against .*cuda-13\.0/);
+    const versions = parsePackageVersions(kv.packages!);
+    expect(Object.keys(versions).sort()).toEqual(plan.packages);
+    expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
+    expect(kv.fingerprint).toBe(toolkitFingerprint("13.0", versions));
+    expect(fs.readlinkSync(path.join(root, "usr/local/cuda"))).toBe("../../etc/alternatives/cuda");
+  });
+
+  it("a second run of every script changes nothing on the host", async () => {
+    await provision();
+    expect((await run(plan.verify)).code).toBe(0);
+    const before = snapshot(root);
+    for (const step of [plan.repository, plan.install]) {
+      const r = await run(step);
+      expect(r.code).toBe(0);
+      expect(parseKeyValues(r.stdout).changed).toBe("no");
+    }
+    expect((await run(plan.verify)).code).toBe(0);
+    expect(snapshot(root)).toEqual(before);
+  });
+
+  it("the nvcc-only install (the story's trap) fails verification naming curand.h and libcurand-dev-13-0", async () => {
+    expect((await run(plan.repository)).code).toBe(0);
+    const trap = await shell("apt-get update -q && apt-get install -y cuda-nvcc-13-0 cuda-cudart-dev-13-0 && update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130");
+    expect(trap.code).toBe(0);
+    const v = await run(plan.verify);
+    expect(v.code).toBe(1);
+    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/curand.h (provided by package libcurand-dev-13-0)");
+    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/cublas_v2.h (provided by package libcublas-dev-13-0)");
+    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/cusparse.h (provided by package libcusparse-dev-13-0)");
+    expect(v.stderr).toContain("package cuda-toolkit-13-0 is not installed");
+    expect(v.stderr).toMatch(/the proof program does not compile: proof\.cu:\d+:10: fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda-13\.0\/include\/curand\.h is provided by package libcurand-dev-13-0\)/);
+    expect(v.stderr).not.toContain("nvcc at");
+  });
+
+  it("detects /usr/local/cuda pointing at 12.8, and the install repairs it", async () => {
+    await provision();
+    const trap = await shell('apt-get install -y cuda-toolkit-12-8 >/dev/null && ln -sfn cuda-12.8 "$GPUHOST_ROOT/usr/local/cuda"');
+    expect(trap.code).toBe(0);
+    const v = await run(plan.verify);
+    expect(v.code).toBe(1);
+    expect(v.stderr).toContain("/usr/local/cuda points at '/usr/local/cuda-12.8', not /usr/local/cuda-13.0 (update-alternatives --set cuda /usr/local/cuda-13.0)");
+    const again = await run(plan.install);
+    expect(again.code).toBe(0);
+    expect(parseKeyValues(again.stdout)).toMatchObject({ changed: "yes", cuda_link: "/usr/local/cuda-13.0" });
+    expect((await run(plan.verify)).code).toBe(0);
+  });
+
+  it("a removed libcurand-dev-13-0 fails verification and the next install converges", async () => {
+    await provision();
+    expect((await shell("apt-get remove -y libcurand-dev-13-0")).code).toBe(0);
+    const v = await run(plan.verify);
+    expect(v.code).toBe(1);
+    expect(v.stderr).toContain("package libcurand-dev-13-0 is not installed");
+    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/lib64/libcurand.so (provided by package libcurand-dev-13-0)");
+    const again = await run(plan.install);
+    expect(parseKeyValues(again.stdout).changed).toBe("yes");
+    expect((await run(plan.verify)).code).toBe(0);
+  });
+
+  it("a header deleted by hand is restored by reinstalling the package that provides it", async () => {
+    await provision();
+    fs.rmSync(path.join(root, "usr/local/cuda-13.0/include/cublas_v2.h"));
+    const again = await run(plan.install);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain("missing /usr/local/cuda-13.0/include/cublas_v2.h: reinstalling libcublas-dev-13-0");
+    expect(fs.existsSync(path.join(root, "usr/local/cuda-13.0/include/cublas_v2.h"))).toBe(true);
+  });
+
+  it("a repository the simulated host cannot reach makes install fail loudly", async () => {
+    const bad = { ...plan.repository, args: ["trusted", "file:///nowhere/", "debian12", "x86_64", "unused"] };
+    expect((await run(bad)).code).toBe(0);
+    const r = await run(plan.install);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/Failed to fetch file:\/\/\/nowhere|Unable to locate package cuda-toolkit-13-0/);
+  });
+
+  it("uninstall removes the packages, the alternative and the source", async () => {
+    await provision();
+    const r = await run(plan.uninstall);
+    expect(r.code).toBe(0);
+    expect(fs.existsSync(path.join(root, "usr/local/cuda-13.0/include/curand.h"))).toBe(false);
+    expect(fs.lstatSync(path.join(root, "usr/local/cuda"), { throwIfNoEntry: false })).toBeUndefined();
+    expect(fs.existsSync(path.join(root, plan.sourcesList))).toBe(false);
+    expect((await run(plan.uninstall)).code).toBe(0);
+  });
+});
