@@ -53,10 +53,19 @@ export function readJsonBody(req: IncomingMessage, limitBytes = 16 * 1024 * 1024
   });
 }
 
-/** Cut the connection the way a crashing peer does: a TCP reset where the platform offers one. */
+/**
+ * Cut the connection mid-response. Before any byte of the response, a TCP reset where the platform
+ * offers one. Mid-stream, the bytes already written must reach the client first (a reset would
+ * discard the unsent queue, hiding the tokens that did stream), so: flush, then close without
+ * the final chunk; the client sees a stream that ends without [DONE] and an incomplete body.
+ */
 export function resetConnection(res: ServerResponse): void {
   const socket = res.socket as (NonNullable<typeof res.socket> & { resetAndDestroy?: () => void }) | null;
   if (!socket) return;
+  if (res.headersSent) {
+    res.write("", () => socket.destroy());
+    return;
+  }
   if (typeof socket.resetAndDestroy === "function") socket.resetAndDestroy();
   else socket.destroy();
 }
