@@ -1,0 +1,52 @@
+/**
+ * Puts the project's compiled SGLang simulator on a test host at /opt/gpuhost-sim (what the stand-in
+ * sglang.launch_server execs), with its profiles and its two runtime packages (yaml, zod). The
+ * host's Node.js is Debian bookworm's (18.x), so the simulator is compiled for ES2022 as the project is.
+ */
+import { promises as fs } from "node:fs";
+import * as path from "node:path";
+import { run } from "./proc";
+
+export const SIMULATOR_DIR = "/opt/gpuhost-sim";
+export const SIMULATOR_MAIN = `${SIMULATOR_DIR}/dist/simulator/main.js`;
+const REPO = path.resolve(__dirname, "../..");
+
+/** Compiles simulator/main.ts (and what it imports) into `out`/dist, laid out as in the repository. */
+export async function buildSimulatorBundle(out: string): Promise<string> {
+  await fs.mkdir(out, { recursive: true });
+  await run(
+    path.join(REPO, "node_modules/.bin/tsc"),
+    [
+      "--target", "ES2022", "--module", "commonjs", "--moduleResolution", "node", "--esModuleInterop",
+      "--resolveJsonModule", "--skipLibCheck", "--strict", "--types", "node",
+      "--rootDir", REPO, "--outDir", path.join(out, "dist"),
+      path.join(REPO, "simulator/main.ts"),
+    ],
+    { cwd: REPO, timeoutMs: 180_000 },
+  );
+  await fs.cp(path.join(REPO, "simulator/profiles"), path.join(out, "simulator/profiles"), { recursive: true });
+  for (const pkg of ["yaml", "zod"]) {
+    await fs.cp(path.join(REPO, "node_modules", pkg), path.join(out, "node_modules", pkg), { recursive: true, dereference: true });
+  }
+  return out;
+}
+
+/** Copies a bundle into a test host's root filesystem (the container sees it at once). */
+export async function installSimulator(bundle: string, hostRootDir: string): Promise<void> {
+  const target = path.join(hostRootDir, SIMULATOR_DIR.slice(1));
+  await fs.rm(target, { recursive: true, force: true });
+  await fs.cp(bundle, target, { recursive: true });
+}
+
+/** The stand-in sglang's config (see standin-python/sglang/sglang/launch_server.py). */
+export interface StandinSglangConfig {
+  profiles: Record<string, string>;
+  timeScale: number;
+  faults: string[];
+}
+
+export async function writeStandinSglangConfig(hostRootDir: string, cfg: StandinSglangConfig): Promise<void> {
+  const file = path.join(hostRootDir, "etc/gpuhost-standin/sglang.json");
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  await fs.writeFile(file, `${JSON.stringify({ simulatorMain: SIMULATOR_MAIN, node: "/usr/bin/node", ...cfg }, null, 2)}\n`);
+}
