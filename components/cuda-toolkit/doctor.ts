@@ -1,0 +1,212 @@
+// `gpuhost doctor [--cuda-home PATH] [--expect-release 13.0] [--json]`: CudaToolkit's checks on
+// this machine, without Pulumi. CUDA is resolved the way FlashInfer's get_cuda_path() does
+// (CUDA_HOME, CUDA_PATH, dirname of `which nvcc`, /usr/local/cuda) and every missing piece is
+// reported with the package that provides it. Exit 0 healthy, 1 problems, 2 usage error.
+// `--root DIR` (or GPUHOST_ROOT) inspects a simulated host folder instead of /.
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { requiredFiles, toolkit, toolkitReleases } from "../toolkit/description";
+
+export interface DoctorFinding {
+  /** What is wrong, e.g. "missing include/curand.h". */
+  problem: string;
+  /** The package that provides what is missing, when one does. */
+  package?: string;
+  /** A command or step that fixes it. */
+  fix?: string;
+}
+
+export interface DoctorReport {
+  healthy: boolean;
+  /** The CUDA folder FlashInfer would use, and which rule found it. */
+  cudaHome: string | null;
+  resolvedBy: "--cuda-home" | "CUDA_HOME" | "CUDA_PATH" | "nvcc on PATH" | "/usr/local/cuda" | null;
+  /** What each lookup rule points at (disagreements are how the story's 12.8 trap hides). */
+  candidates: { rule: string; path: string | null }[];
+  release: string | null;
+  nvccVersion: string | null;
+  usrLocalCuda: string | null;
+  gpus: { driver: string; computeCapability: string }[];
+  problems: DoctorFinding[];
+  warnings: string[];
+}
+
+export interface DoctorOptions {
+  cudaHome?: string;
+  expectRelease: string;
+  env: NodeJS.ProcessEnv;
+  /** Folder standing for / (the simulated host); "" for the real machine. */
+  root: string;
+}
+
+const onHost = (root: string, p: string) => (root ? path.join(root, p) : p);
+const fromHost = (root: string, p: string) => (root && p.startsWith(`${root}/`) ? p.slice(root.length) : p);
+
+function realOnHost(root: string, p: string): string | null {
+  try {
+    return fromHost(root, fs.realpathSync(onHost(root, p)));
+  } catch {
+    return null;
+  }
+}
+
+function whichNvcc(root: string, env: NodeJS.ProcessEnv): string | null {
+  for (const dir of (env.PATH ?? "").split(":").filter(Boolean)) {
+    // On a simulated host, PATH entries are host paths; the shims' own folder is not one.
+    const candidate = root && !dir.startsWith(`${root}/`) ? path.join(root, dir, "nvcc") : path.join(dir, "nvcc");
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return fromHost(root, candidate);
+    } catch {
+      /* next */
+    }
+  }
+  return null;
+}
+
+function nvccRelease(root: string, home: string): { release: string | null; version: string | null } {
+  const nvcc = onHost(root, path.posix.join(home, "bin", "nvcc"));
+  if (!fs.existsSync(nvcc)) return { release: null, version: null };
+  try {
+    const out = execFileSync(nvcc, ["--version"], { encoding: "utf8", timeout: 10_000 });
+    const m = /release ([0-9.]+), (V[0-9.]+)/.exec(out);
+    return { release: m?.[1] ?? null, version: m?.[2] ?? null };
+  } catch {
+    return { release: null, version: null };
+  }
+}
+
+function gpus(env: NodeJS.ProcessEnv): { driver: string; computeCapability: string }[] {
+  try {
+    const out = execFileSync("nvidia-smi", ["--query-gpu=driver_version,compute_cap", "--format=csv,noheader"], {
+      encoding: "utf8", timeout: 15_000, env, stdio: ["ignore", "pipe", "ignore"],
+    });
+    return out.split("\n").filter((l) => l.includes(",")).map((l) => {
+      const [driver, cap] = l.split(",").map((s) => s.trim());
+      return { driver: driver!, computeCapability: cap! };
+    });
+  } catch {
+    return [];
+  }
+}
+
+const olderThan = (a: string, b: string) => {
+  const [x, y] = [a, b].map((v) => v.split(".").map(Number));
+  return x![0]! < y![0]! || (x![0] === y![0] && (x![1] ?? 0) < (y![1] ?? 0));
+};
+
+export function doctor(opts: DoctorOptions): DoctorReport {
+  const { root, env } = opts;
+  const which = whichNvcc(root, env);
+  const candidates = [
+    ...(opts.cudaHome ? [{ rule: "--cuda-home", path: opts.cudaHome }] : []),
+    { rule: "CUDA_HOME", path: env.CUDA_HOME || null },
+    { rule: "CUDA_PATH", path: env.CUDA_PATH || null },
+    { rule: "nvcc on PATH", path: which ? path.posix.dirname(path.posix.dirname(which)) : null },
+    { rule: "/usr/local/cuda", path: fs.existsSync(onHost(root, "/usr/local/cuda")) ? "/usr/local/cuda" : null },
+  ];
+  const chosen = candidates.find((c) => c.path !== null);
+  const problems: DoctorFinding[] = [];
+  const warnings: string[] = [];
+  const usrLocalCuda = realOnHost(root, "/usr/local/cuda");
+  const report: DoctorReport = {
+    healthy: false, cudaHome: chosen?.path ?? null, resolvedBy: (chosen?.rule as DoctorReport["resolvedBy"]) ?? null,
+    candidates, release: null, nvccVersion: null, usrLocalCuda, gpus: gpus(env), problems, warnings,
+  };
+  const expected = toolkit(opts.expectRelease);
+  if (!chosen?.path) {
+    problems.push({ problem: "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda are all unset or absent)",
+      package: expected.meta, fix: `apt-get install ${expected.meta}` });
+    return report;
+  }
+  const home = chosen.path;
+  const real = realOnHost(root, home);
+  const distinct = new Set(candidates.map((c) => (c.path ? realOnHost(root, c.path) : null)).filter(Boolean));
+  if (distinct.size > 1) warnings.push(`the CUDA lookup rules disagree: ${candidates.filter((c) => c.path).map((c) => `${c.rule} -> ${realOnHost(root, c.path!) ?? c.path}`).join(", ")}`);
+
+  const { release, version } = nvccRelease(root, home);
+  report.release = release;
+  report.nvccVersion = version;
+  // Which described toolkit is this? By its real folder, else by nvcc's release.
+  const described = toolkitReleases().map(toolkit).find((t) => t.root === real) ?? (release && toolkitReleases().includes(release) ? toolkit(release) : undefined);
+  if (!real) {
+    problems.push({ problem: `${home} (found by ${chosen.rule}) does not exist`, package: expected.meta, fix: `apt-get install ${expected.meta}` });
+    return report;
+  }
+  if (release === null) {
+    const p = requiredFiles(expected.release).find((f) => f.path.endsWith("/bin/nvcc"));
+    problems.push({ problem: `no working nvcc at ${path.posix.join(home, "bin/nvcc")}`, package: p?.package, fix: p && `apt-get install ${p.package}` });
+  } else if (release !== expected.release) {
+    problems.push({ problem: `CUDA found by ${chosen.rule} (${real}) is release ${release}, expected ${expected.release}`, package: expected.meta,
+      fix: `apt-get install ${expected.meta} && update-alternatives --set cuda ${expected.root} (or set CUDA_HOME=${expected.root})` });
+  }
+  // Required files, relative to the toolkit root, looked up in the folder actually found.
+  const tk = described ?? expected;
+  for (const f of requiredFiles(tk.release)) {
+    const rel = path.posix.relative(tk.root, f.path);
+    if (!fs.existsSync(onHost(root, path.posix.join(home, rel)))) {
+      problems.push({ problem: `missing ${path.posix.join(home, rel)}`, package: f.package, fix: `apt-get install --reinstall ${f.package}` });
+    }
+  }
+  if (usrLocalCuda && usrLocalCuda !== real) warnings.push(`/usr/local/cuda points at ${usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`);
+  for (const [i, g] of report.gpus.entries()) {
+    const major = Number(g.computeCapability.split(".")[0]);
+    if (major >= 12 && release && olderThan(release, "12.9")) {
+      problems.push({ problem: `GPU ${i}: compute capability ${g.computeCapability} (SM ${major}.x) needs CUDA >= 12.9 for FlashInfer, found ${release}`, package: expected.meta });
+    }
+    if (Number(g.driver.split(".")[0]) < 580 && release && !olderThan(release, "13.0")) {
+      problems.push({ problem: `GPU ${i}: driver ${g.driver} is older than the R580 branch CUDA ${release} needs`, fix: "install an R580 (or newer) NVIDIA driver" });
+    }
+  }
+  report.healthy = problems.length === 0;
+  return report;
+}
+
+function render(r: DoctorReport): string {
+  const lines = [
+    `CUDA home: ${r.cudaHome ?? "(none)"}${r.resolvedBy ? ` (found by ${r.resolvedBy})` : ""}`,
+    `release: ${r.release ?? "unknown"}${r.nvccVersion ? ` (nvcc ${r.nvccVersion})` : ""}`,
+    `/usr/local/cuda -> ${r.usrLocalCuda ?? "(absent)"}`,
+    `GPUs: ${r.gpus.length === 0 ? "none found (no nvidia-smi)" : r.gpus.map((g) => `sm_${g.computeCapability} driver ${g.driver}`).join(", ")}`,
+    ...r.warnings.map((w) => `warning: ${w}`),
+    ...r.problems.map((p) => `problem: ${p.problem}${p.package ? `, provided by package ${p.package}` : ""}${p.fix ? ` (fix: ${p.fix})` : ""}`),
+    r.healthy ? "healthy" : `${r.problems.length} problem(s)`,
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+const USAGE = "usage: gpuhost doctor [--cuda-home PATH] [--expect-release 13.0] [--root DIR] [--json]";
+
+export async function doctorMain(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let cudaHome: string | undefined;
+  let expectRelease = "13.0";
+  let root = env.GPUHOST_ROOT ?? "";
+  let json = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    try {
+      if (a === "--cuda-home") cudaHome = value();
+      else if (a === "--expect-release") expectRelease = value();
+      else if (a === "--root") root = value();
+      else if (a === "--json") json = true;
+      else if (a === "-h" || a === "--help") { process.stdout.write(`${USAGE}\n`); return 0; }
+      else throw new Error(`unknown argument ${a}`);
+    } catch (e) {
+      process.stderr.write(`gpuhost doctor: ${(e as Error).message}\n${USAGE}\n`);
+      return 2;
+    }
+  }
+  if (!toolkitReleases().includes(expectRelease)) {
+    process.stderr.write(`gpuhost doctor: unknown release ${expectRelease} (known: ${toolkitReleases().join(", ")})\n`);
+    return 2;
+  }
+  const report = doctor({ cudaHome, expectRelease, env, root: root ? path.resolve(root) : "" });
+  process.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : render(report));
+  return report.healthy ? 0 : 1;
+}
