@@ -75,6 +75,7 @@ class GateRun {
   private readonly deadline = new AbortController();
   private readonly agent: Agent = makeAgent(4);
   private phase: GatePhase = "connect";
+  private phaseOpen = false;
   private phaseStart = 0;
   private attempts = 0;
   private readonly phases: PhaseTiming[] = [];
@@ -135,12 +136,13 @@ class GateRun {
     this.phase = phase;
     this.phaseStart = this.elapsed();
     this.attempts = 0;
+    this.phaseOpen = phase !== "ready";
     this.hooks.onPhase?.(phase, PHASE_MEANING[phase]);
   }
 
   private closePhase(): void {
-    const last = this.phases[this.phases.length - 1];
-    if (last?.phase === this.phase) return;
+    if (!this.phaseOpen) return;
+    this.phaseOpen = false;
     this.phases.push({ phase: this.phase, startedAtSeconds: this.phaseStart, seconds: this.elapsed() - this.phaseStart, attempts: this.attempts });
   }
 
