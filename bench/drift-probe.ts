@@ -1,0 +1,52 @@
+// Measures how long one toolkit probe takes (the cost `pulumi refresh` pays per host): on a
+// simulated host provisioned through the host layer's shims, and over SSH when
+// GPUHOST_TESTHOST_SSH names a reachable host ("user@host:port", key in GPUHOST_TESTHOST_KEY).
+// Usage: npx tsx bench/drift-probe.ts [runs=20]
+import * as fs from "node:fs";
+import type { HostConnection } from "../components/host/connection";
+import { probeHost } from "../components/toolkit-state/probe";
+import { expectedForSim, provisionGoldenHost, removeHost } from "../test/toolkit-state/sim-host";
+
+async function time(conn: HostConnection, runs: number): Promise<number[]> {
+  const expected = expectedForSim();
+  const ms: number[] = [];
+  await probeHost(conn, expected); // warm the page cache and node's module cache for the shims
+  for (let i = 0; i < runs; i++) {
+    const t = process.hrtime.bigint();
+    await probeHost(conn, expected);
+    ms.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  return ms.sort((a, b) => a - b);
+}
+
+const summary = (label: string, ms: number[]): string => {
+  const q = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!.toFixed(0);
+  return `${label}: ${ms.length} probes, median ${q(0.5)} ms, p90 ${q(0.9)} ms, max ${ms[ms.length - 1]!.toFixed(0)} ms`;
+};
+
+(async () => {
+  const runs = Number(process.argv[2] ?? 20);
+  const root = await provisionGoldenHost();
+  try {
+    console.log(summary("simulated host", await time({ kind: "simulated", root }, runs)));
+    const parallel = 4;
+    const t = process.hrtime.bigint();
+    await Promise.all(Array.from({ length: parallel }, () => probeHost({ kind: "simulated", root }, expectedForSim())));
+    console.log(`simulated host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`);
+  } finally {
+    removeHost(root);
+  }
+  const ssh = process.env.GPUHOST_TESTHOST_SSH;
+  const key = process.env.GPUHOST_TESTHOST_KEY;
+  if (ssh && key) {
+    const m = /^([^@]+)@([^:]+):(\d+)$/.exec(ssh);
+    if (!m) throw new Error("GPUHOST_TESTHOST_SSH must be user@host:port");
+    const conn: HostConnection = { kind: "ssh", user: m[1]!, host: m[2]!, port: Number(m[3]), privateKey: fs.readFileSync(key, "utf8") };
+    console.log(summary(`ssh ${ssh}`, await time(conn, runs)));
+  } else {
+    console.log("ssh: skipped (set GPUHOST_TESTHOST_SSH=user@host:port and GPUHOST_TESTHOST_KEY=<key file> to measure a real host)");
+  }
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
