@@ -1,0 +1,160 @@
+/** Pure parts of the gate: SSE parsing, statistics, saturation, capacity, schemas. No network. */
+import { describe, expect, it } from "vitest";
+import { BenchPlanSchema, capacity, parseServiceState, parseSpecAcceptLength, percentile, saturation, summarizeLevel, VerifyPolicySchema, WorkloadSchema, type RequestSample } from "../../gate/index";
+import { SseParser } from "../../gate/sse";
+import { benchChart } from "../../gate/chart";
+
+function feed(chunks: Buffer[]): string[] {
+  const out: string[] = [];
+  const p = new SseParser();
+  for (const c of chunks) p.push(c, (d) => out.push(d));
+  p.end((d) => out.push(d));
+  return out;
+}
+
+describe("SseParser", () => {
+  const stream = 'data: {"a":"é€😀"}\n\n: comment\nevent: x\ndata: {"b":2}\r\n\r\ndata: line1\ndata: line2\n\ndata:[DONE]\n\n';
+  const expected = ['{"a":"é€😀"}', '{"b":2}', "line1\nline2", "[DONE]"];
+
+  it("parses a whole stream: comments and event lines skipped, CRLF, multi-line data, no space after colon", () => {
+    expect(feed([Buffer.from(stream)])).toEqual(expected);
+  });
+
+  it("gives the same events however the bytes are split (every byte, multi-byte UTF-8 split)", () => {
+    const bytes = Buffer.from(stream);
+    expect(feed([...bytes].map((b) => Buffer.from([b])))).toEqual(expected);
+    for (let cut = 1; cut < bytes.length; cut++) expect(feed([bytes.subarray(0, cut), bytes.subarray(cut)])).toEqual(expected);
+  });
+
+  it("flushes a last event the server ended without a blank line", () => {
+    expect(feed([Buffer.from("data: 1\n\ndata: 2")])).toEqual(["1", "2"]);
+  });
+});
+
+const sample = (over: Partial<RequestSample>): RequestSample => ({
+  maxTokens: 100,
+  startedAtSeconds: 0,
+  ttftSeconds: 0.1,
+  itlSeconds: [0.01, 0.02],
+  e2eSeconds: 1,
+  completionTokens: 100,
+  promptTokens: 10,
+  reasoningTokens: null,
+  finishReason: "length",
+  outputChunks: 3,
+  error: null,
+  ...over,
+});
+
+describe("statistics", () => {
+  it("percentile interpolates linearly (numpy's default) and is null on no data", () => {
+    const xs = Float64Array.from([1, 2, 3, 4]);
+    expect(percentile(xs, 50)).toBe(2.5);
+    expect(percentile(xs, 0)).toBe(1);
+    expect(percentile(xs, 100)).toBe(4);
+    expect(percentile(xs, 95)).toBeCloseTo(3.85);
+    expect(percentile([], 50)).toBeNull();
+  });
+
+  it("a level counts tokens and latencies of successful requests only; errors are counted and quoted", () => {
+    const level = summarizeLevel({
+      concurrency: 2,
+      startedAtSeconds: 10,
+      finishedAtSeconds: 12,
+      acceptanceLength: null,
+      requests: [sample({}), sample({ ttftSeconds: 0.3, e2eSeconds: 2 }), sample({ completionTokens: 0, error: "HTTP 500 overloaded", e2eSeconds: 50, ttftSeconds: 40 })],
+    });
+    expect(level.requests).toBe(3);
+    expect(level.errors).toBe(1);
+    expect(level.errorExamples).toEqual(["HTTP 500 overloaded"]);
+    expect(level.completionTokens).toBe(200);
+    expect(level.outputTokensPerSecond).toBe(100);
+    expect(level.requestsPerSecond).toBe(1);
+    expect(level.ttftP50Seconds).toBeCloseTo(0.2);
+    expect(level.e2eP99Seconds).toBeCloseTo(1.99);
+    expect(level.itlP50Seconds).toBeCloseTo(0.015);
+  });
+
+  it("saturation: the smallest concurrency reaching 95% of the best; sustained is the aggregate there", () => {
+    const lvl = (concurrency: number, tps: number) => ({ ...summarizeLevel({ concurrency, startedAtSeconds: 0, finishedAtSeconds: 1, acceptanceLength: null, requests: [] }), outputTokensPerSecond: tps });
+    expect(saturation([lvl(8, 500), lvl(16, 900), lvl(32, 960), lvl(64, 1000)], 0.95)).toEqual({ saturationConcurrency: 32, sustainedOutputTokensPerSecond: 960 });
+    expect(saturation([lvl(64, 1000), lvl(8, 990)], 0.95)).toEqual({ saturationConcurrency: 8, sustainedOutputTokensPerSecond: 990 });
+    expect(saturation([lvl(8, 0)], 0.95)).toEqual({ saturationConcurrency: null, sustainedOutputTokensPerSecond: 0 });
+  });
+});
+
+describe("capacity", () => {
+  it("the story: 900,000 x 2,000 tokens at 800 tok/s is 26 days on one host", () => {
+    const plan = capacity(800, {});
+    expect(plan.totalOutputTokens).toBe(1.8e9);
+    expect(plan.daysOnOneHost).toBeCloseTo(26.04, 2);
+    expect(plan.hostsForDeadline).toBe(4); // 26.04 / 7 -> 3.7
+    expect(plan.rawStorageBytes).toBe(7.2e9);
+  });
+
+  it("domain figures: 1.8 B tokens at 5,000 tok/s is 4.2 days, at 2,000 tok/s 10.4 days; N hosts divide", () => {
+    expect(capacity(5000, {}).daysOnOneHost).toBeCloseTo(4.17, 2);
+    const p = capacity(2000, { hosts: 4, deadlineDays: 3, bytesPerToken: 6 });
+    expect(p.daysOnOneHost).toBeCloseTo(10.42, 2);
+    expect(p.daysOnHosts).toBeCloseTo(2.6, 2);
+    expect(p.hostsForDeadline).toBe(4);
+    expect(p.rawStorageGigabytes).toBeCloseTo(10.8);
+  });
+
+  it("an exact fit needs no extra host; zero throughput gives null days, not Infinity; negative is rejected", () => {
+    expect(capacity(1.8e9 / (7 * 86400), {}).hostsForDeadline).toBe(1);
+    const zero = capacity(0, {});
+    expect(zero.daysOnOneHost).toBeNull();
+    expect(zero.hostsForDeadline).toBeNull();
+    expect(() => capacity(-1, {})).toThrow(/>= 0/);
+    expect(() => capacity(1, { completions: -5 })).toThrow();
+  });
+});
+
+describe("schemas", () => {
+  it("defaults are the documented ones", () => {
+    expect(VerifyPolicySchema.parse({}).deadlineSeconds).toBe(1800);
+    expect(BenchPlanSchema.parse({}).concurrency).toEqual([8, 16, 32, 48, 64]);
+    expect(BenchPlanSchema.parse({}).singleRequestMaxTokens).toEqual([2048, 4096]);
+    expect(WorkloadSchema.parse({})).toMatchObject({ completions: 900_000, outputTokensPerCompletion: 2000 });
+  });
+
+  it("every field carries a description", () => {
+    for (const schema of [VerifyPolicySchema, BenchPlanSchema, WorkloadSchema]) {
+      for (const [key, field] of Object.entries(schema.shape)) expect((field as { description?: string }).description, key).toBeTruthy();
+    }
+  });
+
+  it("bad values are rejected with the field's path", () => {
+    const r = BenchPlanSchema.safeParse({ concurrency: [] });
+    expect(r.success).toBe(false);
+    expect(r.error!.issues[0].path).toEqual(["concurrency"]);
+  });
+});
+
+describe("service state and metrics parsing", () => {
+  it("reads systemctl show output in any order", () => {
+    expect(parseServiceState("ActiveState=active\nNRestarts=2\n")).toEqual({ activeState: "active", restarts: 2 });
+    expect(parseServiceState("NRestarts=0\nActiveState=failed")).toEqual({ activeState: "failed", restarts: 0 });
+    expect(() => parseServiceState("ssh: connect to host refused")).toThrow(/ActiveState/);
+  });
+
+  it("reads sglang:spec_accept_length with or without labels and timestamps; null when absent", () => {
+    expect(parseSpecAcceptLength('# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="k"} 3.25\n')).toBe(3.25);
+    expect(parseSpecAcceptLength("sglang:spec_accept_length 2.5 1712345678000\n")).toBe(2.5);
+    expect(parseSpecAcceptLength("sglang:spec_accept_length_sum 9\nsglang:num_running_reqs 3\n")).toBeNull();
+  });
+});
+
+describe("chart", () => {
+  it("draws throughput and latency against concurrency, with the saturation mark, as escaped SVG", () => {
+    const lvl = (c: number, tps: number) => ({ ...summarizeLevel({ concurrency: c, startedAtSeconds: 0, finishedAtSeconds: 1, acceptanceLength: null, requests: [sample({})] }), outputTokensPerSecond: tps });
+    const svg = benchChart({ model: "a<b>&c", sweep: [lvl(8, 100), lvl(16, 200)], saturationConcurrency: 16, sustainedOutputTokensPerSecond: 200 });
+    expect(svg.startsWith("<svg")).toBe(true);
+    expect(svg).toContain("a&lt;b&gt;&amp;c");
+    expect(svg).not.toContain("a<b>");
+    expect(svg.match(/<path /g)!.length).toBeGreaterThanOrEqual(2);
+    expect(svg).toContain("stroke-dasharray");
+    expect(svg.trim().endsWith("</svg>")).toBe(true);
+  });
+});
