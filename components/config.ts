@@ -14,6 +14,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
 import { faultNameSchema } from "../simulator/faults";
+import { cudaToolkitOptionsSchema } from "./cuda-toolkit/options";
 import { hostNameSchema, localConnectionSchema, portSchema, userSchema } from "./host/connection";
 import type { HostConnectionInput } from "./host/script";
 import { EnvironmentSchema } from "./serving-env/schema";
@@ -96,33 +97,10 @@ export const HostSchema = z
   })
   .strict();
 
-const distributions = ["debian12", "ubuntu2204", "ubuntu2404"] as const;
-
-export const ToolkitSchema = z
-  .object({
-    version: z.enum(["13.0"]).default("13.0").describe("CUDA toolkit release; the full cuda-toolkit-13-0 meta package is installed."),
-    apt: z
-      .object({
-        url: z
-          .url({ protocol: /^(https?|file)$/ })
-          .refine((u) => !/[\s'"\\]/.test(u), "must not contain whitespace, quotes or backslashes")
-          .optional()
-          .describe("Repository URL; default NVIDIA's repository for distribution/architecture. Tests point it at a local repository."),
-        distribution: z.enum(distributions).default("debian12").describe("Repository distribution (NVIDIA's naming)."),
-        architecture: z.enum(["x86_64", "sbsa"]).default("x86_64").describe("Repository architecture: x86_64 or sbsa (arm64 servers)."),
-        keyringPackage: z
-          .string()
-          .regex(/^[a-z0-9][a-z0-9.+-]+$/)
-          .default("cuda-keyring")
-          .describe("Package that installs the repository's signing key."),
-        keyringVersion: z.string().regex(/^[A-Za-z0-9.+~-]+$/).default("1.1-1").describe("Version of the keyring package."),
-      })
-      .strict()
-      .prefault({})
-      .describe("NVIDIA's apt repository, reached through its keyring package."),
-  })
-  .strict()
-  .describe("The CUDA toolkit every service compiles and runs with.");
+/** CudaToolkit's knobs, as its owner declares them (components/cuda-toolkit/options.ts). */
+export const ToolkitSchema = cudaToolkitOptionsSchema.describe(
+  "The CUDA toolkit every service compiles and runs with: the full cuda-toolkit-13-0 from NVIDIA's apt repository.",
+);
 
 export const SimulatorSchema = z
   .object({
@@ -131,7 +109,16 @@ export const SimulatorSchema = z
       .regex(/^[A-Za-z0-9._-]+$/, "must be a profile name (simulator/profiles/<name>.yaml)")
       .default("tiny")
       .describe("Simulator profile (simulator/profiles/<name>.yaml) served on simulated hosts."),
-    faults: z.array(faultNameSchema).default([]).describe("Simulator faults to inject (see `gpuhost sim --list-faults`)."),
+    serviceProfiles: z
+      .object({
+        autoregressive: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the autoregressive unit; default: profile."),
+        eagle3: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the EAGLE-3 unit; default: profile."),
+        dflash: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the DFlash unit; default: profile."),
+      })
+      .strict()
+      .default({})
+      .describe("Per-service profile overrides (e.g. eagle3: kimi-k2.6-8x-rtx-pro-6000-eagle3), so each simulated unit shows its own speculative behaviour."),
+    faults: z.array(faultNameSchema).default([]).describe("Simulator faults to inject (listed by `gpuhost sim --list`)."),
     timeScale: z
       .number()
       .positive()
@@ -164,6 +151,13 @@ export const ConfigSchema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.services.host !== "127.0.0.1" && c.services.host !== "localhost" && c.apiKey === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["apiKey"],
+        message: `services.host ${c.services.host} exposes the API beyond loopback: set an API key (pulumi config set --secret apiKey ...)`,
+      });
+    }
     const seen = new Set<string>();
     c.hosts.forEach((h, i) => {
       if (seen.has(h.name)) ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });

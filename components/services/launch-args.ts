@@ -112,14 +112,21 @@ export type ServerProgram =
       timeScale: number;
     };
 
-/** The full ExecStart argv: program first, then SGLang's flags (the simulator accepts the same flags). */
+/**
+ * The full ExecStart argv: program first. The simulator takes the flags a client can observe
+ * (--host, --port, --api-key, --served-model-name); the model's behaviour, speculative decoding
+ * included, comes from its profile. It serves the configured model name, so the gate checks the
+ * same id on both platforms.
+ */
 export function execStartArgv(program: ServerProgram, args: SglangServerArgs): ExecWord[] {
-  const flags = sglangArgv(args);
   if (program.kind === "sglang") {
-    return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...flags];
+    return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...sglangArgv(args)];
   }
   const sim: ExecWord[] = [program.nodePath, `${program.projectRoot}/dist/simulator/main.js`, "--profile", program.profile];
   sim.push("--time-scale", String(program.timeScale));
   for (const fault of program.faults) sim.push("--fault", fault);
-  return [...sim, ...flags];
+  sim.push("--host", args.host, "--port", String(args.port));
+  sim.push("--served-model-name", args.servedModelName ?? args.modelPath);
+  if (args.apiKeyEnv) sim.push("--api-key", { env: args.apiKeyEnv });
+  return sim;
 }

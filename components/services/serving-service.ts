@@ -19,7 +19,16 @@ export interface ServingServiceArgs {
   /** The services knobs (config `services`), already validated. */
   services: ServicesConfig;
   /** What ExecStart runs: SGLang from the venv, or the simulator on a simulated host. */
-  program: { kind: "sglang" } | { kind: "simulator"; profile: string; faults: string[]; timeScale: number };
+  program:
+    | { kind: "sglang" }
+    | {
+        kind: "simulator";
+        profile: string;
+        /** Per-service profile overrides. */
+        serviceProfiles?: Partial<Record<ServiceKind, string>>;
+        faults: string[];
+        timeScale: number;
+      };
   /** The user the services run as (ServingEnvironment's). */
   serviceUser: string;
   /** WorkingDirectory= and the user's writable home. */
@@ -51,16 +60,17 @@ export function renderServiceUnits(a: Omit<ServingServiceArgs, "connection" | "j
   projectRoot?: string;
 }): RenderedUnit[] {
   const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
-  const program: ServerProgram =
-    a.program.kind === "sglang"
+  const sim = a.program.kind === "simulator" ? a.program : undefined;
+  const programFor = (kind: ServiceKind): ServerProgram =>
+    sim === undefined
       ? { kind: "sglang", venvPath: a.venvPath }
       : {
           kind: "simulator",
           nodePath: a.nodePath ?? process.execPath,
           projectRoot: a.projectRoot ?? projectRoot(),
-          profile: a.program.profile,
-          faults: a.program.faults,
-          timeScale: a.program.timeScale,
+          profile: sim.serviceProfiles?.[kind] ?? sim.profile,
+          faults: sim.faults,
+          timeScale: sim.timeScale,
         };
   const apiKeyFile = a.apiKeyFile ?? DEFAULT_API_KEY_FILE;
   return configured.map((kind) => ({
@@ -69,7 +79,7 @@ export function renderServiceUnits(a: Omit<ServingServiceArgs, "connection" | "j
     content: renderUnit({
       kind,
       platform: a.program.kind === "sglang" ? "real" : "simulated",
-      execStart: execStartArgv(program, serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
+      execStart: execStartArgv(programFor(kind), serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
       user: a.serviceUser,
       group: a.serviceUser,
       workingDirectory: a.serviceHome,

@@ -39,16 +39,18 @@ export function checkTorchMatchesToolkit(torchVersion: string, toolkitVersion: s
   if (cuda !== toolkitVersion) throw new Error(`torch ${torchVersion} is built for CUDA ${cuda}, but the toolkit is ${toolkitVersion}`);
 }
 
-/** sha256 over the pinned set, the indexes and the toolkit fingerprint: `sha256:<hex>`. */
-export function environmentLock(env: EnvironmentConfig, toolkitFingerprint: string): string {
-  const canonical = JSON.stringify({
-    requirements: requirements(env),
-    indexes: indexArgs(env),
-    python: env.python,
-    venv: env.venvPath,
-    toolkit: toolkitFingerprint,
-  });
+/** sha256 over what the venv holds (pinned set, indexes, interpreter, path): `sha256:<hex>`. */
+export function pinsLock(env: EnvironmentConfig): string {
+  const canonical = JSON.stringify({ requirements: requirements(env), indexes: indexArgs(env), python: env.python, venv: env.venvPath });
   return `sha256:${createHash("sha256").update(canonical).digest("hex")}`;
+}
+
+/**
+ * The environment lock: the venv's pins and the toolkit fingerprint, `sha256:<hex>`. The venv is
+ * recorded on the host under pinsLock alone, so its install does not wait for the toolkit's.
+ */
+export function environmentLock(env: EnvironmentConfig, toolkitFingerprint: string): string {
+  return `sha256:${createHash("sha256").update(`${pinsLock(env)}\0${toolkitFingerprint}`).digest("hex")}`;
 }
 
 /** The JIT cache key of a toolkit: its release and a short hash of its fingerprint. */

@@ -8,7 +8,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
-import { checkTorchMatchesToolkit, environmentLock, indexArgs, jitWorkspace, requirements, toolkitKey } from "./lock";
+import { checkTorchMatchesToolkit, environmentLock, indexArgs, jitWorkspace, pinsLock, requirements, toolkitKey } from "./lock";
 import type { EnvironmentConfig } from "./schema";
 
 const SCRIPTS = "components/serving-env/scripts";
@@ -27,7 +27,7 @@ export interface ServingEnvironmentArgs {
 }
 
 export class ServingEnvironment extends pulumi.ComponentResource {
-  /** sha256 of the pinned set, the indexes and the toolkit fingerprint. */
+  /** sha256 of the pinned set, the indexes and the toolkit fingerprint (lock.ts environmentLock). */
   public readonly environmentLock: pulumi.Output<string>;
   /** FLASHINFER_WORKSPACE_BASE for this toolkit. */
   public readonly jitWorkspace: pulumi.Output<string>;
@@ -54,13 +54,14 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       { parent: this },
     );
 
-    // The venv and the JIT workspace need only the user (and the toolkit, through the inputs): they run in parallel.
+    // The venv needs only the user, so pip downloads while the toolkit installs; the JIT workspace
+    // waits for the toolkit's fingerprint (its key).
     const venv = hostScript(
       `${name}-venv`,
       {
         connection: args.connection,
         script: `${SCRIPTS}/python-env.sh`,
-        args: [env.venvPath, env.python, args.toolkitVersion, lock, ...indexArgs(env), "--", ...requirements(env)],
+        args: [env.venvPath, env.python, args.toolkitVersion, pinsLock(env), ...indexArgs(env), "--", ...requirements(env)],
       },
       { parent: this, dependsOn: [user] },
     );
@@ -87,8 +88,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     }
 
     const venvReport = venv.stdout.apply(parseKeyValues);
+    const pins = pinsLock(env);
     this.environmentLock = pulumi.all([lock, venvReport]).apply(([l, r]) => {
-      if (r.lock !== undefined && r.lock !== l) throw new Error(`the host recorded environment lock ${r.lock}, expected ${l}`);
+      if (r.lock !== undefined && r.lock !== pins) throw new Error(`the host recorded venv lock ${r.lock}, expected ${pins}`);
       return l;
     });
     this.jitWorkspace = pulumi.all([workspace, jit.stdout]).apply(([w, out]) => parseKeyValues(out).workspace ?? w);

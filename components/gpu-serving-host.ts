@@ -1,0 +1,205 @@
+/**
+ * GpuServingHost: one GPU serving host, composed in provisioning order:
+ *
+ *   CudaToolkit ----------------------\
+ *   ServingEnvironment (user, venv) ---+-> JIT workspace -> ServingService (units, switch)
+ *                                                              |-> VerifiedGeneration (gate, bench, capacity)
+ *                                                              \-> ToolkitState (drift probe)
+ *
+ * The service user and the venv do not wait for the toolkit (pip downloads while apt installs);
+ * VerifiedGeneration and ToolkitState, which only read the host, run side by side.
+ */
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import type { GpuhostConfig, HostConfig } from "./config";
+import { CudaToolkit } from "./cuda-toolkit";
+import type { HostConnectionInput } from "./host/script";
+import { simShimDir } from "./host/sim/platform";
+import { ServingEnvironment } from "./serving-env/serving-environment";
+import { toolkitKey } from "./serving-env/lock";
+import { ServingService } from "./services/serving-service";
+import { SERVICE_KINDS } from "./services/schema";
+import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
+import { toolkit as toolkitDescription } from "./toolkit/description";
+import { expectedToolkitState, ToolkitState } from "./toolkit-state";
+import { VerifiedGeneration } from "./verified-generation";
+
+export interface GpuServingHostArgs {
+  /** The host's entry of config `hosts`. */
+  host: HostConfig;
+  /** Its connection, private keys as Pulumi secrets (config.ts hostConnection). */
+  connection: HostConnectionInput;
+  /** The whole validated stack config (toolkit, environment, services, gate, simulator). */
+  config: GpuhostConfig;
+  /** The services' API key, a Pulumi secret. */
+  apiKey?: pulumi.Output<string>;
+}
+
+export class GpuServingHost extends pulumi.ComponentResource {
+  public readonly toolkitFingerprint: pulumi.Output<string>;
+  public readonly nvccVersion: pulumi.Output<string>;
+  public readonly toolkitProof: pulumi.Output<string>;
+  public readonly environmentLock: pulumi.Output<string>;
+  public readonly jitWorkspace: pulumi.Output<string>;
+  public readonly activeService: pulumi.Output<string>;
+  public readonly activeUnit: pulumi.Output<string>;
+  public readonly endpoint: pulumi.Output<string>;
+  public readonly model: pulumi.Output<string>;
+  public readonly verification: VerifiedGeneration;
+  public readonly toolkitState: ToolkitState;
+
+  constructor(name: string, args: GpuServingHostArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("gpuhost:index:GpuServingHost", name, {}, opts);
+    const { config, connection } = args;
+    const simulated = connection.kind === "simulated";
+    const release = config.toolkit.release;
+    const cudaHome = toolkitDescription(release).root;
+    const env = config.environment;
+
+    const toolkit = new CudaToolkit(`${name}-toolkit`, { ...config.toolkit, connection }, { parent: this });
+
+    const environment = new ServingEnvironment(
+      `${name}-env`,
+      { connection, environment: env, toolkitVersion: release, toolkitFingerprint: toolkit.fingerprint, cudaHome },
+      { parent: this },
+    );
+
+    const service = new ServingService(
+      `${name}-service`,
+      {
+        connection,
+        services: config.services,
+        program: simulated
+          ? {
+              kind: "simulator",
+              profile: config.simulator.profile,
+              serviceProfiles: config.simulator.serviceProfiles,
+              faults: config.simulator.faults,
+              timeScale: config.simulator.timeScale,
+            }
+          : { kind: "sglang" },
+        serviceUser: env.serviceUser,
+        serviceHome: env.serviceHome,
+        venvPath: env.venvPath,
+        cudaHome,
+        jitWorkspace: environment.jitWorkspace,
+        environmentLock: environment.environmentLock,
+        apiKey: args.apiKey,
+      },
+      // The units run the toolkit's nvcc (FlashInfer's JIT): never start them before it is verified.
+      { parent: this, dependsOn: [toolkit, environment] },
+    );
+
+    const unit = unitName(config.services.active);
+    const probe = serviceProbes(connection, unit);
+    this.verification = new VerifiedGeneration(
+      `${name}-verified`,
+      {
+        url: gateUrl(connection, config.services.host, config.services.port),
+        model: service.servedModelName,
+        apiKey: args.apiKey,
+        serviceIdentity: service.activeUnitHash,
+        toolkitFingerprint: toolkit.fingerprint,
+        environmentLock: environment.environmentLock,
+        verifyPolicy: config.verification,
+        benchPlan: config.benchmark,
+        workload: config.workload,
+        serviceStateCommand: probe?.state,
+        serviceLogsCommand: probe?.logs,
+      },
+      { parent: this, dependsOn: [service] },
+    );
+
+    const unitPath = pinnedEnvironment({ cudaHome, venvPath: simulated ? undefined : env.venvPath, jitCacheDir: "" }).find(
+      ([k]) => k === "PATH",
+    )![1];
+    this.toolkitState = new ToolkitState(
+      `${name}-toolkit-state`,
+      {
+        connection,
+        expected: pulumi.all([service.unitHashes, toolkit.fingerprint]).apply(([hashes, fingerprint]) =>
+          expectedToolkitState({
+            release,
+            unitPath,
+            jitBase: env.jitCacheBase,
+            jitKey: toolkitKey(release, fingerprint),
+            units: Object.fromEntries(
+              SERVICE_KINDS.map(unitName)
+                .filter((u) => hashes[u] !== undefined)
+                .map((u) => [
+                  `${UNIT_DIR}/${u}`,
+                  { sha256: hashes[u]!, enabled: u === unit ? "enabled" : "disabled", active: u === unit ? "active" : "inactive" },
+                ]),
+            ),
+          }),
+        ),
+      },
+      { parent: this, dependsOn: [service] },
+    );
+
+    this.toolkitFingerprint = toolkit.fingerprint;
+    this.nvccVersion = toolkit.nvccVersion;
+    this.toolkitProof = toolkit.proof;
+    this.environmentLock = environment.environmentLock;
+    this.jitWorkspace = environment.jitWorkspace;
+    this.activeService = service.activeService;
+    this.activeUnit = service.activeUnit;
+    this.endpoint = service.endpoint;
+    this.model = service.servedModelName;
+    this.registerOutputs({
+      toolkitFingerprint: this.toolkitFingerprint,
+      nvccVersion: this.nvccVersion,
+      toolkitProof: this.toolkitProof,
+      environmentLock: this.environmentLock,
+      jitWorkspace: this.jitWorkspace,
+      activeService: this.activeService,
+      activeUnit: this.activeUnit,
+      endpoint: this.endpoint,
+      model: this.model,
+    });
+  }
+}
+
+/**
+ * The URL the gate uses. The gate runs where `pulumi up` runs: on this machine for local and
+ * simulated hosts; for SSH hosts it must reach the host's serving port (the story's benchmark
+ * machine reached SSH but not the port), so a loopback-bound remote service is refused here.
+ */
+export function gateUrl(connection: HostConnectionInput, bindHost: string, port: number): string {
+  const loopbackBind = bindHost === "127.0.0.1" || bindHost === "localhost";
+  if (connection.kind !== "ssh") return `http://127.0.0.1:${port}`;
+  const loopbackHost = connection.host === "127.0.0.1" || connection.host === "localhost";
+  if (loopbackHost) return `http://127.0.0.1:${port}`;
+  if (loopbackBind) {
+    // TODO(gpuhost): an SSH tunnel for the gate, so remote services can stay on loopback.
+    throw new Error(
+      `services.host is ${bindHost} on remote host ${connection.host}: the readiness gate runs on this machine and could not reach it. ` +
+        "Bind an address reachable from here (and set apiKey), or run `pulumi up` on the host.",
+    );
+  }
+  return `http://${bindHost === "0.0.0.0" ? connection.host : bindHost}:${port}`;
+}
+
+/** argv the gate runs locally to read the unit's state and logs; SSH hosts: not yet (TODO). */
+export function serviceProbes(connection: HostConnectionInput, unit: string): { state: string[]; logs: string[] } | undefined {
+  switch (connection.kind) {
+    case "simulated": {
+      const shims = simShimDir();
+      // No PATH here: it would land in the resource's inputs and make every run a diff.
+      const env = ["env", `GPUHOST_ROOT=${path.resolve(connection.root)}`];
+      return {
+        state: [...env, path.join(shims, "systemctl"), "show", "-p", "NRestarts,ActiveState", unit],
+        logs: [...env, path.join(shims, "journalctl"), "-u", unit, "-n", "50", "--no-pager"],
+      };
+    }
+    case "local":
+      return {
+        state: ["systemctl", "show", "-p", "NRestarts,ActiveState", unit],
+        logs: ["journalctl", "-u", unit, "-n", "50", "--no-pager"],
+      };
+    case "ssh":
+      // TODO(gpuhost): state/log probes over SSH need the private key on this machine (execOnHost
+      // writes it to a 0600 temp file); until then the gate's stability phase relies on generations.
+      return undefined;
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * The gpuhost program: stack config -> one GpuServingHost per host -> stack outputs.
+ * Outputs are plain values (no secrets): what a capacity plan, `gpuhost drift` or another stack
+ * (StackReference) needs, keyed by host name.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { hostConnection, loadConfig } from "./components/config";
+import { GpuServingHost } from "./components/gpu-serving-host";
+import { projectRoot } from "./components/host/script";
+
+const { config, apiKey, secret } = loadConfig();
+const root = projectRoot();
+
+const hosts = config.hosts.map((host) => {
+  const h = new GpuServingHost(host.name, {
+    host,
+    connection: hostConnection(host, root, secret),
+    config,
+    apiKey,
+  });
+  const v = h.verification;
+  return {
+    name: host.name,
+    outputs: {
+      gpus: host.gpus,
+      toolkitFingerprint: h.toolkitFingerprint,
+      nvccVersion: h.nvccVersion,
+      toolkitProof: h.toolkitProof,
+      environmentLock: h.environmentLock,
+      jitWorkspace: h.jitWorkspace,
+      activeService: h.activeService,
+      activeUnit: h.activeUnit,
+      endpoint: h.endpoint,
+      model: h.model,
+      generating: v.generating,
+      readiness: v.readiness,
+      singleRequest: v.singleRequest,
+      sweep: v.sweep,
+      saturationConcurrency: v.saturationConcurrency,
+      sustainedOutputTokensPerSecond: v.sustainedOutputTokensPerSecond,
+      acceptanceLength: v.acceptanceLength,
+      benchComplete: v.benchComplete,
+      capacity: v.capacity,
+      drift: h.toolkitState.drift,
+    },
+  };
+});
+
+/** Per host, by name. */
+export const gpuHosts = pulumi.output(Object.fromEntries(hosts.map((h) => [h.name, h.outputs])));
+/** Sum of the hosts' sustained output throughput (tokens/s): the fleet's capacity. */
+export const fleetSustainedOutputTokensPerSecond = pulumi
+  .all(hosts.map((h) => h.outputs.sustainedOutputTokensPerSecond))
+  .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
+export const activeService = config.services.active;
