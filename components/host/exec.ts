@@ -86,13 +86,18 @@ export async function execOnHost(connection: HostConnection, scriptText: string,
 
 function run(file: string, argv: string[], timeoutMs: number): Promise<ExecResult> {
   return new Promise((resolve) => {
-    const child = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    // Own process group, so a timeout kills the whole command tree, not just its shell.
+    const child = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"], detached: true });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      child.kill("SIGKILL");
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        child.kill("SIGKILL");
+      }
     }, timeoutMs);
     child.stdout.on("data", (b: Buffer) => out.push(b));
     child.stderr.on("data", (b: Buffer) => err.push(b));

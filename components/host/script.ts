@@ -59,19 +59,23 @@ export function readScript(script: string): { text: string; name: string; hash: 
   return { text, name: path.basename(file), hash: crypto.createHash("sha256").update(text).digest("hex") };
 }
 
+/** The command line a Command runs for a script, given resolved args (pure; golden-tested). */
+export function hostCommandLine(conn: HostConnectionInput, script: { text: string; name: string }, args: readonly string[],
+  environment: Readonly<Record<string, string>> = {}): string {
+  const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
+  return renderInvocation({
+    scriptText: script.text,
+    scriptName: script.name,
+    args,
+    environment: { ...(sim?.environment ?? {}), ...environment },
+    pathPrefix: sim?.pathPrefix,
+    sudo: conn.kind === "ssh" ? needsSudo(conn.user) : conn.kind === "local" && process.getuid?.() !== 0,
+  });
+}
+
 function render(conn: HostConnectionInput, script: { text: string; name: string }, args: pulumi.Input<string>[],
   environment: Record<string, pulumi.Input<string>>): pulumi.Output<string> {
-  return pulumi.all([pulumi.all(args), pulumi.all(environment)]).apply(([a, env]) => {
-    const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
-    return renderInvocation({
-      scriptText: script.text,
-      scriptName: script.name,
-      args: a,
-      environment: { ...(sim?.environment ?? {}), ...env },
-      pathPrefix: sim?.pathPrefix,
-      sudo: conn.kind === "ssh" ? needsSudo(conn.user) : conn.kind === "local" && process.getuid?.() !== 0,
-    });
-  });
+  return pulumi.all([pulumi.all(args), pulumi.all(environment)]).apply(([a, env]) => hostCommandLine(conn, script, a, env));
 }
 
 /** The remote.Command connection for an SSH host (the provider marks it secret as a whole). */

@@ -1,0 +1,138 @@
+// execOnHost and the command line shared with hostScript: local and simulated runs for real,
+// and SSH for real against an sshd started on loopback for this test (skipped, and saying so,
+// where sshd or ssh-keygen is missing).
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { execOnHost, sshArgs } from "../../components/host/exec";
+import { renderInvocation } from "../../components/host/invocation";
+import { hostCommandLine } from "../../components/host/script";
+import { simShimDir } from "../../components/host/sim/platform";
+
+const canary = path.join(os.tmpdir(), `gpuhost-exec-pwned-${process.pid}`);
+const hostileArgs = [`x; touch ${canary}`, `$(touch ${canary})`, "two words", "it's", "a\nb"];
+const echoArgs = `for a in "$@"; do printf '[%s]\\n' "$a"; done`;
+const expectedEcho = hostileArgs.map((a) => `[${a}]`).join("\n") + "\n";
+
+describe("renderInvocation", () => {
+  it("renders sudo -n, env and the script as base64 with every argument quoted", () => {
+    const line = renderInvocation({ scriptText: "echo hi\n", scriptName: "x.sh", args: ["a b", "c"], environment: { Z: "1 2" }, sudo: true });
+    expect(line).toBe(`sudo -n env Z='1 2' bash -c "$(printf %s ${Buffer.from("echo hi\n").toString("base64")} | base64 -d)" x.sh 'a b' c`);
+  });
+
+  it("hostScript's command line: sudo for non-root SSH users only, GPUHOST_ROOT and shims on the simulated host", () => {
+    const script = { text: "true\n", name: "t.sh" };
+    const ssh = { kind: "ssh" as const, host: "h", port: 22, privateKey: "k" };
+    expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(/^sudo -n bash -c /);
+    expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(/^bash -c /);
+    expect(hostCommandLine({ kind: "simulated", root: "/tmp/s p" }, script, ["x"])).toBe(
+      `env GPUHOST_ROOT='/tmp/s p' PATH=${simShimDir()}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`);
+  });
+});
+
+describe("execOnHost, local and simulated", () => {
+  it("passes hostile arguments through unchanged and runs none of them", async () => {
+    fs.rmSync(canary, { force: true });
+    const r = await execOnHost({ kind: "simulated", root: os.tmpdir() }, echoArgs, hostileArgs);
+    expect(r).toEqual({ code: 0, stdout: expectedEcho, stderr: "" });
+    expect(fs.existsSync(canary)).toBe(false);
+  });
+
+  it("gives the simulated host GPUHOST_ROOT and the shims first on PATH; local gets neither", async () => {
+    const sim = await execOnHost({ kind: "simulated", root: "/tmp/gpuhost-sim-x" }, 'echo "$GPUHOST_ROOT"; command -v systemctl', []);
+    expect(sim.stdout).toBe(`/tmp/gpuhost-sim-x\n${path.join(simShimDir(), "systemctl")}\n`);
+    const local = await execOnHost({ kind: "local" }, 'echo "root=${GPUHOST_ROOT:-unset}"', []);
+    expect(local.stdout).toBe("root=unset\n");
+  });
+
+  it("reports exit codes and stderr, and kills at the timeout with code 124", async () => {
+    expect(await execOnHost({ kind: "local" }, "echo out; echo err >&2; exit 7", [])).toEqual({ code: 7, stdout: "out\n", stderr: "err\n" });
+    const t = await execOnHost({ kind: "local" }, "sleep 5", [], { timeoutMs: 200 });
+    expect(t.code).toBe(124);
+    expect(t.stderr).toContain("timed out after 200 ms");
+  });
+
+  it("rejects an invalid connection before running anything", async () => {
+    await expect(execOnHost({ kind: "ssh", host: "x;id", port: 22, user: "root", privateKey: "k" } as never, "true", [])).rejects.toThrow(/connection\.host/);
+  });
+});
+
+describe("sshArgs", () => {
+  const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----";
+  it("writes keys 0600, checks host keys strictly when one is given, and quotes the bastion hop", () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshargs-"));
+    try {
+      const strict = sshArgs({ kind: "ssh", host: "h.example", port: 2222, user: "ubuntu", privateKey: key, hostKey: "ssh-ed25519 AAAAC3" }, tmp, "cmd");
+      expect(fs.statSync(path.join(tmp, "id_target")).mode & 0o777).toBe(0o600);
+      expect(strict).toContain("StrictHostKeyChecking=yes");
+      expect(fs.readFileSync(path.join(tmp, "known_hosts"), "utf8")).toBe("[h.example]:2222 ssh-ed25519 AAAAC3\n");
+      expect(strict.slice(-3)).toEqual(["ubuntu@h.example", "--", "cmd"]);
+      const loose = sshArgs({ kind: "ssh", host: "h", port: 22, user: "root", privateKey: key,
+        bastion: { host: "jump", port: 2200, user: "hop", privateKey: key } }, tmp, "cmd");
+      expect(loose).toContain("StrictHostKeyChecking=no");
+      const proxy = loose.find((a) => a.startsWith("ProxyCommand="))!;
+      expect(proxy).toContain(`-i ${path.join(tmp, "id_bastion")} -p 2200`);
+      expect(proxy).toContain("-W %h:%p hop@jump");
+      expect(fs.statSync(path.join(tmp, "id_bastion")).mode & 0o777).toBe(0o600);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+// ---- a real sshd on loopback ----
+const haveSsh = ["/usr/sbin/sshd", "/usr/bin/ssh-keygen", "/usr/bin/ssh"].every((f) => fs.existsSync(f)) && process.getuid?.() === 0;
+describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped without sshd/root)", () => {
+  let dir: string;
+  let sshd: ChildProcess;
+  let port: number;
+  let privateKey: string;
+  let hostKey: string;
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshd-"));
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, "host_key")]);
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, "client_key")]);
+    fs.copyFileSync(path.join(dir, "client_key.pub"), path.join(dir, "authorized_keys"));
+    privateKey = fs.readFileSync(path.join(dir, "client_key"), "utf8");
+    hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
+    port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+    });
+    fs.writeFileSync(path.join(dir, "sshd_config"), [
+      `ListenAddress 127.0.0.1:${port}`, `HostKey ${path.join(dir, "host_key")}`, `AuthorizedKeysFile ${path.join(dir, "authorized_keys")}`,
+      "PasswordAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", `PidFile ${path.join(dir, "sshd.pid")}`, "",
+    ].join("\n"));
+    fs.mkdirSync("/run/sshd", { recursive: true });
+    sshd = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: "ignore" });
+    for (let i = 0; i < 50; i++) {
+      const open = await new Promise<boolean>((r) => { const c = net.connect(port, "127.0.0.1", () => { c.end(); r(true); }).on("error", () => r(false)); });
+      if (open) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+  afterAll(() => {
+    sshd?.kill("SIGTERM");
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("runs the script with hostile arguments intact, checking the host key", async () => {
+    fs.rmSync(canary, { force: true });
+    const r = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey }, echoArgs, hostileArgs);
+    expect(r.stderr).toBe("");
+    expect(r).toMatchObject({ code: 0, stdout: expectedEcho });
+    expect(fs.existsSync(canary)).toBe(false);
+  });
+
+  it("refuses a host whose key does not match, and passes exit codes through", async () => {
+    const wrong = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBm7M2bJ6oZ3oGZ4d2lhZ2Vob3N0a2V5bm90dGhpc29uZQ";
+    const r = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey: wrong }, "echo ran", []);
+    expect(r.code).toBe(255);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(/host key|Host key verification failed/i);
+    const e = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey }, "exit 3", []);
+    expect(e.code).toBe(3);
+  });
+});
