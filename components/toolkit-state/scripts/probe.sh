@@ -148,20 +148,17 @@ while IFS=$'\t' read -r pkg version status; do
   packages_json+="${packages_json:+,}$key:$REPLY"
 done <<<"$pkg_out"
 
-# Hash every required file and every unit file in one sha256sum call.
+# Hash every required file and every unit file. Content is fed on stdin, so no file name is
+# ever parsed back from sha256sum's output (it escapes names holding backslashes or newlines).
 declare -A sha=()
 declare -A resolved=()
-to_hash=()
 for f in "${files[@]}" "${units[@]}"; do
   resolve "$f"
   resolved[$f]=$REPLY
-  if [[ -n $REPLY && -f "$ROOT$REPLY" ]]; then to_hash+=("$ROOT$REPLY"); fi
+  if [[ -n $REPLY && -f "$ROOT$REPLY" && -z ${sha[$ROOT$REPLY]:-} ]]; then
+    if read -r hash _ < <(sha256sum <"$ROOT$REPLY" 2>/dev/null); then sha[$ROOT$REPLY]=$hash; fi
+  fi
 done
-if ((${#to_hash[@]} > 0)); then
-  while read -r hash path; do
-    sha[$path]=$hash
-  done < <(sha256sum -- "${to_hash[@]}" 2>/dev/null || true)
-fi
 file_hash() { # REPLY: JSON of the sha256 of host path $1, null when absent
   local r=${resolved[$1]:-}
   if [[ -n $r && -n ${sha[$ROOT$r]:-} ]]; then REPLY="\"${sha[$ROOT$r]}\""; else REPLY=null; fi
