@@ -1,0 +1,137 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, configPath, hostConnection, parseConfig, simulatedRoot } from "../../components/config";
+import { stackConfig } from "./stacks";
+
+const sim = { hosts: [{ name: "sim-1", connection: { kind: "simulated" } }] };
+const KEY = "0123456789abcdef0123456789abcdef";
+
+function issues(raw: Record<string, unknown>): string[] {
+  try {
+    parseConfig(raw);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
+  }
+  throw new Error("config was accepted");
+}
+
+describe("stack config schema", () => {
+  it("fills every default from one host", () => {
+    const c = parseConfig(sim);
+    expect(c.services).toMatchObject({ active: "autoregressive", host: "127.0.0.1", port: 30000, tp: 1, timeoutStartSec: 600 });
+    expect(c.environment.packages.torch).toMatch(/\+cu130$/);
+    expect(c.toolkit.release).toBe("13.0");
+    expect(c.verification.deadlineSeconds).toBe(1800);
+    expect(c.benchmark.concurrency).toEqual([8, 16, 32, 48, 64]);
+    expect(c.workload.completions).toBe(900000);
+    expect(c.simulator).toMatchObject({ profile: "tiny", faults: [], timeScale: 1 });
+  });
+
+  it("errors carry the config path: a port of 70000", () => {
+    expect(issues({ ...sim, services: { port: 70000 } })).toEqual(["gpuhost:services.port: Too big: expected number to be <=65535"]);
+  });
+
+  it("errors carry the config path inside lists", () => {
+    const out = issues({ hosts: [{ name: "ok", connection: { kind: "ssh", host: "h", port: 0 } }] });
+    expect(out).toEqual(["gpuhost:hosts[0].connection.port: Too small: expected number to be >=1"]);
+    expect(configPath(["hosts", 2, "gpus", "count"])).toBe("gpuhost:hosts[2].gpus.count");
+  });
+
+  it("rejects a user name with spaces, for the service user and the SSH user", () => {
+    const out = issues({
+      hosts: [{ name: "h", connection: { kind: "ssh", host: "h", user: "root user" } }],
+      environment: { serviceUser: "sg lang" },
+    });
+    expect(out).toHaveLength(2);
+    expect(out[0]).toMatch(/^gpuhost:hosts\[0\]\.connection\.user: /);
+    expect(out[1]).toMatch(/^gpuhost:environment\.serviceUser: must be a plain system user name/);
+  });
+
+  it("rejects shell metacharacters where values are not quotable (paths, hosts, parsers)", () => {
+    const out = issues({
+      hosts: [{ name: "h", connection: { kind: "ssh", host: "h; touch /tmp/pwned" } }],
+      environment: { venvPath: "/opt/x; touch /tmp/pwned", jitCacheBase: "/var/$(id)" },
+      services: { reasoningParser: "kimi_k2 --evil" },
+    });
+    expect(out.map((l) => l.split(":").slice(0, 2).join(":"))).toEqual([
+      "gpuhost:hosts[0].connection.host",
+      "gpuhost:environment.venvPath",
+      "gpuhost:environment.jitCacheBase",
+      "gpuhost:services.reasoningParser",
+    ]);
+  });
+
+  it("accepts a hostile model path as data (it is quoted for systemd, see test/services) but not a newline", () => {
+    expect(parseConfig({ ...sim, services: { modelPath: "x; touch /tmp/pwned" } }).services.modelPath).toBe("x; touch /tmp/pwned");
+    expect(issues({ ...sim, services: { modelPath: "x\nExecStartPre=/bin/touch /tmp/pwned" } })).toEqual([
+      "gpuhost:services.modelPath: modelPath must not contain control characters (newlines, tabs)",
+    ]);
+  });
+
+  it("names unknown keys at their own path", () => {
+    expect(issues({ ...sim, services: { prot: 1 }, bogus: true })).toEqual([
+      "gpuhost:services.prot: unknown key",
+      "gpuhost:bogus: unknown key",
+    ]);
+  });
+
+  it("speculative settings: all three or none, block size agrees, active needs its section", () => {
+    expect(issues({ ...sim, services: { eagle3: { draftModelPath: "d", numSteps: 3 } } })).toEqual([
+      "gpuhost:services.eagle3: set all three of numSteps, eagleTopk and numDraftTokens, or none (SGLang rejects a partial set)",
+    ]);
+    expect(issues({ ...sim, services: { dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 8, blockSize: 16 } } })).toEqual([
+      "gpuhost:services.dflash.blockSize: must equal numDraftTokens (8), got 16",
+    ]);
+    expect(issues({ ...sim, services: { active: "eagle3" } })).toEqual([
+      "gpuhost:services.active: active is 'eagle3' but services.eagle3 is not set",
+    ]);
+    const ok = parseConfig({ ...sim, services: { active: "dflash", dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 16, blockSize: 16 } } });
+    expect(ok.services.dflash?.blockSize).toBe(16);
+  });
+
+  it("binding beyond loopback requires an API key; the key's characters are restricted", () => {
+    expect(issues({ ...sim, services: { host: "0.0.0.0" } })[0]).toMatch(/^gpuhost:apiKey: services.host 0.0.0.0 exposes the API/);
+    expect(parseConfig({ ...sim, services: { host: "0.0.0.0" }, apiKey: KEY }).apiKey).toBe(KEY);
+    expect(issues({ ...sim, apiKey: "short" })[0]).toMatch(/^gpuhost:apiKey: must be 16-256/);
+    expect(issues({ ...sim, apiKey: `${KEY}'; touch /tmp/pwned` })[0]).toMatch(/^gpuhost:apiKey: /);
+  });
+
+  it("duplicate host names and a tp larger than the GPUs are errors", () => {
+    const h = { name: "a", connection: { kind: "local" }, gpus: { count: 4 } };
+    expect(issues({ hosts: [h, h], services: { tp: 8 } })).toEqual([
+      "gpuhost:services.tp: tp 8 needs 8 GPUs; host 'a' has 4",
+      "gpuhost:hosts[1].name: duplicate host name 'a'",
+      "gpuhost:services.tp: tp 8 needs 8 GPUs; host 'a' has 4",
+    ]);
+  });
+
+  it("a simulated host lives under .gpuhost/sim-hosts/<name> of the project by default", () => {
+    const c = parseConfig(sim);
+    expect(simulatedRoot(c.hosts[0]!, "/srv/gpuhost")).toBe("/srv/gpuhost/.gpuhost/sim-hosts/sim-1");
+    expect(hostConnection(c.hosts[0]!, "/srv/gpuhost", () => "unused")).toEqual({ kind: "simulated", root: "/srv/gpuhost/.gpuhost/sim-hosts/sim-1" });
+  });
+
+  it("an SSH host's private key comes from the secret key it names, never from the object", () => {
+    const c = parseConfig({ hosts: [{ name: "t", connection: { kind: "ssh", host: "127.0.0.1", port: 2222 } }] });
+    const asked: string[] = [];
+    const conn = hostConnection(c.hosts[0]!, "/p", (k) => {
+      asked.push(k);
+      return "KEY";
+    });
+    expect(asked).toEqual(["sshPrivateKey"]);
+    expect(conn).toMatchObject({ kind: "ssh", host: "127.0.0.1", port: 2222, user: "root", privateKey: "KEY" });
+  });
+
+  it.each(["sim", "testhost"])("the committed %s stack is valid", (stack) => {
+    expect(() => parseConfig(stackConfig(stack))).not.toThrow();
+  });
+
+  it("the committed story stack is valid once its API key is set, and refused without it", () => {
+    expect(issues(stackConfig("story"))[0]).toMatch(/^gpuhost:apiKey: /);
+    const c = parseConfig(stackConfig("story", { apiKey: KEY }));
+    expect(c.services).toMatchObject({ tp: 8, port: 30001, reasoningParser: "kimi_k2", toolCallParser: "kimi_k2", trustRemoteCode: true });
+    expect(c.hosts[0]!.gpus).toMatchObject({ count: 8, computeCapability: "12.0" });
+    expect(c.services.eagle3).toBeDefined();
+    expect(c.services.dflash).toBeDefined();
+  });
+});
