@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, json, post, startTestSim, waitHealthy } from "./helpers";
+import { closeAll, derivedProfile, json, post, startTestSim, waitHealthy } from "./helpers";
 
 afterEach(closeAll);
 
@@ -19,18 +19,23 @@ async function streamOne(openai: OpenAI, maxTokens: number) {
 
 describe("ground truth", () => {
   it("exact token and request accounting; the client's throughput matches the model's expected figure", async () => {
-    const sim = await startTestSim({ timeScale: 1 });
+    // A slow model (250 tok/s per request) keeps the client's own CPU work negligible, so that
+    // what is compared is the simulator's timing, not the test machine's load.
+    const profile = derivedProfile("tiny", (p) => {
+      p.decode.perRequestTokensPerSecond = [{ batch: 1, value: 300 }, { batch: 8, value: 250 }];
+    });
+    const sim = await startTestSim({ profile, timeScale: 1 });
     await waitHealthy(sim.url);
     const openai = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: "none", maxRetries: 0 });
     const before = (await json(`${sim.url}/sim/truth`)).body;
     const t0 = performance.now();
-    const usages = await Promise.all(Array.from({ length: 8 }, () => streamOne(openai, 1000)));
+    const usages = await Promise.all(Array.from({ length: 8 }, () => streamOne(openai, 250)));
     const wallSeconds = (performance.now() - t0) / 1000;
     const promptTokens = usages[0].prompt_tokens;
-    const truth = (await json(`${sim.url}/sim/truth?concurrency=8&output_tokens=1000&prompt_tokens=${promptTokens}&requests=1`)).body;
+    const truth = (await json(`${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`)).body;
 
     const clientTokens = usages.reduce((a, u) => a + u.completion_tokens, 0);
-    expect(clientTokens).toBe(8000);
+    expect(clientTokens).toBe(2000);
     expect(truth.tokensEmitted - before.tokensEmitted).toBe(clientTokens);
     expect(truth.completed.completionTokens).toBe(clientTokens);
     expect(truth.completed.reasoningTokens).toBe(usages.reduce((a, u) => a + (u.reasoning_tokens ?? 0), 0));
@@ -39,11 +44,11 @@ describe("ground truth", () => {
     expect(truth.timeScale).toBe(1);
 
     const level8 = truth.theoretical.find((l: { concurrency: number }) => l.concurrency === 8);
-    expect(level8.aggregateTokensPerSecond).toBe(8 * 1800);
+    expect(level8.aggregateTokensPerSecond).toBe(8 * 250);
     // Closed loop of one request each: the client measures about what the model says; loose
     // bounds because the wall clock of a shared test machine adds its own delays.
     const measured = clientTokens / wallSeconds / truth.timeScale;
-    expect(measured / truth.expected.aggregateOutputTokensPerSecond).toBeGreaterThan(0.8);
+    expect(measured / truth.expected.aggregateOutputTokensPerSecond).toBeGreaterThan(0.75);
     expect(measured / truth.expected.aggregateOutputTokensPerSecond).toBeLessThan(1.05);
   });
 
