@@ -134,10 +134,18 @@ export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
   const gate = loadGate(input.projectRoot);
   const endpoint = { url: input.endpoint.url, model: input.endpoint.model, apiKey: input.apiKey };
+  let lastRetryLine = 0;
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${endpoint.url}] ${line}\n`);
   const hooks = {
     ...gate.commandHooks({ serviceStateCommand: input.serviceStateCommand, serviceLogsCommand: input.serviceLogsCommand }),
-    onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`),
+    // Phase changes always; retry details at most every 10 s (a load can take ten minutes).
+    onPhase: (phase: string, detail: string) => {
+      const now = Date.now();
+      const retry = detail.startsWith("attempt ");
+      if (retry && now - lastRetryLine < 10_000) return;
+      if (retry) lastRetryLine = now;
+      say(`${phase}: ${detail}`);
+    },
   };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis);

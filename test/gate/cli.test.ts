@@ -1,0 +1,101 @@
+/** `gpuhost verify | bench | plan` as functions: exit codes, JSON shapes, files written. */
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { benchMain, planMain, verifyMain, type CliIo } from "../../gate/cli";
+import { startSim, type SimHandle } from "./sim-fixture";
+
+function io(): CliIo & { out: () => string; err: () => string } {
+  let out = "";
+  let err = "";
+  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, out: () => out, err: () => err };
+}
+
+let sim: SimHandle | null = null;
+afterEach(async () => {
+  await sim?.close();
+  sim = null;
+});
+
+describe("gpuhost verify", () => {
+  it("exit 0 and ready JSON against a generating server", async () => {
+    sim = await startSim();
+    const o = io();
+    expect(await verifyMain(["--endpoint", sim.url, "--model", "tiny", "--json"], o)).toBe(0);
+    const json = JSON.parse(o.out());
+    expect(json).toMatchObject({ ready: true, phase: "ready", diagnosis: null, model: "tiny" });
+    expect(typeof json.elapsedSeconds).toBe("number");
+    expect(o.err()).toContain("[verify] generate");
+  });
+
+  it("exit 1 with a diagnosis when nothing serves, within the deadline", async () => {
+    const o = io();
+    expect(await verifyMain(["--endpoint", "http://127.0.0.1:9", "--deadline", "1", "--json"], o)).toBe(1);
+    const json = JSON.parse(o.out());
+    expect(json.ready).toBe(false);
+    expect(json.phase).toBe("connect");
+    expect(json.diagnosis).toContain("ECONNREFUSED");
+  });
+
+  it("exit 2 on usage errors", async () => {
+    const o = io();
+    expect(await verifyMain(["--deadline", "1"], o)).toBe(2);
+    expect(o.err()).toContain("--endpoint is required");
+    expect(await verifyMain(["--endpoint", "x", "--deadline", "-3"], io())).toBe(2);
+    expect(await verifyMain(["--endpoint", "x", "--bogus"], io())).toBe(2);
+  });
+});
+
+describe("gpuhost bench", () => {
+  it("writes the summary with raw samples beside it, and an SVG chart", async () => {
+    sim = await startSim();
+    expect(await verifyMain(["--endpoint", sim.url], io())).toBe(0); // bench measures a ready server
+    const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-"));
+    const o = io();
+    const code = await benchMain(
+      ["--endpoint", sim.url, "--concurrency", "2,4", "--max-tokens", "64", "--sweep-max-tokens", "64", "--prompts", "2", "--json", path.join(dir, "b.json"), "--chart", path.join(dir, "b.svg")],
+      o,
+    );
+    expect(code).toBe(0);
+    const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8"));
+    expect(json.singleRequest[0]).toMatchObject({ maxTokens: 64, requests: 2, errors: 0 });
+    expect(json.singleRequest[0].outputTokensPerSecond).toBeGreaterThan(0);
+    expect(json.sweep.map((l: { concurrency: number }) => l.concurrency)).toEqual([2, 4]);
+    expect(json.sweep[0]).toHaveProperty("ttftP50Seconds");
+    expect(json.sweep[0].errors).toBe(0);
+    expect([2, 4]).toContain(json.saturationConcurrency);
+    expect(json.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    expect(json.samples.sweep[1].requests).toHaveLength(8);
+    expect(readFileSync(path.join(dir, "b.svg"), "utf8")).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
+    expect(o.out()).toContain("saturation at concurrency");
+    expect(o.err()).toContain("[bench] concurrency 4");
+  });
+
+  it("rejects a malformed concurrency list", async () => {
+    const o = io();
+    expect(await benchMain(["--endpoint", "http://127.0.0.1:9", "--concurrency", "8,x"], o)).toBe(2);
+    expect(o.err()).toContain("--concurrency");
+  });
+});
+
+describe("gpuhost plan", () => {
+  it("the story's plan as JSON", async () => {
+    const o = io();
+    expect(await planMain(["--throughput", "800", "--hosts", "2", "--deadline-days", "10", "--json"], o)).toBe(0);
+    const p = JSON.parse(o.out());
+    expect(p.totalOutputTokens).toBe(1.8e9);
+    expect(p.daysOnOneHost).toBeCloseTo(26.04, 2);
+    expect(p.daysOnHosts).toBeCloseTo(13.02, 2);
+    expect(p.hostsForDeadline).toBe(3);
+  });
+
+  it("text output, and usage errors", async () => {
+    const o = io();
+    expect(await planMain(["--throughput", "5000", "--completions", "100", "--tokens", "10"], o)).toBe(0);
+    expect(o.out()).toContain("1,000 tokens");
+    expect(await planMain([], io())).toBe(2);
+    expect(await planMain(["--throughput", "fast"], io())).toBe(2);
+    expect(await planMain(["--throughput", "1", "--completions", "1.5"], io())).toBe(2);
+  });
+});

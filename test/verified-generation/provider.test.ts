@@ -1,0 +1,145 @@
+/**
+ * The VerifiedGeneration provider's methods as plain functions (the engine's closure serialization
+ * cannot run inside vitest), loading the compiled gate by path as they do under the engine.
+ */
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
+import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
+import { startSimulator } from "../../simulator/index";
+
+const repo = path.resolve(__dirname, "../..");
+let projectRoot = "";
+
+beforeAll(() => {
+  // The provider requires <projectRoot>/dist/gate/index.js: build just the gate into a scratch root.
+  projectRoot = mkdtempSync(path.join(tmpdir(), "gpuhost-vg-"));
+  symlinkSync(path.join(repo, "node_modules"), path.join(projectRoot, "node_modules"));
+  const tsc = path.join(repo, "node_modules/typescript/bin/tsc");
+  execFileSync(process.execPath, [tsc, "--outDir", path.join(projectRoot, "dist"), "--rootDir", repo, "--module", "commonjs", "--moduleResolution", "node", "--target", "ES2022", "--strict", "--esModuleInterop", "--skipLibCheck", "--types", "node", path.join(repo, "gate/index.ts")], { stdio: "pipe" });
+}, 120_000);
+
+let closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of closers) await c();
+  closers = [];
+});
+
+/** A simulator whose log lines and unit state land in files, read back by commands as over SSH. */
+async function sim(faults: string[] = []) {
+  const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-vg-host-"));
+  const logFile = path.join(dir, "journal");
+  const stateFile = path.join(dir, "state");
+  writeFileSync(logFile, "");
+  writeFileSync(stateFile, "ActiveState=active\nNRestarts=0\n");
+  const s = await startSimulator({
+    profile: "tiny",
+    port: 0,
+    faults,
+    timeScale: 10,
+    log: (line) => appendFileSync(logFile, line + "\n"),
+    onExit: (code) => writeFileSync(stateFile, `ActiveState=${code === 0 ? "inactive" : "failed"}\nNRestarts=0\n`),
+  });
+  closers.push(() => s.close());
+  return { url: s.url, close: () => s.close(), serviceStateCommand: ["cat", stateFile], serviceLogsCommand: ["tail", "-n", "50", logFile] };
+}
+
+function inputs(url: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    projectRoot,
+    providerVersion: PROVIDER_VERSION,
+    endpoint: { url, model: "tiny" },
+    serviceIdentity: "sglang-tiny.service@abc",
+    toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
+    environmentLock: "sglang==0.5.6",
+    verifyPolicy: { deadlineSeconds: 20 },
+    benchPlan: { singleRequestMaxTokens: [64], singleRequestPrompts: 1, concurrency: [2, 4], sweepMaxTokens: 64, requestsPerConcurrency: 1 },
+    workload: { completions: 900_000, outputTokensPerCompletion: 2000 },
+    ...over,
+  };
+}
+
+describe("VerifiedGeneration provider", () => {
+  it("create: verifies, benchmarks and plans; outs carry the inputs and the documented outputs", async () => {
+    const host = await sim();
+    const res = await create(inputs(host.url, { serviceStateCommand: host.serviceStateCommand, serviceLogsCommand: host.serviceLogsCommand }));
+    const outs = res.outs as Record<string, unknown>;
+    const parsed = VerifiedGenerationOutputsSchema.parse(outs);
+    expect(parsed.generating).toBe(true);
+    expect(parsed.model).toBe("tiny");
+    expect(parsed.sweep.map((l) => l.concurrency)).toEqual([2, 4]);
+    expect(parsed.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    expect(parsed.capacity.totalOutputTokens).toBe(1.8e9);
+    expect(parsed.capacity.daysOnOneHost).toBeCloseTo(1.8e9 / (parsed.sustainedOutputTokensPerSecond * 86400), 6);
+    expect(parsed.readiness.phases.map((p) => p.phase)).toEqual(["connect", "models", "generate", "stability"]);
+    expect(outs.toolkitFingerprint).toBe("cuda-toolkit-13-0=13.0.2-1");
+    expect(outs.providerVersion).toBe(PROVIDER_VERSION);
+    expect(res.id).toContain("tiny@");
+    expect(JSON.parse(JSON.stringify(outs))).toEqual(outs); // plain data only: state can hold it
+  });
+
+  it("create fails with the gate's diagnosis, curand.h line included, when the first generation kills the server", async () => {
+    const host = await sim(["jit-crash"]);
+    const t0 = performance.now();
+    await expect(create(inputs(host.url, { serviceStateCommand: host.serviceStateCommand, serviceLogsCommand: host.serviceLogsCommand }))).rejects.toThrow(
+      /phase "generate"[\s\S]*ActiveState=failed[\s\S]*fatal error: curand\.h: No such file or directory/,
+    );
+    expect((performance.now() - t0) / 1000).toBeLessThan(21);
+  });
+
+  it("diff: only what defines the served thing replaces; other changes update; unchanged is no change", async () => {
+    const olds = { ...inputs("http://127.0.0.1:1"), generating: true, sustainedOutputTokensPerSecond: 10 };
+    expect(await diff("id", olds, inputs("http://127.0.0.1:1"))).toMatchObject({ changes: false, replaces: [] });
+    // Key order is not a change.
+    const reordered = Object.fromEntries(Object.entries(inputs("http://127.0.0.1:1")).reverse());
+    expect((await diff("id", olds, reordered)).changes).toBe(false);
+    for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
+      expect(await diff("id", olds, inputs("http://127.0.0.1:1", { [key]: "changed" }))).toMatchObject({ changes: true, replaces: [key] });
+    }
+    expect((await diff("id", olds, inputs("http://127.0.0.1:2"))).replaces).toEqual(["endpoint"]);
+    expect((await diff("id", olds, inputs("http://127.0.0.1:1", { endpoint: { url: "http://127.0.0.1:1", model: "other" } }))).replaces).toEqual(["endpoint"]);
+    for (const over of [{ providerVersion: "0" }, { benchPlan: { concurrency: [8] } }, { workload: { completions: 5 } }, { serviceLogsCommand: ["true"] }]) {
+      expect(await diff("id", olds, inputs("http://127.0.0.1:1", over))).toMatchObject({ changes: true, replaces: [] });
+    }
+    // Unknown during preview: treated as changed.
+    expect((await diff("id", olds, inputs("http://127.0.0.1:1", { toolkitFingerprint: "04da6b54-80e4-46f7-96ec-b56ff0331ba9" }))).replaces).toEqual(["toolkitFingerprint"]);
+    // A refresh found the host not generating: the next up verifies again.
+    expect((await diff("id", { ...olds, generating: false }, inputs("http://127.0.0.1:1"))).replaces).toEqual(["generating"]);
+  });
+
+  it("update re-plans capacity from the stored measurement without measuring again", async () => {
+    const olds = { ...inputs("http://127.0.0.1:1"), generating: true, sustainedOutputTokensPerSecond: 800, saturationConcurrency: 32, capacity: { stale: true } };
+    const { outs } = await update("id", olds, inputs("http://127.0.0.1:1", { workload: { completions: 100_000, outputTokensPerCompletion: 1000, hosts: 2 }, providerVersion: "2" }));
+    expect(outs.sustainedOutputTokensPerSecond).toBe(800);
+    expect(outs.saturationConcurrency).toBe(32);
+    expect(outs.providerVersion).toBe("2");
+    expect((outs.capacity as { totalOutputTokens: number }).totalOutputTokens).toBe(1e8);
+    expect((outs.capacity as { daysOnHosts: number }).daysOnHosts).toBeCloseTo(1e8 / (800 * 86400) / 2, 9);
+  });
+
+  it("read: a generating host is unchanged; a host that stopped generating is drift (generating: false)", async () => {
+    const host = await sim();
+    const created = await create(inputs(host.url));
+    const props = created.outs as Record<string, unknown>;
+    const live = await read(created.id, props);
+    expect(live.props).toEqual(props);
+    expect(live.inputs).toEqual(inputs(host.url));
+    await host.close();
+    const dead = await read(created.id, props);
+    expect(dead.props.generating).toBe(false);
+    expect(dead.props.generationCheck).toBe("connection refused");
+    expect(dead.props.sustainedOutputTokensPerSecond).toBe(props.sustainedOutputTokensPerSecond);
+    expect(dead.inputs).toEqual(inputs(host.url));
+  });
+
+  it("check: reports bad knobs by path, a missing compiled gate, and missing identity", async () => {
+    const bad = await check({}, inputs("http://x", { verifyPolicy: { deadlineSeconds: -1 }, benchPlan: { concurrency: [] } }));
+    expect(bad.failures.map((f) => f.reason).join("\n")).toMatch(/verifyPolicy\.deadlineSeconds[\s\S]*benchPlan\.concurrency/);
+    expect((await check({}, inputs("http://x", { projectRoot: "/nonexistent" }))).failures[0].reason).toContain("cannot load the compiled gate");
+    expect((await check({}, inputs("http://x", { serviceIdentity: "" }))).failures[0].property).toBe("serviceIdentity");
+    expect((await check({}, inputs("http://x"))).failures).toEqual([]);
+  });
+});
