@@ -1,0 +1,144 @@
+// The services' host scripts, run for real with bash on a temporary simulated root. systemctl is a
+// recording stub here (named so): the real systemd is exercised by the test-host suite.
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { renderInvocation } from "../../components/host/invocation";
+import { ROOT } from "../config/stacks";
+
+const SCRIPTS = path.join(ROOT, "components/services/scripts");
+const ENV_SCRIPTS = path.join(ROOT, "components/serving-env/scripts");
+let root: string;
+let stubs: string;
+let marker: string;
+
+beforeEach(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
+  stubs = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stubs-"));
+  marker = path.join(os.tmpdir(), `gpuhost-pwned-${process.pid}-${Date.now()}`);
+  // Recording systemctl stub: logs each call; is-active answers from a state file.
+  fs.writeFileSync(
+    path.join(stubs, "systemctl"),
+    `#!/bin/bash\necho "$*" >> "${root}/systemctl.log"\nif [[ "$1" == is-active ]]; then grep -qx "\${@: -1}" "${root}/active" 2>/dev/null; exit; fi\nif [[ "$1" == start || "$1" == restart ]]; then echo "$2" >> "${root}/active"; fi\nif [[ "$1" == stop ]]; then grep -vx "$2" "${root}/active" > "${root}/active.new" 2>/dev/null; mv "${root}/active.new" "${root}/active" 2>/dev/null; fi\nexit 0\n`,
+    { mode: 0o755 },
+  );
+});
+afterEach(() => {
+  fs.rmSync(root, { recursive: true, force: true });
+  fs.rmSync(stubs, { recursive: true, force: true });
+  fs.rmSync(marker, { force: true });
+});
+
+/** Runs a script exactly as hostScript renders it (base64 inside, each argument quoted). */
+function run(script: string, args: string[], env: Record<string, string> = {}) {
+  const text = fs.readFileSync(script, "utf8");
+  const cmd = renderInvocation({ scriptText: text, scriptName: path.basename(script), args, environment: { GPUHOST_ROOT: root, ...env }, pathPrefix: stubs });
+  const r = spawnSync("/bin/sh", ["-c", cmd], { encoding: "utf8" });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+const calls = () => (fs.existsSync(`${root}/systemctl.log`) ? fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n") : []);
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+describe("shellcheck", () => {
+  const all = [SCRIPTS, ENV_SCRIPTS].flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".sh")).map((f) => path.join(d, f)));
+  it.each(all)("%s is shellcheck-clean and strict", (file) => {
+    const r = spawnSync("shellcheck", ["--severity=style", file], { encoding: "utf8" });
+    expect(r.error, "shellcheck is installed (Debian: apt-get install -y shellcheck)").toBeUndefined();
+    expect(r.stdout).toBe("");
+    expect(r.status).toBe(0);
+    expect(fs.readFileSync(file, "utf8")).toMatch(/^#!\/usr\/bin\/env bash\n(#.*\n)*set -euo pipefail$/m);
+  });
+});
+
+describe("install-unit.sh", () => {
+  it("writes the unit and reloads systemd once; a second run changes nothing", () => {
+    const first = run(`${SCRIPTS}/install-unit.sh`, ["sglang-autoregressive.service", b64("[Service]\nExecStart=/bin/true\n")]);
+    expect(first).toMatchObject({ code: 0, stdout: "changed=true\n" });
+    expect(fs.readFileSync(`${root}/etc/systemd/system/sglang-autoregressive.service`, "utf8")).toBe("[Service]\nExecStart=/bin/true\n");
+    const second = run(`${SCRIPTS}/install-unit.sh`, ["sglang-autoregressive.service", b64("[Service]\nExecStart=/bin/true\n")]);
+    expect(second.stdout).toBe("changed=false\n");
+    expect(calls()).toEqual(["daemon-reload"]);
+  });
+
+  it("refuses a hostile unit name and runs nothing", () => {
+    const r = run(`${SCRIPTS}/install-unit.sh`, [`x.service; touch ${marker}`, b64("x")]);
+    expect(r.code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(calls()).toEqual([]);
+  });
+});
+
+describe("activate.sh: exactly one service, restarted only when its stamp changed", () => {
+  const S1 = "a".repeat(64);
+  const S2 = "b".repeat(64);
+  beforeEach(() => {
+    for (const k of ["autoregressive", "eagle3"]) run(`${SCRIPTS}/install-unit.sh`, [`sglang-${k}.service`, b64(`# ${k}\n`)]);
+    fs.rmSync(`${root}/systemctl.log`);
+  });
+
+  it("first run starts the active one; the same stamp again does nothing; a new stamp restarts", () => {
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout).toContain("restarted=true");
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout).toContain("restarted=false");
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S2, "sglang-eagle3.service"]).stdout).toContain("restarted=true (unit or environment changed)");
+    expect(calls().filter((c) => c.startsWith("restart"))).toEqual(["restart sglang-autoregressive.service", "restart sglang-autoregressive.service"]);
+  });
+
+  it("a stopped service with an unchanged stamp is started, not restarted", () => {
+    run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]);
+    fs.writeFileSync(`${root}/active`, "");
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout).toContain("restarted=true (was not running)");
+  });
+
+  it("switching stops and disables the other service, then starts the new one", () => {
+    run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service", "sglang-dflash.service"]);
+    fs.rmSync(`${root}/systemctl.log`);
+    run(`${SCRIPTS}/activate.sh`, ["sglang-eagle3.service", S2, "sglang-autoregressive.service", "sglang-dflash.service"]);
+    expect(calls()).toEqual([
+      "stop sglang-autoregressive.service",
+      "disable sglang-autoregressive.service",
+      "enable sglang-eagle3.service",
+      "restart sglang-eagle3.service",
+    ]);
+    expect(fs.readFileSync(`${root}/active`, "utf8").trim()).toBe("sglang-eagle3.service");
+  });
+
+  it("refuses a hostile stamp or unit name and runs nothing", () => {
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", `$(touch ${marker})`]).code).toBe(2);
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, `; touch ${marker}`]).code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(calls()).toEqual([]);
+  });
+});
+
+describe("remove-unit.sh", () => {
+  it("stops, disables and removes; a second run is a no-op", () => {
+    run(`${SCRIPTS}/install-unit.sh`, ["sglang-dflash.service", b64("# d\n")]);
+    expect(run(`${SCRIPTS}/remove-unit.sh`, ["sglang-dflash.service"]).stdout).toBe("changed=true\n");
+    expect(fs.existsSync(`${root}/etc/systemd/system/sglang-dflash.service`)).toBe(false);
+    expect(run(`${SCRIPTS}/remove-unit.sh`, ["sglang-dflash.service"]).stdout).toBe("changed=false\n");
+    expect(calls()).toContain("stop sglang-dflash.service");
+  });
+});
+
+describe("api-key-file.sh", () => {
+  it("writes a 0600 file from the environment; the same key again changes nothing", () => {
+    const key = "0123456789abcdef0123456789abcdef";
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], { SGLANG_API_KEY: key }).stdout).toBe("changed=true\n");
+    const file = `${root}/etc/gpuhost/sglang-api-key.env`;
+    expect(fs.readFileSync(file, "utf8")).toBe(`SGLANG_API_KEY=${key}\n`);
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], { SGLANG_API_KEY: key }).stdout).toBe("changed=false\n");
+    expect(run(`${SCRIPTS}/remove-api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"]).stdout).toBe("changed=true\n");
+    expect(fs.existsSync(file)).toBe(false);
+  });
+
+  it("refuses a key that would need quoting, and a hostile path; nothing is executed or written", () => {
+    const r = run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], { SGLANG_API_KEY: `abc$(touch ${marker})\nX=1` });
+    expect(r.code).toBe(2);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, [`/etc/x; touch ${marker}`], { SGLANG_API_KEY: "abcdefabcdefabcdef" }).code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(fs.existsSync(`${root}/etc/gpuhost/k.env`)).toBe(false);
+  });
+});

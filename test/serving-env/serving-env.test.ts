@@ -1,0 +1,149 @@
+// The serving environment's pure parts (pins, lock, keyed JIT cache) and its host scripts, run with
+// bash on a temporary simulated root exactly as hostScript renders them.
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../../components/config";
+import { renderInvocation } from "../../components/host/invocation";
+import {
+  checkTorchMatchesToolkit,
+  environmentLock,
+  indexArgs,
+  jitWorkspace,
+  pinsLock,
+  requirements,
+  torchCudaRelease,
+} from "../../components/serving-env/lock";
+import { ROOT } from "../config/stacks";
+
+const SCRIPTS = path.join(ROOT, "components/serving-env/scripts");
+const envOf = (environment: Record<string, unknown> = {}) =>
+  parseConfig({ hosts: [{ name: "h", connection: { kind: "local" } }], environment }).environment;
+
+describe("pins, lock and JIT workspace", () => {
+  it("pins every package of the serving stack exactly", () => {
+    expect(requirements(envOf({ packages: { flashinferJitCache: "0.7.2+cu130" } }))).toEqual([
+      "torch==2.14.1+cu130",
+      "sglang==0.5.23",
+      "flashinfer-python==0.7.2",
+      "flashinfer-jit-cache==0.7.2+cu130",
+      "ninja==1.13.2",
+    ]);
+    expect(indexArgs(envOf({ pipIndexUrl: "http://127.0.0.1:1/simple/", pipExtraIndexUrls: ["http://127.0.0.1:2/"] }))).toEqual([
+      "--index-url", "http://127.0.0.1:1/simple/", "--extra-index-url", "http://127.0.0.1:2/",
+    ]);
+  });
+
+  it("torch must be the CUDA build of the toolkit, checked before any download", () => {
+    expect(torchCudaRelease("2.14.1+cu130")).toBe("13.0");
+    expect(torchCudaRelease("2.14.1+cu128")).toBe("12.8");
+    expect(() => checkTorchMatchesToolkit("2.14.1+cu130", "13.0")).not.toThrow();
+    expect(() => checkTorchMatchesToolkit("2.14.1+cu128", "13.0")).toThrow("built for CUDA 12.8, but the toolkit is 13.0");
+    expect(() => checkTorchMatchesToolkit("2.14.1", "13.0")).toThrow(/not pinned to a CUDA build/);
+  });
+
+  it("the lock changes with any pin and with the toolkit; the venv's own lock only with pins", () => {
+    const e = envOf();
+    const l = environmentLock(e, "fp1");
+    expect(l).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(environmentLock(e, "fp1")).toBe(l);
+    expect(environmentLock(e, "fp2")).not.toBe(l);
+    expect(environmentLock(envOf({ packages: { sglang: "0.5.22" } }), "fp1")).not.toBe(l);
+    expect(pinsLock(e)).toBe(pinsLock(e));
+    expect(pinsLock(envOf({ packages: { ninja: "1.13.0" } }))).not.toBe(pinsLock(e));
+  });
+
+  it("a changed toolkit gets a new JIT workspace (stale kernels impossible)", () => {
+    const e = envOf();
+    const a = jitWorkspace(e, "13.0", "13.0:cuda-toolkit-13-0=13.0.2-1");
+    expect(a).toMatch(/^\/var\/cache\/gpuhost\/flashinfer\/cuda13\.0-[0-9a-f]{16}$/);
+    expect(jitWorkspace(e, "13.0", "13.0:cuda-toolkit-13-0=13.0.3-1")).not.toBe(a);
+    expect(jitWorkspace(e, "13.0", "13.0:cuda-toolkit-13-0=13.0.2-1")).toBe(a);
+  });
+});
+
+describe("host scripts on a simulated root", () => {
+  let root: string;
+  let stubs: string;
+  let marker: string;
+  beforeEach(() => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
+    stubs = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stubs-"));
+    marker = path.join(os.tmpdir(), `gpuhost-pwned-${process.pid}-${Date.now()}`);
+    // Stubs (named so) that record any attempt to install: the simulated path must never reach them.
+    for (const tool of ["pip", "pip3", "python3", "useradd"]) {
+      fs.writeFileSync(path.join(stubs, tool), `#!/bin/sh\necho "${tool} $*" >> "${root}/installs.log"\nexit 1\n`, { mode: 0o755 });
+    }
+  });
+  afterEach(() => {
+    for (const d of [root, stubs, marker]) fs.rmSync(d, { recursive: true, force: true });
+  });
+  const run = (script: string, args: string[]) => {
+    const cmd = renderInvocation({
+      scriptText: fs.readFileSync(path.join(SCRIPTS, script), "utf8"),
+      scriptName: script,
+      args,
+      environment: { GPUHOST_ROOT: root },
+      pathPrefix: stubs,
+    });
+    const r = spawnSync("/bin/sh", ["-c", cmd], { encoding: "utf8" });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const installs = () => (fs.existsSync(`${root}/installs.log`) ? fs.readFileSync(`${root}/installs.log`, "utf8") : "");
+
+  it("service-user.sh records the account once", () => {
+    expect(run("service-user.sh", ["sglang", "/var/lib/sglang"]).stdout).toBe("changed=true\n");
+    expect(run("service-user.sh", ["sglang", "/var/lib/sglang"]).stdout).toBe("changed=false\n");
+    expect(fs.readFileSync(`${root}/etc/passwd`, "utf8").match(/^sglang:/gm)).toHaveLength(1);
+    expect(fs.existsSync(`${root}/var/lib/sglang`)).toBe(true);
+  });
+
+  it("service-user.sh refuses a user name with spaces or metacharacters; nothing runs", () => {
+    expect(run("service-user.sh", ["sg lang", "/var/lib/sglang"]).code).toBe(2);
+    expect(run("service-user.sh", [`x;touch ${marker}`, "/var/lib/x"]).code).toBe(2);
+    expect(run("service-user.sh", ["sglang", `/var/lib/$(touch ${marker})`]).code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(fs.existsSync(`${root}/etc/passwd`)).toBe(false);
+  });
+
+  const e = envOf();
+  const venvArgs = (toolkit = "13.0", reqs = requirements(e)) => [e.venvPath, e.python, toolkit, pinsLock(e), "--", ...reqs];
+
+  it("python-env.sh records the lock on a simulated host and downloads nothing; a second run is a no-op", () => {
+    const first = run("python-env.sh", venvArgs());
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toContain("changed=true");
+    expect(first.stdout).toContain("platform=simulated");
+    expect(first.stdout).toContain("torch_cuda=13.0");
+    const lock = fs.readFileSync(`${root}${e.venvPath}/gpuhost-env.lock`, "utf8");
+    expect(lock).toContain(`lock=${pinsLock(e)}`);
+    expect(lock).toContain("requirement=torch==2.14.1+cu130");
+    expect(run("python-env.sh", venvArgs()).stdout).toContain("changed=false");
+    expect(installs()).toBe("");
+  });
+
+  it("python-env.sh refuses a torch build for another CUDA, before anything", () => {
+    const r = run("python-env.sh", venvArgs("13.0", ["torch==2.14.1+cu128", "sglang==0.5.23"]));
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("torch 2.14.1+cu128 is built for CUDA 12.8 but the toolkit is 13.0");
+    expect(fs.existsSync(`${root}${e.venvPath}`)).toBe(false);
+  });
+
+  it("python-env.sh refuses a hostile venv path or lock; nothing runs", () => {
+    expect(run("python-env.sh", [`/opt/v;touch ${marker}`, "/usr/bin/python3", "13.0", pinsLock(e), "--", "torch==2.14.1+cu130"]).code).toBe(2);
+    expect(run("python-env.sh", ["/opt/v", "/usr/bin/python3", "13.0", `$(touch ${marker})`, "--", "torch==2.14.1+cu130"]).code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(installs()).toBe("");
+  });
+
+  it("jit-cache.sh creates the keyed workspace and reports it; prewarm reports itself skipped", () => {
+    const r = run("jit-cache.sh", ["/var/cache/gpuhost/flashinfer", "cuda13.0-0123456789abcdef", "sglang"]);
+    expect(r.stdout).toBe("workspace=/var/cache/gpuhost/flashinfer/cuda13.0-0123456789abcdef\n");
+    expect(fs.statSync(`${root}/var/cache/gpuhost/flashinfer/cuda13.0-0123456789abcdef`).isDirectory()).toBe(true);
+    expect(run("jit-cache.sh", ["/var/cache/x", `k;touch ${marker}`, "sglang"]).code).toBe(2);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(run("prewarm.sh", ["/opt/gpuhost/venv", "/var/cache/x", "sglang", "/usr/local/cuda-13.0"]).stdout).toContain("prewarm=skipped");
+  });
+});
