@@ -167,7 +167,7 @@ export async function create(inputs: Record<string, unknown>) {
 }
 
 /** Nothing that defines the served thing changed: keep the measurements, re-plan capacity. */
-export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>): Promise<{ outs: Record<string, unknown> }> {
   const gate = loadGate(news.projectRoot as string);
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
   const plan = gate.capacity(Number.isFinite(sustained) ? sustained : 0, (news.workload as Record<string, unknown>) ?? {});
@@ -175,7 +175,7 @@ export async function update(_id: string, olds: Record<string, unknown>, news: R
 }
 
 /** Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false). */
-export async function read(id: string, props: Record<string, unknown>) {
+export async function read(id: string, props: Record<string, unknown>): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
   const gate = loadGate(props.projectRoot as string);
   const endpoint = props.endpoint as { url: string; model: string };
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
