@@ -23,7 +23,20 @@ function writeState(u, key, value) {
   fs.renameSync(path.join(stateDir(u), `${key}.new`), path.join(stateDir(u), key));
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const alive = (pid) => { try { return pid > 0 && (process.kill(pid, 0), true); } catch { return false; } };
+// A supervisor that has exited may linger as a zombie until its adoptive parent reaps it.
+const alive = (pid) => {
+  if (!(pid > 0)) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    return e.code === "EPERM";
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return true; // no /proc (not Linux): trust kill(0)
+  }
+};
 function journal(u, line) {
   fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
   fs.appendFileSync(logFile(u), line.endsWith("\n") ? line : `${line}\n`);
