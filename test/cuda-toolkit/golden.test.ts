@@ -1,0 +1,56 @@
+// Golden tests: the scripts and arguments CudaToolkit renders for a host. A change to either
+// must show up here as a reviewed diff (regenerate with GPUHOST_UPDATE_GOLDEN=1).
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
+import { toolkitPlan } from "../../components/cuda-toolkit/plan";
+import { hostCommandLine, readScript } from "../../components/host/script";
+
+const dir = path.join(__dirname, "golden");
+const sha = (s: string) => crypto.createHash("sha256").update(s).digest("hex").slice(0, 12);
+
+function golden(name: string, actual: string) {
+  const file = path.join(dir, name);
+  if (process.env.GPUHOST_UPDATE_GOLDEN === "1") fs.writeFileSync(file, actual);
+  expect(actual).toBe(fs.readFileSync(file, "utf8"));
+}
+
+/** The plan with the long base64 proof replaced by its hash, so the golden file stays readable. */
+function readablePlan(options: unknown) {
+  const plan = toolkitPlan(cudaToolkitOptionsSchema.parse(options));
+  const i = plan.verify.args.indexOf("--proof-b64");
+  plan.verify.args[i + 1] = `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1]!, "base64").toString("utf8"))}>`;
+  return plan;
+}
+
+describe("CudaToolkit rendering", () => {
+  it("default options: NVIDIA's debian12/x86_64 repository through the keyring, full cuda-toolkit-13-0", () => {
+    golden("plan-default.json", `${JSON.stringify(readablePlan({}), null, 2)}\n`);
+  });
+
+  it("the test host: a local trusted repository on loopback, ubuntu2404/sbsa naming", () => {
+    golden("plan-local-repo.json", `${JSON.stringify(readablePlan({ release: "13.0", repository: { url: "http://127.0.0.1:8631/", trust: "trusted", distribution: "ubuntu2404", architecture: "sbsa" }, proofByExecution: false }), null, 2)}\n`);
+  });
+
+  it("the install command line for a non-root SSH user goes through sudo -n, script inline", () => {
+    const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({}));
+    const script = readScript(plan.install.script);
+    const line = hostCommandLine({ kind: "ssh", host: "gpu-1", port: 22, user: "ubuntu", privateKey: "k" }, script, plan.install.args);
+    golden("install-ssh-ubuntu.txt", `${line.replace(Buffer.from(script.text).toString("base64"), `<install.sh sha256:${sha(script.text)}>`)}\n`);
+  });
+
+  it("never installs a subset: the install step names the meta package only", () => {
+    const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({}));
+    expect(plan.install.args[0]).toBe("cuda-toolkit-13-0");
+    expect(plan.install.args.filter((a) => !a.includes(":") && /^cuda-|^lib/.test(a))).toEqual(["cuda-toolkit-13-0"]);
+  });
+
+  it("rejects hostile repository options", () => {
+    expect(() => cudaToolkitOptionsSchema.parse({ repository: { url: "http://x/'; touch /tmp/pwned; '" } })).toThrow();
+    expect(() => cudaToolkitOptionsSchema.parse({ repository: { distribution: "debian12; id" } })).toThrow(/debian12/);
+    expect(() => cudaToolkitOptionsSchema.parse({ release: "13.0 && id" })).toThrow();
+    expect(() => cudaToolkitOptionsSchema.parse({ repository: { architecture: "ppc64le" } })).toThrow();
+  });
+});

@@ -1,0 +1,36 @@
+// Every host script and shim of the host and toolkit layers is shellcheck-clean and strict.
+// shellcheck is Debian's package (apt-get install -y shellcheck); without it this test fails.
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+
+const repo = path.resolve(__dirname, "../..");
+const scripts = [
+  ...fs.readdirSync(path.join(repo, "components/cuda-toolkit/scripts")).filter((f) => f.endsWith(".sh")).map((f) => `components/cuda-toolkit/scripts/${f}`),
+  ...fs.readdirSync(path.join(repo, "components/host/sim/bin")).map((f) => `components/host/sim/bin/${f}`),
+  "components/toolkit/standin/nvcc",
+];
+
+describe("host scripts", () => {
+  it("finds the scripts it checks", () => {
+    expect(scripts).toEqual(expect.arrayContaining(["components/cuda-toolkit/scripts/install.sh", "components/cuda-toolkit/scripts/verify.sh",
+      "components/host/sim/bin/systemctl", "components/toolkit/standin/nvcc"]));
+  });
+
+  it("are shellcheck-clean", () => {
+    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], { cwd: repo, encoding: "utf8" });
+    if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
+    expect(r.stdout + r.stderr).toBe("");
+    expect(r.status).toBe(0);
+  });
+
+  it("start with a bash shebang, and the scripts with set -euo pipefail", () => {
+    for (const s of scripts) {
+      const text = fs.readFileSync(path.join(repo, s), "utf8");
+      expect(text.startsWith("#!/usr/bin/env bash\n"), s).toBe(true);
+      if (!s.includes("/sim/bin/")) expect(text, s).toMatch(/^set -euo pipefail$/m);
+      expect(fs.statSync(path.join(repo, s)).mode & 0o111, `${s} is executable`).not.toBe(0);
+    }
+  });
+});
