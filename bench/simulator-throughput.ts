@@ -106,13 +106,16 @@ async function main(): Promise<void> {
     serverTokensEmittedPerSecond: Math.round((truth.tokensEmitted - truthBefore.tokensEmitted) / report.seconds),
     megabytesPerSecond: Number((report.bytes / report.seconds / 1e6).toFixed(1)),
     serverCpuCores: Number(((cpu.user + cpu.system) / 1e6 / report.seconds).toFixed(2)),
+    // What one core would sustain if it were the server's alone: tokens per second of server CPU.
+    serverTokensPerCpuSecond: Math.round(report.events / ((cpu.user + cpu.system) / 1e6)),
     clientCpuCores: Number((report.cpuSeconds / report.seconds).toFixed(2)),
     requestsCompleted: report.completed,
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.stdout.write(
     `simulator: ${result.clientTokensPerSecond.toLocaleString("en-US")} streamed tokens/s received by the client over ${streams} streams ` +
-      `(server ${result.serverCpuCores} cores busy, client ${result.clientCpuCores})\n`,
+      `(server ${result.serverCpuCores} cores busy, client ${result.clientCpuCores}); ` +
+      `${result.serverTokensPerCpuSecond.toLocaleString("en-US")} tokens per server CPU-second\n`,
   );
 }
 
