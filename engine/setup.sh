@@ -57,21 +57,31 @@ else
 fi
 
 # --- plugin launchers -----------------------------------------------------------------------------
-# write_launcher NAME TARGET: an executable beside the CLI that runs TARGET with node. The engine looks
+# write_launcher DIR NAME TARGET: an executable DIR/NAME that runs TARGET with node. The engine looks
 # for bundled plugins beside the CLI, and .gpuhost/engine/bin is first on PATH for every engine run.
 write_launcher() {
-  local name="$1" target="$2" tmp
-  tmp="$(mktemp "$BIN/.$name.XXXXXX")"
+  local dir="$1" name="$2" target="$3" tmp
+  tmp="$(mktemp "$dir/.$name.XXXXXX")"
   cat >"$tmp" <<EOF
 #!/bin/sh
 # Written by engine/setup.sh. $name for the Pulumi engine.
 exec node "$target" "\$@"
 EOF
   chmod 0755 "$tmp"
-  mv "$tmp" "$BIN/$name"
+  mv "$tmp" "$dir/$name"
 }
-write_launcher pulumi-language-nodejs "$ROOT/dist/engine/language-host/main.js"
-write_launcher pulumi-resource-pulumi-nodejs "$ROOT/node_modules/@pulumi/pulumi/cmd/dynamic-provider"
-write_launcher pulumi-resource-command "$ROOT/dist/engine/command-provider/main.js"
+write_launcher "$BIN" pulumi-language-nodejs "$ROOT/dist/engine/language-host/main.js"
+write_launcher "$BIN" pulumi-resource-pulumi-nodejs "$ROOT/node_modules/@pulumi/pulumi/cmd/dynamic-provider"
+# The command provider is registered in the project's plugin cache (PULUMI_HOME=.gpuhost/pulumi-home,
+# as engine/pulumi.ts sets it) under the exact version the SDK asks for, so the engine finds it without
+# a download and without the "using ... from $PATH" warning an ambient plugin draws on every run.
+PLUGINS="$ROOT/.gpuhost/engine/plugins"
+mkdir -p "$PLUGINS"
+rm -f "$BIN/pulumi-resource-command"
+write_launcher "$PLUGINS" pulumi-resource-command "$ROOT/dist/engine/command-provider/main.js"
+if ! cmp -s "$PLUGINS/pulumi-resource-command" "$ROOT/.gpuhost/pulumi-home/plugins/resource-command-v1.2.1/pulumi-resource-command"; then
+  PULUMI_HOME="$ROOT/.gpuhost/pulumi-home" "$BIN/pulumi" plugin install resource command 1.2.1 \
+    --file "$PLUGINS/pulumi-resource-command" --non-interactive >/dev/null
+fi
 
 printf 'pulumi %s\n' "$("$BIN/pulumi" version)" >"$ROOT/.gpuhost/engine/VERSIONS"
