@@ -47,7 +47,7 @@ export async function fetchText(
     method: opts.method ?? "GET",
     dispatcher,
     signal: opts.signal,
-    headers: { ...headers(opts.apiKey, true), ...(opts.body === undefined ? {} : {}) },
+    headers: headers(opts.apiKey, true),
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
   });
   const limit = opts.maxBytes ?? 4 * 1024 * 1024;
