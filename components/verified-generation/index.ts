@@ -43,18 +43,18 @@ export interface VerifiedGenerationArgs {
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
 
 export class VerifiedGeneration extends pulumi.dynamic.Resource {
-  public readonly generating!: Out<"generating">;
-  public readonly generationCheck!: Out<"generationCheck">;
-  public readonly model!: Out<"model">;
-  public readonly verifiedAt!: Out<"verifiedAt">;
-  public readonly readiness!: Out<"readiness">;
-  public readonly singleRequest!: Out<"singleRequest">;
-  public readonly sweep!: Out<"sweep">;
-  public readonly saturationConcurrency!: Out<"saturationConcurrency">;
-  public readonly sustainedOutputTokensPerSecond!: Out<"sustainedOutputTokensPerSecond">;
-  public readonly acceptanceLength!: Out<"acceptanceLength">;
-  public readonly benchComplete!: Out<"benchComplete">;
-  public readonly capacity!: Out<"capacity">;
+  declare public readonly generating: Out<"generating">;
+  declare public readonly generationCheck: Out<"generationCheck">;
+  declare public readonly model: Out<"model">;
+  declare public readonly verifiedAt: Out<"verifiedAt">;
+  declare public readonly readiness: Out<"readiness">;
+  declare public readonly singleRequest: Out<"singleRequest">;
+  declare public readonly sweep: Out<"sweep">;
+  declare public readonly saturationConcurrency: Out<"saturationConcurrency">;
+  declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
+  declare public readonly acceptanceLength: Out<"acceptanceLength">;
+  declare public readonly benchComplete: Out<"benchComplete">;
+  declare public readonly capacity: Out<"capacity">;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     // dist/components/verified-generation -> the project root
