@@ -3,7 +3,7 @@
 // tests run the very same plan through execOnHost on a simulated host. No Pulumi import.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { packagesOf, requiredFiles, toolkit } from "../toolkit/description";
+import { findSourceDir, packagesOf, requiredFiles, toolkit } from "../toolkit/description";
 import { type CudaToolkitOptions, defaultRepositoryUrl } from "./options";
 
 export interface ScriptStep {
@@ -33,10 +33,7 @@ export function proofSource(): string {
 
 /** This folder in the source tree, whether running from source or from dist/. */
 export function componentDir(): string {
-  for (const c of [__dirname, path.resolve(__dirname, "../../../components/cuda-toolkit")]) {
-    if (fs.existsSync(path.join(c, "scripts", "verify.sh"))) return c;
-  }
-  throw new Error(`components/cuda-toolkit/scripts not found from ${__dirname}`);
+  return findSourceDir("components/cuda-toolkit", "scripts/verify.sh");
 }
 
 export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {

@@ -68,10 +68,19 @@ export interface ResolvedFile {
 
 /** The folder holding cuda.yaml and standin/, found from source (tsx) or from dist/. */
 export function toolkitSourceDir(): string {
-  for (const candidate of [__dirname, path.resolve(__dirname, "../../../components/toolkit")]) {
-    if (fs.existsSync(path.join(candidate, "cuda.yaml"))) return candidate;
+  return findSourceDir("components/toolkit", "cuda.yaml");
+}
+
+/**
+ * A source folder of the project (`rel`, holding `marker`), found by walking up from this file:
+ * works from source (tsx, vitest) and from any compiled output folder inside the project.
+ */
+export function findSourceDir(rel: string, marker: string): string {
+  if (fs.existsSync(path.join(__dirname, marker)) && __dirname.endsWith(rel)) return __dirname;
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, rel, marker))) return path.join(dir, rel);
+    if (path.dirname(dir) === dir) throw new Error(`${rel}/${marker} not found above ${__dirname}`);
   }
-  throw new Error(`components/toolkit/cuda.yaml not found from ${__dirname}`);
 }
 
 let cached: ToolkitDescription | undefined;

@@ -96,13 +96,14 @@ if [[ "$proof" == 1 && -x "$nvcc" && -n "$proof_b64" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   base64 -d <<<"$proof_b64" >"$work/proof.cu"
-  if ! "$nvcc" -o "$work/proof" "$work/proof.cu" -lcurand -lcublas >"$work/compile.log" 2>&1; then
+  # Compiled inside its folder so messages name proof.cu, as FlashInfer's would name its sources.
+  if ! (cd "$work" && "$nvcc" -o proof proof.cu -lcurand -lcublas >compile.log 2>&1); then
     first="$(grep -m1 -E 'error' "$work/compile.log" || head -1 "$work/compile.log")"
     header="$(sed -n 's/.*fatal error: \([^:]*\): No such file or directory.*/\1/p' <<<"$first")"
     if [[ -n "$header" ]]; then
-      problem "the proof program does not compile: ${first#"$work"/} (${root}/include/${header} is provided by package $(provider_of "include/${header}"))"
+      problem "the proof program does not compile: ${first} (${root}/include/${header} is provided by package $(provider_of "include/${header}"))"
     else
-      problem "the proof program does not compile: ${first#"$work"/}"
+      problem "the proof program does not compile: ${first}"
     fi
     proof_result="compile-failed"
   elif [[ "$gpus" -gt 0 || "$(head -c2 "$work/proof")" == "#!" ]]; then

@@ -6,7 +6,7 @@
 // No Pulumi import.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { writeStandinTrees } from "../../toolkit/description";
+import { findSourceDir, writeStandinTrees } from "../../toolkit/description";
 
 /** Where the simulated host's apt repository lives, as the host sees it. */
 export const SIM_REPO_HOST_PATH = "/var/lib/gpuhost-sim/apt-repo";
@@ -15,10 +15,7 @@ export const SIM_REPO_URL = `file://${SIM_REPO_HOST_PATH}`;
 
 /** The folder of shims, found from source (tsx/vitest) and from dist/ alike. */
 export function simShimDir(): string {
-  for (const candidate of [path.join(__dirname, "bin"), path.resolve(__dirname, "../../../../components/host/sim/bin")]) {
-    if (fs.existsSync(path.join(candidate, "apt-get"))) return candidate;
-  }
-  throw new Error(`components/host/sim/bin not found from ${__dirname}`);
+  return findSourceDir("components/host/sim/bin", "apt-get");
 }
 
 /** Environment every host script gets on the simulated host. */
