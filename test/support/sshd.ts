@@ -6,6 +6,7 @@
 import { ChildProcess, execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
+import { freePort } from "./ports";
 import * as os from "node:os";
 import * as path from "node:path";
 
@@ -19,17 +20,6 @@ export interface TestSshd {
 
 export const SSHD = "/usr/sbin/sshd";
 export const canRunSshd = (): boolean => process.getuid?.() === 0 && fs.existsSync(SSHD);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
 
 export async function startSshd(): Promise<TestSshd> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshd-"));

@@ -1,0 +1,102 @@
+/**
+ * The embedded `sim` stack under the real engine, end to end: a fresh `pulumi up` provisions the
+ * simulated host, the gate passes and the benchmark leaves throughput and a capacity plan in the
+ * outputs; a second `pulumi up` changes nothing; secrets never reach state or outputs in plaintext;
+ * `pulumi destroy` stops the service and removes its units. Then the story's failure: a service that
+ * dies on its first generation (FlashInfer's JIT cannot find curand.h) fails `pulumi up`, and the
+ * error names the phase and shows the log line.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { PROJECT_ROOT } from "../../engine/pulumi";
+import { freePort, isListening } from "../support/ports";
+import { TestStack, createTestStack } from "../support/stack";
+
+const stacks: TestStack[] = [];
+afterAll(async () => { await Promise.all(stacks.map((s) => s.dispose())); }, 300_000);
+
+function summary(out: string): string {
+  return out.slice(out.lastIndexOf("Resources:"));
+}
+
+describe("sim stack under the real engine", () => {
+  const apiKey = `sk-${crypto.randomBytes(12).toString("hex")}`;
+  const host = `e2e-${crypto.randomBytes(3).toString("hex")}`;
+  let port = 0;
+  let s: TestStack;
+
+  it("pulumi up provisions, verifies and benchmarks the simulated host", async () => {
+    port = await freePort();
+    s = await createTestStack("sim", [
+      { path: "gpuhost:hosts[0].name", value: host },
+      { path: "gpuhost:services.port", value: String(port) },
+      { path: "gpuhost:apiKey", value: apiKey, secret: true },
+    ]);
+    stacks.push(s);
+    await s.ok("up", "--yes", "--skip-preview");
+    const out = (await s.outputs()).gpuHosts[host];
+    expect(out.generating).toBe(true);
+    expect(out.benchComplete).toBe(true);
+    expect(out.endpoint).toBe(`http://127.0.0.1:${port}`);
+    expect(out.nvccVersion).toMatch(/^V13\.0\./);
+    expect(out.sweep.map((l: { concurrency: number }) => l.concurrency)).toEqual([4, 8, 16, 32]);
+    for (const level of out.sweep) expect(level.outputTokensPerSecond).toBeGreaterThan(0);
+    expect(out.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    expect(out.capacity.totalOutputTokens).toBe(900_000 * 2_000);
+    expect(out.capacity.daysOnOneHost).toBeCloseTo(1.8e9 / (out.sustainedOutputTokensPerSecond * 86_400), 6);
+    expect(await isListening(port)).toBe(true);
+  }, 300_000);
+
+  it("a second pulumi up changes nothing", async () => {
+    const r = await s.ok("up", "--yes", "--skip-preview");
+    expect(summary(r.stdout)).toMatch(/\d+ unchanged/);
+    expect(summary(r.stdout)).not.toMatch(/created|updated|replaced|deleted/);
+    const preview = await s.run("preview", "--expect-no-changes");
+    expect(preview.code, preview.stdout + preview.stderr).toBe(0);
+  }, 300_000);
+
+  it("the API key is in neither state nor outputs in plaintext", async () => {
+    const state = (await s.ok("stack", "export")).stdout;
+    expect(state).not.toContain(apiKey);
+    expect(JSON.stringify(await s.outputs())).not.toContain(apiKey);
+    // It reached the host, in a root-only environment file.
+    const root = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host);
+    const envFiles = fs.readdirSync(path.join(root, "etc", "gpuhost"), { recursive: true })
+      .map(String).map((f) => path.join(root, "etc", "gpuhost", f)).filter((f) => fs.statSync(f).isFile());
+    const withKey = envFiles.filter((f) => fs.readFileSync(f, "utf8").includes(apiKey));
+    expect(withKey.length).toBe(1);
+    expect(fs.statSync(withKey[0]).mode & 0o077).toBe(0);
+  }, 120_000);
+
+  it("pulumi destroy stops the service and removes its units", async () => {
+    await s.ok("destroy", "--yes", "--skip-preview");
+    expect(await isListening(port)).toBe(false);
+    const units = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host, "etc", "systemd", "system");
+    const left = fs.existsSync(units) ? fs.readdirSync(units).filter((f) => f.startsWith("sglang")) : [];
+    expect(left).toEqual([]);
+  }, 300_000);
+});
+
+describe("a service that crashes on its first generation", () => {
+  it("fails pulumi up with the phase and the curand.h line in the error", async () => {
+    const host = `jit-${crypto.randomBytes(3).toString("hex")}`;
+    const s = await createTestStack("sim", [
+      { path: "gpuhost:hosts[0].name", value: host },
+      { path: "gpuhost:services.port", value: String(await freePort()) },
+      { path: "gpuhost:simulator.faults[0]", value: "jit-crash" },
+      { path: "gpuhost:verification.deadlineSeconds", value: "60" },
+    ]);
+    stacks.push(s);
+    const started = Date.now();
+    const r = await s.run("up", "--yes", "--skip-preview");
+    const text = r.stdout + r.stderr;
+    expect(r.code).not.toBe(0);
+    expect(text).toContain("fatal error: curand.h: No such file or directory");
+    expect(text).toMatch(/phase/i);
+    expect(text).not.toMatch(/benchComplete/);
+    // The gate fails as soon as it sees the crash, not at its deadline.
+    expect(Date.now() - started).toBeLessThan(60_000 + 30_000);
+  }, 300_000);
+});
