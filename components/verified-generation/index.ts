@@ -36,6 +36,11 @@ export interface VerifiedGenerationArgs {
   serviceLogsCommand?: pulumi.Input<pulumi.Input<string>[]>;
   /** Timeout of the refresh's single generation, seconds (default 60). */
   refreshTimeoutSeconds?: pulumi.Input<number>;
+  /**
+   * SSH hosts: reach the service through an SSH tunnel over this connection and read the unit's
+   * state and logs over it; `url` then names the service as seen on the host. Stored as a secret.
+   */
+  hostAccess?: pulumi.Input<{ connection: pulumi.Input<Record<string, unknown>>; unit: string; remoteHost: string; remotePort: number }>;
   /** Folder holding dist/gate (the compiled gate the provider loads at call time). Default: this project's root. */
   projectRoot?: pulumi.Input<string>;
 }
@@ -73,6 +78,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       serviceStateCommand: args.serviceStateCommand,
       serviceLogsCommand: args.serviceLogsCommand,
       refreshTimeoutSeconds: args.refreshTimeoutSeconds,
+      hostAccess: args.hostAccess ? pulumi.secret(args.hostAccess) : undefined,
       // Declared so the engine fills them in as outputs.
       generating: undefined,
       generationCheck: undefined,
@@ -91,7 +97,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       verifiedGenerationProvider,
       name,
       props,
-      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey"] },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey", "hostAccess"] },
       "gpuhost",
       "VerifiedGeneration",
     );

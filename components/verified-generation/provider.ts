@@ -30,6 +30,7 @@ const INPUT_KEY_LIST = [
   "serviceStateCommand",
   "serviceLogsCommand",
   "refreshTimeoutSeconds",
+  "hostAccess",
 ];
 export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
 
@@ -47,6 +48,12 @@ export interface VerifiedGenerationInputs {
   serviceStateCommand?: string[];
   serviceLogsCommand?: string[];
   refreshTimeoutSeconds?: number;
+  /**
+   * For SSH hosts: the gate reaches the service through an SSH tunnel (the serving port is bound to
+   * the host's loopback, or firewalled) and reads the unit's state and logs over the same connection.
+   * `endpoint.url` then names the service as seen on the host. Secret: it holds the private key.
+   */
+  hostAccess?: { connection: Record<string, unknown>; unit: string; remoteHost: string; remotePort: number };
 }
 
 // The gate's types are not imported (that would be captured); the provider sees `any`.
@@ -129,15 +136,50 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   };
 }
 
+/**
+ * Runs `fn` with the URL to use from here and the service hooks for the host: for SSH hosts through
+ * a tunnel opened for the call and closed after it, with `systemctl show` / `journalctl` over the
+ * connection; otherwise the endpoint as given and the argv hooks.
+ */
+async function withHostAccess<T>(input: VerifiedGenerationInputs, gate: Gate, fn: (url: string, hooks: Record<string, unknown>) => Promise<T>): Promise<T> {
+  const access = input.hostAccess;
+  if (!access || access.connection.kind !== "ssh") {
+    return fn(input.endpoint.url, gate.commandHooks({ serviceStateCommand: input.serviceStateCommand, serviceLogsCommand: input.serviceLogsCommand }));
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const path = require("path");
+  const { openTunnel } = require(path.join(input.projectRoot, "dist/components/host/tunnel.js"));
+  const { execOnHost } = require(path.join(input.projectRoot, "dist/components/host/exec.js"));
+  const onHost = async (script: string) => {
+    const r = await execOnHost(access.connection, script, [access.unit], { timeoutMs: 30_000, scriptName: "gpuhost-gate-probe" });
+    if (r.code !== 0) throw new Error(`probe on host failed (exit ${r.code}): ${r.stderr.trim()}`);
+    return r.stdout + r.stderr;
+  };
+  const hooks = {
+    serviceState: async () => gate.parseServiceState(await onHost('systemctl show -p NRestarts,ActiveState -- "$1"')),
+    serviceLogs: async () => onHost('journalctl -u "$1" -n 50 --no-pager'),
+  };
+  const tunnel = await openTunnel(access.connection, access.remoteHost, access.remotePort);
+  try {
+    return await fn(`http://127.0.0.1:${tunnel.localPort}`, hooks);
+  } finally {
+    await tunnel.close();
+  }
+}
+
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
   const gate = loadGate(input.projectRoot);
-  const endpoint = { url: input.endpoint.url, model: input.endpoint.model, apiKey: input.apiKey };
+  return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
+}
+
+async function verifyAndMeasure(inputs: Record<string, unknown>, input: VerifiedGenerationInputs, gate: Gate, url: string, hostHooks: Record<string, unknown>) {
+  const endpoint = { url, model: input.endpoint.model, apiKey: input.apiKey };
   let lastRetryLine = 0;
-  const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${endpoint.url}] ${line}\n`);
+  const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
   const hooks = {
-    ...gate.commandHooks({ serviceStateCommand: input.serviceStateCommand, serviceLogsCommand: input.serviceLogsCommand }),
+    ...hostHooks,
     // Phase changes always; retry details at most every 10 s (a load can take ten minutes).
     onPhase: (phase: string, detail: string) => {
       const now = Date.now();
@@ -163,7 +205,7 @@ export async function create(inputs: Record<string, unknown>) {
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
   const suffix = require("crypto").randomBytes(4).toString("hex");
-  return { id: `${endpoint.model}@${endpoint.url}#${suffix}`, outs };
+  return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
 }
 
 /** Nothing that defines the served thing changed: keep the measurements, re-plan capacity. */
@@ -177,9 +219,10 @@ export async function update(_id: string, olds: Record<string, unknown>, news: R
 /** Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false). */
 export async function read(id: string, props: Record<string, unknown>): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
   const gate = loadGate(props.projectRoot as string);
-  const endpoint = props.endpoint as { url: string; model: string };
+  const input = props as unknown as VerifiedGenerationInputs;
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
-  const result = await gate.checkGenerating({ url: endpoint.url, model: endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout);
+  const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
+    gate.checkGenerating({ url, model: input.endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout));
   return { id, props: { ...props, generating: result.generating, generationCheck: result.check }, inputs: pickInputs(props) };
 }
 

@@ -1,0 +1,72 @@
+// An SSH local forward from this machine to a port on the host, for the readiness gate and the
+// benchmark. In the story the benchmark machine reached the host over SSH while the serving port
+// was another matter: services bind 127.0.0.1 by default, so gpuhost reaches them the way an
+// operator would, through the SSH connection it already has. No Pulumi import: the VerifiedGeneration
+// provider requires this from dist/components/host/tunnel.js at call time.
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { type HostConnection, parseConnection } from "./connection";
+import { sshArgs } from "./exec";
+
+export interface Tunnel {
+  /** Port on 127.0.0.1 of this machine that reaches `remoteHost:remotePort` as seen from the host. */
+  localPort: number;
+  close(): Promise<void>;
+}
+
+function freeLocalPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
+    s.on("error", () => resolve(false));
+  });
+}
+
+/**
+ * Opens `ssh -N -L 127.0.0.1:<free>:<remoteHost>:<remotePort>` over the host connection and resolves
+ * once the local end accepts connections. ExitOnForwardFailure makes a refused forward an error
+ * instead of a tunnel that silently forwards nothing.
+ */
+export async function openTunnel(connection: HostConnection, remoteHost: string, remotePort: number, timeoutMs = 30_000): Promise<Tunnel> {
+  const conn = parseConnection(connection);
+  if (conn.kind !== "ssh") throw new Error(`a tunnel needs an ssh connection, not ${conn.kind}`);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-tunnel-"));
+  const localPort = await freeLocalPort();
+  // sshArgs ends with "--" and the remote command; a forward-only session has none.
+  const base = sshArgs(conn, tmp, "").slice(0, -2);
+  const child = spawn("ssh", ["-N", "-o", "ExitOnForwardFailure=yes", "-L", `127.0.0.1:${localPort}:${remoteHost}:${remotePort}`, ...base], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (b: Buffer) => { stderr += b; });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const close = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      await exited;
+    }
+    fs.rmSync(tmp, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + timeoutMs;
+  while (!(await accepts(localPort))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await close();
+      throw new Error(`ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { localPort, close };
+}
