@@ -26,8 +26,13 @@ export interface ExecOptions {
   timeoutMs?: number;
 }
 
-/** The `ssh` argument vector for a connection (exported for tests; files live in `tmp`). */
-export function sshArgs(conn: Extract<HostConnection, { kind: "ssh" }>, tmp: string, remoteCommand: string): string[] {
+type SshConnection = Extract<HostConnection, { kind: "ssh" }>;
+
+/**
+ * The ssh options and `user@host` for a connection, without a remote command: what both a command
+ * (sshArgs) and a forward-only session (tunnel.ts) start with. Key and known_hosts files live in `tmp`.
+ */
+export function sshBaseArgs(conn: SshConnection, tmp: string): string[] {
   const keyFile = writeSecretFile(tmp, "id_target", conn.privateKey);
   const hostChecking: string[] = [];
   if (conn.hostKey) {
@@ -49,7 +54,12 @@ export function sshArgs(conn: Extract<HostConnection, { kind: "ssh" }>, tmp: str
     proxy.push("-o", `ProxyCommand=${cmd}`);
   }
   return ["-i", keyFile, "-p", String(conn.port), ...common, "-o", "ServerAliveInterval=15", ...hostChecking, ...proxy,
-    `${conn.user}@${conn.host}`, "--", remoteCommand];
+    `${conn.user}@${conn.host}`];
+}
+
+/** The `ssh` argument vector that runs `remoteCommand` on the host (exported for tests; files live in `tmp`). */
+export function sshArgs(conn: SshConnection, tmp: string, remoteCommand: string): string[] {
+  return [...sshBaseArgs(conn, tmp), "--", remoteCommand];
 }
 
 function writeSecretFile(dir: string, name: string, content: string): string {

@@ -9,7 +9,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
-import { sshArgs } from "./exec";
+import { sshBaseArgs } from "./exec";
 
 export interface Tunnel {
   /** Port on 127.0.0.1 of this machine that reaches `remoteHost:remotePort` as seen from the host. */
@@ -45,8 +45,8 @@ export async function openTunnel(connection: HostConnection, remoteHost: string,
   if (conn.kind !== "ssh") throw new Error(`a tunnel needs an ssh connection, not ${conn.kind}`);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-tunnel-"));
   const localPort = await freeLocalPort();
-  // sshArgs ends with "--" and the remote command; a forward-only session has none.
-  const base = sshArgs(conn, tmp, "").slice(0, -2);
+  // A forward-only session (-N) has no remote command: the options and user@host alone.
+  const base = sshBaseArgs(conn, tmp);
   const child = spawn("ssh", ["-N", "-o", "ExitOnForwardFailure=yes", "-L", `127.0.0.1:${localPort}:${remoteHost}:${remotePort}`, ...base], {
     stdio: ["ignore", "ignore", "pipe"],
   });

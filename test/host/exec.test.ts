@@ -7,7 +7,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { execOnHost, sshArgs } from "../../components/host/exec";
+import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
 import { simShimDir } from "../../components/host/sim/platform";
@@ -77,6 +77,20 @@ describe("sshArgs", () => {
       expect(proxy).toContain(`-i ${path.join(tmp, "id_bastion")} -p 2200`);
       expect(proxy).toContain("-W %h:%p hop@jump");
       expect(fs.statSync(path.join(tmp, "id_bastion")).mode & 0o777).toBe(0o600);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("sshBaseArgs is everything sshArgs puts before \"--\", ending with user@host (a tunnel's session)", () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshargs-"));
+    try {
+      const conn = { kind: "ssh" as const, host: "h.example", port: 2222, user: "ubuntu", privateKey: key, hostKey: "ssh-ed25519 AAAAC3",
+        bastion: { host: "jump", port: 2200, user: "hop", privateKey: key } };
+      const base = sshBaseArgs(conn, tmp);
+      expect(base.at(-1)).toBe("ubuntu@h.example");
+      expect(base).not.toContain("--");
+      expect(sshArgs(conn, tmp, "cmd")).toEqual([...base, "--", "cmd"]);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }

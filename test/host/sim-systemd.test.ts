@@ -79,6 +79,18 @@ describe("simulated systemctl/journalctl", () => {
     await wait(async () => (await sh("journalctl -u ar")).stdout.includes("serving edited"));
   });
 
+  it("a started service finds the shims first on its PATH (the source bin folder, found from the compiled supervisor)", async () => {
+    fs.writeFileSync(path.join(root, "opt/app/which"), '#!/bin/bash\necho "systemctl=$(command -v systemctl)"\nexec sleep 300\n', { mode: 0o755 });
+    unit("which.service", "[Service]\nExecStart=/opt/app/which\n");
+    try {
+      expect((await sh("systemctl start which")).code).toBe(0);
+      await wait(async () => (await sh("journalctl -u which")).stdout.includes("systemctl="));
+      expect((await sh("journalctl -u which")).stdout).toContain(`systemctl=${path.resolve(__dirname, "../../components/host/sim/bin/systemctl")}\n`);
+    } finally {
+      await sh("systemctl stop which");
+    }
+  });
+
   it("refuses to run without GPUHOST_ROOT (never the real /)", async () => {
     const r = await execOnHost({ kind: "local" }, `${path.join(__dirname, "../../components/host/sim/bin/systemctl")} is-active ar`, []);
     expect(r.code).toBe(2);

@@ -13,7 +13,10 @@ export const SIM_REPO_HOST_PATH = "/var/lib/gpuhost-sim/apt-repo";
 /** The repository URL CudaToolkit is given on a simulated host (the apt-get shim resolves file: URLs under GPUHOST_ROOT). */
 export const SIM_REPO_URL = `file://${SIM_REPO_HOST_PATH}`;
 
-/** The folder of shims, found from source (tsx/vitest) and from dist/ alike. */
+/**
+ * The folder of shim wrappers, found from source (tsx/vitest) and from dist/ alike. The wrappers
+ * run the compiled shims in dist/components/host/sim/ (npm run build).
+ */
 export function simShimDir(): string {
   return findSourceDir("components/host/sim/bin", "apt-get");
 }

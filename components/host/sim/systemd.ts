@@ -6,30 +6,35 @@
 // Executables and PATH entries are looked up under the root first, so a unit written for a
 // real host (/opt/gpuhost/venv/bin/python ...) runs the simulated host's files.
 // State: run/gpuhost-sim/systemd/<unit>/; journal: var/log/gpuhost-sim/journal/<unit>.log.
-"use strict";
-const fs = require("node:fs");
-const path = require("node:path");
-const { spawn } = require("node:child_process");
-const { hostPath, root, fail } = require("./common.js");
+import { type ChildProcessByStdio, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { Readable } from "node:stream";
+import { errorText, fail, hostPath, root, shimDir } from "./common";
 
-const unitName = (u) => (/\.(service|target|timer|socket)$/.test(u) ? u : `${u}.service`);
-const unitFile = (u) => hostPath(`/etc/systemd/system/${u}`);
-const stateDir = (u) => hostPath(`/run/gpuhost-sim/systemd/${u}`);
-const logFile = (u) => hostPath(`/var/log/gpuhost-sim/journal/${u}.log`);
-const readState = (u, key, dflt) => { try { return fs.readFileSync(path.join(stateDir(u), key), "utf8").trim(); } catch { return dflt; } };
-function writeState(u, key, value) {
+/** A parsed unit file: `Section.Key` -> every value given, in order. */
+type Unit = Record<string, string[] | undefined>;
+
+const unitName = (u: string): string => (/\.(service|target|timer|socket)$/.test(u) ? u : `${u}.service`);
+const unitFile = (u: string): string => hostPath(`/etc/systemd/system/${u}`);
+const stateDir = (u: string): string => hostPath(`/run/gpuhost-sim/systemd/${u}`);
+const logFile = (u: string): string => hostPath(`/var/log/gpuhost-sim/journal/${u}.log`);
+const readState = (u: string, key: string, dflt: string): string => {
+  try { return fs.readFileSync(path.join(stateDir(u), key), "utf8").trim(); } catch { return dflt; }
+};
+function writeState(u: string, key: string, value: string | number): void {
   fs.mkdirSync(stateDir(u), { recursive: true });
   fs.writeFileSync(path.join(stateDir(u), `${key}.new`), String(value));
   fs.renameSync(path.join(stateDir(u), `${key}.new`), path.join(stateDir(u), key));
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 // A supervisor that has exited may linger as a zombie until its adoptive parent reaps it.
-const alive = (pid) => {
-  if (!(pid > 0)) return false;
+const alive = (pid: number | undefined): boolean => {
+  if (pid === undefined || !(pid > 0)) return false;
   try {
     process.kill(pid, 0);
   } catch (e) {
-    return e.code === "EPERM";
+    return (e as NodeJS.ErrnoException).code === "EPERM";
   }
   try {
     return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
@@ -37,17 +42,17 @@ const alive = (pid) => {
     return true; // no /proc (not Linux): trust kill(0)
   }
 };
-function journal(u, line) {
+function journal(u: string, line: string): void {
   fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
   fs.appendFileSync(logFile(u), line.endsWith("\n") ? line : `${line}\n`);
 }
 
 /** [Section] Key=value pairs; repeated keys accumulate (Environment=, Conflicts=). Uses the daemon-reload snapshot when there is one. */
-function parseUnit(u) {
+function parseUnit(u: string): Unit | undefined {
   const loaded = path.join(stateDir(u), "loaded.unit");
   const file = fs.existsSync(loaded) ? loaded : unitFile(u);
   if (!fs.existsSync(file)) return undefined;
-  const unit = {};
+  const unit: Unit = {};
   let section = "";
   const text = fs.readFileSync(file, "utf8").replace(/\\\n/g, " ");
   for (const raw of text.split("\n")) {
@@ -60,18 +65,24 @@ function parseUnit(u) {
   }
   return unit;
 }
-const last = (unit, key, dflt) => (unit[key] ? unit[key][unit[key].length - 1] : dflt);
+function last(unit: Unit, key: string, dflt: string): string;
+function last(unit: Unit, key: string, dflt?: string): string | undefined;
+function last(unit: Unit, key: string, dflt?: string): string | undefined {
+  const values = unit[key];
+  return values ? values[values.length - 1] : dflt;
+}
 
 /** systemd's word splitting: quotes and backslash escapes. */
-function splitWords(s) {
-  const words = [];
+function splitWords(s: string): string[] {
+  const words: string[] = [];
   const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|((?:[^\s"'\\]|\\.)+)/g;
-  let m;
+  let m: RegExpExecArray | null;
+  // Exactly one group matches: double-quoted, single-quoted or bare.
   while ((m = re.exec(s))) words.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : m[2] ?? m[3].replace(/\\(.)/g, "$1"));
   return words;
 }
 
-function seconds(v, dflt) {
+function seconds(v: string | undefined, dflt: number): number {
   if (v === undefined) return dflt;
   if (v === "infinity") return Infinity;
   const m = /^([0-9.]+)\s*(ms|s|sec|min|m)?$/.exec(v.trim());
@@ -80,8 +91,8 @@ function seconds(v, dflt) {
   return m[2] === "ms" ? n / 1000 : m[2] === "min" || m[2] === "m" ? n * 60 : n;
 }
 
-function environmentOf(unit) {
-  const env = {};
+function environmentOf(unit: Unit): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {};
   for (const spec of unit["Service.EnvironmentFile"] ?? []) {
     const optional = spec.startsWith("-");
     const p = hostPath(optional ? spec.slice(1) : spec);
@@ -97,16 +108,18 @@ function environmentOf(unit) {
   return env;
 }
 
-const underRoot = (p) => (p.startsWith("/") && fs.existsSync(hostPath(p)) ? hostPath(p) : p);
+const underRoot = (p: string): string => (p.startsWith("/") && fs.existsSync(hostPath(p)) ? hostPath(p) : p);
 
 // ---- the supervisor: one detached process per started unit ----
-async function supervise(u) {
+async function supervise(u: string): Promise<void> {
   const unit = parseUnit(u);
+  // start() checked the unit exists; it can only vanish in between.
+  if (!unit) throw new Error(`Unit ${u} not found.`);
   const policy = last(unit, "Service.Restart", "no");
   const restartSec = seconds(last(unit, "Service.RestartSec"), 0.1);
   const burst = Number(last(unit, "Unit.StartLimitBurst", last(unit, "Service.StartLimitBurst", "5")));
   const interval = seconds(last(unit, "Unit.StartLimitIntervalSec", last(unit, "Service.StartLimitIntervalSec")), 10);
-  let child;
+  let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
   let stopping = false;
   process.on("SIGTERM", () => {
     stopping = true;
@@ -115,7 +128,7 @@ async function supervise(u) {
   });
   // The root folder vanishing (a test cleaning up) ends the service too.
   setInterval(() => { if (!fs.existsSync(stateDir(u))) process.kill(process.pid, "SIGTERM"); }, 1000).unref();
-  const starts = [];
+  const starts: number[] = [];
   for (;;) {
     const env = environmentOf(unit);
     const unitPath = (env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(":");
@@ -123,7 +136,8 @@ async function supervise(u) {
     env.GPUHOST_ROOT = root();
     env.HOME ??= process.env.HOME ?? "/";
     const words = splitWords((last(unit, "Service.ExecStart", "") ?? "").replace(/^[-@+!:]+/, ""))
-      .map((w) => w.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, a, b) => env[a ?? b] ?? ""));
+      .map((w) => w.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+        (_m: string, a: string | undefined, b: string | undefined) => env[a ?? b ?? ""] ?? ""));
     const exe = words[0] ? underRoot(words[0]) : "";
     const wd = last(unit, "Service.WorkingDirectory");
     starts.push(Date.now());
@@ -134,18 +148,21 @@ async function supervise(u) {
       writeState(u, "state", "failed");
       return;
     }
-    child = spawn(exe, words.slice(1), { env, cwd: wd ? underRoot(wd) : root(), stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout.on("data", (b) => fs.appendFileSync(logFile(u), b));
-    child.stderr.on("data", (b) => fs.appendFileSync(logFile(u), b));
-    writeState(u, "main.pid", child.pid);
+    const proc = spawn(exe, words.slice(1), { env, cwd: wd ? underRoot(wd) : root(), stdio: ["ignore", "pipe", "pipe"] });
+    child = proc;
+    proc.stdout.on("data", (b: Buffer) => fs.appendFileSync(logFile(u), b));
+    proc.stderr.on("data", (b: Buffer) => fs.appendFileSync(logFile(u), b));
+    // spawn() leaves pid undefined only when the exec fails; String() writes "undefined" as before.
+    writeState(u, "main.pid", String(proc.pid));
     writeState(u, "state", "active");
     writeState(u, "spawned", 1);
     journal(u, `Started ${u}.`);
-    const [code, signal] = await new Promise((r) => child.on("close", (c, s) => r([c, s])));
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => proc.on("close", (c, s) => r([c, s])));
     if (stopping) { journal(u, `Stopped ${u}.`); writeState(u, "state", "inactive"); return; }
     const failed = code !== 0;
     journal(u, `${u}: Main process exited, code=${signal ? "killed" : "exited"}, status=${signal ?? `${code}/${failed ? "FAILURE" : "SUCCESS"}`}`);
-    writeState(u, "exit.status", signal ? 128 : code);
+    // Node gives "close" a code or a signal, never neither.
+    writeState(u, "exit.status", signal ? 128 : String(code));
     const again = policy === "always" || (policy === "on-failure" && failed);
     if (!again) { writeState(u, "result", failed ? "exit-code" : "success"); writeState(u, "state", failed ? "failed" : "inactive"); return; }
     if (starts.filter((t) => Date.now() - t < interval * 1000).length >= burst) {
@@ -165,13 +182,13 @@ async function supervise(u) {
 }
 
 // ---- systemctl ----
-function activeState(u) {
+function activeState(u: string): string {
   const state = readState(u, "state", "inactive");
   if ((state === "active" || state === "activating") && !alive(Number(readState(u, "supervisor.pid", "0")))) return "failed";
   return state;
 }
 
-async function stop(u) {
+async function stop(u: string): Promise<void> {
   const pid = Number(readState(u, "supervisor.pid", "0"));
   if (alive(pid)) {
     process.kill(pid, "SIGTERM");
@@ -180,7 +197,7 @@ async function stop(u) {
   if (fs.existsSync(stateDir(u)) && activeState(u) !== "failed") writeState(u, "state", "inactive");
 }
 
-async function start(u) {
+async function start(u: string): Promise<number> {
   const unit = parseUnit(u);
   if (!unit) return fail(`Failed to start ${u}: Unit ${u} not found.`, 5);
   if (activeState(u) === "active") return 0;
@@ -197,14 +214,16 @@ async function start(u) {
   fs.rmSync(path.join(stateDir(u), "spawned"), { force: true });
   fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
   const out = fs.openSync(logFile(u), "a");
+  // The supervisor is this same compiled file; the services it starts get the shim wrappers on PATH.
   const sup = spawn(process.execPath, [__filename, "__supervise", u], {
-    detached: true, stdio: ["ignore", out, out], env: { ...process.env, GPUHOST_SIM_SHIMS: path.join(__dirname, "bin") },
+    detached: true, stdio: ["ignore", out, out], env: { ...process.env, GPUHOST_SIM_SHIMS: shimDir() },
   });
-  writeState(u, "supervisor.pid", sup.pid);
+  // A supervisor that failed to spawn has no pid: "undefined" is written, which reads as not alive.
+  writeState(u, "supervisor.pid", String(sup.pid));
   sup.unref();
   // Type=simple: start returns once the main process is spawned; only a failure to spawn it
   // (203/EXEC) fails the start job. A crash afterwards is the unit's business, as in systemd.
-  const spawned = () => readState(u, "spawned", "") !== "";
+  const spawned = (): boolean => readState(u, "spawned", "") !== "";
   for (let i = 0; i < 250 && !spawned() && readState(u, "result", "") === ""; i++) await sleep(20);
   if (!spawned()) {
     return fail(`Job for ${u} failed because the control process exited with error code.\nSee "systemctl status ${u}" and "journalctl -xeu ${u}" for details.`, 1);
@@ -212,16 +231,18 @@ async function start(u) {
   return 0;
 }
 
-function wantsLinks(u) {
+function wantsLinks(u: string): string[] {
   const unit = parseUnit(u) ?? {};
   return (unit["Install.WantedBy"] ?? []).flatMap((w) => w.split(/\s+/)).map((t) => hostPath(`/etc/systemd/system/${t}.wants/${u}`));
 }
-const isEnabled = (u) => wantsLinks(u).some((l) => fs.lstatSync(l, { throwIfNoEntry: false }));
+const isEnabled = (u: string): boolean => wantsLinks(u).some((l) => fs.lstatSync(l, { throwIfNoEntry: false }));
 
-function show(u, props, valueOnly) {
-  const values = {
+const subStates: Partial<Record<string, string>> = { active: "running", activating: "auto-restart", failed: "failed", inactive: "dead" };
+
+function show(u: string, props: string[], valueOnly: boolean): number {
+  const values: Partial<Record<string, string>> = {
     ActiveState: activeState(u), NRestarts: readState(u, "restarts", "0"), MainPID: activeState(u) === "active" ? readState(u, "main.pid", "0") : "0",
-    SubState: { active: "running", activating: "auto-restart", failed: "failed", inactive: "dead" }[activeState(u)],
+    SubState: subStates[activeState(u)],
     LoadState: fs.existsSync(unitFile(u)) ? "loaded" : "not-found", UnitFileState: isEnabled(u) ? "enabled" : "disabled",
     Result: readState(u, "result", "success"), ExecMainStatus: readState(u, "exit.status", "0"), Id: u,
   };
@@ -229,10 +250,10 @@ function show(u, props, valueOnly) {
   return 0;
 }
 
-async function systemctl(argv) {
-  const props = [];
-  const flags = new Set();
-  const words = [];
+async function systemctl(argv: string[]): Promise<number> {
+  const props: string[] = [];
+  const flags = new Set<string>();
+  const words: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "-p" || a === "--property") props.push(...argv[++i].split(","));
@@ -282,9 +303,9 @@ async function systemctl(argv) {
   }
 }
 
-function journalctl(argv) {
+function journalctl(argv: string[]): number {
   let lines = Infinity;
-  const units = [];
+  const units: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "-u" || a === "--unit") units.push(unitName(argv[++i]));
@@ -304,6 +325,8 @@ function journalctl(argv) {
 }
 
 const [tool, ...args] = process.argv.slice(2);
-const run = { systemctl, journalctl, __supervise: (a) => supervise(unitName(a[0])) }[tool];
-if (!run) fail(`unknown tool ${tool}`, 2);
-Promise.resolve(run(args)).then((code) => { if (typeof code === "number") process.exitCode = code; }, (e) => fail(String(e?.message ?? e), 1));
+const tools: Partial<Record<string, (argv: string[]) => number | Promise<number> | Promise<void>>> = {
+  systemctl, journalctl, __supervise: (a) => supervise(unitName(a[0])),
+};
+const run = tools[tool] ?? fail(`unknown tool ${tool}`, 2);
+Promise.resolve(run(args)).then((code) => { if (typeof code === "number") process.exitCode = code; }, (e: unknown) => fail(errorText(e), 1));

@@ -4,51 +4,62 @@
 // file: URLs are reachable, resolved under $GPUHOST_ROOT, each holding package trees
 // (<pkg>/DEBIAN/control + files) as components/toolkit/description.ts writes them. The installed
 // set is kept in dpkg's own formats: var/lib/dpkg/status stanzas and var/lib/dpkg/info/<pkg>.list.
-// Plain JavaScript (no build step): the shims run wherever Node runs.
-"use strict";
-const fs = require("node:fs");
-const path = require("node:path");
-const { hostPath, fail, parseStanzas, stanzaText } = require("./common.js");
+// Compiled by `npm run build` to dist/components/host/sim/apt.js, which the sim/bin wrappers run.
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { type Stanza, fail, hostPath, parseStanzas, stanzaText } from "./common";
 
-const statusFile = () => hostPath("/var/lib/dpkg/status");
-const indexFile = () => hostPath("/var/lib/apt/lists/gpuhost-sim-index.json");
-const listFile = (pkg) => hostPath(`/var/lib/dpkg/info/${pkg}.list`);
+/** What `apt-get update` found: package name -> its tree and control stanza. */
+type PackageIndex = Record<string, { tree: string; control: Stanza }>;
 
-function readStatus() {
+const statusFile = (): string => hostPath("/var/lib/dpkg/status");
+const indexFile = (): string => hostPath("/var/lib/apt/lists/gpuhost-sim-index.json");
+const listFile = (pkg: string): string => hostPath(`/var/lib/dpkg/info/${pkg}.list`);
+
+function readStatus(): Map<string, Stanza> {
   if (!fs.existsSync(statusFile())) return new Map();
   return new Map(parseStanzas(fs.readFileSync(statusFile(), "utf8")).map((s) => [s.Package, s]));
 }
 
-function writeStatus(status) {
+function writeStatus(status: Map<string, Stanza>): void {
   const text = [...status.values()].sort((a, b) => a.Package.localeCompare(b.Package)).map(stanzaText).join("\n");
   fs.mkdirSync(path.dirname(statusFile()), { recursive: true });
   fs.writeFileSync(`${statusFile()}.new`, text);
   fs.renameSync(`${statusFile()}.new`, statusFile());
 }
 
-const dependsOf = (stanza) => (stanza.Depends ? stanza.Depends.split(",").map((d) => d.trim().split(/\s/)[0]).filter(Boolean) : []);
+const dependsOf = (stanza: Stanza): string[] =>
+  stanza.Depends ? stanza.Depends.split(",").map((d) => d.trim().split(/\s/)[0]).filter(Boolean) : [];
+
+interface Source {
+  file: string;
+  /** The `[key=value ...]` options of the line (trusted, signed-by). */
+  opts: Record<string, string | undefined>;
+  url: string;
+  suite: string;
+}
 
 /** `deb [opts] URL suite [components]` lines from sources.list(.d). */
-function sources() {
-  const files = [];
+function sources(): Source[] {
+  const files: string[] = [];
   if (fs.existsSync(hostPath("/etc/apt/sources.list"))) files.push(hostPath("/etc/apt/sources.list"));
   const dir = hostPath("/etc/apt/sources.list.d");
   if (fs.existsSync(dir)) for (const f of fs.readdirSync(dir).sort()) if (f.endsWith(".list")) files.push(path.join(dir, f));
-  const out = [];
+  const out: Source[] = [];
   for (const file of files) {
     for (const raw of fs.readFileSync(file, "utf8").split("\n")) {
       const line = raw.replace(/#.*/, "").trim();
       const m = /^deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)/.exec(line);
       if (!m) continue;
-      const opts = Object.fromEntries((m[1] || "").split(/\s+/).filter(Boolean).map((o) => o.split("=")));
+      const opts = Object.fromEntries((m[1] || "").split(/\s+/).filter(Boolean).map((o) => o.split("="))) as Source["opts"];
       out.push({ file, opts, url: m[2], suite: m[3] });
     }
   }
   return out;
 }
 
-function update() {
-  const index = {};
+function update(): number {
+  const index: PackageIndex = {};
   let failed = false;
   for (const src of sources()) {
     if (!src.url.startsWith("file:")) {
@@ -85,14 +96,14 @@ function update() {
   return failed ? 100 : 0;
 }
 
-function readIndex() {
-  return fs.existsSync(indexFile()) ? JSON.parse(fs.readFileSync(indexFile(), "utf8")) : {};
+function readIndex(): PackageIndex {
+  return fs.existsSync(indexFile()) ? (JSON.parse(fs.readFileSync(indexFile(), "utf8")) as PackageIndex) : {};
 }
 
 /** Files of a package tree (not DEBIAN/), as host paths, parents first. */
-function treeEntries(tree) {
-  const out = [];
-  const walk = (rel) => {
+function treeEntries(tree: string): { rel: string; st: fs.Stats }[] {
+  const out: { rel: string; st: fs.Stats }[] = [];
+  const walk = (rel: string): void => {
     for (const name of fs.readdirSync(path.join(tree, rel)).sort()) {
       if (rel === "" && name === "DEBIAN") continue;
       const r = path.posix.join(rel, name);
@@ -105,8 +116,8 @@ function treeEntries(tree) {
   return out;
 }
 
-function unpack(name, entry, status) {
-  const files = [];
+function unpack(name: string, entry: PackageIndex[string], status: Map<string, Stanza>): void {
+  const files: string[] = [];
   for (const { rel, st } of treeEntries(entry.tree)) {
     const dest = hostPath(rel);
     const src = path.join(entry.tree, rel);
@@ -114,8 +125,12 @@ function unpack(name, entry, status) {
       fs.mkdirSync(dest, { recursive: true });
     } else {
       fs.rmSync(dest, { force: true });
-      if (st.isSymbolicLink()) fs.symlinkSync(fs.readlinkSync(src), dest);
-      else fs.copyFileSync(src, dest), fs.chmodSync(dest, st.mode & 0o7777);
+      if (st.isSymbolicLink()) {
+        fs.symlinkSync(fs.readlinkSync(src), dest);
+      } else {
+        fs.copyFileSync(src, dest);
+        fs.chmodSync(dest, st.mode & 0o7777);
+      }
     }
     files.push(rel);
   }
@@ -126,14 +141,14 @@ function unpack(name, entry, status) {
     Description: entry.control.Description });
 }
 
-function install(names, reinstall = false) {
+function install(names: string[], reinstall = false): number {
   const index = readIndex();
   for (const n of names) {
     if (!index[n]) return fail(`E: Unable to locate package ${n}`, 100);
   }
-  const closure = [];
-  const seen = new Set();
-  const visit = (n) => {
+  const closure: string[] = [];
+  const seen = new Set<string>();
+  const visit = (n: string): void => {
     if (seen.has(n)) return;
     seen.add(n);
     if (!index[n]) return fail(`E: Unable to satisfy dependencies: ${n} is not available`, 100);
@@ -154,14 +169,17 @@ function install(names, reinstall = false) {
   return 0;
 }
 
-function remove(names) {
+function remove(names: string[]): number {
   const status = readStatus();
   // apt removes what depends on a removed package too (cuda-toolkit-13-0 goes with libcurand-dev-13-0).
   const doomed = new Set(names.filter((n) => status.has(n)));
   for (let grew = true; grew;) {
     grew = false;
     for (const [n, s] of status) {
-      if (!doomed.has(n) && dependsOf(s).some((d) => doomed.has(d))) doomed.add(n), (grew = true);
+      if (!doomed.has(n) && dependsOf(s).some((d) => doomed.has(d))) {
+        doomed.add(n);
+        grew = true;
+      }
     }
   }
   for (const n of names) if (!status.has(n)) console.log(`Package '${n}' is not installed, so not removed`);
@@ -171,10 +189,15 @@ function remove(names) {
       const p = hostPath(rel);
       const st = fs.lstatSync(p, { throwIfNoEntry: false });
       if (!st) continue;
-      if (st.isDirectory()) { if (fs.readdirSync(p).length === 0) fs.rmdirSync(p); } else fs.rmSync(p, { force: true });
+      if (st.isDirectory()) {
+        if (fs.readdirSync(p).length === 0) fs.rmdirSync(p);
+      } else {
+        fs.rmSync(p, { force: true });
+      }
     }
     fs.rmSync(listFile(n), { force: true });
-    console.log(`Removing ${n} (${status.get(n).Version}) ...`);
+    // Every doomed package came from the status map.
+    console.log(`Removing ${n} (${status.get(n)!.Version}) ...`);
     status.delete(n);
   }
   writeStatus(status);
@@ -182,8 +205,8 @@ function remove(names) {
   return 0;
 }
 
-function aptGet(argv) {
-  const words = [];
+function aptGet(argv: string[]): number {
+  const words: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "-o" || argv[i] === "-c") i++; // option values: -o Dpkg::Lock::Timeout=600
     else if (!argv[i].startsWith("-")) words.push(argv[i]);
@@ -199,10 +222,10 @@ function aptGet(argv) {
 }
 
 /** dpkg-query -W [-f FORMAT] [PATTERN...] | -s PKG | -L PKG */
-function dpkgQuery(argv) {
+function dpkgQuery(argv: string[]): number {
   let format = "${Package}\t${Version}\n";
-  let mode;
-  const patterns = [];
+  let mode: "show" | "status" | "list" | undefined;
+  const patterns: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "-W" || a === "--show") mode = "show";
@@ -214,18 +237,22 @@ function dpkgQuery(argv) {
     else patterns.push(a);
   }
   const status = readStatus();
-  const glob = (p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`);
+  const glob = (p: string): RegExp => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`);
   let code = 0;
   if (mode === "show") {
     const selected = patterns.length === 0 ? [...status.keys()] : [];
     for (const p of patterns) {
       const hits = [...status.keys()].filter((n) => glob(p).test(n));
-      if (hits.length === 0) console.error(`dpkg-query: no packages found matching ${p}`), (code = 1);
+      if (hits.length === 0) {
+        console.error(`dpkg-query: no packages found matching ${p}`);
+        code = 1;
+      }
       selected.push(...hits);
     }
-    const expand = (s) => format.replace(/\\n/g, "\n").replace(/\\t/g, "\t")
-      .replace(/\$\{([A-Za-z:-]+)\}/g, (_m, k) => (k === "db:Status-Abbrev" ? "ii " : (s[k] ?? "")));
-    process.stdout.write([...new Set(selected)].sort().map((n) => expand(status.get(n))).join(""));
+    const expand = (s: Stanza): string => format.replace(/\\n/g, "\n").replace(/\\t/g, "\t")
+      .replace(/\$\{([A-Za-z:-]+)\}/g, (_m: string, k: string) => (k === "db:Status-Abbrev" ? "ii " : (s[k] ?? "")));
+    // Every selected name is a key of the status map.
+    process.stdout.write([...new Set(selected)].sort().map((n) => expand(status.get(n)!)).join(""));
     return code;
   }
   for (const p of patterns) {
@@ -237,7 +264,7 @@ function dpkgQuery(argv) {
   return mode ? code : fail("dpkg-query: need an action option", 2);
 }
 
-function dpkg(argv) {
+function dpkg(argv: string[]): number {
   if (argv.includes("--configure")) return 0; // nothing is ever left half-configured here
   if (argv[0] === "-L" || argv[0] === "-s") return dpkgQuery(argv);
   if (argv[0] === "-S") {
@@ -254,5 +281,6 @@ function dpkg(argv) {
 }
 
 const [tool, ...argv] = process.argv.slice(2);
-const handlers = { "apt-get": aptGet, apt: aptGet, dpkg, "dpkg-query": dpkgQuery };
-process.exitCode = handlers[tool] ? handlers[tool](argv) : fail(`unknown tool ${tool}`, 2);
+const handlers: Partial<Record<string, (argv: string[]) => number>> = { "apt-get": aptGet, apt: aptGet, dpkg, "dpkg-query": dpkgQuery };
+const handler = handlers[tool];
+process.exitCode = handler ? handler(argv) : fail(`unknown tool ${tool}`, 2);
