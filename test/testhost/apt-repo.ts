@@ -200,6 +200,8 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
     await fs.writeFile(path.join(dir, "Release"), release.stdout);
     await gpg(debs.gnupgHome, ["--clearsign", "-o", path.join(dir, "InRelease"), path.join(dir, "Release")]);
     await gpg(debs.gnupgHome, ["-abs", "-o", path.join(dir, "Release.gpg"), path.join(dir, "Release")]);
+    // signing started a gpg-agent for this key's home: it must not outlive the test
+    await run("gpgconf", ["--homedir", debs.gnupgHome, "--kill", "gpg-agent"], { allowFailure: true });
 
     const keyringDeb = (await fs.readdir(dir)).find((f) => f.startsWith("cuda-keyring_") && f.endsWith(".deb"));
     const srv = server;

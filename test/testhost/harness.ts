@@ -114,10 +114,17 @@ const SSH_OPTIONS = [
 ];
 
 const live = new Set<ChildProcess>();
-process.on("exit", () => {
-  // the worker is going away without teardown: do not leave containers behind (our PIDs only)
+function killLiveContainers(): void {
+  // the process is going away without teardown: do not leave containers behind (our PIDs only)
   for (const child of live) if (child.pid) try { process.kill(child.pid, "SIGKILL"); } catch { /* gone */ }
-});
+}
+process.on("exit", killLiveContainers);
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.once(signal, () => {
+    killLiveContainers();
+    process.kill(process.pid, signal); // then die of the signal as we would have
+  });
+}
 
 export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHost> {
   const opts = TestHostOptionsSchema.parse(input);

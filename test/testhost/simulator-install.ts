@@ -36,6 +36,8 @@ export async function installSimulator(bundle: string, hostRootDir: string): Pro
   const target = path.join(hostRootDir, SIMULATOR_DIR.slice(1));
   await fs.rm(target, { recursive: true, force: true });
   await fs.cp(bundle, target, { recursive: true });
+  // the services run as an unprivileged user; a bundle made under mkdtemp (0700) would be unreadable
+  await run("chmod", ["-R", "a+rX", target]);
 }
 
 /** The stand-in sglang's config (see standin-python/sglang/sglang/launch_server.py). */

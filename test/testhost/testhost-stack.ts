@@ -1,0 +1,167 @@
+/**
+ * A `testhost` stack of the real gpuhost program, pointed at a booted test host: a throwaway Pulumi
+ * project folder (its Pulumi.yaml runs the compiled program, dist/index.js), a local state backend
+ * inside it, and a stack config naming the host's SSH port and key, the stand-in apt repository
+ * and the stand-in Python index. Nothing is written to the repository's stacks/.
+ */
+import { promises as fs } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { AptRepo, serveAptRepo } from "./apt-repo";
+import { bootTestHost, freeLoopbackPort, TestHost } from "./harness";
+import { PythonIndex, servePythonIndex } from "./python-index";
+import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
+
+export const STACK = "testhost";
+
+export interface TestHostStack {
+  dir: string;
+  opts: EngineOptions;
+  /** Runs pulumi on the stack; never throws on a non-zero exit (tests assert on it). */
+  pulumi(...args: string[]): Promise<EngineResult>;
+  /** Runs pulumi and throws with the output when it fails. */
+  pulumiOk(...args: string[]): Promise<EngineResult>;
+  /**
+   * `pulumi refresh --preview-only --expect-no-changes --diff`. engine/pulumi.ts sets
+   * PULUMI_SKIP_CONFIRMATIONS=true, which the CLI treats as --yes, and --yes cannot go with
+   * --preview-only: this one call turns it off.
+   */
+  refreshPreview(): Promise<EngineResult>;
+  /** Sets `gpuhost:<key>` values; objects merge deeply into the current ones. */
+  setConfig(values: Record<string, unknown>): Promise<void>;
+  outputs(): Promise<Record<string, unknown>>;
+  remove(): Promise<void>;
+}
+
+/** The config that points the real program at the test host and its stand-in package sources. */
+export function testHostConfig(p: { host: TestHost; repo: AptRepo; index: PythonIndex; servicePort: number }): Record<string, unknown> {
+  return {
+    hosts: [{ name: "testhost", connection: { kind: "ssh", host: p.host.host, port: p.host.port, user: "root" }, gpus: { count: 0 } }],
+    toolkit: { release: "13.0", repository: { url: p.repo.url, trust: "keyring", keyringUrl: p.repo.keyringDebUrl } },
+    environment: { pipIndexUrl: p.index.indexUrl },
+    services: {
+      active: "autoregressive",
+      modelPath: "sim/tiny-reasoner",
+      servedModelName: "tiny",
+      port: p.servicePort,
+      eagle3: { draftModelPath: "sim/tiny-eagle3-draft", numSteps: 3, eagleTopk: 1, numDraftTokens: 4 },
+    },
+    // the stand-in loads in a fraction of a second: a short gate deadline keeps a failing run short
+    verification: { deadlineSeconds: 180 },
+    // a small benchmark: the test proves the path, the bench/ scripts measure
+    benchmark: {
+      singleRequestMaxTokens: [256],
+      singleRequestPrompts: 1,
+      concurrency: [2, 4],
+      sweepMaxTokens: 256,
+      requestsPerConcurrency: 1,
+      deadlineSeconds: 300,
+      requestTimeoutSeconds: 120,
+    },
+  };
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+
+/** Deep merge of config objects (arrays and scalars replace). */
+export function mergeObjects(base: unknown, over: unknown): unknown {
+  if (!isObject(base) || !isObject(over)) return over;
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = mergeObjects(base[k], v);
+  return out;
+}
+
+/** Everything a `testhost` stack needs, started together and stopped together. */
+export interface TestHostFixture {
+  host: TestHost;
+  repo: AptRepo;
+  index: PythonIndex;
+  servicePort: number;
+  stack: TestHostStack;
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves the stand-in apt repository and Python index, boots a test host with the compiled simulator
+ * and the stand-in sglang config on it, and creates the stack. `extra` is merged into the config.
+ */
+export async function startTestHostFixture(name: string, extra: Record<string, unknown> = {}): Promise<TestHostFixture> {
+  const cleanups: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const repo = await serveAptRepo();
+    cleanups.push(() => repo.close());
+    const index = await servePythonIndex();
+    cleanups.push(() => index.close());
+    const bundle = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-simbundle-"));
+    cleanups.push(() => fs.rm(bundle, { recursive: true, force: true }));
+    await buildSimulatorBundle(bundle);
+    const host = await bootTestHost({ name });
+    cleanups.push(() => host.stop());
+    await installSimulator(bundle, host.rootDir);
+    await writeStandinSglangConfig(host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
+    const servicePort = await freeLoopbackPort();
+    const config = testHostConfig({ host, repo, index, servicePort });
+    for (const [k, v] of Object.entries(extra)) config[k] = mergeObjects(config[k], v);
+    const stack = await createTestHostStack(config, host.privateKey);
+    cleanups.push(() => stack.remove());
+    return { host, repo, index, servicePort, stack, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+export async function createTestHostStack(config: Record<string, unknown>, privateKey: string): Promise<TestHostStack> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-testhost-stack-"));
+  const program = path.join(PROJECT_ROOT, "dist", "index.js");
+  await fs.access(program).catch(() => {
+    throw new Error(`${program} is missing: compile the project first (npx tsc -p .)`);
+  });
+  // the repository's own project file (its options, e.g. refresh: always), running the compiled
+  // program by absolute path, with the stack config kept here instead of in stacks/
+  const project = parseYaml(await fs.readFile(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")) as Record<string, unknown>;
+  delete project.stackConfigDir;
+  project.main = program;
+  await fs.writeFile(path.join(dir, "Pulumi.yaml"), stringifyYaml(project));
+  const opts: EngineOptions = { cwd: dir, stateDir: path.join(dir, "state"), timeoutMs: 15 * 60_000 };
+  const stackFile = path.join(dir, `Pulumi.${STACK}.yaml`);
+  const pulumi = (...args: string[]) => runPulumi([...args, "--stack", STACK], opts);
+  const pulumiOk = async (...args: string[]) => {
+    const r = await pulumi(...args);
+    if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+    return r;
+  };
+  const setConfig = async (values: Record<string, unknown>) => {
+    const doc = (parseYaml(await fs.readFile(stackFile, "utf8").catch(() => "")) ?? {}) as { config?: Record<string, unknown> };
+    doc.config ??= {};
+    for (const [k, v] of Object.entries(values)) {
+      const key = `gpuhost:${k}`;
+      doc.config[key] = mergeObjects(doc.config[key], v);
+    }
+    await fs.writeFile(stackFile, stringifyYaml(doc));
+  };
+
+  await ensureStack(STACK, opts);
+  await setConfig(config);
+  // set-all's key=value form: a value starting with "-----BEGIN" would read as a flag to `config set`
+  await pulumiOk("config", "set-all", "--secret", `gpuhost:sshPrivateKey=${privateKey}`);
+  return {
+    dir,
+    opts,
+    pulumi,
+    pulumiOk,
+    setConfig,
+    refreshPreview: () =>
+      runPulumi(["refresh", "--preview-only", "--expect-no-changes", "--diff", "--stack", STACK], {
+        ...opts,
+        env: { ...opts.env, PULUMI_SKIP_CONFIRMATIONS: "false" },
+      }),
+    outputs: async () => JSON.parse((await pulumiOk("stack", "output", "--json")).stdout) as Record<string, unknown>,
+    remove: () => fs.rm(dir, { recursive: true, force: true }),
+  };
+}
