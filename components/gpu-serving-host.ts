@@ -8,11 +8,16 @@
  *
  * The service user and the venv do not wait for the toolkit (pip downloads while apt installs);
  * VerifiedGeneration and ToolkitState, which only read the host, run side by side.
+ *
+ * Drift: every `pulumi up` refreshes first (Pulumi.yaml), so ToolkitState re-probes the host; when
+ * it drifted, ToolkitState's update re-runs the provisioning steps of what drifted (the toolkit's
+ * repository/install/verify, the unit installs, a restart of the active unit, the activation),
+ * taken from the same builders the components' Commands use, then probes again.
  */
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { GpuhostConfig, HostConfig } from "./config";
-import { CudaToolkit } from "./cuda-toolkit";
+import { CudaToolkit, cudaToolkitPlan } from "./cuda-toolkit";
 import type { HostConnectionInput } from "./host/script";
 import { simShimDir } from "./host/sim/platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
@@ -21,7 +26,7 @@ import { ServingService } from "./services/serving-service";
 import { SERVICE_KINDS } from "./services/schema";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./toolkit/description";
-import { expectedToolkitState, ToolkitState } from "./toolkit-state";
+import { expectedToolkitState, restartUnitStep, TOOLKIT_FIELDS, ToolkitState, UNIT_FIELDS, unitContentField } from "./toolkit-state";
 import { VerifiedGeneration } from "./verified-generation";
 
 export interface GpuServingHostArgs {
@@ -110,6 +115,18 @@ export class GpuServingHost extends pulumi.ComponentResource {
       { parent: this, dependsOn: [service] },
     );
 
+    // What repairs drift, in provisioning order: the toolkit first (the units run its nvcc), then
+    // each unit file, a restart of the active unit when its file was restored, and the activation
+    // (which also repairs enabled/active and keeps exactly the active service running).
+    const plan = cudaToolkitPlan({ ...config.toolkit, connection });
+    const activeUnitFile = `${UNIT_DIR}/${unit}`;
+    const repairs = service.steps.apply((steps) => [
+      ...[plan.repository, plan.install, plan.verify].map((step) => ({ fields: [...TOOLKIT_FIELDS], ...step })),
+      ...Object.entries(steps.units).map(([u, step]) => ({ fields: [unitContentField(`${UNIT_DIR}/${u}`)], ...step })),
+      restartUnitStep(activeUnitFile),
+      { fields: [UNIT_FIELDS], ...steps.activate },
+    ]);
+
     const unitPath = pinnedEnvironment({ cudaHome, venvPath: simulated ? undefined : env.venvPath, jitCacheDir: "" }).find(
       ([k]) => k === "PATH",
     )![1];
@@ -133,6 +150,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
             ),
           }),
         ),
+        onDrift: "repair",
+        repairs,
       },
       { parent: this, dependsOn: [service] },
     );

@@ -4,10 +4,10 @@
 //   ${name}-repository -> ${name}-install -> ${name}-verify
 import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript, parseKeyValues } from "../host/script";
-import { prepareSimulatedHost } from "../host/sim/platform";
+import { prepareSimulatedHost, SIM_REPO_URL } from "../host/sim/platform";
 import { parsePackageVersions } from "./fingerprint";
 import { type CudaToolkitOptionsInput, cudaToolkitOptionsSchema } from "./options";
-import { toolkitPlan } from "./plan";
+import { type ToolkitPlan, toolkitPlan } from "./plan";
 
 export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
   /**
@@ -18,6 +18,21 @@ export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
   connection: HostConnectionInput;
   /** Values whose change re-runs install and verify (e.g. the drift probe's observation, so `pulumi up` repairs drift). */
   triggers?: pulumi.Input<unknown>[];
+}
+
+/**
+ * The scripts and arguments CudaToolkit runs for these args: the component's Commands are built
+ * from exactly this plan, and ToolkitState re-runs its steps to repair drift. Pure: preparing a
+ * simulated host's folder is the component's job.
+ */
+export function cudaToolkitPlan(args: Omit<CudaToolkitArgs, "triggers">): ToolkitPlan {
+  const { connection, ...rest } = args;
+  let options = cudaToolkitOptionsSchema.parse(rest);
+  // A simulated host uses its own repository (trusted) unless a URL is given.
+  if (connection.kind === "simulated" && options.repository.url === undefined) {
+    options = { ...options, repository: { ...options.repository, url: SIM_REPO_URL, trust: "trusted" } };
+  }
+  return toolkitPlan(options);
 }
 
 export class CudaToolkit extends pulumi.ComponentResource {
@@ -37,13 +52,10 @@ export class CudaToolkit extends pulumi.ComponentResource {
   constructor(name: string, args: CudaToolkitArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:CudaToolkit", name, {}, opts);
     const { connection, triggers = [], ...rest } = args;
-    let options = cudaToolkitOptionsSchema.parse(rest);
-    if (connection.kind === "simulated") {
-      // Writing the simulated host's skeleton and repository is idempotent and touches only its folder.
-      const url = prepareSimulatedHost(connection.root);
-      if (options.repository.url === undefined) options = { ...options, repository: { ...options.repository, url, trust: "trusted" } };
-    }
-    const plan = toolkitPlan(options);
+    const options = cudaToolkitOptionsSchema.parse(rest);
+    // Writing the simulated host's skeleton and repository is idempotent and touches only its folder.
+    if (connection.kind === "simulated") prepareSimulatedHost(connection.root);
+    const plan = cudaToolkitPlan({ connection, ...rest });
 
     const repository = hostScript(`${name}-repository`, {
       connection,

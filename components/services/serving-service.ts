@@ -98,6 +98,34 @@ export function renderServiceUnits(a: Omit<ServingServiceArgs, "connection" | "j
 
 export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.env";
 
+/** A host script (relative to the project root) and its arguments, as a Command runs it. */
+export interface ServiceStep<A = string> {
+  script: string;
+  args: A[];
+}
+
+/** install-unit.sh's content argument: base64, so the unit text reaches the host byte for byte. */
+export function unitContentArg(content: string): string {
+  return Buffer.from(content).toString("base64");
+}
+
+/** The step that installs one unit file (content only, never a restart). */
+export function unitInstallStep<A = string>(unit: string, contentArg: A): ServiceStep<string | A> {
+  return { script: `${SCRIPTS}/install-unit.sh`, args: [unit, contentArg] };
+}
+
+/** The step that makes ACTIVE the one running service (restarting it only when STAMP changed). */
+export function activationStep<A = string>(active: ServiceKind, stamp: A): ServiceStep<string | A> {
+  const others = SERVICE_KINDS.filter((k) => k !== active).map(unitName);
+  return { script: `${SCRIPTS}/activate.sh`, args: [unitName(active), stamp, ...others] };
+}
+
+/** Every step ServingService runs on the host for its units, by unit name, then the activation. */
+export interface ServiceSteps {
+  units: Record<string, ServiceStep>;
+  activate: ServiceStep;
+}
+
 export class ServingService extends pulumi.ComponentResource {
   /** The running service's kind (autoregressive | eagle3 | dflash). */
   public readonly activeService: pulumi.Output<ServiceKind>;
@@ -111,6 +139,11 @@ export class ServingService extends pulumi.ComponentResource {
   public readonly servedModelName: pulumi.Output<string>;
   /** sha256 of every configured unit's text, by unit name (the drift probe compares these). */
   public readonly unitHashes: pulumi.Output<Record<string, string>>;
+  /**
+   * The unit install and activation steps exactly as this component's Commands run them, as plain
+   * data: ToolkitState re-runs them when a unit drifted on the host (Commands have no read).
+   */
+  public readonly steps: pulumi.Output<ServiceSteps>;
 
   constructor(name: string, args: ServingServiceArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingService", name, {}, opts);
@@ -142,8 +175,7 @@ export class ServingService extends pulumi.ComponentResource {
         `${name}-unit-${kind}`,
         {
           connection: args.connection,
-          script: `${SCRIPTS}/install-unit.sh`,
-          args: [unitName(kind), units.apply((u) => Buffer.from(contentOf(u, kind)).toString("base64"))],
+          ...unitInstallStep(unitName(kind), units.apply((u) => unitContentArg(contentOf(u, kind)))),
           deleteScript: `${SCRIPTS}/remove-unit.sh`,
           deleteArgs: [unitName(kind)],
         },
@@ -158,10 +190,9 @@ export class ServingService extends pulumi.ComponentResource {
     const stamp = pulumi
       .all([units, args.environmentLock, apiKeyHash])
       .apply(([u, lock, keyHash]) => unitHash(contentOf(u, s.active), `${lock}\0${keyHash}`));
-    const others = SERVICE_KINDS.filter((k) => k !== s.active).map(unitName);
     hostScript(
       `${name}-activate`,
-      { connection: args.connection, script: `${SCRIPTS}/activate.sh`, args: [unitName(s.active), stamp, ...others] },
+      { connection: args.connection, ...activationStep(s.active, stamp) },
       { parent: this, dependsOn: installs },
     );
 
@@ -174,6 +205,11 @@ export class ServingService extends pulumi.ComponentResource {
     this.unitHashes = units.apply((u) =>
       Object.fromEntries(u.map((x) => [x.name, createHash("sha256").update(x.content).digest("hex")])),
     );
+    // The stamp is a hash (of the unit, the lock and the API key's hash), public like activeUnitHash.
+    this.steps = pulumi.all([units, this.activeUnitHash]).apply(([u, st]) => ({
+      units: Object.fromEntries(u.map((x) => [x.name, unitInstallStep(x.name, unitContentArg(x.content))])),
+      activate: activationStep(s.active, st),
+    }));
     this.registerOutputs({
       activeService: this.activeService,
       activeUnit: this.activeUnit,
@@ -181,6 +217,7 @@ export class ServingService extends pulumi.ComponentResource {
       endpoint: this.endpoint,
       servedModelName: this.servedModelName,
       unitHashes: this.unitHashes,
+      steps: this.steps,
     });
   }
 }

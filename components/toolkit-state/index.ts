@@ -9,11 +9,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { HostConnectionInput } from "../host/script";
-import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift } from "./schema";
+import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStepInput } from "./schema";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
 
 export { expectedToolkitState, type ExpectedToolkitOptions } from "./expected";
-export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift } from "./schema";
+export { restartUnitStep, TOOLKIT_FIELDS, UNIT_FIELDS, unitContentField } from "./repair";
+export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStep, RepairStepInput } from "./schema";
 
 export interface ToolkitStateArgs {
   /** The host to probe. SSH connections are stored as a secret (they hold private keys). */
@@ -24,8 +25,20 @@ export interface ToolkitStateArgs {
    * which takes the packages and files from the toolkit description.
    */
   expected: pulumi.Input<ExpectedState>;
-  /** "fail" (default): create/update fail when the host does not match `expected`. "record": only record it. */
+  /**
+   * "fail" (default): create/update fail when the host does not match `expected`. "record": only
+   * record it. "repair": update (the next `pulumi up` after a refresh found drift) runs `repairs`
+   * for what drifted, probes again, and fails naming what is still wrong; create fails as "fail".
+   */
   onDrift?: pulumi.Input<OnDrift>;
+  /**
+   * The provisioning steps that repair drift, in order: each a host script of the repository with
+   * its arguments exactly as the provisioning Command runs it (take them from the builders the
+   * components export, never copies), and the drift-field prefixes it repairs. Run through the
+   * same connection and quoting as the Commands (components/host/exec.ts). Stored in the state in
+   * plain text: never put a secret in `args` or `env`.
+   */
+  repairs?: pulumi.Input<RepairStepInput[]>;
   /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
   projectRoot?: string;
 }
@@ -91,6 +104,7 @@ export class ToolkitState extends pulumi.dynamic.Resource {
         connection,
         expected: args.expected,
         onDrift: args.onDrift ?? "fail",
+        repairs: args.repairs ?? [],
         hostLabel: undefined,
         observed: undefined,
         baseline: undefined,

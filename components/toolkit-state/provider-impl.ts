@@ -10,11 +10,27 @@
 //   drift      observed vs expected (and baseline): [{ field, expected, found, repair }]
 // read re-probes and returns props AND inputs; diff compares observed vs expected, so
 // `pulumi refresh --preview-only --expect-no-changes` fails exactly when something drifted.
+// update with onDrift "repair" runs the `repairs` steps for what drifted (repair.ts), re-probes,
+// and records the repaired host, so the next plain `pulumi up` (refresh: always) repairs drift.
 import * as crypto from "node:crypto";
+import * as fs from "node:fs";
 import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
 import { baselineOf, findDrift } from "./drift";
 import { probeHost } from "./probe";
-import { type Baseline, type Drift, type ExpectedState, expectedStateSchema, type ObservedState, type OnDrift, onDriftSchema } from "./schema";
+import { planRepairs, repairScriptPath, runRepairs } from "./repair";
+import {
+  type Baseline,
+  type Drift,
+  type ExpectedState,
+  expectedStateSchema,
+  type ObservedState,
+  type OnDrift,
+  onDriftSchema,
+  type RepairStep,
+  type RepairStepInput,
+  repairStepSchema,
+  repairsSchema,
+} from "./schema";
 
 /** What the program passes (pulumi.Input values resolved). */
 export interface ToolkitStateInputs {
@@ -23,6 +39,8 @@ export interface ToolkitStateInputs {
   connection: HostConnection;
   expected: ExpectedState;
   onDrift?: OnDrift;
+  /** The provisioning steps that repair drift (onDrift "repair"). */
+  repairs?: RepairStepInput[];
 }
 
 /** What the state holds. */
@@ -33,14 +51,18 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   drift: Drift[];
 }
 
-const INPUT_KEYS = ["projectRoot", "providerVersion", "connection", "expected", "onDrift"] as const;
+const INPUT_KEYS = ["projectRoot", "providerVersion", "connection", "expected", "onDrift", "repairs"] as const;
 
 /** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 export class ToolkitDriftError extends Error {
-  constructor(readonly hostLabel: string, readonly drift: Drift[]) {
-    super(`toolkit on ${hostLabel} does not match what was provisioned:\n${drift
+  /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */
+  constructor(readonly hostLabel: string, readonly drift: Drift[], readonly repaired?: string[]) {
+    const lead = repaired === undefined
+      ? `toolkit on ${hostLabel} does not match what was provisioned:`
+      : `toolkit on ${hostLabel} still does not match what was provisioned after the repair steps (${repaired.join(", ") || "none applied"}):`;
+    super(`${lead}\n${drift
       .map((d) => `  ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}; repair: ${d.repair}`)
       .join("\n")}`);
     this.name = "ToolkitDriftError";
@@ -53,11 +75,12 @@ function inputsOf(props: ToolkitStateInputs): ToolkitStateInputs {
   return out as unknown as ToolkitStateInputs;
 }
 
-function parsed(inputs: ToolkitStateInputs): { connection: HostConnection; expected: ExpectedState; onDrift: OnDrift } {
+function parsed(inputs: ToolkitStateInputs): { connection: HostConnection; expected: ExpectedState; onDrift: OnDrift; repairs: RepairStep[] } {
   return {
     connection: parseConnection(inputs.connection),
     expected: expectedStateSchema.parse(inputs.expected),
     onDrift: onDriftSchema.parse(inputs.onDrift),
+    repairs: repairsSchema.parse(inputs.repairs),
   };
 }
 
@@ -92,14 +115,39 @@ export async function check(_olds: unknown, news: ToolkitStateInputs): Promise<{
   }
   const d = onDriftSchema.safeParse(news.onDrift);
   if (!d.success) failures.push({ property: "onDrift", reason: d.error.issues[0]?.message ?? "invalid" });
+  if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN)) failures.push(...checkRepairs(news.projectRoot, news.repairs));
   return { inputs: news, failures };
+}
+
+/** Each repair step's shape, and that its script exists: a missing one would only fail the day a host drifted. */
+function checkRepairs(projectRoot: string, repairs: unknown): { property: string; reason: string }[] {
+  if (repairs === undefined) return [];
+  if (!Array.isArray(repairs)) return [{ property: "repairs", reason: "must be a list of repair steps" }];
+  const failures: { property: string; reason: string }[] = [];
+  repairs.forEach((raw: unknown, i) => {
+    const step = repairStepSchema.safeParse(raw);
+    if (!step.success) {
+      for (const issue of step.error.issues) failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
+      return;
+    }
+    if (typeof projectRoot !== "string" || !projectRoot.startsWith("/")) return;
+    let file: string;
+    try {
+      file = repairScriptPath(projectRoot, step.data.script);
+    } catch (e) {
+      failures.push({ property: `repairs.${i}.script`, reason: (e as Error).message });
+      return;
+    }
+    if (!fs.existsSync(file)) failures.push({ property: `repairs.${i}.script`, reason: `${file} does not exist` });
+  });
+  return failures;
 }
 
 /** Records the state observed after provisioning; fails (unless onDrift is "record") when it already differs from what was expected. */
 export async function create(inputs: ToolkitStateInputs): Promise<{ id: string; outs: ToolkitStateOutputs }> {
   const outs = await observe(inputs, undefined);
   const { connection, expected, onDrift } = parsed(inputs);
-  if (outs.drift.length > 0 && onDrift === "fail") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
+  if (outs.drift.length > 0 && onDrift !== "record") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
   return { id: stateId(connection, expected), outs };
 }
 
@@ -124,14 +172,25 @@ export async function diff(_id: string, olds: ToolkitStateOutputs, news: Toolkit
 }
 
 /**
- * Re-records after provisioning ran again. The baseline (file hashes, driver) is kept unless what
- * provisioning expects changed, so a replaced header stays drift until the package is reinstalled;
- * `pulumi up --replace` re-records it on purpose.
+ * Re-records after provisioning ran again, or after a refresh found drift. The baseline (file
+ * hashes, driver) is kept unless what provisioning expects changed, so a replaced header stays
+ * drift until the package is reinstalled; `pulumi up --replace` re-records it on purpose.
+ * With onDrift "repair", a host that differs is repaired first: the repair steps of the drifted
+ * fields run in order (repair.ts), the host is probed again, and update succeeds only when it is
+ * clean, else fails naming what is still wrong.
  */
 export async function update(_id: string, olds: ToolkitStateOutputs, news: ToolkitStateInputs): Promise<{ outs: ToolkitStateOutputs }> {
   const expectationChanged = JSON.stringify(olds.expected) !== JSON.stringify(news.expected);
-  const outs = await observe(news, expectationChanged ? undefined : olds.baseline);
-  const { onDrift } = parsed(news);
+  const baseline = expectationChanged ? undefined : olds.baseline;
+  let outs = await observe(news, baseline);
+  const { connection, expected, onDrift, repairs } = parsed(news);
+  if (outs.drift.length > 0 && onDrift === "repair") {
+    const plan = planRepairs(outs.drift, expected, repairs);
+    await runRepairs(connection, news.projectRoot, plan.steps, { log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`) });
+    // The baseline is kept: a repaired host must match what was recorded before it drifted.
+    outs = await observe(news, outs.baseline);
+    if (outs.drift.length > 0) throw new ToolkitDriftError(outs.hostLabel, outs.drift, plan.steps.map((s) => s.script.slice(s.script.lastIndexOf("/") + 1)));
+  }
   if (outs.drift.length > 0 && onDrift === "fail") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
   return { outs };
 }

@@ -102,7 +102,47 @@ export interface Drift {
 }
 
 export const onDriftSchema = z
-  .enum(["fail", "record"])
+  .enum(["fail", "record", "repair"])
   .default("fail")
-  .describe("What create/update do when the host does not match what was expected: fail the deployment (default) or only record it");
+  .describe(
+    "What update does when the host does not match what was expected: fail the deployment (default), only record it, or " +
+      "repair it (run the `repairs` steps for what drifted and reinstall the packages of changed files, re-probe, and fail " +
+      "naming what is still wrong). create never repairs: provisioning has just run, so a mismatch there is a failure",
+  );
 export type OnDrift = z.infer<typeof onDriftSchema>;
+
+/** A repo-relative path of a host script: no leading slash, no `..`, ends in .sh. */
+const repoScriptPath = z
+  .string()
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9._/-]*\.sh$/, "must be a .sh path relative to the project root")
+  .refine((p) => !p.split("/").includes(".."), "must not leave the project root");
+
+/**
+ * One repair: a host script of the repository with its arguments, exactly as the provisioning
+ * Command runs it (the components export the builders, so the two cannot disagree), and the drift
+ * fields it repairs.
+ */
+export const repairStepSchema = z
+  .object({
+    fields: z
+      .array(z.string().min(1))
+      .min(1)
+      .describe(
+        "Drift fields this step repairs, as prefixes: it runs when a drifted field starts with one of them " +
+          "(`packages.`, `cudaLink`, `units./etc/systemd/system/x.service.sha256`)",
+      ),
+    script: repoScriptPath.describe("The host script, relative to the project root, e.g. components/cuda-toolkit/scripts/install.sh"),
+    args: z.array(z.string()).default([]).describe("Its positional arguments, each passed as one quoted word"),
+    env: z
+      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
+      .optional()
+      .describe("Environment for the script. Never a secret: inputs are stored in the state"),
+  })
+  .strict();
+export type RepairStep = z.infer<typeof repairStepSchema>;
+export type RepairStepInput = z.input<typeof repairStepSchema>;
+
+export const repairsSchema = z
+  .array(repairStepSchema)
+  .default([])
+  .describe("Ordered repair steps; update runs, in this order, each step one of whose fields drifted (onDrift: repair)");

@@ -2,4 +2,5 @@
 // the last create/update (pulumi#6490); diff reports a change when this differs, so the next
 // `pulumi up` runs update with the new code and later refreshes use it. Bump it when the probe,
 // the drift rules or the state layout change.
-export const TOOLKIT_STATE_PROVIDER_VERSION = "1";
+// 2: the `repairs` input and onDrift "repair" (update repairs drift instead of only failing).
+export const TOOLKIT_STATE_PROVIDER_VERSION = "2";

@@ -1,0 +1,274 @@
+/**
+ * Drift on a simulated host, under the real engine, repaired by the next plain `pulumi up`.
+ *
+ * One throwaway stack (a copy of stacks/Pulumi.sim.yaml in a temp project whose main is this
+ * checkout's dist/index.js, a throwaway state dir, its own free port, its own simulated host folder
+ * and a secret API key), driven in sequence: up (gate passes), up again (nothing changes), then for
+ * each kind of drift made on the host through the host layer's shims: `pulumi refresh
+ * --preview-only --expect-no-changes` fails and `gpuhost drift --json` names the field; `pulumi up`
+ * repairs the host (package, link, unit, header back) and a further `up` changes nothing. Finally
+ * destroy leaves no simulator listening and no unit files. Nothing is mocked.
+ */
+import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as YAML from "yaml";
+import { type EngineOptions, type EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
+import { execOnHost } from "../../components/host/exec";
+import { driftMain } from "../../components/toolkit-state/drift-cli";
+import type { DriftReport } from "../../components/toolkit-state/report";
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-drift-"));
+const project = path.join(work, "project");
+const hostRoot = path.join(work, "host");
+const stack = `sim-drift-${randomBytes(4).toString("hex")}`;
+const opts: EngineOptions = { cwd: project, stateDir: path.join(work, "state"), timeoutMs: 240_000 };
+const apiKey = `sim-drift-${randomBytes(16).toString("hex")}`;
+const host = { kind: "simulated" as const, root: hostRoot };
+
+const UNIT_DIR = "/etc/systemd/system";
+const ACTIVE = "sglang-autoregressive.service";
+const UNITS = ["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"];
+const CURAND_H = "/usr/local/cuda-13.0/include/curand.h";
+let port = 0;
+let stackCreated = false;
+
+function pulumi(args: string[], env?: NodeJS.ProcessEnv): Promise<EngineResult> {
+  return runPulumi([...args, "--stack", stack], { ...opts, env });
+}
+async function ok(args: string[]): Promise<EngineResult> {
+  const r = await pulumi(args);
+  if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
+  return r;
+}
+
+/**
+ * `pulumi up --json`: the streamed events' summary, e.g. { same: 16, update: 1 }, and what changed
+ * (resource name and the keys its diff named) so a failed expectation says why.
+ */
+async function up(): Promise<{ changes: Record<string, number>; changed: string[] }> {
+  const r = await ok(["up", "--yes", "--skip-preview", "--json"]);
+  const events = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+  const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
+  if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
+  expect(summary.result).toBe("succeeded");
+  const changed = events
+    .map((e) => e.resOutputsEvent?.metadata)
+    .filter((m) => m && !["same", "refresh", "read"].includes(m.op))
+    .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)} [${(m.diffs ?? []).join(",")}]`);
+  return { changes: summary.resourceChanges as Record<string, number>, changed };
+}
+
+/** `gpuhost drift --json` for this stack (the real refresh), and the refresh's own exit status. */
+async function driftReport(): Promise<{ report: DriftReport & { exitCode: number }; pulumiCode: number }> {
+  let out = "";
+  let pulumiCode = -1;
+  const code = await driftMain(["--stack", stack, "--json"], {
+    out: (t) => void (out += t),
+    err: () => undefined,
+    runPulumi: async (args, o) => {
+      const r = await runPulumi(args, { ...opts, env: o?.env });
+      pulumiCode = r.code;
+      return r;
+    },
+  });
+  const report = JSON.parse(out) as DriftReport & { exitCode: number };
+  expect(report.exitCode).toBe(code);
+  return { report, pulumiCode };
+}
+
+async function onHost(script: string): Promise<string> {
+  const r = await execOnHost(host, `set -euo pipefail\n${script}`, [], { timeoutMs: 120_000 });
+  if (r.code !== 0) throw new Error(`host script failed (${r.code}): ${r.stderr}`);
+  return r.stdout;
+}
+
+/** What the drift checks compare: the package, the link, the header, the unit files, the services. */
+async function hostFacts() {
+  const out = await onHost(`
+    dpkg-query -W -f='\${Version}\\n' libcurand-dev-13-0 2>/dev/null | sed 's/^/pkg=/' || echo pkg=
+    echo "link=$(readlink -f "$GPUHOST_ROOT/usr/local/cuda")"
+    echo "curand=$(sha256sum <"$GPUHOST_ROOT${CURAND_H}" | cut -d' ' -f1)"
+    for u in ${UNITS.join(" ")}; do
+      echo "unit.$u=$(sha256sum <"$GPUHOST_ROOT${UNIT_DIR}/$u" | cut -d' ' -f1)"
+      echo "active.$u=$(systemctl is-active "$u" || true)"
+    done
+    echo "pid=$(systemctl show -p MainPID --value ${ACTIVE})"`);
+  const kv = Object.fromEntries(out.trim().split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+  return { ...kv, link: kv.link!.slice(hostRoot.length) } as Record<string, string>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const p = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(p));
+    });
+  });
+}
+
+function portOpen(p: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: "127.0.0.1", port: p });
+    s.once("connect", () => { s.destroy(); resolve(true); });
+    s.once("error", () => resolve(false));
+  });
+}
+
+const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => h.drift.map((d) => d.field));
+
+beforeAll(async () => {
+  const program = path.join(PROJECT_ROOT, "dist", "index.js");
+  expect(fs.existsSync(program), `${program} (run \`npx tsc -p .\` first)`).toBe(true);
+  fs.mkdirSync(project);
+  // The project file as it is (refresh: always included), pointing at the compiled program, with
+  // its stack config beside it instead of in stacks/.
+  const projectYaml = YAML.parse(fs.readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8"));
+  projectYaml.main = program;
+  delete projectYaml.stackConfigDir;
+  fs.writeFileSync(path.join(project, "Pulumi.yaml"), YAML.stringify(projectYaml));
+  const stackYaml = YAML.parseDocument(fs.readFileSync(path.join(PROJECT_ROOT, "stacks", "Pulumi.sim.yaml"), "utf8"));
+  stackYaml.delete("encryptionsalt");
+  fs.writeFileSync(path.join(project, `Pulumi.${stack}.yaml`), stackYaml.toString());
+  await ensureStack(stack, opts);
+  stackCreated = true;
+  port = await freePort();
+  await ok(["config", "set", "--path", "gpuhost:services.port", String(port)]);
+  await ok(["config", "set", "--path", "gpuhost:hosts[0].connection.root", hostRoot]);
+  await ok(["config", "set", "--secret", "gpuhost:apiKey", apiKey]);
+}, 120_000);
+
+afterAll(async () => {
+  try {
+    if (stackCreated) {
+      // Whatever failed above: take the stack down (stops the simulator), then forget it.
+      await pulumi(["destroy", "--yes", "--skip-preview"]);
+      await pulumi(["stack", "rm", "--yes", "--force"]);
+    }
+  } finally {
+    // The simulated services' supervisors also end when their state folder vanishes.
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}, 300_000);
+
+describe("drift on a simulated host under the real engine", () => {
+  let clean: Record<string, string>;
+
+  it("pulumi up provisions the host and the gate passes", async () => {
+    const { changes } = await up();
+    expect(changes.create).toBeGreaterThan(10);
+    const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout);
+    expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
+    expect(outputs.gpuHosts["sim-1"].drift).toEqual([]);
+    expect(await portOpen(port)).toBe(true);
+    clean = await hostFacts();
+    expect(clean.pkg).toBe("10.4.0.35-1");
+    expect(clean.link).toBe("/usr/local/cuda-13.0");
+    expect(clean[`active.${ACTIVE}`]).toBe("active");
+    expect(clean["active.sglang-eagle3.service"]).toBe("inactive");
+  }, 180_000);
+
+  it("a second pulumi up changes nothing", async () => {
+    const second = await up();
+    expect(second.changes, second.changed.join("; ")).toEqual({ same: expect.any(Number) });
+  }, 120_000);
+
+  it("the state holds the API key only encrypted, and ToolkitState carries its repair steps", async () => {
+    const plain = (await ok(["stack", "export"])).stdout;
+    expect(plain).not.toContain(apiKey);
+    expect((await ok(["stack", "export", "--show-secrets"])).stdout).toContain(apiKey); // so the check above could fail
+    const state = JSON.parse(plain);
+    const toolkitState = state.deployment.resources.find((r: { urn: string }) => r.urn.endsWith("::sim-1-toolkit-state"));
+    expect(toolkitState.inputs.onDrift).toBe("repair");
+    const scripts = toolkitState.inputs.repairs.map((s: { script: string }) => s.script);
+    expect(scripts).toEqual([
+      "components/cuda-toolkit/scripts/repository.sh",
+      "components/cuda-toolkit/scripts/install.sh",
+      "components/cuda-toolkit/scripts/verify.sh",
+      ...UNITS.map(() => "components/services/scripts/install-unit.sh"),
+      "components/toolkit-state/scripts/restart-unit.sh",
+      "components/services/scripts/activate.sh",
+    ]);
+  }, 60_000);
+
+  const drifts: { kind: string; make: string; fields: string[]; repaired: (f: Record<string, string>) => void }[] = [
+    {
+      kind: "libcurand-dev-13-0 removed",
+      make: "apt-get remove -y libcurand-dev-13-0 >/dev/null",
+      fields: ["packages.libcurand-dev-13-0", "packages.cuda-toolkit-13-0", `files.${CURAND_H}`],
+      repaired: (f) => {
+        expect(f.pkg).toBe(clean.pkg);
+        expect(f.curand).toBe(clean.curand);
+      },
+    },
+    {
+      kind: "/usr/local/cuda pointed at 12.8",
+      make: [
+        "apt-get install -y cuda-toolkit-12-8 >/dev/null",
+        "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.8 128 >/dev/null",
+        "update-alternatives --set cuda /usr/local/cuda-12.8 >/dev/null",
+      ].join("\n"),
+      fields: ["cudaLink"],
+      repaired: (f) => expect(f.link).toBe("/usr/local/cuda-13.0"),
+    },
+    {
+      // Edited, reloaded and restarted by hand: the running service now has the edited environment.
+      kind: "the active unit file edited",
+      make: [
+        `echo 'Environment=GPUHOST_DRIFT=edited' >>"$GPUHOST_ROOT${UNIT_DIR}/${ACTIVE}"`,
+        "systemctl daemon-reload",
+        `systemctl restart ${ACTIVE}`,
+      ].join("\n"),
+      fields: [`units.${UNIT_DIR}/${ACTIVE}.sha256`],
+      repaired: (f) => {
+        for (const u of UNITS) expect(f[`unit.${u}`], u).toBe(clean[`unit.${u}`]);
+        // Restarted on the restored unit: the new main process no longer has the edited environment.
+        expect(fs.readFileSync(`/proc/${f.pid}/environ`, "utf8").split("\0")).not.toContain("GPUHOST_DRIFT=edited");
+      },
+    },
+    {
+      kind: "curand.h replaced",
+      make: `rm -f "$GPUHOST_ROOT${CURAND_H}"\necho '/* a 12.8 header copied in */' >"$GPUHOST_ROOT${CURAND_H}"`,
+      fields: [`files.${CURAND_H}`],
+      repaired: (f) => expect(f.curand).toBe(clean.curand),
+    },
+  ];
+
+  for (const drift of drifts) {
+    it(`${drift.kind}: refresh --expect-no-changes fails naming it; pulumi up repairs the host; the next up changes nothing`, async () => {
+      await onHost(drift.make);
+      const { report, pulumiCode } = await driftReport();
+      expect(pulumiCode).not.toBe(0);
+      expect(report.exitCode, JSON.stringify(report.errors)).toBe(1);
+      expect(report.errors).toEqual([]);
+      expect(fieldsOf(report)).toEqual(expect.arrayContaining(drift.fields));
+
+      const repair = await up();
+      expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number), update: 1 });
+      expect(repair.changed).toEqual([expect.stringMatching(/^update sim-1-toolkit-state /)]);
+      const facts = await hostFacts();
+      drift.repaired(facts);
+      // Exactly the active service runs, answering on its port.
+      expect(UNITS.map((u) => facts[`active.${u}`])).toEqual(["active", "inactive", "inactive"]);
+      expect(await portOpen(port)).toBe(true);
+
+      const next = await up();
+      expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) });
+      const after = await driftReport();
+      expect(after.report.exitCode, JSON.stringify(after.report)).toBe(0);
+      expect(after.pulumiCode).toBe(0);
+    }, 180_000);
+  }
+
+  it("pulumi destroy stops the simulator and removes the unit files", async () => {
+    await ok(["destroy", "--yes", "--skip-preview"]);
+    expect(await portOpen(port)).toBe(false);
+    const units = fs.readdirSync(path.join(hostRoot, UNIT_DIR)).filter((f) => f.endsWith(".service"));
+    expect(units).toEqual([]);
+  }, 120_000);
+});
