@@ -111,6 +111,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
         workload: config.workload,
         serviceStateCommand: probe?.state,
         serviceLogsCommand: probe?.logs,
+        hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
       },
       { parent: this, dependsOn: [service] },
     );
@@ -180,26 +181,33 @@ export class GpuServingHost extends pulumi.ComponentResource {
 }
 
 /**
- * The URL the gate uses. The gate runs where `pulumi up` runs: on this machine for local and
- * simulated hosts; for SSH hosts it must reach the host's serving port (the story's benchmark
- * machine reached SSH but not the port), so a loopback-bound remote service is refused here.
+ * The URL of the service as seen on the host. The gate runs where `pulumi up` runs: for local and
+ * simulated hosts that is the host itself; for SSH hosts the gate reaches this URL through an SSH
+ * tunnel (see hostAccess), because the serving port is bound to the host's loopback by default and,
+ * as in the story, a machine that reaches SSH may not reach the serving port.
  */
 export function gateUrl(connection: HostConnectionInput, bindHost: string, port: number): string {
-  const loopbackBind = bindHost === "127.0.0.1" || bindHost === "localhost";
   if (connection.kind !== "ssh") return `http://127.0.0.1:${port}`;
-  const loopbackHost = connection.host === "127.0.0.1" || connection.host === "localhost";
-  if (loopbackHost) return `http://127.0.0.1:${port}`;
-  if (loopbackBind) {
-    // TODO(gpuhost): an SSH tunnel for the gate, so remote services can stay on loopback.
-    throw new Error(
-      `services.host is ${bindHost} on remote host ${connection.host}: the readiness gate runs on this machine and could not reach it. ` +
-        "Bind an address reachable from here (and set apiKey), or run `pulumi up` on the host.",
-    );
-  }
-  return `http://${bindHost === "0.0.0.0" ? connection.host : bindHost}:${port}`;
+  const seenOnHost = bindHost === "0.0.0.0" || bindHost === "localhost" ? "127.0.0.1" : bindHost;
+  return `http://${seenOnHost}:${port}`;
 }
 
-/** argv the gate runs locally to read the unit's state and logs; SSH hosts: not yet (TODO). */
+/**
+ * For SSH hosts: what VerifiedGeneration needs to tunnel to the service and to read the unit's state
+ * and logs over the same connection (a secret: it carries the private key). Undefined otherwise.
+ */
+export function hostAccess(connection: HostConnectionInput, unit: pulumi.Input<string>, bindHost: string, port: number) {
+  if (connection.kind !== "ssh") return undefined;
+  const remoteHost = new URL(gateUrl(connection, bindHost, port)).hostname;
+  return pulumi.all([pulumi.output(connection), unit]).apply(([conn, unitName]) => ({
+    connection: conn as unknown as Record<string, unknown>,
+    unit: unitName,
+    remoteHost,
+    remotePort: port,
+  }));
+}
+
+/** argv the gate runs locally to read the unit's state and logs; SSH hosts use hostAccess instead. */
 export function serviceProbes(connection: HostConnectionInput, unit: string): { state: string[]; logs: string[] } | undefined {
   switch (connection.kind) {
     case "simulated": {
@@ -217,8 +225,6 @@ export function serviceProbes(connection: HostConnectionInput, unit: string): { 
         logs: ["journalctl", "-u", unit, "-n", "50", "--no-pager"],
       };
     case "ssh":
-      // TODO(gpuhost): state/log probes over SSH need the private key on this machine (execOnHost
-      // writes it to a 0600 temp file); until then the gate's stability phase relies on generations.
       return undefined;
   }
 }
