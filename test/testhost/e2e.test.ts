@@ -99,6 +99,9 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
     await f.stack.setConfig({ services: { active: "autoregressive" } });
     const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
     expect(up.code).not.toBe(0);
+    // the host side first: the unit's journal holds the line, so a failure below is the gate's report
+    const journal = await sh("journalctl -u sglang-autoregressive.service --no-pager -o cat");
+    expect(journal).toContain("fatal error: curand.h: No such file or directory");
     expect(up.stdout + up.stderr).toContain("fatal error: curand.h: No such file or directory");
   }, STEP);
 

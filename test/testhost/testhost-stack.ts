@@ -49,7 +49,7 @@ export function testHostConfig(p: { host: TestHost; repo: AptRepo; index: Python
       eagle3: { draftModelPath: "sim/tiny-eagle3-draft", numSteps: 3, eagleTopk: 1, numDraftTokens: 4 },
     },
     // the stand-in loads in a fraction of a second: a short gate deadline keeps a failing run short
-    verification: { deadlineSeconds: 180 },
+    verification: { deadlineSeconds: 120 },
     // a small benchmark: the test proves the path, the bench/ scripts measure
     benchmark: {
       singleRequestMaxTokens: [256],
