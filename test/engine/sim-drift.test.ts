@@ -1,9 +1,9 @@
 /**
  * Drift on a simulated host, under the real engine, repaired by the next plain `pulumi up`.
  *
- * One throwaway stack (a copy of stacks/Pulumi.sim.yaml in a temp project whose main is this
- * checkout's dist/index.js, a throwaway state dir, its own free port, its own simulated host folder
- * and a secret API key), driven in sequence: up (gate passes), up again (nothing changes), then for
+ * One throwaway stack (test/support/stack.ts: a copy of stacks/Pulumi.sim.yaml in a temp project
+ * whose main is this checkout's dist/index.js, a throwaway state dir; plus its own free port, its
+ * own simulated host folder and a secret API key), driven in sequence: up (gate passes), up again (nothing changes), then for
  * each kind of drift made on the host through the host layer's shims: `pulumi refresh
  * --preview-only --expect-no-changes` fails and `gpuhost drift --json` names the field; `pulumi up`
  * repairs the host (package, link, unit, header back) and a further `up` changes nothing. Finally
@@ -11,21 +11,17 @@
  */
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import * as YAML from "yaml";
-import { type EngineOptions, type EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
+import { type EngineResult, runPulumi } from "../../engine/pulumi";
 import { execOnHost } from "../../components/host/exec";
 import { driftMain } from "../../components/toolkit-state/drift-cli";
 import type { DriftReport } from "../../components/toolkit-state/report";
+import { freePort, isListening } from "../support/ports";
+import { createTestStack, type TestStack } from "../support/stack";
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-drift-"));
-const project = path.join(work, "project");
-const hostRoot = path.join(work, "host");
-const stack = `sim-drift-${randomBytes(4).toString("hex")}`;
-const opts: EngineOptions = { cwd: project, stateDir: path.join(work, "state"), timeoutMs: 240_000 };
+const hostRoot = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-drift-host-"));
 const apiKey = `sim-drift-${randomBytes(16).toString("hex")}`;
 const host = { kind: "simulated" as const, root: hostRoot };
 
@@ -34,13 +30,10 @@ const ACTIVE = "sglang-autoregressive.service";
 const UNITS = ["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"];
 const CURAND_H = "/usr/local/cuda-13.0/include/curand.h";
 let port = 0;
-let stackCreated = false;
+let stack: TestStack | undefined;
 
-function pulumi(args: string[], env?: NodeJS.ProcessEnv): Promise<EngineResult> {
-  return runPulumi([...args, "--stack", stack], { ...opts, env });
-}
 async function ok(args: string[]): Promise<EngineResult> {
-  const r = await pulumi(args);
+  const r = await stack!.run(...args);
   if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   return r;
 }
@@ -66,11 +59,11 @@ async function up(): Promise<{ changes: Record<string, number>; changed: string[
 async function driftReport(): Promise<{ report: DriftReport & { exitCode: number }; pulumiCode: number }> {
   let out = "";
   let pulumiCode = -1;
-  const code = await driftMain(["--stack", stack, "--json"], {
+  const code = await driftMain(["--stack", stack!.stack, "--json"], {
     out: (t) => void (out += t),
     err: () => undefined,
     runPulumi: async (args, o) => {
-      const r = await runPulumi(args, { ...opts, env: o?.env });
+      const r = await runPulumi(args, { ...stack!.opts, env: o?.env });
       pulumiCode = r.code;
       return r;
     },
@@ -101,58 +94,25 @@ async function hostFacts() {
   return { ...kv, link: kv.link!.slice(hostRoot.length) } as Record<string, string>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const p = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(p));
-    });
-  });
-}
-
-function portOpen(p: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: "127.0.0.1", port: p });
-    s.once("connect", () => { s.destroy(); resolve(true); });
-    s.once("error", () => resolve(false));
-  });
-}
-
 const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => h.drift.map((d) => d.field));
 
 beforeAll(async () => {
-  const program = path.join(PROJECT_ROOT, "dist", "index.js");
-  expect(fs.existsSync(program), `${program} (run \`npx tsc -p .\` first)`).toBe(true);
-  fs.mkdirSync(project);
-  // The project file as it is (refresh: always included), pointing at the compiled program, with
-  // its stack config beside it instead of in stacks/.
-  const projectYaml = YAML.parse(fs.readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8"));
-  projectYaml.main = program;
-  delete projectYaml.stackConfigDir;
-  fs.writeFileSync(path.join(project, "Pulumi.yaml"), YAML.stringify(projectYaml));
-  const stackYaml = YAML.parseDocument(fs.readFileSync(path.join(PROJECT_ROOT, "stacks", "Pulumi.sim.yaml"), "utf8"));
-  stackYaml.delete("encryptionsalt");
-  fs.writeFileSync(path.join(project, `Pulumi.${stack}.yaml`), stackYaml.toString());
-  await ensureStack(stack, opts);
-  stackCreated = true;
   port = await freePort();
-  await ok(["config", "set", "--path", "gpuhost:services.port", String(port)]);
-  await ok(["config", "set", "--path", "gpuhost:hosts[0].connection.root", hostRoot]);
-  await ok(["config", "set", "--secret", "gpuhost:apiKey", apiKey]);
+  // The project file as it is (refresh: always included) running dist/index.js; the sim config.
+  stack = await createTestStack("sim", [
+    { path: "gpuhost:services.port", value: String(port) },
+    { path: "gpuhost:hosts[0].connection.root", value: hostRoot },
+    { path: "gpuhost:apiKey", value: apiKey, secret: true },
+  ], 240_000);
 }, 120_000);
 
 afterAll(async () => {
   try {
-    if (stackCreated) {
-      // Whatever failed above: take the stack down (stops the simulator), then forget it.
-      await pulumi(["destroy", "--yes", "--skip-preview"]);
-      await pulumi(["stack", "rm", "--yes", "--force"]);
-    }
+    // Whatever failed above: destroy (stops the simulator), then the project and its state dir go.
+    await stack?.dispose();
   } finally {
     // The simulated services' supervisors also end when their state folder vanishes.
-    fs.rmSync(work, { recursive: true, force: true });
+    fs.rmSync(hostRoot, { recursive: true, force: true });
   }
 }, 300_000);
 
@@ -165,7 +125,7 @@ describe("drift on a simulated host under the real engine", () => {
     const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout);
     expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
     expect(outputs.gpuHosts["sim-1"].drift).toEqual([]);
-    expect(await portOpen(port)).toBe(true);
+    expect(await isListening(port)).toBe(true);
     clean = await hostFacts();
     expect(clean.pkg).toBe("10.4.0.35-1");
     expect(clean.link).toBe("/usr/local/cuda-13.0");
@@ -255,7 +215,7 @@ describe("drift on a simulated host under the real engine", () => {
       drift.repaired(facts);
       // Exactly the active service runs, answering on its port.
       expect(UNITS.map((u) => facts[`active.${u}`])).toEqual(["active", "inactive", "inactive"]);
-      expect(await portOpen(port)).toBe(true);
+      expect(await isListening(port)).toBe(true);
 
       const next = await up();
       expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) });
@@ -267,7 +227,7 @@ describe("drift on a simulated host under the real engine", () => {
 
   it("pulumi destroy stops the simulator and removes the unit files", async () => {
     await ok(["destroy", "--yes", "--skip-preview"]);
-    expect(await portOpen(port)).toBe(false);
+    expect(await isListening(port)).toBe(false);
     const units = fs.readdirSync(path.join(hostRoot, UNIT_DIR)).filter((f) => f.endsWith(".service"));
     expect(units).toEqual([]);
   }, 120_000);
