@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { execStartArgv, sglangArgv } from "../../components/services/launch-args";
 import { quoteExecWord, renderExecLine } from "../../components/services/systemd-syntax";
 import { fillTemplate, unitHash } from "../../components/services/unit";
+import { stackConfig } from "../config/stacks";
 import { API_KEY, unitsOf } from "./render";
 import { systemdAnalyzeAvailable, verifyUnit } from "./systemd-analyze";
 
@@ -64,7 +65,9 @@ describe("rendered units: content", () => {
 
   it("binds 127.0.0.1 unless told otherwise", () => {
     expect(unitsOf("testhost")[0]!.content).toContain(" --host 127.0.0.1 --port 30000 ");
-    expect(unit("autoregressive")).toContain(" --host 0.0.0.0 --port 30001 ");
+    expect(unit("autoregressive")).toContain(" --host 127.0.0.1 --port 30001 ");
+    const exposed = unitsOf("story", { extra: { services: { ...(stackConfig("story").services as object), host: "0.0.0.0" } } });
+    expect(exposed[0]!.content).toContain(" --host 0.0.0.0 --port 30001 ");
   });
 
   it("the unit hash changes with the unit text and with the environment, and only then", () => {
