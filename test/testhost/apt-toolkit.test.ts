@@ -13,6 +13,7 @@ const enabled = requireTestHost();
 // What FlashInfer's sampling kernels start with (include/flashinfer/sampling.cuh includes <curand.h>).
 const SAMPLING_CU = "#include <cuda_runtime.h>\n#include <curand.h>\n__global__ void sample() {}\n";
 const APT = "DEBIAN_FRONTEND=noninteractive apt-get -y -q";
+const STEP = 180_000; // apt on a busy 2-core runner
 
 describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", () => {
   let repo: AptRepo;
@@ -40,7 +41,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     expect(repo.requests).toContain("/InRelease");
     const policy = await host.execOk("apt-cache policy cuda-toolkit-13-0");
     expect(policy.stdout).toContain(`Candidate: ${"13.0.2-1"}`);
-  });
+  }, STEP);
 
   it("refuses the repository when the keyring does not hold its key", async () => {
     await host.execOk(`cp ${repo.keyringPath} /root/keyring.bak && printf 'not a key' > ${repo.keyringPath} && rm -rf /var/lib/apt/lists/127.0.0.1*`);
@@ -48,7 +49,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     expect(update.stdout).toMatch(/NO_PUBKEY|not signed|signatures (couldn't|were invalid)|Sub-process \/usr\/bin\/sqv|gpgv/i);
     expect((await host.exec(`${APT} install cuda-nvcc-13-0 2>&1`)).code).not.toBe(0);
     await host.execOk(`cp /root/keyring.bak ${repo.keyringPath} && ${APT} update`);
-  });
+  }, STEP);
 
   it("with only nvcc and cudart (the story's cuda-nvcc-13-0 install), a file including <curand.h> fails to compile", async () => {
     // the description's "nvcc-only" trap: cuda-nvcc-13-0 plus cuda-cudart-dev-13-0, no curand/cublas/cusparse
@@ -59,7 +60,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     const r = await compile("/usr/local/cuda-13.0");
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
-  });
+  }, STEP);
 
   it("apt-get install cuda-toolkit-13-0 brings the whole closure, nvcc reports 13.0 and the compile succeeds", async () => {
     await host.execOk(`${APT} install cuda-toolkit-13-0`);
@@ -72,7 +73,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     const r = await compile("/usr/local/cuda");
     expect(r.stderr).toBe("");
     expect(r.stdout).toContain("compiled against /usr/local/cuda-13.0");
-  });
+  }, STEP);
 
   it("installing 12.8 beside 13.0 leaves /usr/local/cuda on 13.0 (priority), until someone sets it to 12.8", async () => {
     await host.execOk(`${APT} install cuda-toolkit-12-8`);
@@ -82,18 +83,18 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     expect((await host.execOk("update-alternatives --query cuda")).stdout).toMatch(/Status: manual/);
     await host.execOk("update-alternatives --auto cuda");
     expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
-  });
+  }, STEP);
 
   it("removing libcurand-dev-13-0 brings the curand.h failure back (the drift the end-to-end suite repairs)", async () => {
     await host.execOk(`${APT} remove libcurand-dev-13-0`);
     expect((await host.exec("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).not.toContain("install ok installed");
     const r = await compile("/usr/local/cuda");
     expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
-  });
+  }, STEP);
 
   it("removing the toolkits unregisters the alternative: no /usr/local/cuda is left", async () => {
     await host.execOk(`${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`);
     expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
     expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
-  });
+  }, STEP);
 });

@@ -107,6 +107,11 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
 
   it("with the cause gone, the next pulumi up converges", async () => {
     await writeStandinSglangConfig(f.host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
+    // The stand-in reads its fault at launch, so the process systemd's Restart=on-failure started
+    // after the crash still carries it: removing the cause means a new process, as a toolkit repair
+    // (which restarts the active unit) would give. Nothing in the stack changed: the retry below is
+    // the failed VerifiedGeneration create being run again by the next up.
+    await sh("systemctl restart sglang-autoregressive.service");
     await f.stack.pulumiOk("up", "--yes", "--skip-preview");
     const out = await gpuHost();
     expect(out.generating).toBe(true);

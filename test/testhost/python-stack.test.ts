@@ -87,7 +87,7 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
     const cfg = await host.execOk(`CUDA_HOME=/usr/local/cuda-13.0 ${VENV}/bin/flashinfer show-config`);
     expect(cfg.stdout).toContain("nvcc release: 13.0");
     expect((await host.execOk(`${VENV}/bin/ninja --version`)).stdout.trim()).toBe(index.versions.ninja);
-  });
+  }, 300_000);
 
   it("refuses a pin the index does not hold (pip fails, nothing is faked)", async () => {
     const r = await host.exec(`${VENV}/bin/python3 -m pip install -q --no-input --index-url ${index.indexUrl} 'torch==0.0.1+cu130'`);
@@ -115,7 +115,7 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
     expect(journal.stdout).toContain("exec /usr/bin/node /opt/gpuhost-sim/dist/simulator/main.js --profile tiny");
     expect(journal.stdout).not.toContain("jit-crash");
     await host.execOk("systemctl stop gpuhost-standin.service");
-  });
+  }, 180_000);
 
   it("without libcurand-dev-13-0 the first generation dies with the curand.h line in the journal", async () => {
     await host.execOk(`${APT} remove libcurand-dev-13-0 && rm -rf /var/cache/gpuhost/flashinfer/test`);
@@ -133,5 +133,5 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
     expect(state).toBe("failed");
     const journal = await host.execOk("journalctl -u gpuhost-standin.service --no-pager -o cat");
     expect(journal.stdout).toContain("fatal error: curand.h: No such file or directory");
-  });
+  }, 180_000);
 });
