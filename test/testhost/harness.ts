@@ -33,6 +33,8 @@ export interface TestHost {
   privateKeyPath: string;
   privateKey: string;
   machineName: string;
+  /** Where boot time went: extracting the tarball, until SSH answered, until systemd settled. */
+  timings: { extractSeconds: number; sshSeconds: number; settledSeconds: number };
   /** The container's root directory on this machine: files written here are files on the host. */
   rootDir: string;
   /** Runs a shell command on the host over SSH (as a real client would); never throws on exit code. */
@@ -145,7 +147,9 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
   };
   try {
     await fs.mkdir(rootDir);
+    const t0 = Date.now();
     await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
+    const extracted = Date.now();
     const port = await freeLoopbackPort();
     await configureSsh(rootDir, privateKeyPath, port);
 
@@ -161,10 +165,16 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     const sshArgs = [...SSH_OPTIONS, "-i", privateKeyPath, "-p", String(port), "root@127.0.0.1"];
     const exec = (cmd: string, o: { timeoutMs?: number; input?: string } = {}) =>
       run("ssh", [...sshArgs, cmd], { allowFailure: true, timeoutMs: o.timeoutMs ?? 300_000, input: o.input });
-    await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
+    const phases = await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
+    const timings = {
+      extractSeconds: (extracted - t0) / 1000,
+      sshSeconds: (phases.sshAt - extracted) / 1000,
+      settledSeconds: (phases.settledAt - phases.sshAt) / 1000,
+    };
 
     const started = child;
     return {
+      timings,
       host: "127.0.0.1",
       port,
       user: "root",
@@ -218,7 +228,7 @@ async function waitForBoot(
   exec: (cmd: string, o?: { timeoutMs?: number }) => Promise<RunResult>,
   boundMs: number,
   logPath: string,
-): Promise<void> {
+): Promise<{ sshAt: number; settledAt: number }> {
   const deadline = Date.now() + boundMs;
   let exited: string | null = null;
   child.once("exit", (code, signal) => (exited = `systemd-nspawn exited (${code ?? signal}) during boot`));
@@ -228,11 +238,12 @@ async function waitForBoot(
     if (exited) throw new Error(`[testhost] ${exited}\n${tail()}`);
     const r = await exec("true", { timeoutMs: 8_000 }).catch((e: Error) => ({ code: 255, stdout: "", stderr: e.message }));
     if (r.code === 0) {
+      const sshAt = Date.now();
       // ssh answers; let systemd finish starting units so tests see a settled host
       const left = Math.max(1, Math.ceil((deadline - Date.now()) / 1000));
       const s = await exec(`timeout ${left} systemctl is-system-running --wait`, { timeoutMs: left * 1000 + 5000 });
       const state = s.stdout.trim();
-      if (state === "running" || state === "degraded") return;
+      if (state === "running" || state === "degraded") return { sshAt, settledAt: Date.now() };
       throw new Error(`[testhost] systemd did not settle: state "${state}"\n${tail()}`);
     }
     last = r.stderr.trim();

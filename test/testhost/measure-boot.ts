@@ -26,7 +26,12 @@ async function main(argv: string[]): Promise<void> {
     const booted = (Date.now() - t0) / 1000;
     const t1 = Date.now();
     await host.stop();
-    console.log(`cached boot ${i + 1}: ${booted.toFixed(1)} s to SSH + settled systemd; teardown ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+    const t = host.timings;
+    console.log(
+      `cached boot ${i + 1}: ${booted.toFixed(1)} s to SSH + settled systemd ` +
+        `(extract ${t.extractSeconds.toFixed(1)} s, until SSH ${t.sshSeconds.toFixed(1)} s, until settled ${t.settledSeconds.toFixed(1)} s); ` +
+        `teardown ${((Date.now() - t1) / 1000).toFixed(1)} s`,
+    );
   }
   if (cacheDir) await fs.rm(cacheDir, { recursive: true, force: true });
 }
