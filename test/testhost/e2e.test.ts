@@ -66,9 +66,12 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
     const r = await f.stack.refreshPreview();
     const text = r.stdout + r.stderr;
     expect(r.code, text).not.toBe(0);
-    expect(text).toContain("libcurand-dev-13-0");
+    // ToolkitState's drift entries: the field that drifted and the repair for it
+    expect(text).toContain("packages.libcurand-dev-13-0");
     expect(text).toMatch(/\/usr\/local\/cuda-12\.8/);
-    expect(text).toContain("sglang-autoregressive.service");
+    expect(text).toContain("update-alternatives --set cuda /usr/local/cuda-13.0");
+    expect(text).toMatch(/units\.[^\s"']*sglang-autoregressive\.service\.sha256/);
+    expect(text).toContain("the unit file was edited on the host");
   }, STEP);
 
   it("the next pulumi up repairs the drift, and refresh then expects no changes", async () => {
