@@ -7,17 +7,10 @@
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { projectRoot } from "../components/host/project-root";
 
-/** The project's root: engine/pulumi.ts lives at <root>/engine or <root>/dist/engine. */
-export const PROJECT_ROOT = (() => {
-  let dir = __dirname;
-  while (!fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error(`no Pulumi.yaml above ${__dirname}`);
-    dir = up;
-  }
-  return dir;
-})();
+/** The gpuhost project root (engine/pulumi.ts runs from <root>/engine or <root>/dist/engine). */
+export const PROJECT_ROOT = projectRoot();
 
 /**
  * The passphrase of the embedded and test stacks. It is deliberately not a secret: those stacks hold

@@ -42,16 +42,8 @@ export interface HostScriptArgs {
   environment?: Record<string, pulumi.Input<string>>;
 }
 
-/** The project root: scripts are named relative to it. */
-export function projectRoot(): string {
-  let dir = __dirname;
-  while (!fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`no Pulumi.yaml above ${__dirname}`);
-    dir = parent;
-  }
-  return dir;
-}
+export { projectRoot } from "./project-root";
+import { projectRoot } from "./project-root";
 
 export function readScript(script: string): { text: string; name: string; hash: string } {
   const file = path.isAbsolute(script) ? script : path.join(projectRoot(), script);

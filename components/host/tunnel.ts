@@ -5,34 +5,16 @@
 // provider requires this from dist/components/host/tunnel.js at call time.
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { sshBaseArgs } from "./exec";
+import { acceptsConnections, freeLocalPort } from "./ports";
 
 export interface Tunnel {
   /** Port on 127.0.0.1 of this machine that reaches `remoteHost:remotePort` as seen from the host. */
   localPort: number;
   close(): Promise<void>;
-}
-
-function freeLocalPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
-    s.on("error", () => resolve(false));
-  });
 }
 
 /**
@@ -61,7 +43,7 @@ export async function openTunnel(connection: HostConnection, remoteHost: string,
     fs.rmSync(tmp, { recursive: true, force: true });
   };
   const deadline = Date.now() + timeoutMs;
-  while (!(await accepts(localPort))) {
+  while (!(await acceptsConnections(localPort))) {
     if (child.exitCode !== null || Date.now() > deadline) {
       await close();
       throw new Error(`ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`);

@@ -5,9 +5,8 @@
 // Closure serialization captures the provider object into the state (pulumi#6490: refresh runs
 // the captured code). Each method therefore only require()s the compiled implementation by
 // absolute path at call time; nothing else (no zod, no clients) is captured.
-import * as fs from "node:fs";
-import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import { projectRoot } from "../host/project-root";
 import type { HostConnectionInput } from "../host/script";
 import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStepInput } from "./schema";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
@@ -41,17 +40,6 @@ export interface ToolkitStateArgs {
   repairs?: pulumi.Input<RepairStepInput[]>;
   /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
   projectRoot?: string;
-}
-
-/** The folder holding Pulumi.yaml above this file (source or dist/). */
-function findProjectRoot(): string {
-  let dir = __dirname;
-  while (!fs.existsSync(path.join(dir, "Pulumi.yaml"))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error(`no Pulumi.yaml above ${__dirname}`);
-    dir = up;
-  }
-  return dir;
 }
 
 // Each method loads the compiled implementation at call time: only `require` and this string are
@@ -99,7 +87,7 @@ export class ToolkitState extends pulumi.dynamic.Resource {
       toolkitStateProvider,
       name,
       {
-        projectRoot: args.projectRoot ?? findProjectRoot(),
+        projectRoot: args.projectRoot ?? projectRoot(),
         providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
         connection,
         expected: args.expected,
