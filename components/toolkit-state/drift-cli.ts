@@ -53,11 +53,7 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
   try {
     const run = deps.runPulumi ?? runPulumi;
     // Streaming JSON: one event per line, and the refresh's output events carry the fresh read.
-    // PULUMI_SKIP_CONFIRMATIONS (which engine/pulumi.ts sets) counts as --yes, and the CLI refuses
-    // --yes with --preview-only: this command changes nothing, so it needs no confirmation anyway.
-    const result = await run(refreshArgs(stack), {
-      env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true", PULUMI_SKIP_CONFIRMATIONS: "false" },
-    });
+    const result = await run(refreshArgs(stack), { env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" } });
     report = parseRefreshOutput(result.stdout, stack);
     const stderr = result.stderr.trim();
     // pulumi exits non-zero both for drift (--expect-no-changes) and for errors (pulumi#8992):

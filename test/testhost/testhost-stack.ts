@@ -23,11 +23,7 @@ export interface TestHostStack {
   pulumi(...args: string[]): Promise<EngineResult>;
   /** Runs pulumi and throws with the output when it fails. */
   pulumiOk(...args: string[]): Promise<EngineResult>;
-  /**
-   * `pulumi refresh --preview-only --expect-no-changes --diff`. engine/pulumi.ts sets
-   * PULUMI_SKIP_CONFIRMATIONS=true, which the CLI treats as --yes, and --yes cannot go with
-   * --preview-only: this one call turns it off.
-   */
+  /** `pulumi refresh --preview-only --expect-no-changes --diff`. */
   refreshPreview(): Promise<EngineResult>;
   /** Sets `gpuhost:<key>` values; objects merge deeply into the current ones. */
   setConfig(values: Record<string, unknown>): Promise<void>;
@@ -156,11 +152,7 @@ export async function createTestHostStack(config: Record<string, unknown>, priva
     pulumi,
     pulumiOk,
     setConfig,
-    refreshPreview: () =>
-      runPulumi(["refresh", "--preview-only", "--expect-no-changes", "--diff", "--stack", STACK], {
-        ...opts,
-        env: { ...opts.env, PULUMI_SKIP_CONFIRMATIONS: "false" },
-      }),
+    refreshPreview: () => pulumi("refresh", "--preview-only", "--expect-no-changes", "--diff"),
     outputs: async () => JSON.parse((await pulumiOk("stack", "output", "--json")).stdout) as Record<string, unknown>,
     remove: () => fs.rm(dir, { recursive: true, force: true }),
   };

@@ -161,7 +161,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
         return { code: 255, stdout: stream(toolkitEvents("t", "local", CURAND)), stderr: "error: no changes were expected for refresh but changes were proposed\n" };
       },
     });
-    expect(calls).toEqual([{ args: ["refresh", "--preview-only", "--expect-no-changes", "--json", "--stack", "prod"], env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true", PULUMI_SKIP_CONFIRMATIONS: "false" } }]);
+    expect(calls).toEqual([{ args: ["refresh", "--preview-only", "--expect-no-changes", "--json", "--stack", "prod"], env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" } }]);
     expect(code).toBe(1);
     expect(c.text()).toContain("packages.libcurand-dev-13-0");
   });
