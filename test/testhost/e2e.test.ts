@@ -58,6 +58,21 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
     expect(await sh("systemctl show -p MainPID --value sglang-autoregressive.service")).toBe(pidBefore);
   }, STEP);
 
+  it("the SSH private key is in neither state nor outputs in plaintext", async () => {
+    // Any line of the key's body would give it away; the key is only stored encrypted.
+    const body = f.host.privateKey.split("\n").filter((l) => l && !l.startsWith("-----"));
+    expect(body.length).toBeGreaterThan(0);
+    const state = (await f.stack.pulumiOk("stack", "export")).stdout;
+    const outputs = JSON.stringify(await f.stack.outputs());
+    for (const line of body) {
+      expect(state).not.toContain(line);
+      expect(outputs).not.toContain(line);
+    }
+    // The check can fail: with --show-secrets the key is there.
+    const shown = (await f.stack.pulumiOk("stack", "export", "--show-secrets")).stdout;
+    expect(shown).toContain(body[1]);
+  }, STEP);
+
   it("drift made on the host is reported by refresh --preview-only --expect-no-changes, naming what drifted", async () => {
     const unit = `${UNIT_DIR}/sglang-autoregressive.service`;
     await sh("DEBIAN_FRONTEND=noninteractive apt-get -y -q remove libcurand-dev-13-0");
