@@ -40,6 +40,11 @@ export interface HostScriptArgs {
   triggers?: pulumi.Input<unknown>[];
   /** Environment variables for the script (rendered as `env NAME=value`, so sshd's AcceptEnv is irrelevant). */
   environment?: Record<string, pulumi.Input<string>>;
+  /**
+   * Standard input of the create script. Secrets go here, never into arguments or the environment:
+   * a command line is visible to every user of the host (`ps`) while the script runs.
+   */
+  stdin?: pulumi.Input<string>;
 }
 
 export { projectRoot } from "./project-root";
@@ -104,6 +109,7 @@ export function hostScript(name: string, args: HostScriptArgs, opts?: pulumi.Cus
       connection: commandConnection(conn),
       create,
       delete: del,
+      stdin: args.stdin,
       triggers,
       addPreviousOutputInEnv: false,
     }, opts);
@@ -111,6 +117,7 @@ export function hostScript(name: string, args: HostScriptArgs, opts?: pulumi.Cus
   return new command.local.Command(name, {
     create,
     delete: del,
+    stdin: args.stdin,
     triggers,
     interpreter: ["/bin/sh", "-c"],
     addPreviousOutputInEnv: false,

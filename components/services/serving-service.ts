@@ -160,7 +160,7 @@ export class ServingService extends pulumi.ComponentResource {
             connection: args.connection,
             script: `${SCRIPTS}/api-key-file.sh`,
             args: [apiKeyFile],
-            environment: { SGLANG_API_KEY: pulumi.secret(args.apiKey) },
+            stdin: pulumi.secret(pulumi.output(args.apiKey).apply((k) => `${k}\n`)),
             deleteScript: `${SCRIPTS}/remove-api-key-file.sh`,
             deleteArgs: [apiKeyFile],
           },

@@ -61,6 +61,14 @@ describe("sim stack under the real engine", () => {
     const state = (await s.ok("stack", "export")).stdout;
     expect(state).not.toContain(apiKey);
     expect(JSON.stringify(await s.outputs())).not.toContain(apiKey);
+    // Not even on a command line: the key travels on the script's stdin, since a command line is
+    // visible in the host's process list. With secrets shown, no command contains it.
+    const shown = JSON.parse((await s.ok("stack", "export", "--show-secrets")).stdout);
+    const commands = shown.deployment.resources.flatMap((r: { inputs?: Record<string, unknown> }) =>
+      ["create", "update", "delete"].map((k) => r.inputs?.[k]).filter((c): c is string => typeof c === "string"));
+    expect(commands.length).toBeGreaterThan(0);
+    for (const c of commands) expect(c).not.toContain(apiKey);
+    expect(JSON.stringify(shown)).toContain(apiKey);
     // It reached the host, in a root-only environment file.
     const root = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host);
     const envFiles = fs.readdirSync(path.join(root, "etc", "gpuhost"), { recursive: true })

@@ -32,10 +32,10 @@ afterEach(() => {
 });
 
 /** Runs a script exactly as hostScript renders it (base64 inside, each argument quoted). */
-function run(script: string, args: string[], env: Record<string, string> = {}) {
+function run(script: string, args: string[], env: Record<string, string> = {}, input?: string) {
   const text = fs.readFileSync(script, "utf8");
   const cmd = renderInvocation({ scriptText: text, scriptName: path.basename(script), args, environment: { GPUHOST_ROOT: root, ...env }, pathPrefix: stubs });
-  const r = spawnSync("/bin/sh", ["-c", cmd], { encoding: "utf8" });
+  const r = spawnSync("/bin/sh", ["-c", cmd], { encoding: "utf8", input });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 const calls = () => (fs.existsSync(`${root}/systemctl.log`) ? fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n") : []);
@@ -123,21 +123,22 @@ describe("remove-unit.sh", () => {
 });
 
 describe("api-key-file.sh", () => {
-  it("writes a 0600 file from the environment; the same key again changes nothing", () => {
+  it("writes a 0600 file from standard input; the same key again changes nothing", () => {
     const key = "0123456789abcdef0123456789abcdef";
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], { SGLANG_API_KEY: key }).stdout).toBe("changed=true\n");
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, `${key}\n`).stdout).toBe("changed=true\n");
     const file = `${root}/etc/gpuhost/sglang-api-key.env`;
     expect(fs.readFileSync(file, "utf8")).toBe(`SGLANG_API_KEY=${key}\n`);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], { SGLANG_API_KEY: key }).stdout).toBe("changed=false\n");
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, key).stdout).toBe("changed=false\n");
     expect(run(`${SCRIPTS}/remove-api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"]).stdout).toBe("changed=true\n");
     expect(fs.existsSync(file)).toBe(false);
   });
 
   it("refuses a key that would need quoting, and a hostile path; nothing is executed or written", () => {
-    const r = run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], { SGLANG_API_KEY: `abc$(touch ${marker})\nX=1` });
+    const r = run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], {}, `abc$(touch ${marker}) X=1\n`);
     expect(r.code).toBe(2);
-    expect(run(`${SCRIPTS}/api-key-file.sh`, [`/etc/x; touch ${marker}`], { SGLANG_API_KEY: "abcdefabcdefabcdef" }).code).toBe(2);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], {}, "").code).toBe(2);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, [`/etc/x; touch ${marker}`], {}, "abcdefabcdefabcdef\n").code).toBe(2);
     expect(fs.existsSync(marker)).toBe(false);
     expect(fs.existsSync(`${root}/etc/gpuhost/k.env`)).toBe(false);
   });

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Writes the API key's EnvironmentFile, root-only (0600): systemd reads it as root before dropping to
-# the service user, and the key reaches SGLang as --api-key ${SGLANG_API_KEY}. The key arrives in the
-# environment variable SGLANG_API_KEY (hostScript's `env`), never as a positional argument.
-# Usage: SGLANG_API_KEY=... api-key-file.sh PATH
+# the service user, and the key reaches SGLang as --api-key ${SGLANG_API_KEY}. The key arrives on
+# standard input (hostScript's `stdin`), never in an argument or the environment, which any user of
+# the host can read from the process list while the script runs.
+# Usage: api-key-file.sh PATH <<<"$key"
 set -euo pipefail
 
 path="$1"
 root="${GPUHOST_ROOT:-}"
-key="${SGLANG_API_KEY:-}"
+key=""
+IFS= read -r key || true
 
 if [[ ! "$path" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
   echo "api-key-file: refusing path '$path'" >&2
@@ -15,7 +17,7 @@ if [[ ! "$path" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
 fi
 # Restricted so the file needs no quoting rules of systemd's EnvironmentFile= parser.
 if [[ ! "$key" =~ ^[A-Za-z0-9._~+/=-]+$ ]]; then
-  echo "api-key-file: SGLANG_API_KEY must be set to letters, digits and ._~+/=- only" >&2
+  echo "api-key-file: the key on standard input must be letters, digits and ._~+/=- only" >&2
   exit 2
 fi
 if [[ -z "$root" && $EUID -ne 0 ]]; then
