@@ -1,7 +1,10 @@
 // Measures how long one toolkit probe takes (the cost `pulumi refresh` pays per host): on a
 // simulated host provisioned through the host layer's shims, and over SSH when
 // GPUHOST_TESTHOST_SSH names a reachable host ("user@host:port", key in GPUHOST_TESTHOST_KEY).
-// Usage: npx tsx bench/drift-probe.ts [runs=20]
+// With --testhost it boots the test suite's real Debian host (systemd-nspawn, needs root) and
+// probes it over SSH; that host has no toolkit installed, so the probe finds every file missing
+// but runs every command it runs on a provisioned host, in one SSH round trip.
+// Usage: npx tsx bench/drift-probe.ts [runs=20] [--testhost]
 import * as fs from "node:fs";
 import type { HostConnection } from "../components/host/connection";
 import { probeHost } from "../components/toolkit-state/probe";
@@ -25,7 +28,7 @@ const summary = (label: string, ms: number[]): string => {
 };
 
 (async () => {
-  const runs = Number(process.argv[2] ?? 20);
+  const runs = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 20);
   const root = await provisionGoldenHost();
   try {
     console.log(summary("simulated host", await time({ kind: "simulated", root }, runs)));
@@ -35,6 +38,21 @@ const summary = (label: string, ms: number[]): string => {
     console.log(`simulated host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`);
   } finally {
     removeHost(root);
+  }
+  if (process.argv.includes("--testhost")) {
+    const { bootTestHost } = await import("../test/testhost/harness");
+    const host = await bootTestHost({ name: "probe" });
+    try {
+      const conn: HostConnection = { kind: "ssh", user: host.user, host: host.host, port: host.port, privateKey: host.privateKey };
+      console.log(summary(`ssh test host ${host.host}:${host.port}`, await time(conn, runs)));
+      const parallel = 4;
+      const t = process.hrtime.bigint();
+      await Promise.all(Array.from({ length: parallel }, () => probeHost(conn, expectedForSim())));
+      console.log(`ssh test host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`);
+    } finally {
+      await host.stop();
+    }
+    return;
   }
   const ssh = process.env.GPUHOST_TESTHOST_SSH;
   const key = process.env.GPUHOST_TESTHOST_KEY;
