@@ -1,6 +1,7 @@
 // ToolkitState's provider methods (plain functions: the engine cannot run inside Vitest,
 // pulumi#10480) against a simulated host provisioned through the host layer's shims. Each kind of
 // drift is made on the host for real, then read + diff must name exactly the fields that drifted.
+import { useSimulatedHosts } from "./sim-hosts-fixture";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -11,22 +12,7 @@ import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/toolkit-state/v
 import { copyHost, expectedForSim, JIT_BASE, JIT_KEY, onHost, provisionGoldenHost, removeHost, UNIT_FILE } from "./sim-host";
 
 const PROJECT_ROOT = path.resolve(__dirname, "../..");
-let golden: string;
-const hosts: string[] = [];
-
-beforeAll(async () => {
-  golden = await provisionGoldenHost();
-}, 300_000);
-afterAll(() => removeHost(golden));
-afterEach(() => {
-  for (const h of hosts.splice(0)) removeHost(h);
-});
-
-function host(): SimulatedConnection {
-  const conn = copyHost(golden);
-  hosts.push(conn.root);
-  return conn;
-}
+const host = useSimulatedHosts();
 
 function inputs(conn: SimulatedConnection, extra: Partial<ToolkitStateInputs> = {}): ToolkitStateInputs {
   return { projectRoot: PROJECT_ROOT, providerVersion: TOOLKIT_STATE_PROVIDER_VERSION, connection: conn, expected: expectedForSim(), onDrift: "fail", ...extra };

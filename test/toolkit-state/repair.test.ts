@@ -2,6 +2,7 @@
 // on a simulated host provisioned through the host layer's shims, running the provisioning
 // scripts for real through execOnHost (the engine cannot run inside Vitest, pulumi#10480; the
 // engine-level proof is test/engine/sim-drift.test.ts).
+import { useSimulatedHosts } from "./sim-hosts-fixture";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -94,21 +95,7 @@ describe("ToolkitState's repair scripts", () => {
 });
 
 describe("ToolkitState update with onDrift repair, on a simulated host", () => {
-  let golden: string;
-  const hosts: string[] = [];
-  beforeAll(async () => {
-    golden = await provisionGoldenHost();
-  }, 300_000);
-  afterAll(() => removeHost(golden));
-  afterEach(() => {
-    for (const h of hosts.splice(0)) removeHost(h);
-  });
-
-  function host(): SimulatedConnection {
-    const conn = copyHost(golden);
-    hosts.push(conn.root);
-    return conn;
-  }
+  const host = useSimulatedHosts();
 
   // The toolkit's steps exactly as CudaToolkit runs them on a simulated host.
   const plan = cudaToolkitPlan({ connection: { kind: "simulated", root: "/unused" } });

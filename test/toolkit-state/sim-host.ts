@@ -66,3 +66,4 @@ export function copyHost(golden: string): SimulatedConnection {
 export function removeHost(root: string): void {
   fs.rmSync(root, { recursive: true, force: true });
 }
+
