@@ -89,6 +89,9 @@ describe("activate.sh: exactly one service, restarted only when its stamp change
     run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]);
     fs.writeFileSync(`${root}/active`, "");
     expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout).toContain("restarted=true (was not running)");
+    // A unit that crashed into its start limit refuses a plain start: the failure is cleared first.
+    const calls = fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n");
+    expect(calls.slice(-2)).toEqual(["reset-failed sglang-autoregressive.service", "start sglang-autoregressive.service"]);
   });
 
   it("switching stops and disables the other service, then starts the new one", () => {

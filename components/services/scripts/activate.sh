@@ -44,6 +44,9 @@ if [[ "$previous" != "$stamp" ]]; then
   systemctl restart "$active"
   echo "restarted=true (unit or environment changed)"
 elif ! systemctl is-active --quiet "$active"; then
+  # A unit that crashed into its start limit stays "failed" and refuses a plain start until the
+  # failure is cleared: after the cause is repaired, the next `pulumi up` must be able to start it.
+  systemctl reset-failed "$active"
   systemctl start "$active"
   echo "restarted=true (was not running)"
 else
