@@ -4,6 +4,12 @@
  * it, and /usr/local/cuda managed by update-alternatives (12.8 pointing it at itself).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
+import { toolkitPlan } from "../../components/cuda-toolkit/plan";
+import { execOnHost } from "../../components/host/exec";
+import { projectRoot } from "../../components/host/project-root";
 import { packagesOf, toolkit, trapPackages } from "../../components/toolkit/description";
 import { serveAptRepo, AptRepo } from "./apt-repo";
 import { bootTestHost, requireTestHost, TestHost } from "./harness";
@@ -96,5 +102,25 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     await host.execOk(`${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`);
     expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
     expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
+  }, STEP);
+
+  it("install.sh converges after an install cut off before a dependency was unpacked (dpkg --configure -a alone cannot)", async () => {
+    // After the purge above: what a dropped SSH session mid-install can leave, a package unpacked whose
+    // dependency the cut-off run never reached. `dpkg --configure -a` fails on it; the install step
+    // must still converge.
+    await host.execOk(`cd /tmp && ${APT} download cuda-command-line-tools-13-0 && dpkg --unpack cuda-command-line-tools-13-0_*.deb`);
+    expect((await host.exec("dpkg --configure -a")).code).not.toBe(0);
+    const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
+    const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
+    const conn = { kind: "ssh" as const, host: host.host, port: host.port, user: "root", privateKey: host.privateKey };
+    const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("completing it with apt-get install -f");
+    expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
+    expect((await host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
+    // And a second run changes nothing.
+    const again = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain("changed=no");
   }, STEP);
 });

@@ -14,7 +14,15 @@ export DEBIAN_FRONTEND=noninteractive
 apt_opts=(-y -q -o Dpkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confold --no-install-recommends)
 changed=no
 
-dpkg --configure -a
+# A run cut off mid-install leaves packages unpacked but unconfigured: `dpkg --configure -a` finishes
+# them, unless one depends on a package the cut-off run never unpacked. Then dpkg alone cannot, and
+# `apt-get install -f` fetches what is missing and configures the rest.
+if ! dpkg --configure -a; then
+  echo "dpkg --configure -a could not finish an interrupted install: completing it with apt-get install -f" >&2
+  apt-get update -q -o Dpkg::Lock::Timeout=600
+  apt-get install "${apt_opts[@]}" -f
+  changed=yes
+fi
 
 if [[ "$(dpkg-query -W -f='${Status}' "$meta" 2>/dev/null || true)" != "install ok installed" ]]; then
   apt-get update -q -o Dpkg::Lock::Timeout=600
