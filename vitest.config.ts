@@ -8,5 +8,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 600_000,
     maxWorkers: 2,
+    // The console report, plus a JSON one that .ci/run turns into a plain "N passed, N failed" line.
+    reporters: ["default", "json"],
+    outputFile: { json: ".gpuhost/vitest-report.json" },
   },
 });
