@@ -148,10 +148,9 @@ function failure(what: string, r: RunResult): Error {
   return new Error(`${what} failed: exit status ${r.code}\nstdout:\n${tail(r.stdout)}\nstderr:\n${tail(r.stderr)}`);
 }
 
-function outputsOf(inputs: Record<string, unknown>, r: RunResult, logging: string | undefined) {
+function outputsOf(inputs: Record<string, unknown>, r: RunResult) {
   // With logging "none" upstream still records stdout/stderr in outputs; logging only governs what is
   // streamed. Outputs repeat the inputs, as upstream does.
-  void logging;
   return { ...inputs, stdout: trimOutput(r.stdout), stderr: trimOutput(r.stderr) };
 }
 
@@ -177,7 +176,7 @@ export const provider = {
     if (!plain.create) return { id, outs: { ...inputs, stdout: "", stderr: "" } };
     const r = await runCommand(type, plain, plain.create, {});
     if (r.code !== 0) throw failure("create", r);
-    return { id, outs: outputsOf(inputs, r, plain.logging) };
+    return { id, outs: outputsOf(inputs, r) };
   },
 
   async update(_id: string, urn: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
@@ -188,7 +187,7 @@ export const provider = {
     if (!command) return { outs: { ...news, stdout: "", stderr: "" } };
     const r = await runCommand(type, plain, command, previousOutputEnv(plain, prev));
     if (r.code !== 0) throw failure("update", r);
-    return { outs: outputsOf(news, r, plain.logging) };
+    return { outs: outputsOf(news, r) };
   },
 
   async delete(_id: string, urn: string, props: Record<string, unknown>) {

@@ -115,22 +115,14 @@ class LanguageHost {
   getRequiredPlugins(call: Call<any>, cb: Callback<unknown>) {
     const dir = call.request.getInfo()?.getProgramDirectory() || call.request.getPwd?.() || process.cwd();
     const resp = new langproto.GetRequiredPluginsResponse();
-    resp.setPluginsList(requiredPlugins(dir).map((p) => {
-      const dep = new pluginproto.PluginDependency();
-      dep.setName(p.name); dep.setKind("resource"); dep.setVersion(p.version); if (p.server) dep.setServer(p.server);
-      return dep;
-    }));
+    resp.setPluginsList(dependencies(dir, pluginproto.PluginDependency));
     cb(null, resp);
   }
 
   getRequiredPackages(call: Call<any>, cb: Callback<unknown>) {
     const dir = call.request.getInfo()?.getProgramDirectory() || process.cwd();
     const resp = new langproto.GetRequiredPackagesResponse();
-    resp.setPackagesList(requiredPlugins(dir).map((p) => {
-      const dep = new pluginproto.PackageDependency();
-      dep.setName(p.name); dep.setKind("resource"); dep.setVersion(p.version); if (p.server) dep.setServer(p.server);
-      return dep;
-    }));
+    resp.setPackagesList(dependencies(dir, pluginproto.PackageDependency));
     cb(null, resp);
   }
 
@@ -210,6 +202,15 @@ class LanguageHost {
   runtimeOptionsPrompts(_call: Call<unknown>, cb: Callback<unknown>) {
     cb(null, new langproto.RuntimeOptionsResponse());
   }
+}
+
+/** The plugins a program needs, as PluginDependency or PackageDependency messages (same fields). */
+function dependencies(dir: string, Message: new () => any): unknown[] {
+  return requiredPlugins(dir).map((p) => {
+    const dep = new Message();
+    dep.setName(p.name); dep.setKind("resource"); dep.setVersion(p.version); if (p.server) dep.setServer(p.server);
+    return dep;
+  });
 }
 
 function nodeOptions(options: Record<string, unknown>): string[] {
