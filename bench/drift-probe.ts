@@ -35,7 +35,9 @@ const summary = (label: string, ms: number[]): string => {
     const parallel = 4;
     const t = process.hrtime.bigint();
     await Promise.all(Array.from({ length: parallel }, () => probeHost({ kind: "simulated", root }, expectedForSim())));
-    console.log(`simulated host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`);
+    console.log(
+      `simulated host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`,
+    );
   } finally {
     removeHost(root);
   }
@@ -43,12 +45,20 @@ const summary = (label: string, ms: number[]): string => {
     const { bootTestHost } = await import("../test/testhost/harness");
     const host = await bootTestHost({ name: "probe" });
     try {
-      const conn: HostConnection = { kind: "ssh", user: host.user, host: host.host, port: host.port, privateKey: host.privateKey };
+      const conn: HostConnection = {
+        kind: "ssh",
+        user: host.user,
+        host: host.host,
+        port: host.port,
+        privateKey: host.privateKey,
+      };
       console.log(summary(`ssh test host ${host.host}:${host.port}`, await time(conn, runs)));
       const parallel = 4;
       const t = process.hrtime.bigint();
       await Promise.all(Array.from({ length: parallel }, () => probeHost(conn, expectedForSim())));
-      console.log(`ssh test host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`);
+      console.log(
+        `ssh test host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`,
+      );
     } finally {
       await host.stop();
     }
@@ -59,10 +69,18 @@ const summary = (label: string, ms: number[]): string => {
   if (ssh && key) {
     const m = /^([^@]+)@([^:]+):(\d+)$/.exec(ssh);
     if (!m) throw new Error("GPUHOST_TESTHOST_SSH must be user@host:port");
-    const conn: HostConnection = { kind: "ssh", user: m[1]!, host: m[2]!, port: Number(m[3]), privateKey: fs.readFileSync(key, "utf8") };
+    const conn: HostConnection = {
+      kind: "ssh",
+      user: m[1]!,
+      host: m[2]!,
+      port: Number(m[3]),
+      privateKey: fs.readFileSync(key, "utf8"),
+    };
     console.log(summary(`ssh ${ssh}`, await time(conn, runs)));
   } else {
-    console.log("ssh: skipped (set GPUHOST_TESTHOST_SSH=user@host:port and GPUHOST_TESTHOST_KEY=<key file> to measure a real host)");
+    console.log(
+      "ssh: skipped (set GPUHOST_TESTHOST_SSH=user@host:port and GPUHOST_TESTHOST_KEY=<key file> to measure a real host)",
+    );
   }
 })().catch((e) => {
   console.error(e);

@@ -56,17 +56,27 @@ function blaster(eventsPerWrite: number): void {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { concurrency: { type: "string", default: "64" }, tokens: { type: "string", default: "4096" }, "events-per-write": { type: "string", default: "8" }, child: { type: "boolean" } },
+    options: {
+      concurrency: { type: "string", default: "64" },
+      tokens: { type: "string", default: "4096" },
+      "events-per-write": { type: "string", default: "8" },
+      child: { type: "boolean" },
+    },
   });
   if (values.child) return blaster(Number(values["events-per-write"]));
-  const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"]!], { execArgv: process.execArgv });
+  const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"]!], {
+    execArgv: process.execArgv,
+  });
   const port = await new Promise<number>((resolve) => child.once("message", (m) => resolve(Number(m))));
   try {
     const concurrency = Number(values.concurrency);
     const tokens = Number(values.tokens);
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    const r = await bench({ url: `http://127.0.0.1:${port}`, model: "blaster" }, { singleRequestMaxTokens: [], concurrency: [concurrency], sweepMaxTokens: tokens, requestsPerConcurrency: 4 });
+    const r = await bench(
+      { url: `http://127.0.0.1:${port}`, model: "blaster" },
+      { singleRequestMaxTokens: [], concurrency: [concurrency], sweepMaxTokens: tokens, requestsPerConcurrency: 4 },
+    );
     const wall = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const level = r.sweep[0];
@@ -82,7 +92,9 @@ async function main(): Promise<void> {
       clientCpuSecondsPerWallSecond: (cpu.user + cpu.system) / 1e6 / wall,
     };
     console.log(JSON.stringify(out, null, 2));
-    console.log(`client ceiling: ${Math.round(level.outputTokensPerSecond).toLocaleString("en-US")} streamed tokens/s on one core (target >= 200,000)`);
+    console.log(
+      `client ceiling: ${Math.round(level.outputTokensPerSecond).toLocaleString("en-US")} streamed tokens/s on one core (target >= 200,000)`,
+    );
   } finally {
     child.kill();
   }

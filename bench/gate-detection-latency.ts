@@ -37,7 +37,9 @@ async function once(profile: string, fault: string, thinkingToggle: boolean): Pr
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { runs: { type: "string", default: "20" }, "load-seconds": { type: "string", default: "1.5" } } });
+  const { values } = parseArgs({
+    options: { runs: { type: "string", default: "20" }, "load-seconds": { type: "string", default: "1.5" } },
+  });
   const load = Number(values["load-seconds"]);
   const base = parse(readFileSync(path.join(__dirname, "../simulator/profiles/tiny.yaml"), "utf8"));
   const profile = path.join(mkdtempSync(path.join(tmpdir(), "gpuhost-detect-")), "tiny-slow-load.yaml");
@@ -48,11 +50,21 @@ async function main(): Promise<void> {
       const latencies: number[] = [];
       for (let i = 0; i < Number(values.runs); i++) latencies.push(await once(profile, fault, thinkingToggle));
       const sorted = Float64Array.from(latencies).sort();
-      rows.push({ fault, thinkingToggle, runs: latencies.length, medianSeconds: percentile(sorted, 50), p90Seconds: percentile(sorted, 90), maxSeconds: sorted[sorted.length - 1] });
+      rows.push({
+        fault,
+        thinkingToggle,
+        runs: latencies.length,
+        medianSeconds: percentile(sorted, 50),
+        p90Seconds: percentile(sorted, 90),
+        maxSeconds: sorted[sorted.length - 1],
+      });
     }
   }
   console.log(JSON.stringify(rows, null, 2));
-  for (const r of rows) console.log(`${r.fault.padEnd(20)} thinkingToggle=${String(r.thinkingToggle).padEnd(5)} median ${r.medianSeconds!.toFixed(3)} s  p90 ${r.p90Seconds!.toFixed(3)} s  max ${r.maxSeconds.toFixed(3)} s  (target median <= 0.5 s)`);
+  for (const r of rows)
+    console.log(
+      `${r.fault.padEnd(20)} thinkingToggle=${String(r.thinkingToggle).padEnd(5)} median ${r.medianSeconds!.toFixed(3)} s  p90 ${r.p90Seconds!.toFixed(3)} s  max ${r.maxSeconds.toFixed(3)} s  (target median <= 0.5 s)`,
+    );
 }
 
 main().catch((err) => {

@@ -21,13 +21,24 @@ async function main(): Promise<void> {
   });
   const concurrency = Number(values.concurrency);
   const tokens = Number(values.tokens);
-  const sim = await startSimulator({ profile: values.profile!, port: 0, timeScale: Number(values["time-scale"]), log: () => undefined, onExit: () => undefined });
+  const sim = await startSimulator({
+    profile: values.profile!,
+    port: 0,
+    timeScale: Number(values["time-scale"]),
+    log: () => undefined,
+    onExit: () => undefined,
+  });
   try {
     await waitReady(sim.url);
     const before = await truth(sim.url, concurrency, tokens);
     const result = await bench(
       { url: sim.url },
-      { singleRequestMaxTokens: [], concurrency: [concurrency], sweepMaxTokens: tokens, requestsPerConcurrency: Number(values["requests-per-concurrency"]) },
+      {
+        singleRequestMaxTokens: [],
+        concurrency: [concurrency],
+        sweepMaxTokens: tokens,
+        requestsPerConcurrency: Number(values["requests-per-concurrency"]),
+      },
     );
     const after = await truth(sim.url, concurrency, tokens);
     const level = result.sweep[0];
@@ -42,7 +53,9 @@ async function main(): Promise<void> {
       errors: level.errors,
       measuredOutputTokensPerSecond: level.outputTokensPerSecond,
       truthExpectedOutputTokensPerSecond: expected,
-      truthSteadyStateOutputTokensPerSecond: after.theoretical.find((t: { concurrency: number }) => t.concurrency === concurrency)?.wallAggregateTokensPerSecond ?? null,
+      truthSteadyStateOutputTokensPerSecond:
+        after.theoretical.find((t: { concurrency: number }) => t.concurrency === concurrency)
+          ?.wallAggregateTokensPerSecond ?? null,
       relativeError: error,
       tokensCountedFromUsage: level.completionTokens,
       tokensEmittedBySimulator: emitted,
@@ -58,7 +71,9 @@ async function main(): Promise<void> {
 
 async function truth(url: string, concurrency: number, tokens: number): Promise<any> {
   const prompt = 20; // about the benchmark prompts' length; prefill is negligible beside 4096 decode steps
-  return (await fetch(`${url}/sim/truth?concurrency=${concurrency}&output_tokens=${tokens}&prompt_tokens=${prompt}`)).json();
+  return (
+    await fetch(`${url}/sim/truth?concurrency=${concurrency}&output_tokens=${tokens}&prompt_tokens=${prompt}`)
+  ).json();
 }
 
 async function waitReady(url: string): Promise<void> {

@@ -43,21 +43,25 @@ async function client(url: string, streams: number, seconds: number, maxTokens: 
   const deadline = start + seconds * 1000;
   const one = (): Promise<void> =>
     new Promise((resolve, reject) => {
-      const req = http.request(target, { method: "POST", agent, headers: { "content-type": "application/json" } }, (res) => {
-        res.on("data", (chunk: Buffer) => {
-          report.bytes += chunk.length;
-          // Token events carry `"content":"<text>"`; the opening role event has `"content":""`.
-          for (let i = chunk.indexOf(needle); i >= 0; i = chunk.indexOf(needle, i + needle.length)) {
-            if (chunk[i + needle.length + 1] !== 0x22) report.events++;
-          }
-          if (performance.now() > deadline) req.destroy();
-        });
-        res.on("end", () => {
-          report.completed++;
-          resolve();
-        });
-        res.on("close", resolve);
-      });
+      const req = http.request(
+        target,
+        { method: "POST", agent, headers: { "content-type": "application/json" } },
+        (res) => {
+          res.on("data", (chunk: Buffer) => {
+            report.bytes += chunk.length;
+            // Token events carry `"content":"<text>"`; the opening role event has `"content":""`.
+            for (let i = chunk.indexOf(needle); i >= 0; i = chunk.indexOf(needle, i + needle.length)) {
+              if (chunk[i + needle.length + 1] !== 0x22) report.events++;
+            }
+            if (performance.now() > deadline) req.destroy();
+          });
+          res.on("end", () => {
+            report.completed++;
+            resolve();
+          });
+          res.on("close", resolve);
+        },
+      );
       req.on("error", (err: NodeJS.ErrnoException) => (performance.now() > deadline ? resolve() : reject(err)));
       req.end(body);
     });
@@ -91,7 +95,9 @@ async function main(): Promise<void> {
   }
   const cpuBefore = process.cpuUsage();
   const truthBefore = (await (await fetch(`${sim.url}/sim/truth`)).json()) as { tokensEmitted: number };
-  const child = fork(__filename, ["client", sim.url, String(streams), String(seconds), String(maxTokens)], { execArgv: process.execArgv });
+  const child = fork(__filename, ["client", sim.url, String(streams), String(seconds), String(maxTokens)], {
+    execArgv: process.execArgv,
+  });
   const report = await new Promise<ClientReport>((resolve, reject) => {
     child.once("message", (m) => resolve(m as ClientReport));
     child.once("error", reject);

@@ -7,12 +7,30 @@
 type Main = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
-  sim: { summary: "serve the SGLang simulator (--profile, --fault, --port, --time-scale, --list)", load: () => require("../simulator/cli").simMain },
-  verify: { summary: "readiness gate against an endpoint: exit 0 only when it really generates", load: () => require("../gate/cli").verifyMain },
-  bench: { summary: "benchmark an endpoint: single requests and a concurrency sweep", load: () => require("../gate/cli").benchMain },
-  plan: { summary: "capacity plan: days and hosts for N completions of T tokens", load: () => require("../gate/cli").planMain },
-  doctor: { summary: "check the local CUDA toolkit the way FlashInfer finds it", load: () => require("../components/cuda-toolkit/doctor").doctorMain },
-  drift: { summary: "report drift of the hosts' toolkit state (pulumi refresh, read-only)", load: () => require("../components/toolkit-state/drift-cli").driftMain },
+  sim: {
+    summary: "serve the SGLang simulator (--profile, --fault, --port, --time-scale, --list)",
+    load: () => require("../simulator/cli").simMain,
+  },
+  verify: {
+    summary: "readiness gate against an endpoint: exit 0 only when it really generates",
+    load: () => require("../gate/cli").verifyMain,
+  },
+  bench: {
+    summary: "benchmark an endpoint: single requests and a concurrency sweep",
+    load: () => require("../gate/cli").benchMain,
+  },
+  plan: {
+    summary: "capacity plan: days and hosts for N completions of T tokens",
+    load: () => require("../gate/cli").planMain,
+  },
+  doctor: {
+    summary: "check the local CUDA toolkit the way FlashInfer finds it",
+    load: () => require("../components/cuda-toolkit/doctor").doctorMain,
+  },
+  drift: {
+    summary: "report drift of the hosts' toolkit state (pulumi refresh, read-only)",
+    load: () => require("../components/toolkit-state/drift-cli").driftMain,
+  },
 };
 
 function usage(): string {
@@ -36,8 +54,13 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err: unknown) => {
-    process.stderr.write(`gpuhost: ${(err as Error)?.message ?? err}\n`);
-    process.exitCode = 2;
-  });
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`gpuhost: ${(err as Error)?.message ?? err}\n`);
+      process.exitCode = 2;
+    },
+  );
 }

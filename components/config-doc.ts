@@ -65,11 +65,21 @@ const cell = (text: string) => text.replace(/\|/g, "\\|").replace(/\n/g, " ");
 function rows(s: JsonSchema, prefix: string, required: boolean, out: Row[]): void {
   const isObject = s.type === "object" && s.properties;
   const variants = s.anyOf ?? s.oneOf;
-  if (!isObject && !(variants && variants.every((v) => v.type === "object")) && !(s.type === "array" && s.items?.type === "object")) {
+  if (
+    !isObject &&
+    !(variants && variants.every((v) => v.type === "object")) &&
+    !(s.type === "array" && s.items?.type === "object")
+  ) {
     out.push({ key: prefix, type: typeOf(s), default: defaultOf(s, required), description: s.description ?? "" });
     return;
   }
-  if (s.description) out.push({ key: prefix, type: s.type === "array" ? "list" : "object", default: defaultOf(s, required), description: s.description });
+  if (s.description)
+    out.push({
+      key: prefix,
+      type: s.type === "array" ? "list" : "object",
+      default: defaultOf(s, required),
+      description: s.description,
+    });
   if (s.type === "array" && s.items) {
     rows(s.items, `${prefix}[i]`, false, out);
     return;
@@ -78,7 +88,8 @@ function rows(s: JsonSchema, prefix: string, required: boolean, out: Row[]): voi
     for (const v of variants) {
       const kind = v.properties?.kind?.const;
       const label = kind === undefined ? "" : ` (kind: ${String(kind)})`;
-      if (v.description) out.push({ key: `${prefix}${label}`, type: "object", default: "", description: v.description });
+      if (v.description)
+        out.push({ key: `${prefix}${label}`, type: "object", default: "", description: v.description });
       for (const [k, p] of Object.entries(v.properties ?? {})) {
         if (k === "kind") continue;
         const first = out.length;
@@ -88,7 +99,8 @@ function rows(s: JsonSchema, prefix: string, required: boolean, out: Row[]): voi
     }
     return;
   }
-  for (const [k, p] of Object.entries(s.properties ?? {})) rows(p, prefix ? `${prefix}.${k}` : k, (s.required ?? []).includes(k), out);
+  for (const [k, p] of Object.entries(s.properties ?? {}))
+    rows(p, prefix ? `${prefix}.${k}` : k, (s.required ?? []).includes(k), out);
 }
 
 const INTRO = `# Configuration reference
@@ -140,7 +152,11 @@ export function renderConfigDoc(): string {
 }
 
 export function configDocPath(): string {
-  return path.resolve(__dirname, __dirname.includes(`${path.sep}dist${path.sep}`) ? "../../docs" : "../docs", "configuration.md");
+  return path.resolve(
+    __dirname,
+    __dirname.includes(`${path.sep}dist${path.sep}`) ? "../../docs" : "../docs",
+    "configuration.md",
+  );
 }
 
 if (require.main === module) {

@@ -30,7 +30,9 @@ function isConfigSecret(fullKey: string): boolean {
 }
 
 /** Name of another config key of this stack that holds a secret (set with `pulumi config set --secret`). */
-const secretKeyName = z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, "must be a config key name (letters, digits, '_', '-')");
+const secretKeyName = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_-]*$/, "must be a config key name (letters, digits, '_', '-')");
 
 const sshConnectionConfig = z
   .object({
@@ -40,7 +42,9 @@ const sshConnectionConfig = z
     user: userSchema.default("root"),
     privateKeySecret: secretKeyName
       .default("sshPrivateKey")
-      .describe("Config key holding the private key text as a secret: `pulumi config set --secret sshPrivateKey < key`."),
+      .describe(
+        "Config key holding the private key text as a secret: `pulumi config set --secret sshPrivateKey < key`.",
+      ),
     hostKey: z
       .string()
       .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
@@ -67,7 +71,9 @@ const simulatedConnectionConfig = z
       .string()
       .regex(/^[A-Za-z0-9._+@/-]+$/, "must be a folder path of letters, digits and ._+@-/")
       .optional()
-      .describe("Folder standing for / (relative paths are relative to the project); default .gpuhost/sim-hosts/<host name>."),
+      .describe(
+        "Folder standing for / (relative paths are relative to the project); default .gpuhost/sim-hosts/<host name>.",
+      ),
   })
   .strict()
   .describe("The simulated platform: a folder of the project stands for /, the simulator serves.");
@@ -79,12 +85,26 @@ export const HostSchema = z
       .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "must be lowercase letters, digits and '-' (it names resources and folders)")
       .describe("Name of the host; names its resources and its stack outputs."),
     connection: z
-      .discriminatedUnion("kind", [sshConnectionConfig, localConnectionSchema.describe("This machine."), simulatedConnectionConfig])
+      .discriminatedUnion("kind", [
+        sshConnectionConfig,
+        localConnectionSchema.describe("This machine."),
+        simulatedConnectionConfig,
+      ])
       .describe("How gpuhost reaches the host (kind: ssh | local | simulated)."),
     gpus: z
       .object({
-        count: z.number().int().min(0).max(64).default(0).describe("GPUs on the host (0: no GPU checks, e.g. simulated)."),
-        model: z.string().regex(/^[A-Za-z0-9 ._()-]+$/).optional().describe("GPU model, for outputs and the simulator's reports."),
+        count: z
+          .number()
+          .int()
+          .min(0)
+          .max(64)
+          .default(0)
+          .describe("GPUs on the host (0: no GPU checks, e.g. simulated)."),
+        model: z
+          .string()
+          .regex(/^[A-Za-z0-9 ._()-]+$/)
+          .optional()
+          .describe("GPU model, for outputs and the simulator's reports."),
         computeCapability: z
           .string()
           .regex(/^[0-9]{1,2}\.[0-9]$/, "must look like 12.0")
@@ -111,14 +131,31 @@ export const SimulatorSchema = z
       .describe("Simulator profile (simulator/profiles/<name>.yaml) served on simulated hosts."),
     serviceProfiles: z
       .object({
-        autoregressive: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the autoregressive unit; default: profile."),
-        eagle3: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the EAGLE-3 unit; default: profile."),
-        dflash: z.string().regex(/^[A-Za-z0-9._-]+$/).optional().describe("Profile of the DFlash unit; default: profile."),
+        autoregressive: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]+$/)
+          .optional()
+          .describe("Profile of the autoregressive unit; default: profile."),
+        eagle3: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]+$/)
+          .optional()
+          .describe("Profile of the EAGLE-3 unit; default: profile."),
+        dflash: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]+$/)
+          .optional()
+          .describe("Profile of the DFlash unit; default: profile."),
       })
       .strict()
       .default({})
-      .describe("Per-service profile overrides (e.g. eagle3: kimi-k2.6-8x-rtx-pro-6000-eagle3), so each simulated unit shows its own speculative behaviour."),
-    faults: z.array(faultNameSchema).default([]).describe("Simulator faults to inject (listed by `gpuhost sim --list`)."),
+      .describe(
+        "Per-service profile overrides (e.g. eagle3: kimi-k2.6-8x-rtx-pro-6000-eagle3), so each simulated unit shows its own speculative behaviour.",
+      ),
+    faults: z
+      .array(faultNameSchema)
+      .default([])
+      .describe("Simulator faults to inject (listed by `gpuhost sim --list`)."),
     timeScale: z
       .number()
       .positive()
@@ -160,10 +197,15 @@ export const ConfigSchema = z
     }
     const seen = new Set<string>();
     c.hosts.forEach((h, i) => {
-      if (seen.has(h.name)) ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
+      if (seen.has(h.name))
+        ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
       seen.add(h.name);
       if (h.gpus.count > 0 && h.gpus.count < c.services.tp) {
-        ctx.addIssue({ code: "custom", path: ["services", "tp"], message: `tp ${c.services.tp} needs ${c.services.tp} GPUs; host '${h.name}' has ${h.gpus.count}` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["services", "tp"],
+          message: `tp ${c.services.tp} needs ${c.services.tp} GPUs; host '${h.name}' has ${h.gpus.count}`,
+        });
       }
     });
   })
@@ -235,7 +277,12 @@ export function hostConnection(
         hostKey: c.hostKey,
         privateKey: secret(c.privateKeySecret),
         bastion: c.bastion
-          ? { host: c.bastion.host, port: c.bastion.port, user: c.bastion.user, privateKey: secret(c.bastion.privateKeySecret) }
+          ? {
+              host: c.bastion.host,
+              port: c.bastion.port,
+              user: c.bastion.user,
+              privateKey: secret(c.bastion.privateKeySecret),
+            }
           : undefined,
       };
   }
@@ -268,7 +315,10 @@ export function loadConfig(cfg: pulumi.Config = new pulumi.Config(CONFIG_NAMESPA
       secretKeys.add(key);
       if (key !== "apiKey") continue;
     } else if (key === "apiKey") {
-      issues.push({ path: `${CONFIG_NAMESPACE}:apiKey`, message: "must be a secret: pulumi config set --secret apiKey ..." });
+      issues.push({
+        path: `${CONFIG_NAMESPACE}:apiKey`,
+        message: "must be a secret: pulumi config set --secret apiKey ...",
+      });
       continue;
     }
     if (!(CONFIG_KEYS as string[]).includes(key) && !secretKeys.has(key)) {

@@ -26,7 +26,14 @@ import { ServingService } from "./services/serving-service";
 import { SERVICE_KINDS } from "./services/schema";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./toolkit/description";
-import { expectedToolkitState, restartUnitStep, TOOLKIT_FIELDS, ToolkitState, UNIT_FIELDS, unitContentField } from "./toolkit-state";
+import {
+  expectedToolkitState,
+  restartUnitStep,
+  TOOLKIT_FIELDS,
+  ToolkitState,
+  UNIT_FIELDS,
+  unitContentField,
+} from "./toolkit-state";
 import { VerifiedGeneration } from "./verified-generation";
 
 export interface GpuServingHostArgs {
@@ -128,9 +135,11 @@ export class GpuServingHost extends pulumi.ComponentResource {
       { fields: [UNIT_FIELDS], ...steps.activate },
     ]);
 
-    const unitPath = pinnedEnvironment({ cudaHome, venvPath: simulated ? undefined : env.venvPath, jitCacheDir: "" }).find(
-      ([k]) => k === "PATH",
-    )![1];
+    const unitPath = pinnedEnvironment({
+      cudaHome,
+      venvPath: simulated ? undefined : env.venvPath,
+      jitCacheDir: "",
+    }).find(([k]) => k === "PATH")![1];
     this.toolkitState = new ToolkitState(
       `${name}-toolkit-state`,
       {
@@ -146,7 +155,11 @@ export class GpuServingHost extends pulumi.ComponentResource {
                 .filter((u) => hashes[u] !== undefined)
                 .map((u) => [
                   `${UNIT_DIR}/${u}`,
-                  { sha256: hashes[u]!, enabled: u === unit ? "enabled" : "disabled", active: u === unit ? "active" : "inactive" },
+                  {
+                    sha256: hashes[u]!,
+                    enabled: u === unit ? "enabled" : "disabled",
+                    active: u === unit ? "active" : "inactive",
+                  },
                 ]),
             ),
           }),
@@ -196,7 +209,12 @@ export function gateUrl(connection: HostConnectionInput, bindHost: string, port:
  * For SSH hosts: what VerifiedGeneration needs to tunnel to the service and to read the unit's state
  * and logs over the same connection (a secret: it carries the private key). Undefined otherwise.
  */
-export function hostAccess(connection: HostConnectionInput, unit: pulumi.Input<string>, bindHost: string, port: number) {
+export function hostAccess(
+  connection: HostConnectionInput,
+  unit: pulumi.Input<string>,
+  bindHost: string,
+  port: number,
+) {
   if (connection.kind !== "ssh") return undefined;
   const remoteHost = new URL(gateUrl(connection, bindHost, port)).hostname;
   return pulumi.all([pulumi.output(connection), unit]).apply(([conn, unitName]) => ({
@@ -208,7 +226,10 @@ export function hostAccess(connection: HostConnectionInput, unit: pulumi.Input<s
 }
 
 /** argv the gate runs locally to read the unit's state and logs; SSH hosts use hostAccess instead. */
-export function serviceProbes(connection: HostConnectionInput, unit: string): { state: string[]; logs: string[] } | undefined {
+export function serviceProbes(
+  connection: HostConnectionInput,
+  unit: string,
+): { state: string[]; logs: string[] } | undefined {
   switch (connection.kind) {
     case "simulated": {
       const shims = simShimDir();

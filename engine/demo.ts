@@ -23,7 +23,10 @@ async function main(): Promise<number> {
   return out.code;
 }
 
-main().then((code) => process.exit(code), (err: unknown) => {
-  process.stderr.write(`${(err as Error)?.stack ?? err}\n`);
-  process.exit(2);
-});
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`${(err as Error)?.stack ?? err}\n`);
+    process.exit(2);
+  },
+);

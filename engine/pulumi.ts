@@ -31,7 +31,11 @@ export interface EngineOptions {
   timeoutMs?: number;
 }
 
-export interface EngineResult { code: number; stdout: string; stderr: string }
+export interface EngineResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 export function engineEnv(opts: EngineOptions = {}): NodeJS.ProcessEnv {
   const cwd = opts.cwd ?? PROJECT_ROOT;
@@ -60,12 +64,22 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
     return Promise.reject(new Error(`${bin} is missing: run \`npm run setup\` (engine/setup.sh) first`));
   }
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, [...args, "--non-interactive"], { cwd: opts.cwd ?? PROJECT_ROOT, env: engineEnv(opts), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(bin, [...args, "--non-interactive"], {
+      cwd: opts.cwd ?? PROJECT_ROOT,
+      env: engineEnv(opts),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     const timer = opts.timeoutMs ? setTimeout(() => child.kill("SIGTERM"), opts.timeoutMs) : undefined;
-    child.stdout.on("data", (b: Buffer) => { stdout += b; opts.onOutput?.(b.toString()); });
-    child.stderr.on("data", (b: Buffer) => { stderr += b; opts.onOutput?.(b.toString()); });
+    child.stdout.on("data", (b: Buffer) => {
+      stdout += b;
+      opts.onOutput?.(b.toString());
+    });
+    child.stderr.on("data", (b: Buffer) => {
+      stderr += b;
+      opts.onOutput?.(b.toString());
+    });
     child.on("error", reject);
     child.on("close", (code) => {
       if (timer) clearTimeout(timer);

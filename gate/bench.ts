@@ -6,7 +6,14 @@
 import type { Agent } from "undici";
 import { baseUrl, fetchText, makeAgent, signalWithTimeout, type Endpoint } from "./http";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "./schema";
-import { saturation, summarizeLevel, summarizeSingle, type LevelSamples, type LevelSummary, type SingleRequestSummary } from "./stats";
+import {
+  saturation,
+  summarizeLevel,
+  summarizeSingle,
+  type LevelSamples,
+  type LevelSummary,
+  type SingleRequestSummary,
+} from "./stats";
 import { streamChat, type RequestSample } from "./stream";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
@@ -25,7 +32,16 @@ export const BENCH_PROMPTS = [
 
 export type BenchProgress =
   | { kind: "stage"; stage: "warmup" | "single" | "sweep"; detail: string }
-  | { kind: "request"; stage: "single" | "sweep"; label: string; done: number; total: number; errors: number; tokens: number; elapsedSeconds: number }
+  | {
+      kind: "request";
+      stage: "single" | "sweep";
+      label: string;
+      done: number;
+      total: number;
+      errors: number;
+      tokens: number;
+      elapsedSeconds: number;
+    }
   | { kind: "level"; summary: LevelSummary };
 
 export interface BenchHooks {
@@ -59,7 +75,10 @@ export interface BenchResult extends BenchSummary {
   samples: BenchSamples;
 }
 
-export function summarizeBench(samples: BenchSamples, meta: { model: string; startedAt: string; complete: boolean; acceptanceLength: number | null; plan: BenchPlan }): BenchSummary {
+export function summarizeBench(
+  samples: BenchSamples,
+  meta: { model: string; startedAt: string; complete: boolean; acceptanceLength: number | null; plan: BenchPlan },
+): BenchSummary {
   const sweep = samples.sweep.map(summarizeLevel);
   return {
     model: meta.model,
@@ -74,19 +93,29 @@ export function summarizeBench(samples: BenchSamples, meta: { model: string; sta
   };
 }
 
-export async function bench(endpoint: Endpoint, planInput: BenchPlanInput = {}, hooks: BenchHooks = {}): Promise<BenchResult> {
+export async function bench(
+  endpoint: Endpoint,
+  planInput: BenchPlanInput = {},
+  hooks: BenchHooks = {},
+): Promise<BenchResult> {
   const plan = BenchPlanSchema.parse(planInput);
   const base = baseUrl(endpoint.url);
   const maxConcurrency = Math.max(...plan.concurrency, 1);
   const agent = makeAgent(maxConcurrency + 4);
   const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(new Error(`benchmark deadline of ${plan.deadlineSeconds} s passed`)), plan.deadlineSeconds * 1000);
+  const timer = setTimeout(
+    () => stop.abort(new Error(`benchmark deadline of ${plan.deadlineSeconds} s passed`)),
+    plan.deadlineSeconds * 1000,
+  );
   const signal = hooks.signal ? AbortSignal.any([stop.signal, hooks.signal]) : stop.signal;
   const origin = performance.now();
   const startedAt = new Date().toISOString();
   const progress = hooks.onProgress ?? (() => undefined);
   try {
-    const model = endpoint.model && endpoint.model.length > 0 ? endpoint.model : await firstModel(agent, base, endpoint.apiKey, signal);
+    const model =
+      endpoint.model && endpoint.model.length > 0
+        ? endpoint.model
+        : await firstModel(agent, base, endpoint.apiKey, signal);
     const send = (prompt: string, maxTokens: number, ignoreEos: boolean, onOutputChunk?: () => void) =>
       streamChat({
         url: `${base}/v1/chat/completions`,
@@ -111,7 +140,11 @@ export async function bench(endpoint: Endpoint, planInput: BenchPlanInput = {}, 
 
     for (const maxTokens of plan.singleRequestMaxTokens) {
       if (signal.aborted) break;
-      progress({ kind: "stage", stage: "single", detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}` });
+      progress({
+        kind: "stage",
+        stage: "single",
+        detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}`,
+      });
       const requests: RequestSample[] = [];
       for (let i = 0; i < plan.singleRequestPrompts && !signal.aborted; i++) {
         requests.push(await send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
@@ -124,9 +157,17 @@ export async function bench(endpoint: Endpoint, planInput: BenchPlanInput = {}, 
     for (const concurrency of plan.concurrency) {
       if (signal.aborted) break;
       const total = concurrency * plan.requestsPerConcurrency;
-      progress({ kind: "stage", stage: "sweep", detail: `concurrency ${concurrency}: ${total} requests, max_tokens ${plan.sweepMaxTokens}` });
-      const level = await runLevel(concurrency, total, (i) => send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], plan.sweepMaxTokens, plan.ignoreEos), origin, (done) =>
-        progress(requestProgress("sweep", `concurrency ${concurrency}`, done, total, origin)),
+      progress({
+        kind: "stage",
+        stage: "sweep",
+        detail: `concurrency ${concurrency}: ${total} requests, max_tokens ${plan.sweepMaxTokens}`,
+      });
+      const level = await runLevel(
+        concurrency,
+        total,
+        (i) => send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], plan.sweepMaxTokens, plan.ignoreEos),
+        origin,
+        (done) => progress(requestProgress("sweep", `concurrency ${concurrency}`, done, total, origin)),
       );
       level.acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, signal);
       samples.sweep.push(level);
@@ -163,7 +204,13 @@ async function runLevel(
   return { concurrency, startedAtSeconds, finishedAtSeconds, acceptanceLength: null, requests };
 }
 
-function requestProgress(stage: "single" | "sweep", label: string, done: RequestSample[], total: number, origin: number): BenchProgress {
+function requestProgress(
+  stage: "single" | "sweep",
+  label: string,
+  done: RequestSample[],
+  total: number,
+  origin: number,
+): BenchProgress {
   return {
     kind: "request",
     stage,
@@ -176,7 +223,12 @@ function requestProgress(stage: "single" | "sweep", label: string, done: Request
   };
 }
 
-async function firstModel(agent: Agent, base: string, apiKey: string | undefined, signal: AbortSignal): Promise<string> {
+async function firstModel(
+  agent: Agent,
+  base: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+): Promise<string> {
   const reply = await fetchText(agent, `${base}/v1/models`, { apiKey, signal: signalWithTimeout(signal, 30_000) });
   if (reply.status !== 200) throw new Error(`GET /v1/models answered HTTP ${reply.status}`);
   const id = JSON.parse(reply.text)?.data?.[0]?.id;
@@ -188,10 +240,18 @@ async function firstModel(agent: Agent, base: string, apiKey: string | undefined
  * SGLang reports speculative acceptance in /get_server_info (internal_states[0].avg_spec_accept_length)
  * and, with --enable-metrics, as the gauge sglang:spec_accept_length. Null for autoregressive services.
  */
-export async function readAcceptanceLength(agent: Agent, base: string, apiKey: string | undefined, signal: AbortSignal): Promise<number | null> {
+export async function readAcceptanceLength(
+  agent: Agent,
+  base: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+): Promise<number | null> {
   if (signal.aborted) return null;
   try {
-    const info = await fetchText(agent, `${base}/get_server_info`, { apiKey, signal: signalWithTimeout(signal, 5_000) });
+    const info = await fetchText(agent, `${base}/get_server_info`, {
+      apiKey,
+      signal: signalWithTimeout(signal, 5_000),
+    });
     if (info.status === 200) {
       const value = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof value === "number" && Number.isFinite(value)) return value;

@@ -12,7 +12,11 @@ export interface GenerationCheck {
   check: string;
 }
 
-export async function checkGenerating(endpoint: Endpoint, policyInput: VerifyPolicyInput = {}, timeoutSeconds = 60): Promise<GenerationCheck> {
+export async function checkGenerating(
+  endpoint: Endpoint,
+  policyInput: VerifyPolicyInput = {},
+  timeoutSeconds = 60,
+): Promise<GenerationCheck> {
   const policy = VerifyPolicySchema.parse(policyInput);
   const agent = makeAgent(1);
   try {

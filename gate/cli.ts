@@ -22,13 +22,17 @@ class UsageError extends Error {}
 function numberOption(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
   return n;
 }
 
 function listOption(name: string, value: string | undefined): number[] | undefined {
   if (value === undefined) return undefined;
-  const list = value.split(",").map((v) => v.trim()).filter((v) => v !== "");
+  const list = value
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "");
   const nums = list.map(Number);
   if (nums.length === 0 || nums.some((n) => !Number.isInteger(n) || n <= 0)) {
     throw new UsageError(`--${name} must be a comma-separated list of positive integers, got ${JSON.stringify(value)}`);
@@ -98,7 +102,9 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
         ) + "\n",
       );
     } else if (result.ready) {
-      io.stdout.write(`ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s\n`);
+      io.stdout.write(
+        `ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s\n`,
+      );
     } else {
       io.stdout.write(`NOT ready\n${result.diagnosis}\n`);
     }
@@ -157,7 +163,9 @@ function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): 
     if (e.kind === "request") {
       if (!tty) return;
       const rate = e.elapsedSeconds > 0 ? e.tokens / e.elapsedSeconds : 0;
-      io.stderr.write(`\r\x1b[K[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`);
+      io.stderr.write(
+        `\r\x1b[K[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`,
+      );
       pending = true;
       return;
     }
@@ -181,9 +189,13 @@ function sec(v: number | null): string {
 }
 
 function benchTable(s: Omit<import("./bench").BenchResult, "samples">): string {
-  const lines = [`model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`];
+  const lines = [
+    `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
+  ];
   for (const r of s.singleRequest) {
-    lines.push(`single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`);
+    lines.push(
+      `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
+    );
   }
   lines.push("concurrency  tok/s       req/s    TTFT p50   ITL p50    E2E p50    errors");
   for (const l of s.sweep) {
@@ -191,12 +203,15 @@ function benchTable(s: Omit<import("./bench").BenchResult, "samples">): string {
       `${String(l.concurrency).padEnd(12)} ${l.outputTokensPerSecond.toFixed(1).padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${l.errors}/${l.requests}`,
     );
   }
-  lines.push(`saturation at concurrency ${s.saturationConcurrency ?? "n/a"}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`);
+  lines.push(
+    `saturation at concurrency ${s.saturationConcurrency ?? "n/a"}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`,
+  );
   if (s.acceptanceLength !== null) lines.push(`speculative acceptance length ${s.acceptanceLength.toFixed(2)}`);
   return lines.join("\n") + "\n";
 }
 
-const PLAN_USAGE = "usage: gpuhost plan --throughput TOKS [--completions N] [--tokens T] [--hosts H] [--deadline-days D] [--bytes-per-token B] [--json]";
+const PLAN_USAGE =
+  "usage: gpuhost plan --throughput TOKS [--completions N] [--tokens T] [--hosts H] [--deadline-days D] [--bytes-per-token B] [--json]";
 
 export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
   return main(io, PLAN_USAGE, async () => {
@@ -215,7 +230,8 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
     });
     if (values.throughput === undefined) throw new UsageError("--throughput is required");
     const throughput = Number(values.throughput);
-    if (!Number.isFinite(throughput) || throughput < 0) throw new UsageError(`--throughput must be a number >= 0, got ${JSON.stringify(values.throughput)}`);
+    if (!Number.isFinite(throughput) || throughput < 0)
+      throw new UsageError(`--throughput must be a number >= 0, got ${JSON.stringify(values.throughput)}`);
     const parsed = WorkloadSchema.safeParse({
       completions: numberOption("completions", values.completions),
       outputTokensPerCompletion: numberOption("tokens", values.tokens),
@@ -223,7 +239,8 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
       deadlineDays: numberOption("deadline-days", values["deadline-days"]),
       bytesPerToken: numberOption("bytes-per-token", values["bytes-per-token"]),
     });
-    if (!parsed.success) throw new UsageError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+    if (!parsed.success)
+      throw new UsageError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
     const plan = capacity(throughput, parsed.data);
     io.stdout.write(values.json ? JSON.stringify(plan, null, 2) + "\n" : planText(plan));
     return 0;

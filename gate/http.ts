@@ -76,7 +76,10 @@ export function tcpConnect(url: string, timeoutMs: number, signal: AbortSignal):
       else resolve();
     };
     const onAbort = () => done(signal.reason);
-    const timer = setTimeout(() => done(new Error(`TCP connect to ${host}:${port} timed out after ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => done(new Error(`TCP connect to ${host}:${port} timed out after ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     signal.addEventListener("abort", onAbort, { once: true });
     socket.once("connect", () => done());
     socket.once("error", (e) => done(e));

@@ -2,14 +2,46 @@
  * gpuhost's readiness gate, benchmark and capacity plans: a pure library (no Pulumi), used by the
  * VerifiedGeneration provider (loaded compiled, by path, at call time) and by `gpuhost verify|bench|plan`.
  */
-export { verify, PHASE_MEANING, type GateHooks, type GatePhase, type PhaseTiming, type ServiceState, type VerifyResult } from "./verify";
-export { bench, summarizeBench, parseSpecAcceptLength, type BenchHooks, type BenchProgress, type BenchResult, type BenchSamples, type BenchSummary } from "./bench";
+export {
+  verify,
+  PHASE_MEANING,
+  type GateHooks,
+  type GatePhase,
+  type PhaseTiming,
+  type ServiceState,
+  type VerifyResult,
+} from "./verify";
+export {
+  bench,
+  summarizeBench,
+  parseSpecAcceptLength,
+  type BenchHooks,
+  type BenchProgress,
+  type BenchResult,
+  type BenchSamples,
+  type BenchSummary,
+} from "./bench";
 export { capacity, type CapacityPlan } from "./capacity";
 export { checkGenerating, type GenerationCheck } from "./check";
 export { commandHooks, parseServiceState } from "./service-hooks";
 export { measuredOutputs, VerifiedGenerationOutputsSchema, type VerifiedGenerationOutputs } from "./outputs";
-export { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema, type BenchPlan, type VerifyPolicy, type Workload } from "./schema";
+export {
+  BenchPlanSchema,
+  VerifyPolicySchema,
+  WorkloadSchema,
+  type BenchPlan,
+  type VerifyPolicy,
+  type Workload,
+} from "./schema";
 export { baseUrl, type Endpoint } from "./http";
-export { percentile, saturation, summarizeLevel, summarizeSingle, type LevelSamples, type LevelSummary, type SingleRequestSummary } from "./stats";
+export {
+  percentile,
+  saturation,
+  summarizeLevel,
+  summarizeSingle,
+  type LevelSamples,
+  type LevelSummary,
+  type SingleRequestSummary,
+} from "./stats";
 export type { RequestSample } from "./stream";
 export type { ProbeResult } from "./probe";

@@ -33,8 +33,15 @@ export const ReadinessSchema = z
   .object({
     elapsedSeconds: z.number().describe("time from the gate's start to verified generation"),
     phases: z.array(PhaseTimingSchema).describe("each phase with its timing"),
-    probeCompletionTokens: z.number().int().describe("usage.completion_tokens of the first successful probe (reasoning included)"),
-    probeReasoningTokens: z.number().int().nullable().describe("reasoning tokens of that probe, when the server reports them"),
+    probeCompletionTokens: z
+      .number()
+      .int()
+      .describe("usage.completion_tokens of the first successful probe (reasoning included)"),
+    probeReasoningTokens: z
+      .number()
+      .int()
+      .nullable()
+      .describe("reasoning tokens of that probe, when the server reports them"),
     probeFinishReason: z.string().describe("finish_reason of that probe: stop or length"),
   })
   .describe("How readiness was established");
@@ -56,10 +63,15 @@ export const SweepLevelOutputSchema = z.object({
   errors: z.number().int().describe("requests that failed (their tokens are not counted)"),
   errorExamples: z.array(z.string()).describe("up to three distinct error messages"),
   durationSeconds: z.number().describe("wall time of the level"),
-  outputTokensPerSecond: z.number().describe("aggregate output tokens per second (usage completion tokens / wall time)"),
+  outputTokensPerSecond: z
+    .number()
+    .describe("aggregate output tokens per second (usage completion tokens / wall time)"),
   requestsPerSecond: z.number().describe("successful requests per second"),
   completionTokens: z.number().int().describe("usage completion tokens of the successful requests"),
-  acceptanceLength: z.number().nullable().describe("speculative acceptance length read after the level; null when not speculative"),
+  acceptanceLength: z
+    .number()
+    .nullable()
+    .describe("speculative acceptance length read after the level; null when not speculative"),
   ...latencyFields,
 });
 
@@ -90,9 +102,16 @@ export const VerifiedGenerationOutputsSchema = z
     readiness: ReadinessSchema,
     singleRequest: z.array(SingleRequestOutputSchema).describe("single requests at each max_tokens"),
     sweep: z.array(SweepLevelOutputSchema).describe("the concurrency sweep"),
-    saturationConcurrency: z.number().int().nullable().describe("smallest concurrency reaching 95% of the best aggregate"),
+    saturationConcurrency: z
+      .number()
+      .int()
+      .nullable()
+      .describe("smallest concurrency reaching 95% of the best aggregate"),
     sustainedOutputTokensPerSecond: z.number().describe("aggregate output tok/s at the saturation concurrency"),
-    acceptanceLength: z.number().nullable().describe("speculative acceptance length at low concurrency; null when not speculative"),
+    acceptanceLength: z
+      .number()
+      .nullable()
+      .describe("speculative acceptance length at low concurrency; null when not speculative"),
     benchComplete: z.boolean().describe("every sweep level ran"),
     capacity: CapacityPlanOutputSchema,
   })
@@ -100,8 +119,13 @@ export const VerifiedGenerationOutputsSchema = z
 export type VerifiedGenerationOutputs = z.infer<typeof VerifiedGenerationOutputsSchema>;
 
 /** Builds the outputs from a successful verification, a benchmark and a plan. */
-export function measuredOutputs(readiness: VerifyResult, summary: BenchSummary, plan: CapacityPlan): VerifiedGenerationOutputs {
-  if (!readiness.ready || readiness.probe === null || readiness.model === null) throw new Error("outputs need a successful verification");
+export function measuredOutputs(
+  readiness: VerifyResult,
+  summary: BenchSummary,
+  plan: CapacityPlan,
+): VerifiedGenerationOutputs {
+  if (!readiness.ready || readiness.probe === null || readiness.model === null)
+    throw new Error("outputs need a successful verification");
   return {
     generating: true,
     generationCheck: "ok",

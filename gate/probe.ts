@@ -66,14 +66,30 @@ export async function probeGeneration(
     });
   } catch (err) {
     const kind = errorKind(err);
-    return { ok: false, kind: "connection", retryable: true, summary: kind, message: describeError(err), response: null, error: err };
+    return {
+      ok: false,
+      kind: "connection",
+      retryable: true,
+      summary: kind,
+      message: describeError(err),
+      response: null,
+      error: err,
+    };
   }
   const response = `HTTP ${reply.status} ${truncate(reply.text)}`;
   if (reply.status !== 200) {
     // 4xx other than timeout/rate-limit means the request itself is wrong (model name, key): waiting cannot fix it.
     const retryable = reply.status >= 500 || reply.status === 408 || reply.status === 429;
     const summary = `HTTP ${reply.status}`;
-    return { ok: false, kind: "http", retryable, summary, message: `chat completion answered ${response}`, response, error: null };
+    return {
+      ok: false,
+      kind: "http",
+      retryable,
+      summary,
+      message: `chat completion answered ${response}`,
+      response,
+      error: null,
+    };
   }
   const invalid = (why: string): ProbeOutcome => ({
     ok: false,
@@ -94,12 +110,14 @@ export async function probeGeneration(
   const usage = json?.usage;
   const completionTokens = Number(usage?.completion_tokens);
   if (!choice) return invalid("no choices[0]");
-  if (!Number.isFinite(completionTokens) || completionTokens <= 0) return invalid("usage.completion_tokens is missing or 0");
+  if (!Number.isFinite(completionTokens) || completionTokens <= 0)
+    return invalid("usage.completion_tokens is missing or 0");
   const content = typeof choice.message?.content === "string" ? choice.message.content : "";
   const reasoning = typeof choice.message?.reasoning_content === "string" ? choice.message.reasoning_content : "";
   if (content.trim() === "" && reasoning.trim() === "") return invalid("both content and reasoning_content are empty");
   const finishReason = String(choice.finish_reason);
-  if (finishReason !== "stop" && finishReason !== "length") return invalid(`finish_reason is ${JSON.stringify(choice.finish_reason)}`);
+  if (finishReason !== "stop" && finishReason !== "length")
+    return invalid(`finish_reason is ${JSON.stringify(choice.finish_reason)}`);
   const reasoningTokens = reasoningTokensOf(usage);
   const result: ProbeResult = {
     completionTokens,
@@ -110,7 +128,11 @@ export async function probeGeneration(
     reasoningExhaustedBudget: content.trim() === "" && finishReason === "length",
     latencySeconds: (performance.now() - started) / 1000,
   };
-  if (policy.knownAnswer !== undefined && !opts.sampling && !content.toLowerCase().includes(policy.knownAnswer.toLowerCase())) {
+  if (
+    policy.knownAnswer !== undefined &&
+    !opts.sampling &&
+    !content.toLowerCase().includes(policy.knownAnswer.toLowerCase())
+  ) {
     const hint = result.reasoningExhaustedBudget
       ? " (reasoning used the whole max_tokens budget before answering: set thinkingToggle for a model family that supports it, or raise probeMaxTokensThinking)"
       : "";

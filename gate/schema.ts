@@ -54,7 +54,9 @@ export const VerifyPolicySchema = z
       .int()
       .positive()
       .default(16)
-      .describe('max_tokens of the probe when thinking is off or absent (the warmup that worked: "Say just \'OK\'", 16 tokens).'),
+      .describe(
+        "max_tokens of the probe when thinking is off or absent (the warmup that worked: \"Say just 'OK'\", 16 tokens).",
+      ),
     probeMaxTokensThinking: z
       .number()
       .int()
@@ -63,11 +65,7 @@ export const VerifyPolicySchema = z
       .describe(
         "max_tokens of the probe when the model may think and thinking cannot be turned off; reasoning tokens count as generation.",
       ),
-    probePrompt: z
-      .string()
-      .min(1)
-      .default("Say just 'OK'")
-      .describe("The probe's user message."),
+    probePrompt: z.string().min(1).default("Say just 'OK'").describe("The probe's user message."),
     knownAnswer: z
       .string()
       .min(1)
@@ -83,11 +81,7 @@ export const VerifyPolicySchema = z
       .describe(
         "Later generations that must also succeed after the first one. They sample (temperature > 0), so kernels used only for sampling are exercised too.",
       ),
-    stabilityIntervalSeconds: z
-      .number()
-      .min(0)
-      .default(0)
-      .describe("Pause before each stability probe."),
+    stabilityIntervalSeconds: z.number().min(0).default(0).describe("Pause before each stability probe."),
     serviceCheckIntervalSeconds: z
       .number()
       .positive()
@@ -142,7 +136,9 @@ export const BenchPlanSchema = z
       .int()
       .positive()
       .default(2)
-      .describe("Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back)."),
+      .describe(
+        "Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back).",
+      ),
     ignoreEos: z
       .boolean()
       .default(true)
@@ -156,7 +152,9 @@ export const BenchPlanSchema = z
       .number()
       .positive()
       .default(7200)
-      .describe("Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete."),
+      .describe(
+        "Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete.",
+      ),
     saturationFraction: z
       .number()
       .gt(0)
@@ -176,17 +174,8 @@ export const WorkloadSchema = z
       .positive()
       .default(900_000)
       .describe("Completions to generate (the story: 900,000 training samples)."),
-    outputTokensPerCompletion: z
-      .number()
-      .positive()
-      .default(2000)
-      .describe("Average output tokens per completion."),
-    hosts: z
-      .number()
-      .int()
-      .positive()
-      .default(1)
-      .describe("Hosts the workload is spread over."),
+    outputTokensPerCompletion: z.number().positive().default(2000).describe("Average output tokens per completion."),
+    hosts: z.number().int().positive().default(1).describe("Hosts the workload is spread over."),
     deadlineDays: z
       .number()
       .positive()

@@ -11,10 +11,15 @@ const OUTPUT_LIMIT = 1024 * 1024;
 function run(argv: string[], timeoutMs: number): Promise<{ stdout: string; stderr: string }> {
   if (argv.length === 0) return Promise.reject(new Error("empty command"));
   return new Promise((resolve, reject) => {
-    execFile(argv[0], argv.slice(1), { timeout: timeoutMs, maxBuffer: OUTPUT_LIMIT, encoding: "utf8" }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${argv.join(" ")} failed: ${err.message}${stderr ? `\n${stderr.trim()}` : ""}`));
-      else resolve({ stdout, stderr });
-    });
+    execFile(
+      argv[0],
+      argv.slice(1),
+      { timeout: timeoutMs, maxBuffer: OUTPUT_LIMIT, encoding: "utf8" },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`${argv.join(" ")} failed: ${err.message}${stderr ? `\n${stderr.trim()}` : ""}`));
+        else resolve({ stdout, stderr });
+      },
+    );
   });
 }
 
@@ -33,12 +38,17 @@ export function parseServiceState(text: string): ServiceState {
   return { activeState, restarts };
 }
 
-export function commandHooks(opts: { serviceStateCommand?: string[]; serviceLogsCommand?: string[]; timeoutMs?: number }): Pick<GateHooks, "serviceState" | "serviceLogs"> {
+export function commandHooks(opts: {
+  serviceStateCommand?: string[];
+  serviceLogsCommand?: string[];
+  timeoutMs?: number;
+}): Pick<GateHooks, "serviceState" | "serviceLogs"> {
   const timeout = opts.timeoutMs ?? 30_000;
   const hooks: Pick<GateHooks, "serviceState" | "serviceLogs"> = {};
   const stateCmd = opts.serviceStateCommand;
   const logsCmd = opts.serviceLogsCommand;
-  if (stateCmd && stateCmd.length > 0) hooks.serviceState = async () => parseServiceState((await run(stateCmd, timeout)).stdout);
+  if (stateCmd && stateCmd.length > 0)
+    hooks.serviceState = async () => parseServiceState((await run(stateCmd, timeout)).stdout);
   if (logsCmd && logsCmd.length > 0) {
     hooks.serviceLogs = async () => {
       const { stdout, stderr } = await run(logsCmd, timeout);

@@ -5,7 +5,17 @@
  * error, the time spent and the service's last log lines.
  */
 import type { Agent } from "undici";
-import { baseUrl, describeError, fetchText, makeAgent, signalWithTimeout, sleep, tcpConnect, truncate, type Endpoint } from "./http";
+import {
+  baseUrl,
+  describeError,
+  fetchText,
+  makeAgent,
+  signalWithTimeout,
+  sleep,
+  tcpConnect,
+  truncate,
+  type Endpoint,
+} from "./http";
 import { probeGeneration, type ProbeResult } from "./probe";
 import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "./schema";
 
@@ -64,7 +74,11 @@ const SERVICE_HOOK_TIMEOUT_MS = 30_000;
 const SERVICE_CHECK_AFTER_CONNECTION_ERROR_S = 1;
 const LOGS_TIMEOUT_MS = 5_000;
 
-export async function verify(endpoint: Endpoint, policyInput: VerifyPolicyInput = {}, hooks: GateHooks = {}): Promise<VerifyResult> {
+export async function verify(
+  endpoint: Endpoint,
+  policyInput: VerifyPolicyInput = {},
+  hooks: GateHooks = {},
+): Promise<VerifyResult> {
   const policy = VerifyPolicySchema.parse(policyInput);
   return new GateRun(endpoint, policy, hooks).run();
 }
@@ -111,7 +125,9 @@ class GateRun {
     try {
       if (this.hooks.serviceState) await this.checkService(0);
       this.enter("connect");
-      await this.retry((signal) => this.track("TCP connect", () => tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal)));
+      await this.retry((signal) =>
+        this.track("TCP connect", () => tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal)),
+      );
       this.enter("models");
       await this.retry((signal) => this.modelsAttempt(signal));
       this.enter("generate");
@@ -143,7 +159,12 @@ class GateRun {
   private closePhase(): void {
     if (!this.phaseOpen) return;
     this.phaseOpen = false;
-    this.phases.push({ phase: this.phase, startedAtSeconds: this.phaseStart, seconds: this.elapsed() - this.phaseStart, attempts: this.attempts });
+    this.phases.push({
+      phase: this.phase,
+      startedAtSeconds: this.phaseStart,
+      seconds: this.elapsed() - this.phaseStart,
+      attempts: this.attempts,
+    });
   }
 
   /**
@@ -168,7 +189,9 @@ class GateRun {
       }
       this.hooks.onPhase?.(this.phase, `attempt ${this.attempts}: ${wait}`);
       // wait === lastError: a network error (refused, reset), the sign of a process that died.
-      await this.checkService(wait === this.lastError ? SERVICE_CHECK_AFTER_CONNECTION_ERROR_S : this.policy.serviceCheckIntervalSeconds);
+      await this.checkService(
+        wait === this.lastError ? SERVICE_CHECK_AFTER_CONNECTION_ERROR_S : this.policy.serviceCheckIntervalSeconds,
+      );
       const jittered = interval * (0.5 + Math.random() * 0.5);
       await sleep(jittered, this.deadline.signal);
       interval = Math.min(this.policy.retryMaxIntervalMs, interval * 1.5);
@@ -194,7 +217,9 @@ class GateRun {
     );
     this.lastResponse = `GET /v1/models: HTTP ${reply.status} ${truncate(reply.text)}`;
     if (reply.status === 401 || reply.status === 403 || reply.status === 404) {
-      throw new GateFailure(`GET /v1/models answered HTTP ${reply.status}; waiting cannot fix that (API key? not an OpenAI-compatible server?)`);
+      throw new GateFailure(
+        `GET /v1/models answered HTTP ${reply.status}; waiting cannot fix that (API key? not an OpenAI-compatible server?)`,
+      );
     }
     if (reply.status !== 200) return `GET /v1/models answered HTTP ${reply.status}`;
     let ids: string[];
@@ -211,7 +236,9 @@ class GateRun {
     }
     if (!ids.includes(this.model)) {
       // SGLang builds the list from memory at launch; it will not change without a restart.
-      throw new GateFailure(`the server serves ${JSON.stringify(ids)}, not the expected model ${JSON.stringify(this.model)}`);
+      throw new GateFailure(
+        `the server serves ${JSON.stringify(ids)}, not the expected model ${JSON.stringify(this.model)}`,
+      );
     }
   }
 
@@ -250,7 +277,8 @@ class GateRun {
   private async stability(): Promise<void> {
     for (let i = 0; i < this.policy.stabilityProbes; i++) {
       this.attempts++;
-      if (this.policy.stabilityIntervalSeconds > 0) await sleep(this.policy.stabilityIntervalSeconds * 1000, this.deadline.signal);
+      if (this.policy.stabilityIntervalSeconds > 0)
+        await sleep(this.policy.stabilityIntervalSeconds * 1000, this.deadline.signal);
       const outcome = await this.track(`POST /v1/chat/completions (stability probe ${i + 1})`, () =>
         probeGeneration(this.agent, this.base, this.model!, this.policy, {
           signal: signalWithTimeout(this.deadline.signal, this.policy.probeTimeoutSeconds * 1000),
@@ -290,9 +318,12 @@ class GateRun {
     }
     this.serviceState = state;
     if (this.baselineRestarts === null) this.baselineRestarts = state.restarts;
-    if (state.activeState === "failed") throw new GateFailure("the service unit failed (its process exited with an error)");
+    if (state.activeState === "failed")
+      throw new GateFailure("the service unit failed (its process exited with an error)");
     if (state.restarts > this.baselineRestarts) {
-      throw new GateFailure(`the service restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed`);
+      throw new GateFailure(
+        `the service restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed`,
+      );
     }
   }
 
@@ -301,7 +332,9 @@ class GateRun {
       `readiness gate failed in phase "${this.phase}" (${PHASE_MEANING[this.phase]}) after ${this.elapsed().toFixed(1)} s: ${reason}`,
     ];
     if (this.inFlight !== null) {
-      lines.push(`no answer: ${this.inFlight.what} was sent ${(this.elapsed() - this.inFlight.since).toFixed(1)} s before the gate stopped and never answered`);
+      lines.push(
+        `no answer: ${this.inFlight.what} was sent ${(this.elapsed() - this.inFlight.since).toFixed(1)} s before the gate stopped and never answered`,
+      );
     }
     if (this.lastResponse !== null) lines.push(`last response: ${this.lastResponse}`);
     if (this.lastError !== null) lines.push(`last error: ${this.lastError}`);
@@ -312,7 +345,8 @@ class GateRun {
         lines.push(`service state unavailable: ${describeError(err)}`);
       }
     }
-    if (this.serviceState !== null) lines.push(`service: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`);
+    if (this.serviceState !== null)
+      lines.push(`service: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`);
     if (this.hooks.serviceLogs) {
       try {
         const logs = await withTimeout(this.hooks.serviceLogs(), LOGS_TIMEOUT_MS, new AbortController().signal);

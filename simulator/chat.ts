@@ -1,6 +1,13 @@
 import { randomBytes } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { admitGeneration, completionText, planCompletion, requestTimes, tokenJson, type CompletionPlan } from "./generation";
+import {
+  admitGeneration,
+  completionText,
+  planCompletion,
+  requestTimes,
+  tokenJson,
+  type CompletionPlan,
+} from "./generation";
 import { BodyError, optionalInt, resetConnection, sendError, sendJson } from "./http-util";
 import { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
@@ -30,7 +37,14 @@ export function handleChat(state: SimState, body: Record<string, unknown>, res: 
 
   state.truth.requestsReceived++;
   admitGeneration(state, res, () => {
-    const plan = planCompletion(state, { promptTokens, promptText: messageText(last), maxTokens, thinking, ignoreEos, seed });
+    const plan = planCompletion(state, {
+      promptTokens,
+      promptText: messageText(last),
+      maxTokens,
+      thinking,
+      ignoreEos,
+      seed,
+    });
     const id = `chatcmpl-${randomBytes(12).toString("hex")}`;
     const created = Math.floor(Date.now() / 1000);
     if (stream) streamChat(state, res, plan, id, created, includeUsage);
@@ -118,7 +132,14 @@ function completeChat(state: SimState, res: ServerResponse, plan: CompletionPlan
   state.submit(req);
 }
 
-function streamChat(state: SimState, res: ServerResponse, plan: CompletionPlan, id: string, created: number, includeUsage: boolean): void {
+function streamChat(
+  state: SimState,
+  res: ServerResponse,
+  plan: CompletionPlan,
+  id: string,
+  created: number,
+  includeUsage: boolean,
+): void {
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
   res.socket?.setNoDelay(true);
   const head = `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(state.servedModelName)},"choices":[{"index":0,"delta":{`;
@@ -156,10 +177,19 @@ function streamChat(state: SimState, res: ServerResponse, plan: CompletionPlan, 
       const base = { id, object: "chat.completion.chunk", created, model: state.servedModelName };
       let out = `data: ${JSON.stringify({
         ...base,
-        choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: plan.finishReason, matched_stop: plan.finishReason === "stop" ? 163586 : null }],
+        choices: [
+          {
+            index: 0,
+            delta: {},
+            logprobs: null,
+            finish_reason: plan.finishReason,
+            matched_stop: plan.finishReason === "stop" ? 163586 : null,
+          },
+        ],
         usage: null,
       })}\n\n`;
-      if (includeUsage) out += `data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(state, plan, done.emitted) })}\n\n`;
+      if (includeUsage)
+        out += `data: ${JSON.stringify({ ...base, choices: [], usage: usageOf(state, plan, done.emitted) })}\n\n`;
       res.end(`${out}data: [DONE]\n\n`);
     },
   );

@@ -25,7 +25,15 @@ interface SimArgs {
 class UsageError extends Error {}
 
 export function parseSimArgs(argv: string[]): SimArgs {
-  const args: SimArgs = { list: false, help: false, profile: "tiny", faults: [], port: 30000, host: "127.0.0.1", timeScale: 1 };
+  const args: SimArgs = {
+    list: false,
+    help: false,
+    profile: "tiny",
+    faults: [],
+    port: 30000,
+    host: "127.0.0.1",
+    timeScale: 1,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const eq = arg.indexOf("=");
@@ -128,7 +136,9 @@ export async function simMain(argv: string[]): Promise<number> {
     const stop = (signal: string): void => {
       process.off("SIGTERM", onTerm);
       process.off("SIGINT", onInt);
-      process.stderr.write(`[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${signal}, shutting down.\n`);
+      process.stderr.write(
+        `[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${signal}, shutting down.\n`,
+      );
       sim.close().then(() => resolve(0));
     };
     const onTerm = (): void => stop("SIGTERM");

@@ -9,7 +9,8 @@ export class SimClock {
   private readonly wallStart = performance.now();
 
   constructor(readonly timeScale: number) {
-    if (!(timeScale > 0) || !Number.isFinite(timeScale)) throw new Error(`time scale must be a positive number, got ${timeScale}`);
+    if (!(timeScale > 0) || !Number.isFinite(timeScale))
+      throw new Error(`time scale must be a positive number, got ${timeScale}`);
   }
 
   /** Simulated seconds since start. */
@@ -30,10 +31,13 @@ export class SimClock {
 
   /** Run `fn` after `simSeconds` of simulated time (never, if the clock is stopped first). */
   after(simSeconds: number, fn: () => void): NodeJS.Timeout {
-    const timer = setTimeout(() => {
-      this.pending.delete(timer);
-      fn();
-    }, Math.max(0, Math.min(2 ** 31 - 1, this.toWallMs(simSeconds))));
+    const timer = setTimeout(
+      () => {
+        this.pending.delete(timer);
+        fn();
+      },
+      Math.max(0, Math.min(2 ** 31 - 1, this.toWallMs(simSeconds))),
+    );
     this.pending.add(timer);
     return timer;
   }

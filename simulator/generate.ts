@@ -29,7 +29,14 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
 
   state.truth.requestsReceived++;
   admitGeneration(state, res, () => {
-    const plan = planCompletion(state, { promptTokens, promptText, maxTokens, thinking: false, ignoreEos, seed: undefined });
+    const plan = planCompletion(state, {
+      promptTokens,
+      promptText,
+      maxTokens,
+      thinking: false,
+      ignoreEos,
+      seed: undefined,
+    });
     const id = randomBytes(16).toString("hex");
     if (stream) {
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
@@ -63,7 +70,10 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
           e2eLatencySeconds: t.e2e,
           specVerifyCount: state.profile.speculative ? done.steps : null,
         });
-        const final = { text: completionText(plan, 0, done.emitted).content, meta_info: metaInfo(state, plan, done, id, true) };
+        const final = {
+          text: completionText(plan, 0, done.emitted).content,
+          meta_info: metaInfo(state, plan, done, id, true),
+        };
         if (stream) res.end(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
         else sendJson(res, 200, final);
       },
@@ -78,7 +88,13 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
   });
 }
 
-function metaInfo(state: SimState, plan: CompletionPlan, req: SimRequest, id: string, finished: boolean): Record<string, unknown> {
+function metaInfo(
+  state: SimState,
+  plan: CompletionPlan,
+  req: SimRequest,
+  id: string,
+  finished: boolean,
+): Record<string, unknown> {
   const t = requestTimes(req);
   const meta: Record<string, unknown> = {
     id,

@@ -92,7 +92,10 @@ export function admitGeneration(state: SimState, res: ServerResponse, go: () => 
     return;
   }
   if (state.status === "loading") {
-    if (state.has("models-before-ready") && state.profile.faultSettings.modelsBeforeReady.generationWhileLoading === "hang") {
+    if (
+      state.has("models-before-ready") &&
+      state.profile.faultSettings.modelsBeforeReady.generationWhileLoading === "hang"
+    ) {
       state.whenLoaded(() => admitGeneration(state, res, go));
       return;
     }
@@ -114,7 +117,9 @@ export function admitGeneration(state: SimState, res: ServerResponse, go: () => 
       const seconds = state.profile.faultSettings.slowFirstRequest.compileSeconds;
       state.log("flashinfer.jit: Loading JIT ops: sampling (first use; compiling)");
       state.scheduler.stall(seconds);
-      state.clock.after(seconds, () => state.log(`flashinfer.jit: Finished loading JIT ops: sampling (${seconds.toFixed(1)} s)`));
+      state.clock.after(seconds, () =>
+        state.log(`flashinfer.jit: Finished loading JIT ops: sampling (${seconds.toFixed(1)} s)`),
+      );
     }
   }
   go();
@@ -127,11 +132,17 @@ function startJitCrash(state: SimState): void {
   state.log("flashinfer.jit: Loading JIT ops: sampling");
   state.clock.after(compileSeconds, () => {
     const cache = "/root/.cache/flashinfer/0.5.3/120a/generated/sampling";
-    state.raw(`[1/3] /usr/local/cuda-13.0/bin/nvcc --generate-dependencies-with-compile -c ${cache}/sampling.cu -o ${cache}/sampling.cuda.o`);
+    state.raw(
+      `[1/3] /usr/local/cuda-13.0/bin/nvcc --generate-dependencies-with-compile -c ${cache}/sampling.cu -o ${cache}/sampling.cuda.o`,
+    );
     state.raw(`FAILED: ${cache}/sampling.cuda.o`);
-    state.raw("In file included from /usr/local/lib/python3.12/dist-packages/flashinfer/data/include/flashinfer/sampling.cuh:19,");
+    state.raw(
+      "In file included from /usr/local/lib/python3.12/dist-packages/flashinfer/data/include/flashinfer/sampling.cuh:19,",
+    );
     state.raw(`                 from ${cache}/sampling.cu:16:`);
-    state.raw("/usr/local/lib/python3.12/dist-packages/flashinfer/data/include/flashinfer/sampling.cuh:25:10: fatal error: curand.h: No such file or directory");
+    state.raw(
+      "/usr/local/lib/python3.12/dist-packages/flashinfer/data/include/flashinfer/sampling.cuh:25:10: fatal error: curand.h: No such file or directory",
+    );
     state.raw("   25 | #include <curand.h>");
     state.raw("      |          ^~~~~~~~~~");
     state.raw("compilation terminated.");

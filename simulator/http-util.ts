@@ -6,7 +6,12 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-export function sendText(res: ServerResponse, status: number, text: string, contentType = "text/plain; charset=utf-8"): void {
+export function sendText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  contentType = "text/plain; charset=utf-8",
+): void {
   res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(text) });
   res.end(text);
 }
@@ -44,7 +49,8 @@ export function readJsonBody(req: IncomingMessage, limitBytes = 16 * 1024 * 1024
       const text = Buffer.concat(chunks).toString("utf8");
       try {
         const value: unknown = text.length ? JSON.parse(text) : {};
-        if (!value || typeof value !== "object" || Array.isArray(value)) reject(new BodyError("request body must be a JSON object"));
+        if (!value || typeof value !== "object" || Array.isArray(value))
+          reject(new BodyError("request body must be a JSON object"));
         else resolve(value as Record<string, unknown>);
       } catch (err) {
         reject(new BodyError(`invalid JSON body: ${(err as Error).message}`));
@@ -73,6 +79,7 @@ export function resetConnection(res: ServerResponse): void {
 export function optionalInt(body: Record<string, unknown>, key: string): number | undefined {
   const v = body[key];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new BodyError(`${key} must be a non-negative integer`);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0)
+    throw new BodyError(`${key} must be a non-negative integer`);
   return v;
 }

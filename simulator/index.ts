@@ -41,8 +41,12 @@ export class UnknownFaultError extends Error {}
 
 export function parseFaults(names: string[]): FaultName[] {
   const out: FaultName[] = [];
-  for (const name of names.flatMap((n) => n.split(",")).map((n) => n.trim()).filter(Boolean)) {
-    if (!(FAULT_NAMES as string[]).includes(name)) throw new UnknownFaultError(`unknown fault '${name}'; known: ${FAULT_NAMES.join(", ")}`);
+  for (const name of names
+    .flatMap((n) => n.split(","))
+    .map((n) => n.trim())
+    .filter(Boolean)) {
+    if (!(FAULT_NAMES as string[]).includes(name))
+      throw new UnknownFaultError(`unknown fault '${name}'; known: ${FAULT_NAMES.join(", ")}`);
     out.push(name as FaultName);
   }
   return out;
@@ -95,7 +99,8 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
   state.die = (code: number) => {
     if (state.status === "dead" || state.status === "closed") return;
     state.status = "dead";
-    state.truth.failed.crashed += state.scheduler.running.filter((r) => !r.plan.internal).length + state.scheduler.queue.length;
+    state.truth.failed.crashed +=
+      state.scheduler.running.filter((r) => !r.plan.internal).length + state.scheduler.queue.length;
     void shutdown().then(() => onExit(code));
   };
 
@@ -126,8 +131,12 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
   // The load: SGLang prints the server args, loads weights, captures graphs, then warms up.
   state.loadSeconds = drawLoadSeconds(profile);
   const spec = profile.speculative ? ` speculative_algorithm=${profile.speculative.algorithm}` : "";
-  state.log(`server_args=ServerArgs(model_path='${profile.model.path}', tp_size=${profile.hardware.count}, host='${host}', port=${port},${spec} time_scale=${state.timeScale}, faults=[${[...faults].join(",")}])`);
-  state.log(`Load weight begin. avail mem=${(profile.hardware.memoryGiBPerGpu - 1.2).toFixed(2)} GB (expected load ${state.loadSeconds.toFixed(1)} s)`);
+  state.log(
+    `server_args=ServerArgs(model_path='${profile.model.path}', tp_size=${profile.hardware.count}, host='${host}', port=${port},${spec} time_scale=${state.timeScale}, faults=[${[...faults].join(",")}])`,
+  );
+  state.log(
+    `Load weight begin. avail mem=${(profile.hardware.memoryGiBPerGpu - 1.2).toFixed(2)} GB (expected load ${state.loadSeconds.toFixed(1)} s)`,
+  );
   if (!late) state.log(`Uvicorn running on ${url} (Press CTRL+C to quit)`);
   else if (lateSettings.delaySeconds !== null) timers.push(state.clock.after(lateSettings.delaySeconds, openLatePort));
 
@@ -137,7 +146,9 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
       state.clock.after(state.loadSeconds * atLoadFraction, () => {
         const total = profile.hardware.memoryGiBPerGpu;
         state.raw("Traceback (most recent call last):");
-        state.raw('  File "/opt/sglang/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 812, in load_model');
+        state.raw(
+          '  File "/opt/sglang/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 812, in load_model',
+        );
         state.raw(
           `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of ${total.toFixed(2)} GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has ${(total - 1.5).toFixed(2)} GiB memory in use. Of the allocated memory ${(total - 3).toFixed(2)} GiB is allocated by PyTorch.`,
         );
@@ -149,7 +160,9 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
     timers.push(
       state.clock.after(state.loadSeconds, () => {
         if (state.status !== "loading") return;
-        state.log(`Load weight end. type=${profile.model.path.split("/").pop()}, mem usage=${(profile.model.weightsGB / profile.hardware.count).toFixed(2)} GB.`);
+        state.log(
+          `Load weight end. type=${profile.model.path.split("/").pop()}, mem usage=${(profile.model.weightsGB / profile.hardware.count).toFixed(2)} GB.`,
+        );
         state.status = "warmup";
         state.loaded();
         if (late && lateSettings.delaySeconds === null) openLatePort();
@@ -162,11 +175,15 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
   const warmup = (): void => {
     if (state.status !== "warmup") return;
     state.submit(
-      new SimRequest({ promptTokens: 8, limit: 8, internal: true }, () => {}, () => {
-        if (state.status !== "warmup") return;
-        state.status = "ready";
-        state.log("The server is fired up and ready to roll!");
-      }),
+      new SimRequest(
+        { promptTokens: 8, limit: 8, internal: true },
+        () => {},
+        () => {
+          if (state.status !== "warmup") return;
+          state.status = "ready";
+          state.log("The server is fired up and ready to roll!");
+        },
+      ),
     );
   };
 

@@ -35,7 +35,11 @@ export function handleHealth(state: SimState, res: ServerResponse): void {
     return;
   }
   const tic = state.clock.now();
-  const probe = new SimRequest({ promptTokens: 4, limit: 1, internal: true }, () => {}, () => {});
+  const probe = new SimRequest(
+    { promptTokens: 4, limit: 1, internal: true },
+    () => {},
+    () => {},
+  );
   state.submit(probe);
   let waited = 0;
   const poll = (): void => {
@@ -45,7 +49,9 @@ export function handleHealth(state: SimState, res: ServerResponse): void {
       res.writeHead(200).end();
     } else if (waited >= HEALTH_CHECK_TIMEOUT_SECONDS) {
       state.scheduler.abort(probe);
-      state.log(`Health check failed. Server couldn't get a response from detokenizer for last ${HEALTH_CHECK_TIMEOUT_SECONDS} seconds.`);
+      state.log(
+        `Health check failed. Server couldn't get a response from detokenizer for last ${HEALTH_CHECK_TIMEOUT_SECONDS} seconds.`,
+      );
       res.writeHead(503).end();
     } else {
       timer = state.clock.after(1, poll);
@@ -64,7 +70,11 @@ export function handleServerInfo(state: SimState, res: ServerResponse): void {
   const recent = state.scheduler.recentRates(10);
   const internal: Record<string, unknown> = {
     last_gen_throughput: recent.tokensPerSecond,
-    memory_usage: { weight: (p.model.weightsGB / p.hardware.count) * 0.931, kvcache: p.hardware.memoryGiBPerGpu * 0.25, token_capacity: 1_000_000 },
+    memory_usage: {
+      weight: (p.model.weightsGB / p.hardware.count) * 0.931,
+      kvcache: p.hardware.memoryGiBPerGpu * 0.25,
+      token_capacity: 1_000_000,
+    },
   };
   if (spec) internal.avg_spec_accept_length = recent.acceptLength ?? 0;
   sendJson(res, 200, {
@@ -93,7 +103,11 @@ export function handleServerInfo(state: SimState, res: ServerResponse): void {
 }
 
 export function handleModelInfo(state: SimState, res: ServerResponse): void {
-  sendJson(res, 200, { model_path: state.profile.model.path, tokenizer_path: state.profile.model.path, is_generation: true });
+  sendJson(res, 200, {
+    model_path: state.profile.model.path,
+    tokenizer_path: state.profile.model.path,
+    is_generation: true,
+  });
 }
 
 /** GET /metrics: Prometheus text with SGLang's metric names; every duration in simulated seconds. */
@@ -115,9 +129,27 @@ export function handleMetrics(state: SimState, res: ServerResponse): void {
   metric("num_running_reqs", "gauge", "The number of running requests.", s.running.length);
   metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", s.queue.length);
   metric("gen_throughput", "gauge", "The generation throughput (token/s).", recent.tokensPerSecond);
-  if (state.profile.speculative) metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", recent.acceptLength ?? 0);
-  histogram(out, "time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, state.truth.ttft);
-  histogram(out, "e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", labels, state.truth.e2e);
+  if (state.profile.speculative)
+    metric(
+      "spec_accept_length",
+      "gauge",
+      "The average acceptance length of speculative decoding.",
+      recent.acceptLength ?? 0,
+    );
+  histogram(
+    out,
+    "time_to_first_token_seconds",
+    "Histogram of time to first token in seconds.",
+    labels,
+    state.truth.ttft,
+  );
+  histogram(
+    out,
+    "e2e_request_latency_seconds",
+    "Histogram of End-to-end request latency in seconds",
+    labels,
+    state.truth.e2e,
+  );
   sendText(res, 200, `${out.join("\n")}\n`, "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -162,7 +194,11 @@ export function handleTruth(state: SimState, query: URLSearchParams, res: Server
       running: s.running.filter((r) => !r.plan.internal).length,
       queued: s.queue.filter((r) => !r.plan.internal).length,
     },
-    completed: { completionTokens: t.completedCompletionTokens, reasoningTokens: t.completedReasoningTokens, promptTokens: t.completedPromptTokens },
+    completed: {
+      completionTokens: t.completedCompletionTokens,
+      reasoningTokens: t.completedReasoningTokens,
+      promptTokens: t.completedPromptTokens,
+    },
     specAcceptLength: p.speculative ? s.lifetimeAcceptLength() : null,
     maxRunningRequests: p.decode.maxRunningRequests,
     theoretical: levels.map((c) => {

@@ -78,7 +78,12 @@ export interface ExpectedRun {
  * What a closed-loop benchmark should measure: every request takes prefill + (N-1)/rate, and
  * min(concurrency, max running) of them run at once. Queued requests wait without producing.
  */
-export function expectedRun(profile: Profile, concurrency: number, promptTokens: number, outputTokens: number): ExpectedRun {
+export function expectedRun(
+  profile: Profile,
+  concurrency: number,
+  promptTokens: number,
+  outputTokens: number,
+): ExpectedRun {
   const level = theoreticalLevel(profile, concurrency);
   const ttft = prefillSeconds(profile, promptTokens);
   const latency = ttft + Math.max(0, outputTokens - 1) / level.perRequestTokensPerSecond;

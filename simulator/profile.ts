@@ -45,9 +45,16 @@ export const profileSchema = z.object({
     servedModelName: z.string().optional().describe("id in /v1/models and responses; default: the model path"),
     contextLength: z.number().int().positive().describe("prompt + max_tokens beyond this is a 400, as in SGLang"),
     weightsGB: z.number().positive().describe("size of the weights (reported, and used in load log lines)"),
-    reasoningParser: z.string().nullable().default(null).describe("--reasoning-parser; null: no reasoning_content ever"),
+    reasoningParser: z
+      .string()
+      .nullable()
+      .default(null)
+      .describe("--reasoning-parser; null: no reasoning_content ever"),
     toolCallParser: z.string().nullable().default(null).describe("--tool-call-parser (reported only)"),
-    thinkingByDefault: z.boolean().default(true).describe("whether reasoning is on unless chat_template_kwargs.thinking is false"),
+    thinkingByDefault: z
+      .boolean()
+      .default(true)
+      .describe("whether reasoning is on unless chat_template_kwargs.thinking is false"),
     reportReasoningTokens: z
       .boolean()
       .default(true)
@@ -61,7 +68,11 @@ export const profileSchema = z.object({
   load: z.object({
     minSeconds: z.number().nonnegative().describe("shortest model load"),
     maxSeconds: z.number().nonnegative().describe("longest model load; each start draws uniformly in between (seeded)"),
-    warmupSeconds: z.number().nonnegative().default(1).describe("SGLang's startup warmup generation, during which /health is 503"),
+    warmupSeconds: z
+      .number()
+      .nonnegative()
+      .default(1)
+      .describe("SGLang's startup warmup generation, during which /health is 503"),
   }),
   prefill: z.object({
     tokensPerSecond: z.number().positive().describe("prompt tokens per second of one request's prefill"),
@@ -86,7 +97,11 @@ export const profileSchema = z.object({
     .nullable()
     .default(null)
     .describe("speculative decoding; null: autoregressive"),
-  reasoning: z.object({ tokens: lengthDistribution }).nullable().default(null).describe("reasoning length when thinking is on"),
+  reasoning: z
+    .object({ tokens: lengthDistribution })
+    .nullable()
+    .default(null)
+    .describe("reasoning length when thinking is on"),
   answer: z
     .object({ tokens: lengthDistribution.nullable().default(null) })
     .prefault({})
@@ -121,7 +136,8 @@ export function listProfiles(): Array<{ name: string; description: string }> {
 
 /** `name` is a shipped profile name or a path to a YAML file. */
 export function resolveProfilePath(name: string): string {
-  if (name.includes("/") || name.includes(path.sep) || name.endsWith(".yaml") || name.endsWith(".yml")) return path.resolve(name);
+  if (name.includes("/") || name.includes(path.sep) || name.endsWith(".yaml") || name.endsWith(".yml"))
+    return path.resolve(name);
   return path.join(profilesDir(), `${name}.yaml`);
 }
 
@@ -130,7 +146,9 @@ export class ProfileError extends Error {}
 export function loadProfile(name: string): Profile {
   const file = resolveProfilePath(name);
   if (!fs.existsSync(file)) {
-    const known = fs.existsSync(profilesDir()) ? fs.readdirSync(profilesDir()).map((f) => f.replace(/\.ya?ml$/, "")) : [];
+    const known = fs.existsSync(profilesDir())
+      ? fs.readdirSync(profilesDir()).map((f) => f.replace(/\.ya?ml$/, ""))
+      : [];
     throw new ProfileError(`unknown simulator profile '${name}' (no ${file}); shipped: ${known.join(", ")}`);
   }
   let raw: unknown;
@@ -149,7 +167,8 @@ export function parseProfile(raw: unknown, name: string, source = name): Profile
     throw new ProfileError(`profile ${source} is invalid:\n${lines.join("\n")}`);
   }
   const p = result.data;
-  if (p.load.maxSeconds < p.load.minSeconds) throw new ProfileError(`profile ${source} is invalid:\n  load.maxSeconds: must be >= load.minSeconds`);
+  if (p.load.maxSeconds < p.load.minSeconds)
+    throw new ProfileError(`profile ${source} is invalid:\n  load.maxSeconds: must be >= load.minSeconds`);
   return { ...p, name };
 }
 

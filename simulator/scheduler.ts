@@ -97,7 +97,13 @@ export interface SchedulerTotals {
 export class Scheduler {
   readonly queue: SimRequest[] = [];
   readonly running: SimRequest[] = [];
-  readonly totals: SchedulerTotals = { clientTokens: 0, internalTokens: 0, clientPromptTokens: 0, steps: 0, specTokens: 0 };
+  readonly totals: SchedulerTotals = {
+    clientTokens: 0,
+    internalTokens: 0,
+    clientPromptTokens: 0,
+    steps: 0,
+    specTokens: 0,
+  };
   /** Simulated time of the last token produced for anyone: what SGLang's health check watches. */
   lastTokenSim = -1;
   private stalledUntil = -1;
@@ -147,7 +153,8 @@ export class Scheduler {
     // Like SGLang's gauges, the figure is of the last stretch of decoding, and holds while idle.
     const last = this.samples[this.samples.length - 1];
     const first = last ? this.samples.find((s) => s[0] >= last[0] - windowSeconds) : undefined;
-    if (!last || !first || last === first || last[0] <= first[0]) return { tokensPerSecond: 0, acceptLength: this.lifetimeAcceptLength() };
+    if (!last || !first || last === first || last[0] <= first[0])
+      return { tokensPerSecond: 0, acceptLength: this.lifetimeAcceptLength() };
     const steps = last[2] - first[2];
     return {
       tokensPerSecond: (last[1] - first[1]) / (last[0] - first[0]),

@@ -24,14 +24,25 @@ export function createHttpServer(state: SimState): { server: http.Server; socket
     }
     const url = new URL(req.url ?? "/", "http://sim");
     const path = url.pathname;
-    res.on("finish", () => state.log(`INFO:     ${req.socket.remoteAddress}:${req.socket.remotePort} - "${req.method} ${path} HTTP/1.1" ${res.statusCode}`));
-    if (state.apiKey !== null && needsKey(path) && req.method !== "OPTIONS" && req.headers.authorization !== `Bearer ${state.apiKey}`) {
+    res.on("finish", () =>
+      state.log(
+        `INFO:     ${req.socket.remoteAddress}:${req.socket.remotePort} - "${req.method} ${path} HTTP/1.1" ${res.statusCode}`,
+      ),
+    );
+    if (
+      state.apiKey !== null &&
+      needsKey(path) &&
+      req.method !== "OPTIONS" &&
+      req.headers.authorization !== `Bearer ${state.apiKey}`
+    ) {
       state.truth.fail("unauthorized");
       sendJson(res, 401, { error: "Unauthorized" });
       return;
     }
     if (state.status === "loading" && !ANSWERS_WHILE_LOADING.has(path)) {
-      const modelsEarly = state.has("models-before-ready") && (path === "/v1/models" || path === "/get_model_info" || path === "/get_server_info");
+      const modelsEarly =
+        state.has("models-before-ready") &&
+        (path === "/v1/models" || path === "/get_model_info" || path === "/get_server_info");
       const generation = path === "/v1/chat/completions" || path === "/generate";
       if (!modelsEarly && !(generation && state.has("models-before-ready"))) {
         if (generation) state.truth.fail("loading-503");
@@ -60,7 +71,13 @@ export function createHttpServer(state: SimState): { server: http.Server; socket
   return { server, sockets };
 }
 
-async function route(state: SimState, req: http.IncomingMessage, res: http.ServerResponse, path: string, query: URLSearchParams): Promise<void> {
+async function route(
+  state: SimState,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+  query: URLSearchParams,
+): Promise<void> {
   const method = req.method ?? "GET";
   const get = method === "GET" || method === "HEAD";
   if (get && (path === "/v1/models" || path === "/v1/models/" + state.servedModelName)) return handleModels(state, res);

@@ -6,7 +6,8 @@ import { Scheduler, SimRequest } from "./scheduler";
 /** Lifecycle of the simulated server process, in SGLang's terms. */
 export type ServerStatus = "loading" | "warmup" | "ready" | "dead" | "closed";
 
-export type FailureReason = "overload-500" | "reset-mid-stream" | "loading-503" | "bad-request" | "unauthorized" | "crashed";
+export type FailureReason =
+  "overload-500" | "reset-mid-stream" | "loading-503" | "bad-request" | "unauthorized" | "crashed";
 
 export interface RequestRecord {
   id: string;
@@ -25,7 +26,9 @@ export interface RequestRecord {
 
 /** Histogram buckets as SGLang's metrics collector declares them (seconds). */
 export const TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400];
-export const E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400];
+export const E2E_BUCKETS = [
+  0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400,
+];
 
 export class Histogram {
   readonly counts: number[];
@@ -167,7 +170,8 @@ export class SimState {
     this.lastDecodeLogWall = wall;
     this.lastDecodeLogSim = now;
     const recent = s.recentRates(10);
-    const accept = this.profile.speculative && recent.acceptLength !== null ? `accept len: ${recent.acceptLength.toFixed(2)}, ` : "";
+    const accept =
+      this.profile.speculative && recent.acceptLength !== null ? `accept len: ${recent.acceptLength.toFixed(2)}, ` : "";
     this.log(
       `Decode batch. #running-req: ${s.running.length}, ${accept}gen throughput (token/s): ${recent.tokensPerSecond.toFixed(2)}, #queue-req: ${s.queue.length}, `,
     );

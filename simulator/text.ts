@@ -57,7 +57,11 @@ export function countChatPromptTokens(messages: ChatMessageLike[]): number {
 export function messageText(m: ChatMessageLike): string {
   if (typeof m.content === "string") return m.content;
   if (Array.isArray(m.content)) {
-    return m.content.map((part: unknown) => (part && typeof part === "object" && "text" in part ? String((part as { text: unknown }).text) : "")).join("");
+    return m.content
+      .map((part: unknown) =>
+        part && typeof part === "object" && "text" in part ? String((part as { text: unknown }).text) : "",
+      )
+      .join("");
   }
   return "";
 }
@@ -67,7 +71,10 @@ export function messageText(m: ChatMessageLike): string {
  * "Reply with exactly X", "What is 17 + 25?". Returns the answer's tokens, or null for open prompts.
  */
 export function knownAnswer(prompt: string): string[] | null {
-  const say = /\b(?:say|reply with|respond with|answer with)\s+(?:just|only|exactly)?\s*[:]?\s*['"“‘`]([^'"”’`]{1,200})['"”’`]/i.exec(prompt);
+  const say =
+    /\b(?:say|reply with|respond with|answer with)\s+(?:just|only|exactly)?\s*[:]?\s*['"“‘`]([^'"”’`]{1,200})['"”’`]/i.exec(
+      prompt,
+    );
   if (say) return say[1].split(/(?= )/);
   const arithmetic = /what is\s+(-?\d{1,9})\s*([+\-*x×])\s*(-?\d{1,9})/i.exec(prompt);
   if (arithmetic) {

@@ -57,28 +57,40 @@ export class CudaToolkit extends pulumi.ComponentResource {
     if (connection.kind === "simulated") prepareSimulatedHost(connection.root);
     const plan = cudaToolkitPlan({ connection, ...rest });
 
-    const repository = hostScript(`${name}-repository`, {
-      connection,
-      script: plan.repository.script,
-      args: plan.repository.args,
-    }, { parent: this });
+    const repository = hostScript(
+      `${name}-repository`,
+      {
+        connection,
+        script: plan.repository.script,
+        args: plan.repository.args,
+      },
+      { parent: this },
+    );
 
-    const install = hostScript(`${name}-install`, {
-      connection,
-      script: plan.install.script,
-      args: plan.install.args,
-      deleteScript: options.removeOnDestroy ? plan.uninstall.script : undefined,
-      deleteArgs: plan.uninstall.args,
-      triggers: [repository.stdout.apply((s) => parseKeyValues(s).sources_list ?? ""), ...triggers],
-    }, { parent: this, dependsOn: [repository] });
+    const install = hostScript(
+      `${name}-install`,
+      {
+        connection,
+        script: plan.install.script,
+        args: plan.install.args,
+        deleteScript: options.removeOnDestroy ? plan.uninstall.script : undefined,
+        deleteArgs: plan.uninstall.args,
+        triggers: [repository.stdout.apply((s) => parseKeyValues(s).sources_list ?? ""), ...triggers],
+      },
+      { parent: this, dependsOn: [repository] },
+    );
 
-    const verify = hostScript(`${name}-verify`, {
-      connection,
-      script: plan.verify.script,
-      args: plan.verify.args,
-      // Re-verify whenever the install ran again.
-      triggers: [install.stdout.apply((s) => parseKeyValues(s).cuda_link ?? ""), ...triggers],
-    }, { parent: this, dependsOn: [install] });
+    const verify = hostScript(
+      `${name}-verify`,
+      {
+        connection,
+        script: plan.verify.script,
+        args: plan.verify.args,
+        // Re-verify whenever the install ran again.
+        triggers: [install.stdout.apply((s) => parseKeyValues(s).cuda_link ?? ""), ...triggers],
+      },
+      { parent: this, dependsOn: [install] },
+    );
 
     const result = verify.stdout.apply(parseKeyValues);
     this.release = pulumi.output(plan.release);

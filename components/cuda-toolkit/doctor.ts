@@ -80,12 +80,18 @@ function nvccRelease(root: string, home: string): { release: string | null; vers
 function gpus(env: NodeJS.ProcessEnv): { driver: string; computeCapability: string }[] {
   try {
     const out = execFileSync("nvidia-smi", ["--query-gpu=driver_version,compute_cap", "--format=csv,noheader"], {
-      encoding: "utf8", timeout: 15_000, env, stdio: ["ignore", "pipe", "ignore"],
+      encoding: "utf8",
+      timeout: 15_000,
+      env,
+      stdio: ["ignore", "pipe", "ignore"],
     });
-    return out.split("\n").filter((l) => l.includes(",")).map((l) => {
-      const [driver, cap] = l.split(",").map((s) => s.trim());
-      return { driver: driver!, computeCapability: cap! };
-    });
+    return out
+      .split("\n")
+      .filter((l) => l.includes(","))
+      .map((l) => {
+        const [driver, cap] = l.split(",").map((s) => s.trim());
+        return { driver: driver!, computeCapability: cap! };
+      });
   } catch {
     return [];
   }
@@ -111,52 +117,96 @@ export function doctor(opts: DoctorOptions): DoctorReport {
   const warnings: string[] = [];
   const usrLocalCuda = realOnHost(root, "/usr/local/cuda");
   const report: DoctorReport = {
-    healthy: false, cudaHome: chosen?.path ?? null, resolvedBy: (chosen?.rule as DoctorReport["resolvedBy"]) ?? null,
-    candidates, release: null, nvccVersion: null, usrLocalCuda, gpus: gpus(env), problems, warnings,
+    healthy: false,
+    cudaHome: chosen?.path ?? null,
+    resolvedBy: (chosen?.rule as DoctorReport["resolvedBy"]) ?? null,
+    candidates,
+    release: null,
+    nvccVersion: null,
+    usrLocalCuda,
+    gpus: gpus(env),
+    problems,
+    warnings,
   };
   const expected = toolkit(opts.expectRelease);
   if (!chosen?.path) {
-    problems.push({ problem: "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda are all unset or absent)",
-      package: expected.meta, fix: `apt-get install ${expected.meta}` });
+    problems.push({
+      problem: "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda are all unset or absent)",
+      package: expected.meta,
+      fix: `apt-get install ${expected.meta}`,
+    });
     return report;
   }
   const home = chosen.path;
   const real = realOnHost(root, home);
   const distinct = new Set(candidates.map((c) => (c.path ? realOnHost(root, c.path) : null)).filter(Boolean));
-  if (distinct.size > 1) warnings.push(`the CUDA lookup rules disagree: ${candidates.filter((c) => c.path).map((c) => `${c.rule} -> ${realOnHost(root, c.path!) ?? c.path}`).join(", ")}`);
+  if (distinct.size > 1)
+    warnings.push(
+      `the CUDA lookup rules disagree: ${candidates
+        .filter((c) => c.path)
+        .map((c) => `${c.rule} -> ${realOnHost(root, c.path!) ?? c.path}`)
+        .join(", ")}`,
+    );
 
   const { release, version } = nvccRelease(root, home);
   report.release = release;
   report.nvccVersion = version;
   // Which described toolkit is this? By its real folder, else by nvcc's release.
-  const described = toolkitReleases().map(toolkit).find((t) => t.root === real) ?? (release && toolkitReleases().includes(release) ? toolkit(release) : undefined);
+  const described =
+    toolkitReleases()
+      .map(toolkit)
+      .find((t) => t.root === real) ?? (release && toolkitReleases().includes(release) ? toolkit(release) : undefined);
   if (!real) {
-    problems.push({ problem: `${home} (found by ${chosen.rule}) does not exist`, package: expected.meta, fix: `apt-get install ${expected.meta}` });
+    problems.push({
+      problem: `${home} (found by ${chosen.rule}) does not exist`,
+      package: expected.meta,
+      fix: `apt-get install ${expected.meta}`,
+    });
     return report;
   }
   if (release === null) {
     const p = requiredFiles(expected.release).find((f) => f.path.endsWith("/bin/nvcc"));
-    problems.push({ problem: `no working nvcc at ${path.posix.join(home, "bin/nvcc")}`, package: p?.package, fix: p && `apt-get install ${p.package}` });
+    problems.push({
+      problem: `no working nvcc at ${path.posix.join(home, "bin/nvcc")}`,
+      package: p?.package,
+      fix: p && `apt-get install ${p.package}`,
+    });
   } else if (release !== expected.release) {
-    problems.push({ problem: `CUDA found by ${chosen.rule} (${real}) is release ${release}, expected ${expected.release}`, package: expected.meta,
-      fix: `apt-get install ${expected.meta} && update-alternatives --set cuda ${expected.root} (or set CUDA_HOME=${expected.root})` });
+    problems.push({
+      problem: `CUDA found by ${chosen.rule} (${real}) is release ${release}, expected ${expected.release}`,
+      package: expected.meta,
+      fix: `apt-get install ${expected.meta} && update-alternatives --set cuda ${expected.root} (or set CUDA_HOME=${expected.root})`,
+    });
   }
   // Required files, relative to the toolkit root, looked up in the folder actually found.
   const tk = described ?? expected;
   for (const f of requiredFiles(tk.release)) {
     const rel = path.posix.relative(tk.root, f.path);
     if (!fs.existsSync(onHost(root, path.posix.join(home, rel)))) {
-      problems.push({ problem: `missing ${path.posix.join(home, rel)}`, package: f.package, fix: `apt-get install --reinstall ${f.package}` });
+      problems.push({
+        problem: `missing ${path.posix.join(home, rel)}`,
+        package: f.package,
+        fix: `apt-get install --reinstall ${f.package}`,
+      });
     }
   }
-  if (usrLocalCuda && usrLocalCuda !== real) warnings.push(`/usr/local/cuda points at ${usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`);
+  if (usrLocalCuda && usrLocalCuda !== real)
+    warnings.push(
+      `/usr/local/cuda points at ${usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`,
+    );
   for (const [i, g] of report.gpus.entries()) {
     const major = Number(g.computeCapability.split(".")[0]);
     if (major >= 12 && release && olderThan(release, "12.9")) {
-      problems.push({ problem: `GPU ${i}: compute capability ${g.computeCapability} (SM ${major}.x) needs CUDA >= 12.9 for FlashInfer, found ${release}`, package: expected.meta });
+      problems.push({
+        problem: `GPU ${i}: compute capability ${g.computeCapability} (SM ${major}.x) needs CUDA >= 12.9 for FlashInfer, found ${release}`,
+        package: expected.meta,
+      });
     }
     if (Number(g.driver.split(".")[0]) < 580 && release && !olderThan(release, "13.0")) {
-      problems.push({ problem: `GPU ${i}: driver ${g.driver} is older than the R580 branch CUDA ${release} needs`, fix: "install an R580 (or newer) NVIDIA driver" });
+      problems.push({
+        problem: `GPU ${i}: driver ${g.driver} is older than the R580 branch CUDA ${release} needs`,
+        fix: "install an R580 (or newer) NVIDIA driver",
+      });
     }
   }
   report.healthy = problems.length === 0;
@@ -170,7 +220,10 @@ function render(r: DoctorReport): string {
     `/usr/local/cuda -> ${r.usrLocalCuda ?? "(absent)"}`,
     `GPUs: ${r.gpus.length === 0 ? "none found (no nvidia-smi)" : r.gpus.map((g) => `sm_${g.computeCapability} driver ${g.driver}`).join(", ")}`,
     ...r.warnings.map((w) => `warning: ${w}`),
-    ...r.problems.map((p) => `problem: ${p.problem}${p.package ? `, provided by package ${p.package}` : ""}${p.fix ? ` (fix: ${p.fix})` : ""}`),
+    ...r.problems.map(
+      (p) =>
+        `problem: ${p.problem}${p.package ? `, provided by package ${p.package}` : ""}${p.fix ? ` (fix: ${p.fix})` : ""}`,
+    ),
     r.healthy ? "healthy" : `${r.problems.length} problem(s)`,
   ];
   return `${lines.join("\n")}\n`;
@@ -195,8 +248,10 @@ export async function doctorMain(argv: string[], env: NodeJS.ProcessEnv = proces
       else if (a === "--expect-release") expectRelease = value();
       else if (a === "--root") root = value();
       else if (a === "--json") json = true;
-      else if (a === "-h" || a === "--help") { process.stdout.write(`${USAGE}\n`); return 0; }
-      else throw new Error(`unknown argument ${a}`);
+      else if (a === "-h" || a === "--help") {
+        process.stdout.write(`${USAGE}\n`);
+        return 0;
+      } else throw new Error(`unknown argument ${a}`);
     } catch (e) {
       process.stderr.write(`gpuhost doctor: ${(e as Error).message}\n${USAGE}\n`);
       return 2;

@@ -5,8 +5,14 @@ import * as crypto from "node:crypto";
 
 /** sha256 over "cuda-<release>" and the sorted "<package> <version>" lines; first 16 hex digits. */
 export function toolkitFingerprint(release: string, versions: Readonly<Record<string, string>>): string {
-  const lines = Object.entries(versions).map(([p, v]) => `${p} ${v}`).sort();
-  return crypto.createHash("sha256").update(`cuda-${release}\n${lines.join("\n")}\n`).digest("hex").slice(0, 16);
+  const lines = Object.entries(versions)
+    .map(([p, v]) => `${p} ${v}`)
+    .sort();
+  return crypto
+    .createHash("sha256")
+    .update(`cuda-${release}\n${lines.join("\n")}\n`)
+    .digest("hex")
+    .slice(0, 16);
 }
 
 /** Parse verify.sh's `packages=a 1,b 2` line into { a: "1", b: "2" }. */

@@ -19,25 +19,49 @@ export const cudaRepositorySchema = z
       .regex(/^[a-z0-9]+$/, "like debian12, ubuntu2204, ubuntu2404")
       .default("debian12")
       .describe("NVIDIA repository distribution: debian12, ubuntu2204, ubuntu2404"),
-    architecture: z.enum(["x86_64", "sbsa"]).default("x86_64").describe("NVIDIA repository architecture: x86_64 or sbsa (arm64 servers)"),
+    architecture: z
+      .enum(["x86_64", "sbsa"])
+      .default("x86_64")
+      .describe("NVIDIA repository architecture: x86_64 or sbsa (arm64 servers)"),
     url: urlSchema
       .optional()
-      .describe("Repository URL (the folder holding Packages); default NVIDIA's for distribution/architecture. The test host uses its local repository"),
+      .describe(
+        "Repository URL (the folder holding Packages); default NVIDIA's for distribution/architecture. The test host uses its local repository",
+      ),
     trust: z
       .enum(["keyring", "trusted"])
       .default("keyring")
-      .describe("keyring: install the cuda-keyring package and sign the source with it; trusted: a local repository marked [trusted=yes]"),
-    keyringUrl: urlSchema.optional().describe("Where the cuda-keyring .deb is fetched from; default <url>cuda-keyring_1.1-1_all.deb"),
+      .describe(
+        "keyring: install the cuda-keyring package and sign the source with it; trusted: a local repository marked [trusted=yes]",
+      ),
+    keyringUrl: urlSchema
+      .optional()
+      .describe("Where the cuda-keyring .deb is fetched from; default <url>cuda-keyring_1.1-1_all.deb"),
   })
   .strict();
 
 export const cudaToolkitOptionsSchema = z
   .object({
-    release: z.string().regex(/^[0-9]+\.[0-9]+$/).default("13.0").describe("CUDA release; must be a toolkit in components/toolkit/cuda.yaml"),
+    release: z
+      .string()
+      .regex(/^[0-9]+\.[0-9]+$/)
+      .default("13.0")
+      .describe("CUDA release; must be a toolkit in components/toolkit/cuda.yaml"),
     repository: cudaRepositorySchema.default(() => cudaRepositorySchema.parse({})),
-    minDriverBranch: z.number().int().min(400).default(580).describe("Oldest driver branch accepted where GPUs exist (R580 supports CUDA 13.x)"),
-    proofByExecution: z.boolean().default(true).describe("Compile (and where GPUs exist, run) a curand+cublas program during verification"),
-    removeOnDestroy: z.boolean().default(false).describe("Remove the toolkit packages and the /usr/local/cuda alternative on `pulumi destroy`"),
+    minDriverBranch: z
+      .number()
+      .int()
+      .min(400)
+      .default(580)
+      .describe("Oldest driver branch accepted where GPUs exist (R580 supports CUDA 13.x)"),
+    proofByExecution: z
+      .boolean()
+      .default(true)
+      .describe("Compile (and where GPUs exist, run) a curand+cublas program during verification"),
+    removeOnDestroy: z
+      .boolean()
+      .default(false)
+      .describe("Remove the toolkit packages and the /usr/local/cuda alternative on `pulumi destroy`"),
   })
   .strict();
 

@@ -6,7 +6,8 @@ import * as path from "node:path";
 import { z } from "zod";
 
 /** DNS names and IPv4 addresses; IPv6 literals without brackets. No spaces, quotes or `;`. */
-const hostPattern = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)$/;
+const hostPattern =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)$/;
 /** POSIX login names as useradd accepts them. */
 const userPattern = /^[a-z_][a-z0-9_-]{0,31}$/;
 
@@ -47,7 +48,9 @@ export const sshConnectionSchema = z
       .string()
       .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
       .optional()
-      .describe("Expected host key ('ssh-ed25519 AAAA...'); when set it is checked strictly, when unset it is not checked"),
+      .describe(
+        "Expected host key ('ssh-ed25519 AAAA...'); when set it is checked strictly, when unset it is not checked",
+      ),
     bastion: bastionSchema.optional(),
   })
   .strict();
@@ -66,7 +69,11 @@ export const simulatedConnectionSchema = z
   })
   .strict();
 
-export const connectionSchema = z.discriminatedUnion("kind", [sshConnectionSchema, localConnectionSchema, simulatedConnectionSchema]);
+export const connectionSchema = z.discriminatedUnion("kind", [
+  sshConnectionSchema,
+  localConnectionSchema,
+  simulatedConnectionSchema,
+]);
 
 export type SshConnection = z.infer<typeof sshConnectionSchema>;
 export type LocalConnection = z.infer<typeof localConnectionSchema>;

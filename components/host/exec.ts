@@ -49,12 +49,35 @@ export function sshBaseArgs(conn: SshConnection, tmp: string): string[] {
     const b = conn.bastion;
     const bastionKey = writeSecretFile(tmp, "id_bastion", b.privateKey);
     // ProxyCommand is run by a shell: every word quoted.
-    const cmd = shellJoin(["ssh", "-i", bastionKey, "-p", String(b.port), ...common, "-o", "StrictHostKeyChecking=no",
-      "-o", "UserKnownHostsFile=/dev/null", "-W", "%h:%p", `${b.user}@${b.host}`]);
+    const cmd = shellJoin([
+      "ssh",
+      "-i",
+      bastionKey,
+      "-p",
+      String(b.port),
+      ...common,
+      "-o",
+      "StrictHostKeyChecking=no",
+      "-o",
+      "UserKnownHostsFile=/dev/null",
+      "-W",
+      "%h:%p",
+      `${b.user}@${b.host}`,
+    ]);
     proxy.push("-o", `ProxyCommand=${cmd}`);
   }
-  return ["-i", keyFile, "-p", String(conn.port), ...common, "-o", "ServerAliveInterval=15", ...hostChecking, ...proxy,
-    `${conn.user}@${conn.host}`];
+  return [
+    "-i",
+    keyFile,
+    "-p",
+    String(conn.port),
+    ...common,
+    "-o",
+    "ServerAliveInterval=15",
+    ...hostChecking,
+    ...proxy,
+    `${conn.user}@${conn.host}`,
+  ];
 }
 
 /** The `ssh` argument vector that runs `remoteCommand` on the host (exported for tests; files live in `tmp`). */
@@ -69,14 +92,25 @@ function writeSecretFile(dir: string, name: string, content: string): string {
 }
 
 /** Run `scriptText` with `args` on the host. Never throws for a non-zero exit: read `code`. */
-export async function execOnHost(connection: HostConnection, scriptText: string, args: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+export async function execOnHost(
+  connection: HostConnection,
+  scriptText: string,
+  args: readonly string[],
+  opts: ExecOptions = {},
+): Promise<ExecResult> {
   const conn = parseConnection(connection);
   const scriptName = opts.scriptName ?? "gpuhost-script";
   const timeoutMs = opts.timeoutMs ?? 600_000;
   if (conn.kind === "ssh") {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-ssh-"));
     try {
-      const command = renderInvocation({ scriptText, scriptName, args, environment: opts.environment, sudo: needsSudo(conn.user) });
+      const command = renderInvocation({
+        scriptText,
+        scriptName,
+        args,
+        environment: opts.environment,
+        sudo: needsSudo(conn.user),
+      });
       return await run("ssh", sshArgs(conn, tmp, command), timeoutMs);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });

@@ -5,4 +5,10 @@ export * from "./quote";
 export * from "./invocation";
 export * from "./script";
 export { execOnHost, type ExecOptions, type ExecResult } from "./exec";
-export { prepareSimulatedHost, simShimDir, simulatedEnvironment, SIM_REPO_URL, SIM_REPO_HOST_PATH } from "./sim/platform";
+export {
+  prepareSimulatedHost,
+  simShimDir,
+  simulatedEnvironment,
+  SIM_REPO_URL,
+  SIM_REPO_HOST_PATH,
+} from "./sim/platform";

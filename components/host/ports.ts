@@ -17,7 +17,10 @@ export function freeLocalPort(): Promise<number> {
 /** True when something accepts connections on 127.0.0.1:port. */
 export function acceptsConnections(port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
+    const s = net.connect(port, "127.0.0.1", () => {
+      s.destroy();
+      resolve(true);
+    });
     s.on("error", () => resolve(false));
   });
 }

@@ -22,7 +22,8 @@ export function envAssignments(environment: Readonly<Record<string, string>>): s
   return Object.keys(environment)
     .sort()
     .map((name) => {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`invalid environment variable name ${JSON.stringify(name)}`);
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+        throw new Error(`invalid environment variable name ${JSON.stringify(name)}`);
       return `${name}=${shellQuote(environment[name]!)}`;
     });
 }

@@ -57,8 +57,12 @@ export function readScript(script: string): { text: string; name: string; hash: 
 }
 
 /** The command line a Command runs for a script, given resolved args (pure; golden-tested). */
-export function hostCommandLine(conn: HostConnectionInput, script: { text: string; name: string }, args: readonly string[],
-  environment: Readonly<Record<string, string>> = {}): string {
+export function hostCommandLine(
+  conn: HostConnectionInput,
+  script: { text: string; name: string },
+  args: readonly string[],
+  environment: Readonly<Record<string, string>> = {},
+): string {
   const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
   return renderInvocation({
     scriptText: script.text,
@@ -70,13 +74,21 @@ export function hostCommandLine(conn: HostConnectionInput, script: { text: strin
   });
 }
 
-function render(conn: HostConnectionInput, script: { text: string; name: string }, args: pulumi.Input<string>[],
-  environment: Record<string, pulumi.Input<string>>): pulumi.Output<string> {
-  return pulumi.all([pulumi.all(args), pulumi.all(environment)]).apply(([a, env]) => hostCommandLine(conn, script, a, env));
+function render(
+  conn: HostConnectionInput,
+  script: { text: string; name: string },
+  args: pulumi.Input<string>[],
+  environment: Record<string, pulumi.Input<string>>,
+): pulumi.Output<string> {
+  return pulumi
+    .all([pulumi.all(args), pulumi.all(environment)])
+    .apply(([a, env]) => hostCommandLine(conn, script, a, env));
 }
 
 /** The remote.Command connection for an SSH host (the provider marks it secret as a whole). */
-export function commandConnection(conn: Extract<HostConnectionInput, { kind: "ssh" }>): command.types.input.remote.ConnectionArgs {
+export function commandConnection(
+  conn: Extract<HostConnectionInput, { kind: "ssh" }>,
+): command.types.input.remote.ConnectionArgs {
   return {
     host: conn.host,
     port: conn.port,
@@ -86,7 +98,12 @@ export function commandConnection(conn: Extract<HostConnectionInput, { kind: "ss
     dialErrorLimit: 10,
     perDialTimeout: 15,
     proxy: conn.bastion
-      ? { host: conn.bastion.host, port: conn.bastion.port, user: conn.bastion.user, privateKey: pulumi.secret(conn.bastion.privateKey) }
+      ? {
+          host: conn.bastion.host,
+          port: conn.bastion.port,
+          user: conn.bastion.user,
+          privateKey: pulumi.secret(conn.bastion.privateKey),
+        }
       : undefined,
   };
 }
@@ -95,33 +112,49 @@ export function commandConnection(conn: Extract<HostConnectionInput, { kind: "ss
  * Create the Command resource that runs `args.script` on the host. Returns the resource; its
  * `stdout` is the script's output (scripts print `key=value` lines that components parse).
  */
-export function hostScript(name: string, args: HostScriptArgs, opts?: pulumi.CustomResourceOptions): command.remote.Command | command.local.Command {
+export function hostScript(
+  name: string,
+  args: HostScriptArgs,
+  opts?: pulumi.CustomResourceOptions,
+): command.remote.Command | command.local.Command {
   const script = readScript(args.script);
   const create = render(args.connection, script, args.args ?? [], args.environment ?? {});
   const del = args.deleteScript
     ? render(args.connection, readScript(args.deleteScript), args.deleteArgs ?? [], args.environment ?? {})
     : undefined;
   const deleteHash = args.deleteScript ? readScript(args.deleteScript).hash : "";
-  const triggers = [`${script.name}:${script.hash}`, ...(deleteHash ? [`delete:${deleteHash}`] : []), ...(args.triggers ?? [])];
+  const triggers = [
+    `${script.name}:${script.hash}`,
+    ...(deleteHash ? [`delete:${deleteHash}`] : []),
+    ...(args.triggers ?? []),
+  ];
   const conn = args.connection;
   if (conn.kind === "ssh") {
-    return new command.remote.Command(name, {
-      connection: commandConnection(conn),
+    return new command.remote.Command(
+      name,
+      {
+        connection: commandConnection(conn),
+        create,
+        delete: del,
+        stdin: args.stdin,
+        triggers,
+        addPreviousOutputInEnv: false,
+      },
+      opts,
+    );
+  }
+  return new command.local.Command(
+    name,
+    {
       create,
       delete: del,
       stdin: args.stdin,
       triggers,
+      interpreter: ["/bin/sh", "-c"],
       addPreviousOutputInEnv: false,
-    }, opts);
-  }
-  return new command.local.Command(name, {
-    create,
-    delete: del,
-    stdin: args.stdin,
-    triggers,
-    interpreter: ["/bin/sh", "-c"],
-    addPreviousOutputInEnv: false,
-  }, opts);
+    },
+    opts,
+  );
 }
 
 /** Parse `key=value` lines a host script printed (later keys win; other lines ignored). */

@@ -22,18 +22,29 @@ export interface Tunnel {
  * once the local end accepts connections. ExitOnForwardFailure makes a refused forward an error
  * instead of a tunnel that silently forwards nothing.
  */
-export async function openTunnel(connection: HostConnection, remoteHost: string, remotePort: number, timeoutMs = 30_000): Promise<Tunnel> {
+export async function openTunnel(
+  connection: HostConnection,
+  remoteHost: string,
+  remotePort: number,
+  timeoutMs = 30_000,
+): Promise<Tunnel> {
   const conn = parseConnection(connection);
   if (conn.kind !== "ssh") throw new Error(`a tunnel needs an ssh connection, not ${conn.kind}`);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-tunnel-"));
   const localPort = await freeLocalPort();
   // A forward-only session (-N) has no remote command: the options and user@host alone.
   const base = sshBaseArgs(conn, tmp);
-  const child = spawn("ssh", ["-N", "-o", "ExitOnForwardFailure=yes", "-L", `127.0.0.1:${localPort}:${remoteHost}:${remotePort}`, ...base], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = spawn(
+    "ssh",
+    ["-N", "-o", "ExitOnForwardFailure=yes", "-L", `127.0.0.1:${localPort}:${remoteHost}:${remotePort}`, ...base],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   let stderr = "";
-  child.stderr.on("data", (b: Buffer) => { stderr += b; });
+  child.stderr.on("data", (b: Buffer) => {
+    stderr += b;
+  });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const close = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -46,7 +57,9 @@ export async function openTunnel(connection: HostConnection, remoteHost: string,
   while (!(await acceptsConnections(localPort))) {
     if (child.exitCode !== null || Date.now() > deadline) {
       await close();
-      throw new Error(`ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`);
+      throw new Error(
+        `ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }

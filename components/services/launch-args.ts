@@ -36,7 +36,11 @@ export interface SglangServerArgs {
 export const API_KEY_ENV = "SGLANG_API_KEY";
 
 /** The typed args of one service kind, from the services config. */
-export function serverArgsFor(kind: ServiceKind, services: ServicesConfig, opts: { apiKey: boolean }): SglangServerArgs {
+export function serverArgsFor(
+  kind: ServiceKind,
+  services: ServicesConfig,
+  opts: { apiKey: boolean },
+): SglangServerArgs {
   const base: SglangServerArgs = {
     modelPath: services.modelPath,
     servedModelName: services.servedModelName,
@@ -122,7 +126,12 @@ export function execStartArgv(program: ServerProgram, args: SglangServerArgs): E
   if (program.kind === "sglang") {
     return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...sglangArgv(args)];
   }
-  const sim: ExecWord[] = [program.nodePath, `${program.projectRoot}/dist/simulator/main.js`, "--profile", program.profile];
+  const sim: ExecWord[] = [
+    program.nodePath,
+    `${program.projectRoot}/dist/simulator/main.js`,
+    "--profile",
+    program.profile,
+  ];
   sim.push("--time-scale", String(program.timeScale));
   for (const fault of program.faults) sim.push("--fault", fault);
   sim.push("--host", args.host, "--port", String(args.port));

@@ -12,7 +12,9 @@ const printable = (what: string) =>
   z
     .string()
     .min(1)
-    .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), { message: `${what} must not contain control characters (newlines, tabs)` });
+    .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), {
+      message: `${what} must not contain control characters (newlines, tabs)`,
+    });
 
 /** Short identifiers that SGLang takes from a fixed list (parsers). */
 const identifier = z.string().regex(/^[A-Za-z0-9_.-]+$/, "must be letters, digits, '_', '.' or '-'");
@@ -22,8 +24,18 @@ export const SpeculativeSchema = z
     draftModelPath: printable("draftModelPath").describe(
       "--speculative-draft-model-path: the draft model (a local path or a repository id). Quoted for systemd, never passed through a shell.",
     ),
-    numSteps: z.number().int().positive().optional().describe("--speculative-num-steps (set all three of numSteps, eagleTopk, numDraftTokens, or none)."),
-    eagleTopk: z.number().int().positive().optional().describe("--speculative-eagle-topk (set with numSteps and numDraftTokens)."),
+    numSteps: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("--speculative-num-steps (set all three of numSteps, eagleTopk, numDraftTokens, or none)."),
+    eagleTopk: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("--speculative-eagle-topk (set with numSteps and numDraftTokens)."),
     numDraftTokens: z
       .number()
       .int()
@@ -35,7 +47,9 @@ export const SpeculativeSchema = z
       .gt(0)
       .lt(1)
       .optional()
-      .describe("--mem-fraction-static for this service only (the draft model needs room); default: services.memFractionStatic."),
+      .describe(
+        "--mem-fraction-static for this service only (the draft model needs room); default: services.memFractionStatic.",
+      ),
   })
   .strict();
 
@@ -56,19 +70,28 @@ export const DflashSchema = SpeculativeSchema.extend({
 
 export const RestartPolicySchema = z
   .object({
-    restartSec: z.number().int().min(1).default(15).describe("RestartSec=: pause before systemd restarts a failed service."),
+    restartSec: z
+      .number()
+      .int()
+      .min(1)
+      .default(15)
+      .describe("RestartSec=: pause before systemd restarts a failed service."),
     startLimitIntervalSec: z
       .number()
       .int()
       .min(1)
       .default(3600)
-      .describe("StartLimitIntervalSec=: the window in which start attempts are counted (long, because one load takes up to 10 minutes)."),
+      .describe(
+        "StartLimitIntervalSec=: the window in which start attempts are counted (long, because one load takes up to 10 minutes).",
+      ),
     startLimitBurst: z
       .number()
       .int()
       .min(1)
       .default(3)
-      .describe("StartLimitBurst=: starts allowed in that window before systemd gives up (a crash loop stops instead of hogging the GPUs)."),
+      .describe(
+        "StartLimitBurst=: starts allowed in that window before systemd gives up (a crash loop stops instead of hogging the GPUs).",
+      ),
   })
   .strict();
 
@@ -77,10 +100,14 @@ export const ServicesSchema = z
     active: z
       .enum(SERVICE_KINDS)
       .default("autoregressive")
-      .describe("The one service that runs; `pulumi up` stops the others and starts this one. eagle3/dflash need their section set."),
+      .describe(
+        "The one service that runs; `pulumi up` stops the others and starts this one. eagle3/dflash need their section set.",
+      ),
     modelPath: printable("modelPath")
       .default("moonshotai/Kimi-K2.6")
-      .describe("--model-path shared by all services: a local path or a repository id. Quoted for systemd, never passed through a shell."),
+      .describe(
+        "--model-path shared by all services: a local path or a repository id. Quoted for systemd, never passed through a shell.",
+      ),
     servedModelName: printable("servedModelName")
       .optional()
       .describe("--served-model-name: the id clients and the gate use; default: the model path."),
@@ -124,7 +151,11 @@ export const ServicesSchema = z
         }
       }
       if (s.active === kind && !spec) {
-        ctx.addIssue({ code: "custom", path: ["active"], message: `active is '${kind}' but services.${kind} is not set` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["active"],
+          message: `active is '${kind}' but services.${kind} is not set`,
+        });
       }
     }
     const d = s.dflash;
@@ -136,7 +167,9 @@ export const ServicesSchema = z
       });
     }
   })
-  .describe("The SGLang services: one autoregressive and optional EAGLE-3 and DFlash services sharing the GPUs; exactly one runs.");
+  .describe(
+    "The SGLang services: one autoregressive and optional EAGLE-3 and DFlash services sharing the GPUs; exactly one runs.",
+  );
 
 export type ServicesConfig = z.infer<typeof ServicesSchema>;
 export type ServicesConfigInput = z.input<typeof ServicesSchema>;

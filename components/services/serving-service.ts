@@ -53,12 +53,14 @@ export interface RenderedUnit {
 }
 
 /** The unit texts of every configured service: pure, shared by the component and the tests. */
-export function renderServiceUnits(a: Omit<ServingServiceArgs, "connection" | "jitWorkspace" | "environmentLock" | "apiKey"> & {
-  jitWorkspace: string;
-  apiKey: boolean;
-  nodePath?: string;
-  projectRoot?: string;
-}): RenderedUnit[] {
+export function renderServiceUnits(
+  a: Omit<ServingServiceArgs, "connection" | "jitWorkspace" | "environmentLock" | "apiKey"> & {
+    jitWorkspace: string;
+    apiKey: boolean;
+    nodePath?: string;
+    projectRoot?: string;
+  },
+): RenderedUnit[] {
   const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
   const sim = a.program.kind === "simulator" ? a.program : undefined;
   const programFor = (kind: ServiceKind): ServerProgram =>
@@ -151,7 +153,9 @@ export class ServingService extends pulumi.ComponentResource {
     const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
     const units = pulumi
       .output(args.jitWorkspace)
-      .apply((jitWorkspace) => renderServiceUnits({ ...args, jitWorkspace, apiKey: args.apiKey !== undefined, apiKeyFile }));
+      .apply((jitWorkspace) =>
+        renderServiceUnits({ ...args, jitWorkspace, apiKey: args.apiKey !== undefined, apiKeyFile }),
+      );
 
     const keyFile = args.apiKey
       ? hostScript(
@@ -175,7 +179,10 @@ export class ServingService extends pulumi.ComponentResource {
         `${name}-unit-${kind}`,
         {
           connection: args.connection,
-          ...unitInstallStep(unitName(kind), units.apply((u) => unitContentArg(contentOf(u, kind)))),
+          ...unitInstallStep(
+            unitName(kind),
+            units.apply((u) => unitContentArg(contentOf(u, kind))),
+          ),
           deleteScript: `${SCRIPTS}/remove-unit.sh`,
           deleteArgs: [unitName(kind)],
         },
@@ -227,4 +234,3 @@ function contentOf(units: RenderedUnit[], kind: ServiceKind): string {
   if (!unit) throw new Error(`service ${kind} is not configured`);
   return unit.content;
 }
-

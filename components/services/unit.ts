@@ -6,13 +6,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
-import {
-  quoteEnvironmentAssignment,
-  renderExecLine,
-  unitPath,
-  unitText,
-  type ExecWord,
-} from "./systemd-syntax";
+import { quoteEnvironmentAssignment, renderExecLine, unitPath, unitText, type ExecWord } from "./systemd-syntax";
 
 /** The unit file name of a service kind; fixed, so Conflicts= can name units that are not configured. */
 export function unitName(kind: ServiceKind): string {
@@ -65,8 +59,12 @@ export function fillTemplate(template: string, values: Record<string, string>): 
 }
 
 export function renderUnit(spec: UnitSpec, template = fs.readFileSync(templatePath(), "utf8")): string {
-  for (const [field, value] of [["user", spec.user], ["group", spec.group]] as const) {
-    if (!USER_NAME.test(value)) throw new Error(`${field} must be a plain system user/group name, got ${JSON.stringify(value)}`);
+  for (const [field, value] of [
+    ["user", spec.user],
+    ["group", spec.group],
+  ] as const) {
+    if (!USER_NAME.test(value))
+      throw new Error(`${field} must be a plain system user/group name, got ${JSON.stringify(value)}`);
   }
   if (spec.environment.length === 0) throw new Error("a unit needs its pinned environment");
   const others = SERVICE_KINDS.filter((k) => k !== spec.kind).map(unitName);

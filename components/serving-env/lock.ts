@@ -35,13 +35,20 @@ export function torchCudaRelease(torchVersion: string): string | undefined {
 /** Refuses a torch pin built for another CUDA than the toolkit, before anything is downloaded. */
 export function checkTorchMatchesToolkit(torchVersion: string, toolkitVersion: string): void {
   const cuda = torchCudaRelease(torchVersion);
-  if (cuda === undefined) throw new Error(`torch ${torchVersion} is not pinned to a CUDA build (expected a +cuNNN label, e.g. +cu130)`);
-  if (cuda !== toolkitVersion) throw new Error(`torch ${torchVersion} is built for CUDA ${cuda}, but the toolkit is ${toolkitVersion}`);
+  if (cuda === undefined)
+    throw new Error(`torch ${torchVersion} is not pinned to a CUDA build (expected a +cuNNN label, e.g. +cu130)`);
+  if (cuda !== toolkitVersion)
+    throw new Error(`torch ${torchVersion} is built for CUDA ${cuda}, but the toolkit is ${toolkitVersion}`);
 }
 
 /** sha256 over what the venv holds (pinned set, indexes, interpreter, path): `sha256:<hex>`. */
 export function pinsLock(env: EnvironmentConfig): string {
-  const canonical = JSON.stringify({ requirements: requirements(env), indexes: indexArgs(env), python: env.python, venv: env.venvPath });
+  const canonical = JSON.stringify({
+    requirements: requirements(env),
+    indexes: indexArgs(env),
+    python: env.python,
+    venv: env.venvPath,
+  });
   return `sha256:${createHash("sha256").update(canonical).digest("hex")}`;
 }
 
@@ -50,7 +57,9 @@ export function pinsLock(env: EnvironmentConfig): string {
  * recorded on the host under pinsLock alone, so its install does not wait for the toolkit's.
  */
 export function environmentLock(env: EnvironmentConfig, toolkitFingerprint: string): string {
-  return `sha256:${createHash("sha256").update(`${pinsLock(env)}\0${toolkitFingerprint}`).digest("hex")}`;
+  return `sha256:${createHash("sha256")
+    .update(`${pinsLock(env)}\0${toolkitFingerprint}`)
+    .digest("hex")}`;
 }
 
 /** The JIT cache key of a toolkit: its release and a short hash of its fingerprint. */

@@ -21,8 +21,12 @@ export const PinnedPackagesSchema = z
   .object({
     torch: pipVersion
       .default("2.14.1+cu130")
-      .describe("torch, the CUDA 13.0 build: the local label (+cu130) must match the toolkit, and is checked before anything is installed."),
-    sglang: pipVersion.default("0.5.23").describe("sglang (its wheel pins torch and flashinfer-python: keep these three consistent)."),
+      .describe(
+        "torch, the CUDA 13.0 build: the local label (+cu130) must match the toolkit, and is checked before anything is installed.",
+      ),
+    sglang: pipVersion
+      .default("0.5.23")
+      .describe("sglang (its wheel pins torch and flashinfer-python: keep these three consistent)."),
     flashinferPython: pipVersion.default("0.7.2").describe("flashinfer-python."),
     flashinferJitCache: pipVersion
       .optional()
@@ -37,10 +41,15 @@ export const EnvironmentSchema = z
   .object({
     serviceUser: z
       .string()
-      .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "must be a plain system user name (lowercase letters, digits, '_' or '-', at most 32)")
+      .regex(
+        /^[a-z_][a-z0-9_-]{0,31}$/,
+        "must be a plain system user name (lowercase letters, digits, '_' or '-', at most 32)",
+      )
       .default("sglang")
       .describe("System user the services run as (created when missing, no login shell)."),
-    serviceHome: systemPath.default("/var/lib/sglang").describe("Home of the service user (caches that are not keyed by the toolkit)."),
+    serviceHome: systemPath
+      .default("/var/lib/sglang")
+      .describe("Home of the service user (caches that are not keyed by the toolkit)."),
     venvPath: systemPath.default("/opt/gpuhost/venv").describe("Python virtual environment holding the serving stack."),
     python: systemPath.default("/usr/bin/python3").describe("Interpreter the virtual environment is created from."),
     packages: PinnedPackagesSchema.prefault({}).describe("Pinned versions of the serving stack."),
@@ -48,7 +57,9 @@ export const EnvironmentSchema = z
     pipExtraIndexUrls: z
       .array(indexUrl)
       .default([])
-      .describe("pip --extra-index-url: where the CUDA 13.0 torch build and flashinfer-jit-cache wheels are published."),
+      .describe(
+        "pip --extra-index-url: where the CUDA 13.0 torch build and flashinfer-jit-cache wheels are published.",
+      ),
     jitCacheBase: systemPath
       .default("/var/cache/gpuhost/flashinfer")
       .describe(
@@ -57,7 +68,9 @@ export const EnvironmentSchema = z
     prewarm: z
       .boolean()
       .default(false)
-      .describe("Compile FlashInfer's sampling kernels (the ones that include curand.h) once at provisioning, on a GPU, instead of on the first request."),
+      .describe(
+        "Compile FlashInfer's sampling kernels (the ones that include curand.h) once at provisioning, on a GPU, instead of on the first request.",
+      ),
   })
   .strict()
   .describe("The serving environment: service user, Python venv, pinned packages, FlashInfer JIT cache.");

@@ -8,7 +8,15 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
-import { checkTorchMatchesToolkit, environmentLock, indexArgs, jitWorkspace, pinsLock, requirements, toolkitKey } from "./lock";
+import {
+  checkTorchMatchesToolkit,
+  environmentLock,
+  indexArgs,
+  jitWorkspace,
+  pinsLock,
+  requirements,
+  toolkitKey,
+} from "./lock";
 import type { EnvironmentConfig } from "./schema";
 
 const SCRIPTS = "components/serving-env/scripts";
@@ -61,7 +69,15 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       {
         connection: args.connection,
         script: `${SCRIPTS}/python-env.sh`,
-        args: [env.venvPath, env.python, args.toolkitVersion, pinsLock(env), ...indexArgs(env), "--", ...requirements(env)],
+        args: [
+          env.venvPath,
+          env.python,
+          args.toolkitVersion,
+          pinsLock(env),
+          ...indexArgs(env),
+          "--",
+          ...requirements(env),
+        ],
       },
       { parent: this, dependsOn: [user] },
     );
@@ -90,7 +106,8 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     const venvReport = venv.stdout.apply(parseKeyValues);
     const pins = pinsLock(env);
     this.environmentLock = pulumi.all([lock, venvReport]).apply(([l, r]) => {
-      if (r.lock !== undefined && r.lock !== pins) throw new Error(`the host recorded venv lock ${r.lock}, expected ${pins}`);
+      if (r.lock !== undefined && r.lock !== pins)
+        throw new Error(`the host recorded venv lock ${r.lock}, expected ${pins}`);
       return l;
     });
     this.jitWorkspace = pulumi.all([workspace, jit.stdout]).apply(([w, out]) => parseKeyValues(out).workspace ?? w);

@@ -58,7 +58,8 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
     const stderr = result.stderr.trim();
     // pulumi exits non-zero both for drift (--expect-no-changes) and for errors (pulumi#8992):
     // the events decide; stderr only explains an engine that produced no verdict.
-    if (report.errors.length > 0 && stderr !== "") report.errors.push(`pulumi: ${stderr.split("\n").slice(-5).join(" | ")}`);
+    if (report.errors.length > 0 && stderr !== "")
+      report.errors.push(`pulumi: ${stderr.split("\n").slice(-5).join(" | ")}`);
   } catch (e) {
     report = { stack, hosts: [], otherChanges: [], errors: [(e as Error).message] };
   }

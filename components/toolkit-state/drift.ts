@@ -16,9 +16,10 @@ const reinstall = (pkg: string): string => `apt-get install --reinstall ${pkg}`;
 /** Every field in which OBSERVED differs from EXPECTED (and BASELINE), in a stable order. */
 export function findDrift(expected: ExpectedState, baseline: Baseline, observed: ObservedState): Drift[] {
   const drift: Drift[] = [];
-  const meta = expected.packages[`cuda-toolkit-${expected.packageSuffix}`] !== undefined
-    ? `cuda-toolkit-${expected.packageSuffix}`
-    : undefined;
+  const meta =
+    expected.packages[`cuda-toolkit-${expected.packageSuffix}`] !== undefined
+      ? `cuda-toolkit-${expected.packageSuffix}`
+      : undefined;
   const toolkitRepair = meta ? reinstall(meta) : "pulumi up (re-run the toolkit's install step)";
 
   // nvcc as FlashInfer finds it: CUDA_HOME first, then `which nvcc` with the units' PATH.
@@ -27,9 +28,10 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       field: "nvcc.cudaHome.version",
       expected: expected.toolkitVersion,
       found: observed.cudaHome.version,
-      repair: observed.cudaHome.nvcc === null
-        ? `${expected.cudaHome}/bin/nvcc is missing: ${reinstall(`cuda-nvcc-${expected.packageSuffix}`)}`
-        : `${expected.cudaHome}/bin/nvcc reports ${observed.cudaHome.version ?? "no version"}: ${toolkitRepair}`,
+      repair:
+        observed.cudaHome.nvcc === null
+          ? `${expected.cudaHome}/bin/nvcc is missing: ${reinstall(`cuda-nvcc-${expected.packageSuffix}`)}`
+          : `${expected.cudaHome}/bin/nvcc reports ${observed.cudaHome.version ?? "no version"}: ${toolkitRepair}`,
     });
   }
   if (expected.unitPath !== undefined && observed.pathNvcc.version !== expected.toolkitVersion) {
@@ -37,9 +39,10 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       field: "nvcc.path.version",
       expected: expected.toolkitVersion,
       found: observed.pathNvcc.version,
-      repair: observed.pathNvcc.nvcc === null
-        ? `no nvcc on the units' PATH: put ${expected.cudaHome}/bin on it (pulumi up re-renders the units)`
-        : `${observed.pathNvcc.nvcc} comes first on the units' PATH: put ${expected.cudaHome}/bin before it`,
+      repair:
+        observed.pathNvcc.nvcc === null
+          ? `no nvcc on the units' PATH: put ${expected.cudaHome}/bin on it (pulumi up re-renders the units)`
+          : `${observed.pathNvcc.nvcc} comes first on the units' PATH: put ${expected.cudaHome}/bin before it`,
     });
   }
 
@@ -57,7 +60,12 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
     if (found === undefined) {
       drift.push({ field: `packages.${pkg}`, expected: version || "installed", found: null, repair: reinstall(pkg) });
     } else if (version !== "" && found !== version) {
-      drift.push({ field: `packages.${pkg}`, expected: version, found, repair: `apt-get install --allow-downgrades ${pkg}=${version}` });
+      drift.push({
+        field: `packages.${pkg}`,
+        expected: version,
+        found,
+        repair: `apt-get install --allow-downgrades ${pkg}=${version}`,
+      });
     }
   }
 
@@ -67,7 +75,12 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
     if (found === null) {
       drift.push({ field: `files.${file}`, expected: recorded ?? "present", found: null, repair: reinstall(owner) });
     } else if (recorded !== null && found !== recorded) {
-      drift.push({ field: `files.${file}`, expected: recorded, found, repair: `${reinstall(owner)} (the file's content changed)` });
+      drift.push({
+        field: `files.${file}`,
+        expected: recorded,
+        found,
+        repair: `${reinstall(owner)} (the file's content changed)`,
+      });
     }
   }
 
@@ -76,16 +89,21 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       field: "gpu.driverVersion",
       expected: baseline.driverVersion,
       found: observed.gpu.driverVersion,
-      repair: "the NVIDIA driver changed: reinstall the recorded driver, or accept it with `pulumi up --replace <ToolkitState urn>`",
+      repair:
+        "the NVIDIA driver changed: reinstall the recorded driver, or accept it with `pulumi up --replace <ToolkitState urn>`",
     });
   }
   const caps = (c: string[]): string => c.join(",");
-  if (baseline.computeCapabilities.length > 0 && caps(observed.gpu.computeCapabilities) !== caps(baseline.computeCapabilities)) {
+  if (
+    baseline.computeCapabilities.length > 0 &&
+    caps(observed.gpu.computeCapabilities) !== caps(baseline.computeCapabilities)
+  ) {
     drift.push({
       field: "gpu.computeCapabilities",
       expected: caps(baseline.computeCapabilities),
       found: caps(observed.gpu.computeCapabilities) || null,
-      repair: "the GPUs changed (or one is not visible): check `nvidia-smi`, or accept with `pulumi up --replace <ToolkitState urn>`",
+      repair:
+        "the GPUs changed (or one is not visible): check `nvidia-smi`, or accept with `pulumi up --replace <ToolkitState urn>`",
     });
   }
 
@@ -99,9 +117,13 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
         expected: expected.jitKey,
         found: keys.length > 0 ? keys.join(",") : null,
         repair: [
-          stale.length > 0 ? `remove stale JIT caches: rm -rf ${stale.map((k) => `${expected.jitBase}/${k}`).join(" ")}` : "",
+          stale.length > 0
+            ? `remove stale JIT caches: rm -rf ${stale.map((k) => `${expected.jitBase}/${k}`).join(" ")}`
+            : "",
           missing ? `re-create ${expected.jitBase}/${expected.jitKey} (pulumi up)` : "",
-        ].filter(Boolean).join("; "),
+        ]
+          .filter(Boolean)
+          .join("; "),
       });
     }
   }
@@ -131,7 +153,10 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
         field: `units.${unitFile}.active`,
         expected: want.active,
         found: seen?.active ?? null,
-        repair: want.active === "active" ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)` : `systemctl stop ${name}`,
+        repair:
+          want.active === "active"
+            ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)`
+            : `systemctl stop ${name}`,
       });
     }
   }

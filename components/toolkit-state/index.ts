@@ -73,16 +73,18 @@ const toolkitStateProvider: pulumi.dynamic.ResourceProvider = {
  */
 export class ToolkitState extends pulumi.dynamic.Resource {
   /** Where the probe ran (never includes a key). */
-  public declare readonly hostLabel: pulumi.Output<string>;
+  declare public readonly hostLabel: pulumi.Output<string>;
   /** The last probe's findings. */
-  public declare readonly observed: pulumi.Output<ObservedState>;
+  declare public readonly observed: pulumi.Output<ObservedState>;
   /** What create recorded that provisioning does not state: file hashes, driver, GPUs. */
-  public declare readonly baseline: pulumi.Output<Baseline>;
+  declare public readonly baseline: pulumi.Output<Baseline>;
   /** Fields in which the host differs from what was provisioned; empty when it matches. */
-  public declare readonly drift: pulumi.Output<Drift[]>;
+  declare public readonly drift: pulumi.Output<Drift[]>;
 
   constructor(name: string, args: ToolkitStateArgs, opts?: pulumi.CustomResourceOptions) {
-    const connection = pulumi.output(args.connection).apply((c) => (c.kind === "ssh" ? pulumi.secret(c) : pulumi.output(c)));
+    const connection = pulumi
+      .output(args.connection)
+      .apply((c) => (c.kind === "ssh" ? pulumi.secret(c) : pulumi.output(c)));
     super(
       toolkitStateProvider,
       name,

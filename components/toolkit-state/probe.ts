@@ -28,7 +28,10 @@ export function probeArgs(expected: ExpectedState): string[] {
 }
 
 export class ProbeError extends Error {
-  constructor(message: string, readonly stderr: string) {
+  constructor(
+    message: string,
+    readonly stderr: string,
+  ) {
     super(message);
     this.name = "ProbeError";
   }
@@ -44,7 +47,10 @@ export function parseProbeOutput(stdout: string): ObservedState {
   }
   const result = observedStateSchema.safeParse(json);
   if (!result.success) {
-    throw new ProbeError(`probe output has an unexpected shape: ${result.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`, "");
+    throw new ProbeError(
+      `probe output has an unexpected shape: ${result.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+      "",
+    );
   }
   return result.data;
 }
@@ -55,7 +61,11 @@ export interface ProbeOptions {
 }
 
 /** Probe the host once. Throws ProbeError when the host cannot be reached or the probe fails. */
-export async function probeHost(connection: HostConnection, expected: ExpectedState, opts: ProbeOptions = {}): Promise<ObservedState> {
+export async function probeHost(
+  connection: HostConnection,
+  expected: ExpectedState,
+  opts: ProbeOptions = {},
+): Promise<ObservedState> {
   const script = fs.readFileSync(probeScriptPath(), "utf8");
   const result = await execOnHost(connection, script, probeArgs(expected), {
     scriptName: "probe.sh",

@@ -58,13 +58,23 @@ const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 export class ToolkitDriftError extends Error {
   /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */
-  constructor(readonly hostLabel: string, readonly drift: Drift[], readonly repaired?: string[]) {
-    const lead = repaired === undefined
-      ? `toolkit on ${hostLabel} does not match what was provisioned:`
-      : `toolkit on ${hostLabel} still does not match what was provisioned after the repair steps (${repaired.join(", ") || "none applied"}):`;
-    super(`${lead}\n${drift
-      .map((d) => `  ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}; repair: ${d.repair}`)
-      .join("\n")}`);
+  constructor(
+    readonly hostLabel: string,
+    readonly drift: Drift[],
+    readonly repaired?: string[],
+  ) {
+    const lead =
+      repaired === undefined
+        ? `toolkit on ${hostLabel} does not match what was provisioned:`
+        : `toolkit on ${hostLabel} still does not match what was provisioned after the repair steps (${repaired.join(", ") || "none applied"}):`;
+    super(
+      `${lead}\n${drift
+        .map(
+          (d) =>
+            `  ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}; repair: ${d.repair}`,
+        )
+        .join("\n")}`,
+    );
     this.name = "ToolkitDriftError";
   }
 }
@@ -75,7 +85,12 @@ function inputsOf(props: ToolkitStateInputs): ToolkitStateInputs {
   return out as unknown as ToolkitStateInputs;
 }
 
-function parsed(inputs: ToolkitStateInputs): { connection: HostConnection; expected: ExpectedState; onDrift: OnDrift; repairs: RepairStep[] } {
+function parsed(inputs: ToolkitStateInputs): {
+  connection: HostConnection;
+  expected: ExpectedState;
+  onDrift: OnDrift;
+  repairs: RepairStep[];
+} {
   return {
     connection: parseConnection(inputs.connection),
     expected: expectedStateSchema.parse(inputs.expected),
@@ -104,18 +119,27 @@ async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefine
   };
 }
 
-export async function check(_olds: unknown, news: ToolkitStateInputs): Promise<{ inputs: ToolkitStateInputs; failures: { property: string; reason: string }[] }> {
+export async function check(
+  _olds: unknown,
+  news: ToolkitStateInputs,
+): Promise<{ inputs: ToolkitStateInputs; failures: { property: string; reason: string }[] }> {
   const failures: { property: string; reason: string }[] = [];
   if (typeof news.projectRoot !== "string" || !news.projectRoot.startsWith("/")) {
-    failures.push({ property: "projectRoot", reason: "must be the absolute path of the gpuhost project (its dist/ holds the provider code)" });
+    failures.push({
+      property: "projectRoot",
+      reason: "must be the absolute path of the gpuhost project (its dist/ holds the provider code)",
+    });
   }
   if (!JSON.stringify(news.expected ?? null).includes(UNKNOWN)) {
     const r = expectedStateSchema.safeParse(news.expected);
-    if (!r.success) for (const i of r.error.issues) failures.push({ property: ["expected", ...i.path.map(String)].join("."), reason: i.message });
+    if (!r.success)
+      for (const i of r.error.issues)
+        failures.push({ property: ["expected", ...i.path.map(String)].join("."), reason: i.message });
   }
   const d = onDriftSchema.safeParse(news.onDrift);
   if (!d.success) failures.push({ property: "onDrift", reason: d.error.issues[0]?.message ?? "invalid" });
-  if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN)) failures.push(...checkRepairs(news.projectRoot, news.repairs));
+  if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN))
+    failures.push(...checkRepairs(news.projectRoot, news.repairs));
   return { inputs: news, failures };
 }
 
@@ -127,7 +151,8 @@ function checkRepairs(projectRoot: string, repairs: unknown): { property: string
   repairs.forEach((raw: unknown, i) => {
     const step = repairStepSchema.safeParse(raw);
     if (!step.success) {
-      for (const issue of step.error.issues) failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
+      for (const issue of step.error.issues)
+        failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
       return;
     }
     if (typeof projectRoot !== "string" || !projectRoot.startsWith("/")) return;
@@ -152,7 +177,10 @@ export async function create(inputs: ToolkitStateInputs): Promise<{ id: string; 
 }
 
 /** Re-probes the host. Returns props and inputs, so diffs after a refresh compare observed against what was provisioned. */
-export async function read(id: string, props: ToolkitStateOutputs): Promise<{ id: string; props: ToolkitStateOutputs; inputs: ToolkitStateInputs }> {
+export async function read(
+  id: string,
+  props: ToolkitStateOutputs,
+): Promise<{ id: string; props: ToolkitStateOutputs; inputs: ToolkitStateInputs }> {
   const outs = await observe(props, props.baseline);
   return { id, props: outs, inputs: inputsOf(props) };
 }
@@ -162,9 +190,15 @@ export async function read(id: string, props: ToolkitStateOutputs): Promise<{ id
  * over (providerVersion), or when the recorded observation drifted from what is expected. In a
  * refresh the engine passes the fresh read as `olds` and the stored inputs as `news`.
  */
-export async function diff(_id: string, olds: ToolkitStateOutputs, news: ToolkitStateInputs): Promise<{ changes: boolean; replaces: string[] }> {
+export async function diff(
+  _id: string,
+  olds: ToolkitStateOutputs,
+  news: ToolkitStateInputs,
+): Promise<{ changes: boolean; replaces: string[] }> {
   if (JSON.stringify(news).includes(UNKNOWN)) return { changes: true, replaces: [] };
-  const changedInputs = INPUT_KEYS.filter((k) => k !== "projectRoot" && JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null));
+  const changedInputs = INPUT_KEYS.filter(
+    (k) => k !== "projectRoot" && JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null),
+  );
   if (changedInputs.length > 0) return { changes: true, replaces: [] };
   if (!olds.observed || !olds.baseline) return { changes: true, replaces: [] };
   const drift = findDrift(expectedStateSchema.parse(news.expected), olds.baseline, olds.observed);
@@ -179,17 +213,28 @@ export async function diff(_id: string, olds: ToolkitStateOutputs, news: Toolkit
  * fields run in order (repair.ts), the host is probed again, and update succeeds only when it is
  * clean, else fails naming what is still wrong.
  */
-export async function update(_id: string, olds: ToolkitStateOutputs, news: ToolkitStateInputs): Promise<{ outs: ToolkitStateOutputs }> {
+export async function update(
+  _id: string,
+  olds: ToolkitStateOutputs,
+  news: ToolkitStateInputs,
+): Promise<{ outs: ToolkitStateOutputs }> {
   const expectationChanged = JSON.stringify(olds.expected) !== JSON.stringify(news.expected);
   const baseline = expectationChanged ? undefined : olds.baseline;
   let outs = await observe(news, baseline);
   const { connection, expected, onDrift, repairs } = parsed(news);
   if (outs.drift.length > 0 && onDrift === "repair") {
     const plan = planRepairs(outs.drift, expected, repairs);
-    await runRepairs(connection, news.projectRoot, plan.steps, { log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`) });
+    await runRepairs(connection, news.projectRoot, plan.steps, {
+      log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`),
+    });
     // The baseline is kept: a repaired host must match what was recorded before it drifted.
     outs = await observe(news, outs.baseline);
-    if (outs.drift.length > 0) throw new ToolkitDriftError(outs.hostLabel, outs.drift, plan.steps.map((s) => s.script.slice(s.script.lastIndexOf("/") + 1)));
+    if (outs.drift.length > 0)
+      throw new ToolkitDriftError(
+        outs.hostLabel,
+        outs.drift,
+        plan.steps.map((s) => s.script.slice(s.script.lastIndexOf("/") + 1)),
+      );
   }
   if (outs.drift.length > 0 && onDrift === "fail") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
   return { outs };

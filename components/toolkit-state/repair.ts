@@ -28,7 +28,11 @@ export const RESTART_UNIT_SCRIPT = "components/toolkit-state/scripts/restart-uni
  * running process may have been started from the edited file.
  */
 export function restartUnitStep(unitFile: string): RepairStep {
-  return { fields: [unitContentField(unitFile)], script: RESTART_UNIT_SCRIPT, args: [unitFile.slice(unitFile.lastIndexOf("/") + 1)] };
+  return {
+    fields: [unitContentField(unitFile)],
+    script: RESTART_UNIT_SCRIPT,
+    args: [unitFile.slice(unitFile.lastIndexOf("/") + 1)],
+  };
 }
 
 export interface PlannedRepair extends RepairStep {
@@ -47,12 +51,23 @@ export interface RepairPlan {
  * restores a file that is present only with --reinstall, and the install step only checks that
  * files exist), then every given step one of whose field prefixes drifted, in the given order.
  */
-export function planRepairs(drift: readonly Drift[], expected: ExpectedState, steps: readonly RepairStep[]): RepairPlan {
+export function planRepairs(
+  drift: readonly Drift[],
+  expected: ExpectedState,
+  steps: readonly RepairStep[],
+): RepairPlan {
   const planned: PlannedRepair[] = [];
   const changedFiles = drift.filter((d) => d.field.startsWith("files.") && d.found !== null);
-  const owners = [...new Set(changedFiles.map((d) => expected.files[d.field.slice("files.".length)]).filter((p): p is string => !!p))].sort();
+  const owners = [
+    ...new Set(changedFiles.map((d) => expected.files[d.field.slice("files.".length)]).filter((p): p is string => !!p)),
+  ].sort();
   if (owners.length > 0) {
-    planned.push({ fields: ["files."], script: REINSTALL_SCRIPT, args: owners, because: changedFiles.map((d) => d.field) });
+    planned.push({
+      fields: ["files."],
+      script: REINSTALL_SCRIPT,
+      args: owners,
+      because: changedFiles.map((d) => d.field),
+    });
   }
   for (const step of steps) {
     const because = drift.map((d) => d.field).filter((f) => step.fields.some((prefix) => f.startsWith(prefix)));
@@ -63,7 +78,11 @@ export function planRepairs(drift: readonly Drift[], expected: ExpectedState, st
 }
 
 export class RepairError extends Error {
-  constructor(message: string, readonly step: PlannedRepair, readonly stderr: string) {
+  constructor(
+    message: string,
+    readonly step: PlannedRepair,
+    readonly stderr: string,
+  ) {
     super(message);
     this.name = "RepairError";
   }
@@ -80,16 +99,25 @@ export interface RepairOptions {
 export function repairScriptPath(projectRoot: string, script: string): string {
   const root = path.resolve(projectRoot);
   const file = path.resolve(root, script);
-  if (!file.startsWith(`${root}${path.sep}`)) throw new Error(`repair script ${script} is outside the project root ${root}`);
+  if (!file.startsWith(`${root}${path.sep}`))
+    throw new Error(`repair script ${script} is outside the project root ${root}`);
   return file;
 }
 
 /** Run the planned steps one after another through execOnHost; the first failure stops and throws RepairError. */
-export async function runRepairs(connection: HostConnection, projectRoot: string, steps: readonly PlannedRepair[], opts: RepairOptions = {}): Promise<void> {
+export async function runRepairs(
+  connection: HostConnection,
+  projectRoot: string,
+  steps: readonly PlannedRepair[],
+  opts: RepairOptions = {},
+): Promise<void> {
   for (const step of steps) {
     const file = repairScriptPath(projectRoot, step.script);
     const name = path.basename(file);
-    const why = step.because.length > 3 ? `${step.because.slice(0, 3).join(", ")} and ${step.because.length - 3} more` : step.because.join(", ");
+    const why =
+      step.because.length > 3
+        ? `${step.because.slice(0, 3).join(", ")} and ${step.because.length - 3} more`
+        : step.because.join(", ");
     opts.log?.(`running ${name} to repair ${why}`);
     const result = await execOnHost(connection, fs.readFileSync(file, "utf8"), step.args, {
       scriptName: name,

@@ -105,9 +105,19 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     if (detailsKnown && Array.isArray(drift) && drift.every(isDrift) && drift.length > 0) {
       host.drift.push(...drift);
     } else if (op === "delete") {
-      host.drift.push({ field: "resource", expected: "present", found: null, repair: "the ToolkitState record is gone: pulumi up" });
+      host.drift.push({
+        field: "resource",
+        expected: "present",
+        found: null,
+        repair: "the ToolkitState record is gone: pulumi up",
+      });
     } else {
-      host.drift.push({ field: "(details not reported)", expected: null, found: null, repair: `refresh would ${op} ${urnName(urn)}: run pulumi refresh --preview-only --diff to see it` });
+      host.drift.push({
+        field: "(details not reported)",
+        expected: null,
+        found: null,
+        repair: `refresh would ${op} ${urnName(urn)}: run pulumi refresh --preview-only --diff to see it`,
+      });
     }
   };
 
@@ -115,7 +125,11 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     if (Array.isArray(ev.steps) || ev.changeSummary) {
       // The one-document digest (streaming disabled): ops only.
       sawSummary = true;
-      for (const step of ev.steps ?? []) onResult({ op: step.op, urn: step.urn, type: step.newState?.type, old: step.oldState, new: step.newState }, false);
+      for (const step of ev.steps ?? [])
+        onResult(
+          { op: step.op, urn: step.urn, type: step.newState?.type, old: step.oldState, new: step.newState },
+          false,
+        );
       for (const d of ev.diagnostics ?? []) onDiagnostic(d);
       continue;
     }
@@ -133,7 +147,8 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
       }
     }
   }
-  if (!sawSummary) report.errors.push("pulumi's output ended before the refresh summary (the engine failed or was killed)");
+  if (!sawSummary)
+    report.errors.push("pulumi's output ended before the refresh summary (the engine failed or was killed)");
 
   function onDiagnostic(d: { urn?: string; message?: string; severity?: string }): void {
     if (d.severity !== "error") return;
@@ -166,11 +181,16 @@ export function formatReport(report: DriftReport): string {
   const failed = report.hosts.filter((h) => h.status === "error").length;
   const where = report.stack ? `stack ${report.stack}` : "current stack";
   const verdict = exitCodeOf(report) === 0 ? "clean" : exitCodeOf(report) === 1 ? "DRIFT" : "ERROR";
-  lines.push(`gpuhost drift (${where}): ${verdict}: ${report.hosts.length} host(s) probed, ${drifted} drifted, ${failed} could not be probed`);
-  if (report.hosts.length === 0 && report.errors.length === 0) lines.push("  no ToolkitState resource in this stack: nothing to compare");
+  lines.push(
+    `gpuhost drift (${where}): ${verdict}: ${report.hosts.length} host(s) probed, ${drifted} drifted, ${failed} could not be probed`,
+  );
+  if (report.hosts.length === 0 && report.errors.length === 0)
+    lines.push("  no ToolkitState resource in this stack: nothing to compare");
   for (const h of report.hosts) {
     lines.push("");
-    lines.push(`host ${h.host} [${h.resources.join(", ")}]: ${h.status === "clean" ? "clean" : h.status === "drift" ? `DRIFT in ${h.drift.length} field(s)` : "ERROR"}`);
+    lines.push(
+      `host ${h.host} [${h.resources.join(", ")}]: ${h.status === "clean" ? "clean" : h.status === "drift" ? `DRIFT in ${h.drift.length} field(s)` : "ERROR"}`,
+    );
     for (const e of h.errors) lines.push(`  error: ${e}`);
     for (const d of h.drift) {
       lines.push(`  ${d.field}`);

@@ -32,15 +32,26 @@ export const expectedStateSchema = z
       .describe("Package name -> version that must be installed; an empty version means any version"),
     files: z
       .record(z.string(), z.string())
-      .describe("Absolute path of each file the toolkit must provide -> the package that provides it (for the repair hint)"),
+      .describe(
+        "Absolute path of each file the toolkit must provide -> the package that provides it (for the repair hint)",
+      ),
     units: z
       .record(
         z.string(),
         z
           .object({
-            sha256: z.string().regex(/^[0-9a-f]{64}$/).describe("sha256 of the rendered unit file's content"),
-            enabled: z.string().optional().describe("Expected `systemctl is-enabled` answer (enabled, disabled, ...); unset: not checked"),
-            active: z.string().optional().describe("Expected `systemctl is-active` answer (active, inactive, ...); unset: not checked"),
+            sha256: z
+              .string()
+              .regex(/^[0-9a-f]{64}$/)
+              .describe("sha256 of the rendered unit file's content"),
+            enabled: z
+              .string()
+              .optional()
+              .describe("Expected `systemctl is-enabled` answer (enabled, disabled, ...); unset: not checked"),
+            active: z
+              .string()
+              .optional()
+              .describe("Expected `systemctl is-active` answer (active, inactive, ...); unset: not checked"),
           })
           .strict(),
       )
@@ -131,7 +142,9 @@ export const repairStepSchema = z
         "Drift fields this step repairs, as prefixes: it runs when a drifted field starts with one of them " +
           "(`packages.`, `cudaLink`, `units./etc/systemd/system/x.service.sha256`)",
       ),
-    script: repoScriptPath.describe("The host script, relative to the project root, e.g. components/cuda-toolkit/scripts/install.sh"),
+    script: repoScriptPath.describe(
+      "The host script, relative to the project root, e.g. components/cuda-toolkit/scripts/install.sh",
+    ),
     args: z.array(z.string()).default([]).describe("Its positional arguments, each passed as one quoted word"),
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
@@ -145,4 +158,6 @@ export type RepairStepInput = z.input<typeof repairStepSchema>;
 export const repairsSchema = z
   .array(repairStepSchema)
   .default([])
-  .describe("Ordered repair steps; update runs, in this order, each step one of whose fields drifted (onDrift: repair)");
+  .describe(
+    "Ordered repair steps; update runs, in this order, each step one of whose fields drifted (onDrift: repair)",
+  );

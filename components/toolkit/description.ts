@@ -102,7 +102,8 @@ export function parseDescription(text: string): ToolkitDescription {
     }
   }
   for (const [release, tk] of Object.entries(d.toolkits)) {
-    if (!d.packages[tk.meta]) throw new Error(`invalid toolkit description: toolkit ${release} meta ${tk.meta} unknown`);
+    if (!d.packages[tk.meta])
+      throw new Error(`invalid toolkit description: toolkit ${release} meta ${tk.meta} unknown`);
     for (const [trap, pkgs] of Object.entries(tk.traps)) {
       for (const p of pkgs) if (!d.packages[p]) throw new Error(`toolkit ${release} trap ${trap}: unknown ${p}`);
     }
@@ -117,7 +118,8 @@ export function loadDescription(): ToolkitDescription {
 
 export function toolkit(release: string): Toolkit {
   const tk = loadDescription().toolkits[release];
-  if (!tk) throw new Error(`unknown CUDA toolkit ${release}; known: ${Object.keys(loadDescription().toolkits).join(", ")}`);
+  if (!tk)
+    throw new Error(`unknown CUDA toolkit ${release}; known: ${Object.keys(loadDescription().toolkits).join(", ")}`);
   return { ...tk, release };
 }
 
@@ -174,7 +176,8 @@ export function requiredFiles(release: string): ResolvedFile[] {
  * `release` is given), e.g. "/usr/local/cuda-13.0/include/curand.h" -> "libcurand-dev-13-0".
  */
 export function packageProviding(filePath: string, release?: string): string | undefined {
-  const wanted = release !== undefined && !filePath.startsWith("/") ? path.posix.join(toolkit(release).root, filePath) : filePath;
+  const wanted =
+    release !== undefined && !filePath.startsWith("/") ? path.posix.join(toolkit(release).root, filePath) : filePath;
   for (const pkg of allPackages()) {
     if (pkg.files.some((f) => absolutePath(pkg, f) === wanted)) return pkg.name;
   }

@@ -40,7 +40,12 @@ export interface VerifiedGenerationArgs {
    * SSH hosts: reach the service through an SSH tunnel over this connection and read the unit's
    * state and logs over it; `url` then names the service as seen on the host. Stored as a secret.
    */
-  hostAccess?: pulumi.Input<{ connection: pulumi.Input<Record<string, unknown>>; unit: string; remoteHost: string; remotePort: number }>;
+  hostAccess?: pulumi.Input<{
+    connection: pulumi.Input<Record<string, unknown>>;
+    unit: string;
+    remoteHost: string;
+    remotePort: number;
+  }>;
   /** Folder holding dist/gate (the compiled gate the provider loads at call time). Default: this project's root. */
   projectRoot?: pulumi.Input<string>;
 }

@@ -85,17 +85,28 @@ function stable(v: unknown): string {
   if (v === null || typeof v !== "object") return JSON.stringify(v);
   if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
   const o = v as Record<string, unknown>;
-  return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${stable(o[k])}`).join(",")}}`;
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${stable(o[k])}`)
+    .join(",")}}`;
 }
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
   const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
   for (const key of ["projectRoot", "serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
-    if (typeof news[key] !== "string" || (news[key] as string).length === 0) failures.push({ property: key, reason: `${key} must be a non-empty string` });
+    if (typeof news[key] !== "string" || (news[key] as string).length === 0)
+      failures.push({ property: key, reason: `${key} must be a non-empty string` });
   }
   const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
-  if (endpoint !== unknown && (typeof endpoint !== "object" || endpoint === null || typeof endpoint.url !== "string" || typeof endpoint.model !== "string")) {
+  if (
+    endpoint !== unknown &&
+    (typeof endpoint !== "object" ||
+      endpoint === null ||
+      typeof endpoint.url !== "string" ||
+      typeof endpoint.model !== "string")
+  ) {
     failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
   }
   if (typeof news.projectRoot === "string" && news.projectRoot !== unknown) {
@@ -103,15 +114,23 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     try {
       gate = loadGate(news.projectRoot);
     } catch (err) {
-      failures.push({ property: "projectRoot", reason: `cannot load the compiled gate (run the build first): ${(err as Error).message}` });
+      failures.push({
+        property: "projectRoot",
+        reason: `cannot load the compiled gate (run the build first): ${(err as Error).message}`,
+      });
       return { inputs: news, failures };
     }
-    const schemas: [string, Gate][] = [["verifyPolicy", gate.VerifyPolicySchema], ["benchPlan", gate.BenchPlanSchema], ["workload", gate.WorkloadSchema]];
+    const schemas: [string, Gate][] = [
+      ["verifyPolicy", gate.VerifyPolicySchema],
+      ["benchPlan", gate.BenchPlanSchema],
+      ["workload", gate.WorkloadSchema],
+    ];
     for (const [key, schema] of schemas) {
       if (news[key] === undefined || news[key] === unknown) continue;
       const parsed = schema.safeParse(news[key]);
       if (!parsed.success) {
-        for (const issue of parsed.error.issues) failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
+        for (const issue of parsed.error.issues)
+          failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
       }
     }
   }
@@ -127,12 +146,15 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
   if (olds.generating === false) replaces.push("generating");
   const oldInputs = pickInputs(olds);
-  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter((k) => stable(oldInputs[k]) !== stable(news[k]));
+  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter(
+    (k) => stable(oldInputs[k]) !== stable(news[k]),
+  );
   return {
     changes: replaces.length > 0 || changed.length > 0,
     replaces,
     deleteBeforeReplace: false,
-    stables: replaces.length === 0 ? ["generating", "model", "sustainedOutputTokensPerSecond", "saturationConcurrency"] : [],
+    stables:
+      replaces.length === 0 ? ["generating", "model", "sustainedOutputTokensPerSecond", "saturationConcurrency"] : [],
   };
 }
 
@@ -141,17 +163,30 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
  * a tunnel opened for the call and closed after it, with `systemctl show` / `journalctl` over the
  * connection; otherwise the endpoint as given and the argv hooks.
  */
-async function withHostAccess<T>(input: VerifiedGenerationInputs, gate: Gate, fn: (url: string, hooks: Record<string, unknown>) => Promise<T>): Promise<T> {
+async function withHostAccess<T>(
+  input: VerifiedGenerationInputs,
+  gate: Gate,
+  fn: (url: string, hooks: Record<string, unknown>) => Promise<T>,
+): Promise<T> {
   const access = input.hostAccess;
   if (!access || access.connection.kind !== "ssh") {
-    return fn(input.endpoint.url, gate.commandHooks({ serviceStateCommand: input.serviceStateCommand, serviceLogsCommand: input.serviceLogsCommand }));
+    return fn(
+      input.endpoint.url,
+      gate.commandHooks({
+        serviceStateCommand: input.serviceStateCommand,
+        serviceLogsCommand: input.serviceLogsCommand,
+      }),
+    );
   }
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const path = require("path");
   const { openTunnel } = require(path.join(input.projectRoot, "dist/components/host/tunnel.js"));
   const { execOnHost } = require(path.join(input.projectRoot, "dist/components/host/exec.js"));
   const onHost = async (script: string) => {
-    const r = await execOnHost(access.connection, script, [access.unit], { timeoutMs: 30_000, scriptName: "gpuhost-gate-probe" });
+    const r = await execOnHost(access.connection, script, [access.unit], {
+      timeoutMs: 30_000,
+      scriptName: "gpuhost-gate-probe",
+    });
     if (r.code !== 0) throw new Error(`probe on host failed (exit ${r.code}): ${r.stderr.trim()}`);
     return r.stdout + r.stderr;
   };
@@ -174,7 +209,13 @@ export async function create(inputs: Record<string, unknown>) {
   return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
 }
 
-async function verifyAndMeasure(inputs: Record<string, unknown>, input: VerifiedGenerationInputs, gate: Gate, url: string, hostHooks: Record<string, unknown>) {
+async function verifyAndMeasure(
+  inputs: Record<string, unknown>,
+  input: VerifiedGenerationInputs,
+  gate: Gate,
+  url: string,
+  hostHooks: Record<string, unknown>,
+) {
   const endpoint = { url, model: input.endpoint.model, apiKey: input.apiKey };
   let lastRetryLine = 0;
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
@@ -193,14 +234,24 @@ async function verifyAndMeasure(inputs: Record<string, unknown>, input: Verified
   if (!readiness.ready) throw new Error(readiness.diagnosis);
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
-    onProgress: (e: { kind: string; stage?: string; detail?: string; summary?: { concurrency: number; outputTokensPerSecond: number; errors: number } }) => {
+    onProgress: (e: {
+      kind: string;
+      stage?: string;
+      detail?: string;
+      summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };
+    }) => {
       if (e.kind === "stage") say(`bench ${e.stage}: ${e.detail}`);
-      if (e.kind === "level" && e.summary) say(`concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`);
+      if (e.kind === "level" && e.summary)
+        say(
+          `concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
+        );
     },
   });
   if (!(result.sustainedOutputTokensPerSecond > 0)) {
     const examples = result.sweep.flatMap((l: { errorExamples: string[] }) => l.errorExamples).slice(0, 3);
-    throw new Error(`the benchmark measured no throughput after the gate passed (complete: ${result.complete}); errors: ${examples.join(" | ") || "none"}`);
+    throw new Error(
+      `the benchmark measured no throughput after the gate passed (complete: ${result.complete}); errors: ${examples.join(" | ") || "none"}`,
+    );
   }
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
@@ -209,21 +260,36 @@ async function verifyAndMeasure(inputs: Record<string, unknown>, input: Verified
 }
 
 /** Nothing that defines the served thing changed: keep the measurements, re-plan capacity. */
-export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>): Promise<{ outs: Record<string, unknown> }> {
+export async function update(
+  _id: string,
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+): Promise<{ outs: Record<string, unknown> }> {
   const gate = loadGate(news.projectRoot as string);
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
-  const plan = gate.capacity(Number.isFinite(sustained) ? sustained : 0, (news.workload as Record<string, unknown>) ?? {});
+  const plan = gate.capacity(
+    Number.isFinite(sustained) ? sustained : 0,
+    (news.workload as Record<string, unknown>) ?? {},
+  );
   return { outs: { ...pickMeasured(olds), ...pickInputs(news), capacity: plan } };
 }
 
 /** Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false). */
-export async function read(id: string, props: Record<string, unknown>): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
+export async function read(
+  id: string,
+  props: Record<string, unknown>,
+): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
   const gate = loadGate(props.projectRoot as string);
   const input = props as unknown as VerifiedGenerationInputs;
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
-    gate.checkGenerating({ url, model: input.endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout));
-  return { id, props: { ...props, generating: result.generating, generationCheck: result.check }, inputs: pickInputs(props) };
+    gate.checkGenerating({ url, model: input.endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout),
+  );
+  return {
+    id,
+    props: { ...props, generating: result.generating, generationCheck: result.check },
+    inputs: pickInputs(props),
+  };
 }
 
 export async function deleteResource(): Promise<void> {

@@ -30,18 +30,34 @@ const SECRET_SIG = "4dabf18193072939515e22adb298388d";
 const SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270";
 
 export interface Connection {
-  host: string; port?: number; user?: string; privateKey?: string; hostKey?: string;
-  dialErrorLimit?: number; perDialTimeout?: number;
+  host: string;
+  port?: number;
+  user?: string;
+  privateKey?: string;
+  hostKey?: string;
+  dialErrorLimit?: number;
+  perDialTimeout?: number;
   proxy?: { host: string; port?: number; user?: string; privateKey?: string; hostKey?: string };
 }
 
 export interface CommandInputs {
-  create?: string; update?: string; delete?: string; stdin?: string; dir?: string;
-  environment?: Record<string, string>; triggers?: unknown[]; logging?: string;
-  addPreviousOutputInEnv?: boolean; connection?: Connection;
+  create?: string;
+  update?: string;
+  delete?: string;
+  stdin?: string;
+  dir?: string;
+  environment?: Record<string, string>;
+  triggers?: unknown[];
+  logging?: string;
+  addPreviousOutputInEnv?: boolean;
+  connection?: Connection;
 }
 
-export interface RunResult { code: number; stdout: string; stderr: string }
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** Strips the engine's secret wrappers: the provider needs plain values to run commands. */
 export function reveal<T>(v: T): T {
@@ -55,22 +71,39 @@ export function reveal<T>(v: T): T {
 }
 
 /** Runs `command` with /bin/sh locally, or over SSH for remote resources. */
-export async function runCommand(type: string, inputs: CommandInputs, command: string, extraEnv: Record<string, string>): Promise<RunResult> {
+export async function runCommand(
+  type: string,
+  inputs: CommandInputs,
+  command: string,
+  extraEnv: Record<string, string>,
+): Promise<RunResult> {
   const env = { ...(inputs.environment ?? {}), ...extraEnv };
   if (type === LOCAL) {
-    return spawnCollect("/bin/sh", ["-c", command], { cwd: inputs.dir || process.cwd(), env: { ...process.env, ...env } }, inputs.stdin);
+    return spawnCollect(
+      "/bin/sh",
+      ["-c", command],
+      { cwd: inputs.dir || process.cwd(), env: { ...process.env, ...env } },
+      inputs.stdin,
+    );
   }
   if (!inputs.connection) throw new Error("remote command without a connection");
   return runRemote(inputs.connection, command, env, inputs.stdin);
 }
 
-async function runRemote(conn: Connection, command: string, env: Record<string, string>, stdin?: string): Promise<RunResult> {
+async function runRemote(
+  conn: Connection,
+  command: string,
+  env: Record<string, string>,
+  stdin?: string,
+): Promise<RunResult> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-"));
   try {
     const args = sshArgs(conn, dir);
     // SSH setenv is refused by most sshd configs (AcceptEnv); sending the variables as part of the
     // command line reaches every server. Values are single-quoted.
-    const prefix = Object.entries(env).map(([k, v]) => `export ${k}=${shQuote(v)}; `).join("");
+    const prefix = Object.entries(env)
+      .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
+      .join("");
     const limit = Math.max(1, conn.dialErrorLimit ?? 10);
     let last: RunResult = { code: 255, stdout: "", stderr: "" };
     for (let attempt = 1; attempt <= limit; attempt++) {
@@ -102,10 +135,25 @@ function sshArgs(conn: Connection, dir: string): string[] {
     fs.writeFileSync(f, key.endsWith("\n") ? key : `${key}\n`, { mode: 0o600 });
     return ["-i", f, "-o", "IdentitiesOnly=yes"];
   };
-  const args = ["-T", ...common(conn, "target"), ...keyFile(conn.privateKey, "target.key"), "-p", String(conn.port ?? 22)];
+  const args = [
+    "-T",
+    ...common(conn, "target"),
+    ...keyFile(conn.privateKey, "target.key"),
+    "-p",
+    String(conn.port ?? 22),
+  ];
   if (conn.proxy) {
     const p = conn.proxy;
-    const jump = ["ssh", ...common(p, "proxy"), ...keyFile(p.privateKey, "proxy.key"), "-p", String(p.port ?? 22), "-W", "%h:%p", `${p.user ?? "root"}@${p.host}`];
+    const jump = [
+      "ssh",
+      ...common(p, "proxy"),
+      ...keyFile(p.privateKey, "proxy.key"),
+      "-p",
+      String(p.port ?? 22),
+      "-W",
+      "%h:%p",
+      `${p.user ?? "root"}@${p.host}`,
+    ];
     args.push("-o", `ProxyCommand=${jump.map(shQuote).join(" ")}`);
   }
   args.push(`${conn.user ?? "root"}@${conn.host}`);
@@ -113,14 +161,21 @@ function sshArgs(conn: Connection, dir: string): string[] {
 }
 
 function isDialError(stderr: string): boolean {
-  return /Connection refused|Connection timed out|No route to host|Connection reset|kex_exchange_identification|Could not resolve hostname|Connection closed by remote host|Network is unreachable/i.test(stderr);
+  return /Connection refused|Connection timed out|No route to host|Connection reset|kex_exchange_identification|Could not resolve hostname|Connection closed by remote host|Network is unreachable/i.test(
+    stderr,
+  );
 }
 
 export function shQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-function spawnCollect(cmd: string, args: string[], opts: { cwd?: string; env: NodeJS.ProcessEnv }, stdin?: string): Promise<RunResult> {
+function spawnCollect(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env: NodeJS.ProcessEnv },
+  stdin?: string,
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ["pipe", "pipe", "pipe"] });
     const out: Buffer[] = [];
@@ -133,7 +188,9 @@ function spawnCollect(cmd: string, args: string[], opts: { cwd?: string; env: No
       process.stderr.write(b);
     });
     child.on("error", reject);
-    child.on("close", (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+    child.on("close", (code) =>
+      resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
+    );
     child.stdin.on("error", () => undefined);
     child.stdin.end(stdin ?? "");
   });
@@ -154,7 +211,17 @@ function outputsOf(inputs: Record<string, unknown>, r: RunResult) {
   return { ...inputs, stdout: trimOutput(r.stdout), stderr: trimOutput(r.stderr) };
 }
 
-const DRIFT_KEYS = ["create", "update", "delete", "environment", "stdin", "dir", "connection", "logging", "addPreviousOutputInEnv"];
+const DRIFT_KEYS = [
+  "create",
+  "update",
+  "delete",
+  "environment",
+  "stdin",
+  "dir",
+  "connection",
+  "logging",
+  "addPreviousOutputInEnv",
+];
 
 export const provider = {
   async check(_urn: string, _olds: unknown, news: Record<string, unknown>) {

@@ -31,10 +31,16 @@ const BAIL_EXIT_CODE = 32;
 const SDK_VERSION: string = require("@pulumi/pulumi/package.json").version;
 
 type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
-interface Call<T> { request: T }
+interface Call<T> {
+  request: T;
+}
 
 /** A resource plugin a program needs, read from node_modules/<pkg>/package.json `pulumi` blocks. */
-export interface PluginRef { name: string; version: string; server?: string }
+export interface PluginRef {
+  name: string;
+  version: string;
+  server?: string;
+}
 
 /** Finds plugin-bearing packages (package.json with `pulumi.resource: true`) under node_modules. */
 export function requiredPlugins(programDir: string): PluginRef[] {
@@ -44,7 +50,11 @@ export function requiredPlugins(programDir: string): PluginRef[] {
   const visit = (pkgDir: string) => {
     const manifest = path.join(pkgDir, "package.json");
     if (!fs.existsSync(manifest)) return;
-    let pkg: { name?: string; version?: string; pulumi?: { resource?: boolean; name?: string; version?: string; server?: string } };
+    let pkg: {
+      name?: string;
+      version?: string;
+      pulumi?: { resource?: boolean; name?: string; version?: string; server?: string };
+    };
     try {
       pkg = JSON.parse(fs.readFileSync(manifest, "utf8"));
     } catch {
@@ -79,12 +89,26 @@ function findNodeModules(start: string): string | undefined {
 }
 
 /** The argv for `node <run> ...`, built exactly as the Go host builds it. */
-export function runArguments(runPath: string, req: {
-  monitor: string; engine: string; organization: string; project: string; stack: string; pwd: string;
-  rootDirectory: string; dryRun: boolean; parallel: number; program: string; args: string[];
-}): string[] {
+export function runArguments(
+  runPath: string,
+  req: {
+    monitor: string;
+    engine: string;
+    organization: string;
+    project: string;
+    stack: string;
+    pwd: string;
+    rootDirectory: string;
+    dryRun: boolean;
+    parallel: number;
+    program: string;
+    args: string[];
+  },
+): string[] {
   const args = [runPath];
-  const add = (k: string, v: string) => { if (v) args.push(`--${k}`, v); };
+  const add = (k: string, v: string) => {
+    if (v) args.push(`--${k}`, v);
+  };
   add("monitor", req.monitor);
   add("engine", req.engine);
   add("organization", req.organization);
@@ -133,13 +157,22 @@ class LanguageHost {
     const entry: string = info?.getEntryPoint() || req.getProgram() || ".";
     const runPath = path.join(path.dirname(require.resolve("@pulumi/pulumi/package.json")), "cmd", "run");
     const argv = runArguments(runPath, {
-      monitor: req.getMonitorAddress(), engine: this.engineAddress, organization: req.getOrganization(),
-      project: req.getProject(), stack: req.getStack(), pwd: req.getPwd(),
-      rootDirectory: info?.getRootDirectory() ?? "", dryRun: req.getDryrun(), parallel: req.getParallel(),
-      program: entry === "." ? programDir : path.resolve(programDir, entry), args: req.getArgsList(),
+      monitor: req.getMonitorAddress(),
+      engine: this.engineAddress,
+      organization: req.getOrganization(),
+      project: req.getProject(),
+      stack: req.getStack(),
+      pwd: req.getPwd(),
+      rootDirectory: info?.getRootDirectory() ?? "",
+      dryRun: req.getDryrun(),
+      parallel: req.getParallel(),
+      program: entry === "." ? programDir : path.resolve(programDir, entry),
+      args: req.getArgsList(),
     });
     const config: Record<string, string> = {};
-    req.getConfigMap().forEach((v: string, k: string) => { config[k] = v; });
+    req.getConfigMap().forEach((v: string, k: string) => {
+      config[k] = v;
+    });
     const options = info?.getOptions()?.toJavaScript() ?? {};
     const env: NodeJS.ProcessEnv = {
       ...process.env,
@@ -149,7 +182,9 @@ class LanguageHost {
     };
     if (typeof options.tsconfig === "string") env.PULUMI_NODEJS_TSCONFIG_PATH = options.tsconfig;
     const child = spawn(process.execPath, [...nodeOptions(options), ...argv], {
-      cwd: req.getPwd() || programDir, env, stdio: ["ignore", "inherit", "inherit"],
+      cwd: req.getPwd() || programDir,
+      env,
+      stdio: ["ignore", "inherit", "inherit"],
     });
     const resp = new langproto.RunResponse();
     child.on("error", (err) => {
@@ -190,12 +225,16 @@ class LanguageHost {
     const resp = new langproto.GetProgramDependenciesResponse();
     const pkgPath = path.join(dir, "package.json");
     const deps: Record<string, string> = fs.existsSync(pkgPath)
-      ? JSON.parse(fs.readFileSync(pkgPath, "utf8")).dependencies ?? {} : {};
-    resp.setDependenciesList(Object.entries(deps).map(([name, version]) => {
-      const d = new langproto.DependencyInfo();
-      d.setName(name); d.setVersion(version);
-      return d;
-    }));
+      ? (JSON.parse(fs.readFileSync(pkgPath, "utf8")).dependencies ?? {})
+      : {};
+    resp.setDependenciesList(
+      Object.entries(deps).map(([name, version]) => {
+        const d = new langproto.DependencyInfo();
+        d.setName(name);
+        d.setVersion(version);
+        return d;
+      }),
+    );
     cb(null, resp);
   }
 
@@ -208,7 +247,10 @@ class LanguageHost {
 function dependencies(dir: string, Message: new () => any): unknown[] {
   return requiredPlugins(dir).map((p) => {
     const dep = new Message();
-    dep.setName(p.name); dep.setKind("resource"); dep.setVersion(p.version); if (p.server) dep.setServer(p.server);
+    dep.setName(p.name);
+    dep.setKind("resource");
+    dep.setVersion(p.version);
+    if (p.server) dep.setServer(p.server);
     return dep;
   });
 }
@@ -220,7 +262,13 @@ function nodeOptions(options: Record<string, unknown>): string[] {
 
 function unimplemented(name: string) {
   return (_call: unknown, cb: Callback<unknown>) =>
-    cb({ code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented by gpuhost's language host`, name, message: name, metadata: new grpc.Metadata() });
+    cb({
+      code: grpc.status.UNIMPLEMENTED,
+      details: `${name} is not implemented by gpuhost's language host`,
+      name,
+      message: name,
+      metadata: new grpc.Metadata(),
+    });
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -231,12 +279,18 @@ export async function main(argv: string[]): Promise<void> {
   const impl: grpc.UntypedServiceImplementation = {};
   for (const method of Object.keys(service)) {
     const own = (host as unknown as Record<string, unknown>)[method];
-    impl[method] = typeof own === "function" ? (own as (...a: unknown[]) => unknown).bind(host) as never : unimplemented(method) as never;
+    impl[method] =
+      typeof own === "function"
+        ? ((own as (...a: unknown[]) => unknown).bind(host) as never)
+        : (unimplemented(method) as never);
   }
   const server = new grpc.Server({ "grpc.max_receive_message_length": 400 * 1024 * 1024 });
   server.addService(service, impl);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  );
   process.stdout.write(`${port}\n`);
 }
 

@@ -14,7 +14,7 @@ describe("docs/configuration.md", () => {
     const doc = renderConfigDoc();
     expect(doc).toContain("| `services.port` | integer, >= 1, <= 65535 | `30000` | --port the server listens on. |");
     expect(doc).toContain("| `services.timeoutStartSec` |");
-    expect(doc).toContain("| `environment.packages.torch` | string | `\"2.14.1+cu130\"` |");
+    expect(doc).toContain('| `environment.packages.torch` | string | `"2.14.1+cu130"` |');
     expect(doc).toContain("`verification.deadlineSeconds`");
     expect(doc).toContain("`benchmark.concurrency`");
     expect(doc).toContain("`workload.completions`");

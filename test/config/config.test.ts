@@ -18,7 +18,13 @@ function issues(raw: Record<string, unknown>): string[] {
 describe("stack config schema", () => {
   it("fills every default from one host", () => {
     const c = parseConfig(sim);
-    expect(c.services).toMatchObject({ active: "autoregressive", host: "127.0.0.1", port: 30000, tp: 1, timeoutStartSec: 600 });
+    expect(c.services).toMatchObject({
+      active: "autoregressive",
+      host: "127.0.0.1",
+      port: 30000,
+      tp: 1,
+      timeoutStartSec: 600,
+    });
     expect(c.environment.packages.torch).toMatch(/\+cu130$/);
     expect(c.toolkit.release).toBe("13.0");
     expect(c.verification.deadlineSeconds).toBe(1800);
@@ -28,7 +34,9 @@ describe("stack config schema", () => {
   });
 
   it("errors carry the config path: a port of 70000", () => {
-    expect(issues({ ...sim, services: { port: 70000 } })).toEqual(["gpuhost:services.port: Too big: expected number to be <=65535"]);
+    expect(issues({ ...sim, services: { port: 70000 } })).toEqual([
+      "gpuhost:services.port: Too big: expected number to be <=65535",
+    ]);
   });
 
   it("errors carry the config path inside lists", () => {
@@ -62,7 +70,9 @@ describe("stack config schema", () => {
   });
 
   it("accepts a hostile model path as data (it is quoted for systemd, see test/services) but not a newline", () => {
-    expect(parseConfig({ ...sim, services: { modelPath: "x; touch /tmp/pwned" } }).services.modelPath).toBe("x; touch /tmp/pwned");
+    expect(parseConfig({ ...sim, services: { modelPath: "x; touch /tmp/pwned" } }).services.modelPath).toBe(
+      "x; touch /tmp/pwned",
+    );
     expect(issues({ ...sim, services: { modelPath: "x\nExecStartPre=/bin/touch /tmp/pwned" } })).toEqual([
       "gpuhost:services.modelPath: modelPath must not contain control characters (newlines, tabs)",
     ]);
@@ -79,18 +89,29 @@ describe("stack config schema", () => {
     expect(issues({ ...sim, services: { eagle3: { draftModelPath: "d", numSteps: 3 } } })).toEqual([
       "gpuhost:services.eagle3: set all three of numSteps, eagleTopk and numDraftTokens, or none (SGLang rejects a partial set)",
     ]);
-    expect(issues({ ...sim, services: { dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 8, blockSize: 16 } } })).toEqual([
-      "gpuhost:services.dflash.blockSize: must equal numDraftTokens (8), got 16",
-    ]);
+    expect(
+      issues({
+        ...sim,
+        services: { dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 8, blockSize: 16 } },
+      }),
+    ).toEqual(["gpuhost:services.dflash.blockSize: must equal numDraftTokens (8), got 16"]);
     expect(issues({ ...sim, services: { active: "eagle3" } })).toEqual([
       "gpuhost:services.active: active is 'eagle3' but services.eagle3 is not set",
     ]);
-    const ok = parseConfig({ ...sim, services: { active: "dflash", dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 16, blockSize: 16 } } });
+    const ok = parseConfig({
+      ...sim,
+      services: {
+        active: "dflash",
+        dflash: { draftModelPath: "d", numSteps: 1, eagleTopk: 1, numDraftTokens: 16, blockSize: 16 },
+      },
+    });
     expect(ok.services.dflash?.blockSize).toBe(16);
   });
 
   it("binding beyond loopback requires an API key; the key's characters are restricted", () => {
-    expect(issues({ ...sim, services: { host: "0.0.0.0" } })[0]).toMatch(/^gpuhost:apiKey: services.host 0.0.0.0 exposes the API/);
+    expect(issues({ ...sim, services: { host: "0.0.0.0" } })[0]).toMatch(
+      /^gpuhost:apiKey: services.host 0.0.0.0 exposes the API/,
+    );
     expect(parseConfig({ ...sim, services: { host: "0.0.0.0" }, apiKey: KEY }).apiKey).toBe(KEY);
     expect(issues({ ...sim, apiKey: "short" })[0]).toMatch(/^gpuhost:apiKey: must be 16-256/);
     expect(issues({ ...sim, apiKey: `${KEY}'; touch /tmp/pwned` })[0]).toMatch(/^gpuhost:apiKey: /);
@@ -108,7 +129,10 @@ describe("stack config schema", () => {
   it("a simulated host lives under .gpuhost/sim-hosts/<name> of the project by default", () => {
     const c = parseConfig(sim);
     expect(simulatedRoot(c.hosts[0]!, "/srv/gpuhost")).toBe("/srv/gpuhost/.gpuhost/sim-hosts/sim-1");
-    expect(hostConnection(c.hosts[0]!, "/srv/gpuhost", () => "unused")).toEqual({ kind: "simulated", root: "/srv/gpuhost/.gpuhost/sim-hosts/sim-1" });
+    expect(hostConnection(c.hosts[0]!, "/srv/gpuhost", () => "unused")).toEqual({
+      kind: "simulated",
+      root: "/srv/gpuhost/.gpuhost/sim-hosts/sim-1",
+    });
   });
 
   it("an SSH host's private key comes from the secret key it names, never from the object", () => {
@@ -133,7 +157,13 @@ describe("stack config schema", () => {
     (exposed.services as { host: string }).host = "0.0.0.0";
     expect(issues(exposed)[0]).toMatch(/^gpuhost:apiKey: /);
     expect(() => parseConfig({ ...exposed, apiKey: KEY })).not.toThrow();
-    expect(c.services).toMatchObject({ tp: 8, port: 30001, reasoningParser: "kimi_k2", toolCallParser: "kimi_k2", trustRemoteCode: true });
+    expect(c.services).toMatchObject({
+      tp: 8,
+      port: 30001,
+      reasoningParser: "kimi_k2",
+      toolCallParser: "kimi_k2",
+      trustRemoteCode: true,
+    });
     expect(c.hosts[0]!.gpus).toMatchObject({ count: 8, computeCapability: "12.0" });
     expect(c.services.eagle3).toBeDefined();
     expect(c.services.dflash).toBeDefined();

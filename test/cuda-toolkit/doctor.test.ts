@@ -43,20 +43,39 @@ describe("gpuhost doctor", () => {
   it("a full toolkit found through /usr/local/cuda is healthy", () => {
     const r = doctor({ expectRelease: "13.0", env: noPath, root: healthy });
     expect(r.problems).toEqual([]);
-    expect(r).toMatchObject({ healthy: true, resolvedBy: "/usr/local/cuda", release: "13.0", nvccVersion: "V13.0.88", usrLocalCuda: "/usr/local/cuda-13.0" });
+    expect(r).toMatchObject({
+      healthy: true,
+      resolvedBy: "/usr/local/cuda",
+      release: "13.0",
+      nvccVersion: "V13.0.88",
+      usrLocalCuda: "/usr/local/cuda-13.0",
+    });
   });
 
   it("follows FlashInfer's order: CUDA_HOME before CUDA_PATH before nvcc on PATH before /usr/local/cuda", () => {
     const env = { CUDA_HOME: "/usr/local/cuda-13.0", CUDA_PATH: "/opt/elsewhere", PATH: "/usr/local/cuda-13.0/bin" };
     expect(doctor({ expectRelease: "13.0", env, root: healthy }).resolvedBy).toBe("CUDA_HOME");
-    expect(doctor({ expectRelease: "13.0", env: { ...env, CUDA_HOME: "" }, root: healthy })).toMatchObject({ resolvedBy: "CUDA_PATH", healthy: false });
-    expect(doctor({ expectRelease: "13.0", env: { PATH: "/usr/local/cuda-13.0/bin" }, root: healthy })).toMatchObject({ resolvedBy: "nvcc on PATH", cudaHome: "/usr/local/cuda-13.0", healthy: true });
+    expect(doctor({ expectRelease: "13.0", env: { ...env, CUDA_HOME: "" }, root: healthy })).toMatchObject({
+      resolvedBy: "CUDA_PATH",
+      healthy: false,
+    });
+    expect(doctor({ expectRelease: "13.0", env: { PATH: "/usr/local/cuda-13.0/bin" }, root: healthy })).toMatchObject({
+      resolvedBy: "nvcc on PATH",
+      cudaHome: "/usr/local/cuda-13.0",
+      healthy: true,
+    });
   });
 
   it("names the missing header and the package that provides it", () => {
     const r = doctor({ expectRelease: "13.0", env: noPath, root: broken });
     expect(r.healthy).toBe(false);
-    expect(r.problems).toEqual([{ problem: "missing /usr/local/cuda/include/curand.h", package: "libcurand-dev-13-0", fix: "apt-get install --reinstall libcurand-dev-13-0" }]);
+    expect(r.problems).toEqual([
+      {
+        problem: "missing /usr/local/cuda/include/curand.h",
+        package: "libcurand-dev-13-0",
+        fix: "apt-get install --reinstall libcurand-dev-13-0",
+      },
+    ]);
   });
 
   it("detects /usr/local/cuda pointing at 12.8 and CUDA_HOME/PATH disagreeing", () => {
@@ -67,7 +86,9 @@ describe("gpuhost doctor", () => {
     const bare = doctor({ expectRelease: "13.0", env: noPath, root: trap });
     expect(bare.healthy).toBe(false);
     expect(bare.release).toBe("12.8");
-    expect(bare.problems[0]!.problem).toBe("CUDA found by /usr/local/cuda (/usr/local/cuda-12.8) is release 12.8, expected 13.0");
+    expect(bare.problems[0]!.problem).toBe(
+      "CUDA found by /usr/local/cuda (/usr/local/cuda-12.8) is release 12.8, expected 13.0",
+    );
     expect(bare.problems[0]!.package).toBe("cuda-toolkit-13-0");
   });
 
@@ -87,9 +108,13 @@ describe("gpuhost doctor", () => {
       expect(out.join("")).toContain("healthy");
       out.length = 0;
       expect(await doctorMain(["--root", broken], noPath)).toBe(1);
-      expect(out.join("")).toContain("problem: missing /usr/local/cuda/include/curand.h, provided by package libcurand-dev-13-0");
+      expect(out.join("")).toContain(
+        "problem: missing /usr/local/cuda/include/curand.h, provided by package libcurand-dev-13-0",
+      );
       out.length = 0;
-      expect(await doctorMain(["--json", "--cuda-home", "/usr/local/cuda-13.0"], { ...noPath, GPUHOST_ROOT: broken })).toBe(1);
+      expect(
+        await doctorMain(["--json", "--cuda-home", "/usr/local/cuda-13.0"], { ...noPath, GPUHOST_ROOT: broken }),
+      ).toBe(1);
       expect(JSON.parse(out.join("")).problems[0].package).toBe("libcurand-dev-13-0");
       expect(await doctorMain(["--bogus"], noPath)).toBe(2);
       expect(await doctorMain(["--cuda-home"], noPath)).toBe(2);

@@ -22,12 +22,37 @@ async function pulumi(...args: string[]) {
 }
 
 beforeAll(async () => {
-  expect(fs.existsSync(path.join(PROJECT_ROOT, ".gpuhost/engine/bin/pulumi")), "the engine is built by `bash engine/setup.sh`").toBe(true);
-  execFileSync(path.join(PROJECT_ROOT, "node_modules/.bin/tsc"), ["--outDir", path.join(out, "dist"), "--rootDir", PROJECT_ROOT, "--target", "ES2022",
-    "--module", "commonjs", "--moduleResolution", "node", "--strict", "--esModuleInterop", "--skipLibCheck", "--types", "node",
-    path.join(__dirname, "fixture/program.ts")], { cwd: PROJECT_ROOT });
+  expect(
+    fs.existsSync(path.join(PROJECT_ROOT, ".gpuhost/engine/bin/pulumi")),
+    "the engine is built by `bash engine/setup.sh`",
+  ).toBe(true);
+  execFileSync(
+    path.join(PROJECT_ROOT, "node_modules/.bin/tsc"),
+    [
+      "--outDir",
+      path.join(out, "dist"),
+      "--rootDir",
+      PROJECT_ROOT,
+      "--target",
+      "ES2022",
+      "--module",
+      "commonjs",
+      "--moduleResolution",
+      "node",
+      "--strict",
+      "--esModuleInterop",
+      "--skipLibCheck",
+      "--types",
+      "node",
+      path.join(__dirname, "fixture/program.ts"),
+    ],
+    { cwd: PROJECT_ROOT },
+  );
   const program = path.join(out, "dist/test/cuda-toolkit/fixture/program.js");
-  fs.writeFileSync(path.join(work, "Pulumi.yaml"), `name: gpuhost-cuda-toolkit-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`);
+  fs.writeFileSync(
+    path.join(work, "Pulumi.yaml"),
+    `name: gpuhost-cuda-toolkit-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
+  );
   await ensureStack(stack, opts);
   await pulumi("config", "set", "simRoot", sim);
 }, 120_000);

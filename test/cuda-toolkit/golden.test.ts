@@ -21,7 +21,8 @@ function golden(name: string, actual: string) {
 function readablePlan(options: unknown) {
   const plan = toolkitPlan(cudaToolkitOptionsSchema.parse(options));
   const i = plan.verify.args.indexOf("--proof-b64");
-  plan.verify.args[i + 1] = `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1]!, "base64").toString("utf8"))}>`;
+  plan.verify.args[i + 1] =
+    `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1]!, "base64").toString("utf8"))}>`;
   return plan;
 }
 
@@ -31,14 +32,24 @@ describe("CudaToolkit rendering", () => {
   });
 
   it("the test host: a local trusted repository on loopback, ubuntu2404/sbsa naming", () => {
-    golden("plan-local-repo.json", `${JSON.stringify(readablePlan({ release: "13.0", repository: { url: "http://127.0.0.1:8631/", trust: "trusted", distribution: "ubuntu2404", architecture: "sbsa" }, proofByExecution: false }), null, 2)}\n`);
+    golden(
+      "plan-local-repo.json",
+      `${JSON.stringify(readablePlan({ release: "13.0", repository: { url: "http://127.0.0.1:8631/", trust: "trusted", distribution: "ubuntu2404", architecture: "sbsa" }, proofByExecution: false }), null, 2)}\n`,
+    );
   });
 
   it("the install command line for a non-root SSH user goes through sudo -n, script inline", () => {
     const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({}));
     const script = readScript(plan.install.script);
-    const line = hostCommandLine({ kind: "ssh", host: "gpu-1", port: 22, user: "ubuntu", privateKey: "k" }, script, plan.install.args);
-    golden("install-ssh-ubuntu.txt", `${line.replace(Buffer.from(script.text).toString("base64"), `<install.sh sha256:${sha(script.text)}>`)}\n`);
+    const line = hostCommandLine(
+      { kind: "ssh", host: "gpu-1", port: 22, user: "ubuntu", privateKey: "k" },
+      script,
+      plan.install.args,
+    );
+    golden(
+      "install-ssh-ubuntu.txt",
+      `${line.replace(Buffer.from(script.text).toString("base64"), `<install.sh sha256:${sha(script.text)}>`)}\n`,
+    );
   });
 
   it("never installs a subset: the install step names the meta package only", () => {

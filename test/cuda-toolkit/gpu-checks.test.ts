@@ -15,17 +15,31 @@ const roots: string[] = [];
 const fake = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-fake-smi-"));
 const plans = {
   "13.0": toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } })),
-  "12.8": toolkitPlan(cudaToolkitOptionsSchema.parse({ release: "12.8", repository: { url: SIM_REPO_URL, trust: "trusted" } })),
+  "12.8": toolkitPlan(
+    cudaToolkitOptionsSchema.parse({ release: "12.8", repository: { url: SIM_REPO_URL, trust: "trusted" } }),
+  ),
 };
 const hosts: Record<string, string> = {};
 
 /** Run a step on the simulated root with the fake nvidia-smi answering `gpus` first on PATH. */
 function run(root: string, step: { script: string; args: string[] }, gpus?: string) {
-  const bin = path.join(fake, String(roots.indexOf(root)) + (gpus ? Buffer.from(gpus).toString("hex").slice(0, 16) : "none"));
+  const bin = path.join(
+    fake,
+    String(roots.indexOf(root)) + (gpus ? Buffer.from(gpus).toString("hex").slice(0, 16) : "none"),
+  );
   fs.mkdirSync(bin, { recursive: true });
-  if (gpus) fs.writeFileSync(path.join(bin, "nvidia-smi"), `#!/bin/sh\nprintf '%s\\n' ${gpus.split("\n").map((g) => `'${g}'`).join(" ")}\n`, { mode: 0o755 });
-  return execOnHost({ kind: "local" }, readScript(step.script).text, step.args,
-    { environment: { GPUHOST_ROOT: root, PATH: `${bin}:${simShimDir()}:${process.env.PATH}` } });
+  if (gpus)
+    fs.writeFileSync(
+      path.join(bin, "nvidia-smi"),
+      `#!/bin/sh\nprintf '%s\\n' ${gpus
+        .split("\n")
+        .map((g) => `'${g}'`)
+        .join(" ")}\n`,
+      { mode: 0o755 },
+    );
+  return execOnHost({ kind: "local" }, readScript(step.script).text, step.args, {
+    environment: { GPUHOST_ROOT: root, PATH: `${bin}:${simShimDir()}:${process.env.PATH}` },
+  });
 }
 
 beforeAll(async () => {
@@ -33,7 +47,8 @@ beforeAll(async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-gpu-"));
     roots.push(root);
     prepareSimulatedHost(root);
-    for (const step of [plans[release].repository, plans[release].install]) expect((await run(root, step)).code).toBe(0);
+    for (const step of [plans[release].repository, plans[release].install])
+      expect((await run(root, step)).code).toBe(0);
     hosts[release] = root;
   }
 });
@@ -63,6 +78,8 @@ describe("verify.sh GPU checks (fake nvidia-smi)", () => {
   it("SM 12.0 with the 12.8 toolkit: FlashInfer needs CUDA >= 12.9", async () => {
     const r = await run(hosts["12.8"]!, plans["12.8"].verify, "580.82.07, 12.0");
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("GPU 1: compute capability 12.0 (SM 12.x) needs CUDA >= 12.9 for FlashInfer, toolkit is 12.8");
+    expect(r.stderr).toContain(
+      "GPU 1: compute capability 12.0 (SM 12.x) needs CUDA >= 12.9 for FlashInfer, toolkit is 12.8",
+    );
   });
 });

@@ -88,25 +88,39 @@ describe("CudaToolkit scripts on the simulated host", () => {
 
   it("the nvcc-only install (the story's trap) fails verification naming curand.h and libcurand-dev-13-0", async () => {
     expect((await run(plan.repository)).code).toBe(0);
-    const trap = await shell("apt-get update -q && apt-get install -y cuda-nvcc-13-0 cuda-cudart-dev-13-0 && update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130");
+    const trap = await shell(
+      "apt-get update -q && apt-get install -y cuda-nvcc-13-0 cuda-cudart-dev-13-0 && update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130",
+    );
     expect(trap.code).toBe(0);
     const v = await run(plan.verify);
     expect(v.code).toBe(1);
-    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/curand.h (provided by package libcurand-dev-13-0)");
-    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/cublas_v2.h (provided by package libcublas-dev-13-0)");
-    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/include/cusparse.h (provided by package libcusparse-dev-13-0)");
+    expect(v.stderr).toContain(
+      "missing /usr/local/cuda-13.0/include/curand.h (provided by package libcurand-dev-13-0)",
+    );
+    expect(v.stderr).toContain(
+      "missing /usr/local/cuda-13.0/include/cublas_v2.h (provided by package libcublas-dev-13-0)",
+    );
+    expect(v.stderr).toContain(
+      "missing /usr/local/cuda-13.0/include/cusparse.h (provided by package libcusparse-dev-13-0)",
+    );
     expect(v.stderr).toContain("package cuda-toolkit-13-0 is not installed");
-    expect(v.stderr).toMatch(/the proof program does not compile: proof\.cu:\d+:10: fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda-13\.0\/include\/curand\.h is provided by package libcurand-dev-13-0\)/);
+    expect(v.stderr).toMatch(
+      /the proof program does not compile: proof\.cu:\d+:10: fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda-13\.0\/include\/curand\.h is provided by package libcurand-dev-13-0\)/,
+    );
     expect(v.stderr).not.toContain("nvcc at");
   });
 
   it("detects /usr/local/cuda pointing at 12.8, and the install repairs it", async () => {
     await provision();
-    const trap = await shell('apt-get install -y cuda-toolkit-12-8 >/dev/null && ln -sfn cuda-12.8 "$GPUHOST_ROOT/usr/local/cuda"');
+    const trap = await shell(
+      'apt-get install -y cuda-toolkit-12-8 >/dev/null && ln -sfn cuda-12.8 "$GPUHOST_ROOT/usr/local/cuda"',
+    );
     expect(trap.code).toBe(0);
     const v = await run(plan.verify);
     expect(v.code).toBe(1);
-    expect(v.stderr).toContain("/usr/local/cuda points at '/usr/local/cuda-12.8', not /usr/local/cuda-13.0 (update-alternatives --set cuda /usr/local/cuda-13.0)");
+    expect(v.stderr).toContain(
+      "/usr/local/cuda points at '/usr/local/cuda-12.8', not /usr/local/cuda-13.0 (update-alternatives --set cuda /usr/local/cuda-13.0)",
+    );
     const again = await run(plan.install);
     expect(again.code).toBe(0);
     expect(parseKeyValues(again.stdout)).toMatchObject({ changed: "yes", cuda_link: "/usr/local/cuda-13.0" });
@@ -119,7 +133,9 @@ describe("CudaToolkit scripts on the simulated host", () => {
     const v = await run(plan.verify);
     expect(v.code).toBe(1);
     expect(v.stderr).toContain("package libcurand-dev-13-0 is not installed");
-    expect(v.stderr).toContain("missing /usr/local/cuda-13.0/lib64/libcurand.so (provided by package libcurand-dev-13-0)");
+    expect(v.stderr).toContain(
+      "missing /usr/local/cuda-13.0/lib64/libcurand.so (provided by package libcurand-dev-13-0)",
+    );
     const again = await run(plan.install);
     expect(parseKeyValues(again.stdout).changed).toBe("yes");
     expect((await run(plan.verify)).code).toBe(0);

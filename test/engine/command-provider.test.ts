@@ -15,8 +15,14 @@ describe("command provider", () => {
   it("replaces on a trigger change, updates on a script change, and does nothing otherwise", async () => {
     const base = { create: "echo a", triggers: ["h1"] };
     expect(await provider.diff("id", urn, base, { ...base })).toMatchObject({ changes: false, replaces: [] });
-    expect(await provider.diff("id", urn, base, { ...base, triggers: ["h2"] })).toMatchObject({ changes: true, replaces: ["triggers"] });
-    expect(await provider.diff("id", urn, base, { ...base, create: "echo b" })).toMatchObject({ changes: true, replaces: [] });
+    expect(await provider.diff("id", urn, base, { ...base, triggers: ["h2"] })).toMatchObject({
+      changes: true,
+      replaces: ["triggers"],
+    });
+    expect(await provider.diff("id", urn, base, { ...base, create: "echo b" })).toMatchObject({
+      changes: true,
+      replaces: [],
+    });
   });
 
   it("create runs the command and records stdout and stderr, trimmed of the final newline", async () => {
@@ -25,8 +31,9 @@ describe("command provider", () => {
   });
 
   it("a failing create reports the exit status and the output's tail", async () => {
-    await expect(provider.create(urn, { create: "echo 'fatal error: curand.h: No such file or directory' >&2; exit 3" }))
-      .rejects.toThrow(/exit status 3[\s\S]*curand\.h: No such file or directory/);
+    await expect(
+      provider.create(urn, { create: "echo 'fatal error: curand.h: No such file or directory' >&2; exit 3" }),
+    ).rejects.toThrow(/exit status 3[\s\S]*curand\.h: No such file or directory/);
   });
 
   it("update runs `update` (else `create`) with the previous output in the environment", async () => {
@@ -41,7 +48,10 @@ describe("command provider", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cmdprov-"));
     const file = path.join(dir, "gone");
     fs.writeFileSync(file, "x");
-    await provider.delete("id", urn, { delete: `rm "$F"; printf '%s' "$K" > "$F.k"`, environment: { F: file, K: secret("s3cret") } });
+    await provider.delete("id", urn, {
+      delete: `rm "$F"; printf '%s' "$K" > "$F.k"`,
+      environment: { F: file, K: secret("s3cret") },
+    });
     expect(fs.existsSync(file)).toBe(false);
     expect(fs.readFileSync(`${file}.k`, "utf8")).toBe("s3cret");
   });
@@ -54,6 +64,8 @@ describe("command provider", () => {
   });
 
   it("refuses resource types it does not implement", async () => {
-    await expect(provider.create("urn:pulumi:s::p::command:remote:CopyToRemote::c", {})).rejects.toThrow(/does not implement/);
+    await expect(provider.create("urn:pulumi:s::p::command:remote:CopyToRemote::c", {})).rejects.toThrow(
+      /does not implement/,
+    );
   });
 });

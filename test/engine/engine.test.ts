@@ -25,8 +25,10 @@ beforeAll(async () => {
   // The program is the compiled fixture (npm test compiles before vitest runs).
   const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "program.js");
   expect(fs.existsSync(program), `${program} (run tsc first)`).toBe(true);
-  fs.writeFileSync(path.join(work, "Pulumi.yaml"),
-    `name: gpuhost-engine-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`);
+  fs.writeFileSync(
+    path.join(work, "Pulumi.yaml"),
+    `name: gpuhost-engine-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
+  );
   await ensureStack(stack, opts);
   await pulumi("config", "set", "evidenceDir", evidence);
 }, 120_000);

@@ -12,10 +12,39 @@ describe("language host", () => {
 
   it("builds the runner's argv like the Go host: flags, then the program, then its args", () => {
     const argv = runArguments("/run", {
-      monitor: "127.0.0.1:1", engine: "127.0.0.1:2", organization: "org", project: "p", stack: "s", pwd: "/w",
-      rootDirectory: "/w", dryRun: true, parallel: 8, program: "/w/dist/index.js", args: ["a"],
+      monitor: "127.0.0.1:1",
+      engine: "127.0.0.1:2",
+      organization: "org",
+      project: "p",
+      stack: "s",
+      pwd: "/w",
+      rootDirectory: "/w",
+      dryRun: true,
+      parallel: 8,
+      program: "/w/dist/index.js",
+      args: ["a"],
     });
-    expect(argv).toEqual(["/run", "--monitor", "127.0.0.1:1", "--engine", "127.0.0.1:2", "--organization", "org",
-      "--project", "p", "--root-directory", "/w", "--stack", "s", "--pwd", "/w", "--dry-run", "--parallel", "8", "/w/dist/index.js", "a"]);
+    expect(argv).toEqual([
+      "/run",
+      "--monitor",
+      "127.0.0.1:1",
+      "--engine",
+      "127.0.0.1:2",
+      "--organization",
+      "org",
+      "--project",
+      "p",
+      "--root-directory",
+      "/w",
+      "--stack",
+      "s",
+      "--pwd",
+      "/w",
+      "--dry-run",
+      "--parallel",
+      "8",
+      "/w/dist/index.js",
+      "a",
+    ]);
   });
 });

@@ -34,7 +34,8 @@ let stack: TestStack | undefined;
 
 async function ok(args: string[]): Promise<EngineResult> {
   const r = await stack!.run(...args);
-  if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
+  if (r.code !== 0)
+    throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`);
   return r;
 }
 
@@ -44,7 +45,10 @@ async function ok(args: string[]): Promise<EngineResult> {
  */
 async function up(): Promise<{ changes: Record<string, number>; changed: string[] }> {
   const r = await ok(["up", "--yes", "--skip-preview", "--json"]);
-  const events = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+  const events = r.stdout
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l));
   const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
   if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
   expect(summary.result).toBe("succeeded");
@@ -90,7 +94,12 @@ async function hostFacts() {
       echo "active.$u=$(systemctl is-active "$u" || true)"
     done
     echo "pid=$(systemctl show -p MainPID --value ${ACTIVE})"`);
-  const kv = Object.fromEntries(out.trim().split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+  const kv = Object.fromEntries(
+    out
+      .trim()
+      .split("\n")
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
   return { ...kv, link: kv.link!.slice(hostRoot.length) } as Record<string, string>;
 }
 
@@ -99,11 +108,15 @@ const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => 
 beforeAll(async () => {
   port = await freePort();
   // The project file as it is (refresh: always included) running dist/index.js; the sim config.
-  stack = await createTestStack("sim", [
-    { path: "gpuhost:services.port", value: String(port) },
-    { path: "gpuhost:hosts[0].connection.root", value: hostRoot },
-    { path: "gpuhost:apiKey", value: apiKey, secret: true },
-  ], 240_000);
+  stack = await createTestStack(
+    "sim",
+    [
+      { path: "gpuhost:services.port", value: String(port) },
+      { path: "gpuhost:hosts[0].connection.root", value: hostRoot },
+      { path: "gpuhost:apiKey", value: apiKey, secret: true },
+    ],
+    240_000,
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -143,7 +156,9 @@ describe("drift on a simulated host under the real engine", () => {
     expect(plain).not.toContain(apiKey);
     expect((await ok(["stack", "export", "--show-secrets"])).stdout).toContain(apiKey); // so the check above could fail
     const state = JSON.parse(plain);
-    const toolkitState = state.deployment.resources.find((r: { urn: string }) => r.urn.endsWith("::sim-1-toolkit-state"));
+    const toolkitState = state.deployment.resources.find((r: { urn: string }) =>
+      r.urn.endsWith("::sim-1-toolkit-state"),
+    );
     expect(toolkitState.inputs.onDrift).toBe("repair");
     const scripts = toolkitState.inputs.repairs.map((s: { script: string }) => s.script);
     expect(scripts).toEqual([

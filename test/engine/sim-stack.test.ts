@@ -15,7 +15,9 @@ import { freePort, isListening } from "../support/ports";
 import { TestStack, createTestStack } from "../support/stack";
 
 const stacks: TestStack[] = [];
-afterAll(async () => { await Promise.all(stacks.map((s) => s.dispose())); }, 300_000);
+afterAll(async () => {
+  await Promise.all(stacks.map((s) => s.dispose()));
+}, 300_000);
 
 function summary(out: string): string {
   return out.slice(out.lastIndexOf("Resources:"));
@@ -65,14 +67,18 @@ describe("sim stack under the real engine", () => {
     // visible in the host's process list. With secrets shown, no command contains it.
     const shown = JSON.parse((await s.ok("stack", "export", "--show-secrets")).stdout);
     const commands = shown.deployment.resources.flatMap((r: { inputs?: Record<string, unknown> }) =>
-      ["create", "update", "delete"].map((k) => r.inputs?.[k]).filter((c): c is string => typeof c === "string"));
+      ["create", "update", "delete"].map((k) => r.inputs?.[k]).filter((c): c is string => typeof c === "string"),
+    );
     expect(commands.length).toBeGreaterThan(0);
     for (const c of commands) expect(c).not.toContain(apiKey);
     expect(JSON.stringify(shown)).toContain(apiKey);
     // It reached the host, in a root-only environment file.
     const root = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host);
-    const envFiles = fs.readdirSync(path.join(root, "etc", "gpuhost"), { recursive: true })
-      .map(String).map((f) => path.join(root, "etc", "gpuhost", f)).filter((f) => fs.statSync(f).isFile());
+    const envFiles = fs
+      .readdirSync(path.join(root, "etc", "gpuhost"), { recursive: true })
+      .map(String)
+      .map((f) => path.join(root, "etc", "gpuhost", f))
+      .filter((f) => fs.statSync(f).isFile());
     const withKey = envFiles.filter((f) => fs.readFileSync(f, "utf8").includes(apiKey));
     expect(withKey.length).toBe(1);
     expect(fs.statSync(withKey[0]).mode & 0o077).toBe(0);

@@ -9,7 +9,12 @@ import { startSim, type SimHandle } from "./sim-fixture";
 function io(): CliIo & { out: () => string; err: () => string } {
   let out = "";
   let err = "";
-  return { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, out: () => out, err: () => err };
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    out: () => out,
+    err: () => err,
+  };
 }
 
 let sim: SimHandle | null = null;
@@ -54,7 +59,22 @@ describe("gpuhost bench", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-"));
     const o = io();
     const code = await benchMain(
-      ["--endpoint", sim.url, "--concurrency", "2,4", "--max-tokens", "64", "--sweep-max-tokens", "64", "--prompts", "2", "--json", path.join(dir, "b.json"), "--chart", path.join(dir, "b.svg")],
+      [
+        "--endpoint",
+        sim.url,
+        "--concurrency",
+        "2,4",
+        "--max-tokens",
+        "64",
+        "--sweep-max-tokens",
+        "64",
+        "--prompts",
+        "2",
+        "--json",
+        path.join(dir, "b.json"),
+        "--chart",
+        path.join(dir, "b.svg"),
+      ],
       o,
     );
     expect(code).toBe(0);

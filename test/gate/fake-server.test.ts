@@ -27,7 +27,8 @@ afterEach(async () => {
   server = null;
 });
 
-const models = (res: http.ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: [{ id: "m" }] }));
+const models = (res: http.ServerResponse) =>
+  res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: [{ id: "m" }] }));
 const sse = (res: http.ServerResponse, events: unknown[], done = true) => {
   res.writeHead(200, { "content-type": "text/event-stream" });
   for (const e of events) res.write(`data: ${JSON.stringify(e)}\n\n`);
@@ -37,13 +38,29 @@ const sse = (res: http.ServerResponse, events: unknown[], done = true) => {
 const delta = (d: Record<string, string>) => ({ choices: [{ index: 0, delta: d, finish_reason: null }] });
 
 async function stream(url: string) {
-  return streamChat({ url: `${url}/v1/chat/completions`, body: { model: "m", max_tokens: 8, stream: true }, signal: AbortSignal.timeout(5000), dispatcher: makeAgent(2), origin: performance.now() });
+  return streamChat({
+    url: `${url}/v1/chat/completions`,
+    body: { model: "m", max_tokens: 8, stream: true },
+    signal: AbortSignal.timeout(5000),
+    dispatcher: makeAgent(2),
+    origin: performance.now(),
+  });
 }
 
 describe("streamed samples (fake server)", () => {
   it("counts tokens from usage even when all output is reasoning_content and content chunks are empty", async () => {
     const url = await fake((_q, _b, res) =>
-      sse(res, [delta({ role: "assistant", content: "" }), delta({ reasoning_content: "Let me" }), delta({ reasoning_content: " think" }), delta({ content: "" }), { choices: [{ index: 0, delta: {}, finish_reason: "length" }] }, { choices: [], usage: { prompt_tokens: 3, completion_tokens: 8, completion_tokens_details: { reasoning_tokens: 8 } } }]),
+      sse(res, [
+        delta({ role: "assistant", content: "" }),
+        delta({ reasoning_content: "Let me" }),
+        delta({ reasoning_content: " think" }),
+        delta({ content: "" }),
+        { choices: [{ index: 0, delta: {}, finish_reason: "length" }] },
+        {
+          choices: [],
+          usage: { prompt_tokens: 3, completion_tokens: 8, completion_tokens_details: { reasoning_tokens: 8 } },
+        },
+      ]),
     );
     const s = await stream(url);
     expect(s.error).toBeNull();
@@ -63,21 +80,34 @@ describe("streamed samples (fake server)", () => {
   });
 
   it("an error event mid-stream is an error even though usage arrived", async () => {
-    const url = await fake((_q, _b, res) => sse(res, [delta({ content: "a" }), { error: { message: "scheduler died" } }, { choices: [], usage: { completion_tokens: 1 } }]));
+    const url = await fake((_q, _b, res) =>
+      sse(res, [
+        delta({ content: "a" }),
+        { error: { message: "scheduler died" } },
+        { choices: [], usage: { completion_tokens: 1 } },
+      ]),
+    );
     const s = await stream(url);
     expect(s.error).toContain("scheduler died");
     expect(s.completionTokens).toBe(0);
   });
 
   it("a stream cut without [DONE] is an error", async () => {
-    const url = await fake((_q, _b, res) => sse(res, [delta({ content: "a" }), { choices: [], usage: { completion_tokens: 1 } }], false));
+    const url = await fake((_q, _b, res) =>
+      sse(res, [delta({ content: "a" }), { choices: [], usage: { completion_tokens: 1 } }], false),
+    );
     const s = await stream(url);
     expect(s.error).toContain("without [DONE]");
   });
 
   it("a benchmark whose every request fails completes with errors and zero sustained throughput", async () => {
-    const url = await fake((req, _b, res) => (req.url === "/v1/models" ? models(res) : res.writeHead(500).end('{"error":"boom"}')));
-    const r = await bench({ url }, { singleRequestMaxTokens: [8], singleRequestPrompts: 1, concurrency: [2], requestsPerConcurrency: 1 });
+    const url = await fake((req, _b, res) =>
+      req.url === "/v1/models" ? models(res) : res.writeHead(500).end('{"error":"boom"}'),
+    );
+    const r = await bench(
+      { url },
+      { singleRequestMaxTokens: [8], singleRequestPrompts: 1, concurrency: [2], requestsPerConcurrency: 1 },
+    );
     expect(r.complete).toBe(true);
     expect(r.sweep[0].errors).toBe(2);
     expect(r.sweep[0].errorExamples[0]).toContain("HTTP 500");
@@ -88,10 +118,18 @@ describe("streamed samples (fake server)", () => {
 });
 
 describe("probe judgement (fake server)", () => {
-  const chat = (over: Record<string, unknown>) => ({ choices: [{ index: 0, message: { role: "assistant", content: "OK" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 2 }, ...over });
+  const chat = (over: Record<string, unknown>) => ({
+    choices: [{ index: 0, message: { role: "assistant", content: "OK" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 3, completion_tokens: 2 },
+    ...over,
+  });
 
   it("HTTP 200 with completion_tokens 0 is not generation: fails after maxInvalidResponses, quoting the response", async () => {
-    const url = await fake((req, _b, res) => (req.url === "/v1/models" ? models(res) : res.writeHead(200).end(JSON.stringify(chat({ usage: { completion_tokens: 0 } })))));
+    const url = await fake((req, _b, res) =>
+      req.url === "/v1/models"
+        ? models(res)
+        : res.writeHead(200).end(JSON.stringify(chat({ usage: { completion_tokens: 0 } }))),
+    );
     const r = await verify({ url, model: "m" }, { deadlineSeconds: 10, maxInvalidResponses: 3 });
     expect(r.ready).toBe(false);
     expect(r.phase).toBe("generate");
@@ -103,7 +141,10 @@ describe("probe judgement (fake server)", () => {
     let n = 0;
     const url = await fake((req, _b, res) => {
       if (req.url === "/v1/models") return models(res);
-      const bad = n++ % 2 === 0 ? chat({ choices: [{ message: { content: "" }, finish_reason: "stop" }] }) : chat({ choices: [{ message: { content: "x" }, finish_reason: "abort" }] });
+      const bad =
+        n++ % 2 === 0
+          ? chat({ choices: [{ message: { content: "" }, finish_reason: "stop" }] })
+          : chat({ choices: [{ message: { content: "x" }, finish_reason: "abort" }] });
       res.writeHead(200).end(JSON.stringify(bad));
     });
     const r = await verify({ url, model: "m" }, { deadlineSeconds: 10, maxInvalidResponses: 2 });
@@ -139,9 +180,15 @@ describe("probe judgement (fake server)", () => {
   });
 
   it("a service that restarted during the gate fails it even though generation works", async () => {
-    const url = await fake((req, _b, res) => (req.url === "/v1/models" ? models(res) : res.writeHead(200).end(JSON.stringify(chat({})))));
+    const url = await fake((req, _b, res) =>
+      req.url === "/v1/models" ? models(res) : res.writeHead(200).end(JSON.stringify(chat({}))),
+    );
     let calls = 0;
-    const r = await verify({ url, model: "m" }, {}, { serviceState: async () => ({ activeState: "active", restarts: calls++ === 0 ? 0 : 1 }) });
+    const r = await verify(
+      { url, model: "m" },
+      {},
+      { serviceState: async () => ({ activeState: "active", restarts: calls++ === 0 ? 0 : 1 }) },
+    );
     expect(r.ready).toBe(false);
     expect(r.phase).toBe("stability");
     expect(r.diagnosis).toContain("restarted 1 time(s)");

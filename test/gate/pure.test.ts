@@ -1,6 +1,17 @@
 /** Pure parts of the gate: SSE parsing, statistics, saturation, capacity, schemas. No network. */
 import { describe, expect, it } from "vitest";
-import { BenchPlanSchema, capacity, parseServiceState, parseSpecAcceptLength, percentile, saturation, summarizeLevel, VerifyPolicySchema, WorkloadSchema, type RequestSample } from "../../gate/index";
+import {
+  BenchPlanSchema,
+  capacity,
+  parseServiceState,
+  parseSpecAcceptLength,
+  percentile,
+  saturation,
+  summarizeLevel,
+  VerifyPolicySchema,
+  WorkloadSchema,
+  type RequestSample,
+} from "../../gate/index";
 import { SseParser } from "../../gate/sse";
 import { benchChart } from "../../gate/chart";
 
@@ -13,7 +24,8 @@ function feed(chunks: Buffer[]): string[] {
 }
 
 describe("SseParser", () => {
-  const stream = 'data: {"a":"é€😀"}\n\n: comment\nevent: x\ndata: {"b":2}\r\n\r\ndata: line1\ndata: line2\n\ndata:[DONE]\n\n';
+  const stream =
+    'data: {"a":"é€😀"}\n\n: comment\nevent: x\ndata: {"b":2}\r\n\r\ndata: line1\ndata: line2\n\ndata:[DONE]\n\n';
   const expected = ['{"a":"é€😀"}', '{"b":2}', "line1\nline2", "[DONE]"];
 
   it("parses a whole stream: comments and event lines skipped, CRLF, multi-line data, no space after colon", () => {
@@ -23,7 +35,8 @@ describe("SseParser", () => {
   it("gives the same events however the bytes are split (every byte, multi-byte UTF-8 split)", () => {
     const bytes = Buffer.from(stream);
     expect(feed([...bytes].map((b) => Buffer.from([b])))).toEqual(expected);
-    for (let cut = 1; cut < bytes.length; cut++) expect(feed([bytes.subarray(0, cut), bytes.subarray(cut)])).toEqual(expected);
+    for (let cut = 1; cut < bytes.length; cut++)
+      expect(feed([bytes.subarray(0, cut), bytes.subarray(cut)])).toEqual(expected);
   });
 
   it("flushes a last event the server ended without a blank line", () => {
@@ -62,7 +75,11 @@ describe("statistics", () => {
       startedAtSeconds: 10,
       finishedAtSeconds: 12,
       acceptanceLength: null,
-      requests: [sample({}), sample({ ttftSeconds: 0.3, e2eSeconds: 2 }), sample({ completionTokens: 0, error: "HTTP 500 overloaded", e2eSeconds: 50, ttftSeconds: 40 })],
+      requests: [
+        sample({}),
+        sample({ ttftSeconds: 0.3, e2eSeconds: 2 }),
+        sample({ completionTokens: 0, error: "HTTP 500 overloaded", e2eSeconds: 50, ttftSeconds: 40 }),
+      ],
     });
     expect(level.requests).toBe(3);
     expect(level.errors).toBe(1);
@@ -76,9 +93,24 @@ describe("statistics", () => {
   });
 
   it("saturation: the smallest concurrency reaching 95% of the best; sustained is the aggregate there", () => {
-    const lvl = (concurrency: number, tps: number) => ({ ...summarizeLevel({ concurrency, startedAtSeconds: 0, finishedAtSeconds: 1, acceptanceLength: null, requests: [] }), outputTokensPerSecond: tps });
-    expect(saturation([lvl(8, 500), lvl(16, 900), lvl(32, 960), lvl(64, 1000)], 0.95)).toEqual({ saturationConcurrency: 32, sustainedOutputTokensPerSecond: 960 });
-    expect(saturation([lvl(64, 1000), lvl(8, 990)], 0.95)).toEqual({ saturationConcurrency: 8, sustainedOutputTokensPerSecond: 990 });
+    const lvl = (concurrency: number, tps: number) => ({
+      ...summarizeLevel({
+        concurrency,
+        startedAtSeconds: 0,
+        finishedAtSeconds: 1,
+        acceptanceLength: null,
+        requests: [],
+      }),
+      outputTokensPerSecond: tps,
+    });
+    expect(saturation([lvl(8, 500), lvl(16, 900), lvl(32, 960), lvl(64, 1000)], 0.95)).toEqual({
+      saturationConcurrency: 32,
+      sustainedOutputTokensPerSecond: 960,
+    });
+    expect(saturation([lvl(64, 1000), lvl(8, 990)], 0.95)).toEqual({
+      saturationConcurrency: 8,
+      sustainedOutputTokensPerSecond: 990,
+    });
     expect(saturation([lvl(8, 0)], 0.95)).toEqual({ saturationConcurrency: null, sustainedOutputTokensPerSecond: 0 });
   });
 });
@@ -121,7 +153,8 @@ describe("schemas", () => {
 
   it("every field carries a description", () => {
     for (const schema of [VerifyPolicySchema, BenchPlanSchema, WorkloadSchema]) {
-      for (const [key, field] of Object.entries(schema.shape)) expect((field as { description?: string }).description, key).toBeTruthy();
+      for (const [key, field] of Object.entries(schema.shape))
+        expect((field as { description?: string }).description, key).toBeTruthy();
     }
   });
 
@@ -140,7 +173,9 @@ describe("service state and metrics parsing", () => {
   });
 
   it("reads sglang:spec_accept_length with or without labels and timestamps; null when absent", () => {
-    expect(parseSpecAcceptLength('# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="k"} 3.25\n')).toBe(3.25);
+    expect(
+      parseSpecAcceptLength('# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="k"} 3.25\n'),
+    ).toBe(3.25);
     expect(parseSpecAcceptLength("sglang:spec_accept_length 2.5 1712345678000\n")).toBe(2.5);
     expect(parseSpecAcceptLength("sglang:spec_accept_length_sum 9\nsglang:num_running_reqs 3\n")).toBeNull();
   });
@@ -148,8 +183,22 @@ describe("service state and metrics parsing", () => {
 
 describe("chart", () => {
   it("draws throughput and latency against concurrency, with the saturation mark, as escaped SVG", () => {
-    const lvl = (c: number, tps: number) => ({ ...summarizeLevel({ concurrency: c, startedAtSeconds: 0, finishedAtSeconds: 1, acceptanceLength: null, requests: [sample({})] }), outputTokensPerSecond: tps });
-    const svg = benchChart({ model: "a<b>&c", sweep: [lvl(8, 100), lvl(16, 200)], saturationConcurrency: 16, sustainedOutputTokensPerSecond: 200 });
+    const lvl = (c: number, tps: number) => ({
+      ...summarizeLevel({
+        concurrency: c,
+        startedAtSeconds: 0,
+        finishedAtSeconds: 1,
+        acceptanceLength: null,
+        requests: [sample({})],
+      }),
+      outputTokensPerSecond: tps,
+    });
+    const svg = benchChart({
+      model: "a<b>&c",
+      sweep: [lvl(8, 100), lvl(16, 200)],
+      saturationConcurrency: 16,
+      sustainedOutputTokensPerSecond: 200,
+    });
     expect(svg.startsWith("<svg")).toBe(true);
     expect(svg).toContain("a&lt;b&gt;&amp;c");
     expect(svg).not.toContain("a<b>");

@@ -22,7 +22,9 @@ export interface SimHandle {
   close(): Promise<void>;
 }
 
-export async function startSim(opts: { profile?: string; faults?: string[]; timeScale?: number; port?: number } = {}): Promise<SimHandle> {
+export async function startSim(
+  opts: { profile?: string; faults?: string[]; timeScale?: number; port?: number } = {},
+): Promise<SimHandle> {
   const logs: string[] = [];
   const times: number[] = [];
   const handle: Partial<SimHandle> & { exitCode: number | null } = { exitCode: null };
@@ -46,7 +48,10 @@ export async function startSim(opts: { profile?: string; faults?: string[]; time
       const i = logs.findIndex((l) => pattern.test(l));
       return i < 0 ? null : times[i];
     },
-    serviceState: async () => ({ activeState: handle.exitCode === null ? "active" : handle.exitCode === 0 ? "inactive" : "failed", restarts: 0 }),
+    serviceState: async () => ({
+      activeState: handle.exitCode === null ? "active" : handle.exitCode === 0 ? "inactive" : "failed",
+      restarts: 0,
+    }),
     serviceLogs: async () => logs.slice(-50).join("\n"),
     close: () => sim.close(),
   }) as SimHandle;
@@ -54,7 +59,10 @@ export async function startSim(opts: { profile?: string; faults?: string[]; time
 
 /** A profile file: tiny with changes (fault settings, load time), for faults whose defaults don't fit a test. */
 export function tinyVariant(changes: Record<string, unknown>): string {
-  const base = parse(readFileSync(path.join(__dirname, "../../simulator/profiles/tiny.yaml"), "utf8")) as Record<string, unknown>;
+  const base = parse(readFileSync(path.join(__dirname, "../../simulator/profiles/tiny.yaml"), "utf8")) as Record<
+    string,
+    unknown
+  >;
   const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-gate-profile-"));
   const file = path.join(dir, "tiny-variant.yaml");
   writeFileSync(file, stringify({ ...base, ...changes }));

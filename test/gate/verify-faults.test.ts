@@ -12,9 +12,17 @@ afterEach(async () => {
   sim = null;
 });
 
-async function gate(s: SimHandle, deadlineSeconds: number, policy: Record<string, unknown> = {}): Promise<{ result: VerifyResult; wall: number; readyAt: number }> {
+async function gate(
+  s: SimHandle,
+  deadlineSeconds: number,
+  policy: Record<string, unknown> = {},
+): Promise<{ result: VerifyResult; wall: number; readyAt: number }> {
   const t0 = performance.now();
-  const result = await verify({ url: s.url, model: "tiny" }, { deadlineSeconds, ...policy }, { serviceState: s.serviceState, serviceLogs: s.serviceLogs });
+  const result = await verify(
+    { url: s.url, model: "tiny" },
+    { deadlineSeconds, ...policy },
+    { serviceState: s.serviceState, serviceLogs: s.serviceLogs },
+  );
   const readyAt = performance.now();
   return { result, wall: (readyAt - t0) / 1000, readyAt };
 }
@@ -33,7 +41,10 @@ describe("verify against the simulator", () => {
   });
 
   it("late-port: waits through connection refused, ready only after the port opened", async () => {
-    sim = await startSim({ profile: tinyVariant({ load: { minSeconds: 1.5, maxSeconds: 1.5, warmupSeconds: 0.02 } }), faults: ["late-port"] });
+    sim = await startSim({
+      profile: tinyVariant({ load: { minSeconds: 1.5, maxSeconds: 1.5, warmupSeconds: 0.02 } }),
+      faults: ["late-port"],
+    });
     const { result, readyAt } = await gate(sim, 10);
     expect(result.ready).toBe(true);
     const opened = sim.logTime(/Uvicorn running/);
@@ -43,7 +54,10 @@ describe("verify against the simulator", () => {
   });
 
   it("models-before-ready: /v1/models answering early is not ready; ready only once generation works", async () => {
-    sim = await startSim({ profile: tinyVariant({ load: { minSeconds: 1.5, maxSeconds: 1.5, warmupSeconds: 0.02 } }), faults: ["models-before-ready"] });
+    sim = await startSim({
+      profile: tinyVariant({ load: { minSeconds: 1.5, maxSeconds: 1.5, warmupSeconds: 0.02 } }),
+      faults: ["models-before-ready"],
+    });
     const { result, readyAt } = await gate(sim, 10);
     expect(result.ready).toBe(true);
     const loaded = sim.logTime(/Load weight end/);
@@ -55,7 +69,10 @@ describe("verify against the simulator", () => {
 
   it("models-before-ready with 503 for generations: retried until the model loaded", async () => {
     sim = await startSim({
-      profile: tinyVariant({ load: { minSeconds: 1, maxSeconds: 1, warmupSeconds: 0.02 }, faultSettings: { modelsBeforeReady: { generationWhileLoading: "503" } } }),
+      profile: tinyVariant({
+        load: { minSeconds: 1, maxSeconds: 1, warmupSeconds: 0.02 },
+        faultSettings: { modelsBeforeReady: { generationWhileLoading: "503" } },
+      }),
       faults: ["models-before-ready"],
     });
     const { result, readyAt } = await gate(sim, 10);
@@ -151,7 +168,10 @@ describe("verify against the simulator", () => {
   });
 
   it("reset-mid-stream cutting every generation (reasoning is longer than 2 tokens): never a false ready", async () => {
-    sim = await startSim({ profile: tinyVariant({ faultSettings: { resetMidStream: { afterTokens: 2, everyNth: 1 } } }), faults: ["reset-mid-stream"] });
+    sim = await startSim({
+      profile: tinyVariant({ faultSettings: { resetMidStream: { afterTokens: 2, everyNth: 1 } } }),
+      faults: ["reset-mid-stream"],
+    });
     const { result, wall } = await gate(sim, 2);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");
@@ -166,7 +186,10 @@ describe("verify against the simulator", () => {
   });
 
   it("overload-500 at threshold 0: every generation answers 500, not ready, diagnosis carries the 500", async () => {
-    sim = await startSim({ profile: tinyVariant({ faultSettings: { overload500: { threshold: 0 } } }), faults: ["overload-500"] });
+    sim = await startSim({
+      profile: tinyVariant({ faultSettings: { overload500: { threshold: 0 } } }),
+      faults: ["overload-500"],
+    });
     const { result, wall } = await gate(sim, 2);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");

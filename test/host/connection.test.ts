@@ -19,7 +19,10 @@ function issues(value: unknown, at = "gpuhost:hosts.0.connection"): string[] {
 describe("host connection schema", () => {
   it("applies defaults: port 22, user root", () => {
     expect(parseConnection(ssh)).toMatchObject({ kind: "ssh", port: 22, user: "root" });
-    expect(parseConnection({ ...ssh, host: "10.0.0.7", port: 2222, user: "ubuntu" })).toMatchObject({ port: 2222, user: "ubuntu" });
+    expect(parseConnection({ ...ssh, host: "10.0.0.7", port: 2222, user: "ubuntu" })).toMatchObject({
+      port: 2222,
+      user: "ubuntu",
+    });
     expect(parseConnection({ ...ssh, host: "::1" })).toMatchObject({ host: "::1" });
     expect(parseConnection({ kind: "local" })).toEqual({ kind: "local" });
     expect(parseConnection({ kind: "simulated", root: "/tmp/sim" })).toEqual({ kind: "simulated", root: "/tmp/sim" });
@@ -41,7 +44,9 @@ describe("host connection schema", () => {
   });
 
   it("rejects a key path instead of key text, a malformed host key, unknown fields and kinds", () => {
-    expect(issues({ ...ssh, privateKey: "~/.ssh/id_ed25519" })[0]).toMatch(/\.privateKey: must be an OpenSSH\/PEM private key/);
+    expect(issues({ ...ssh, privateKey: "~/.ssh/id_ed25519" })[0]).toMatch(
+      /\.privateKey: must be an OpenSSH\/PEM private key/,
+    );
     expect(issues({ ...ssh, hostKey: "ssh-ed25519 AAAA; rm" })[0]).toMatch(/\.hostKey: /);
     expect(issues({ ...ssh, password: "x" })[0]).toMatch(/connection: .*password|Unrecognized key/);
     expect(issues({ kind: "telnet" })[0]).toMatch(/^gpuhost:hosts\.0\.connection\.kind: /);

@@ -19,8 +19,16 @@ const expectedEcho = hostileArgs.map((a) => `[${a}]`).join("\n") + "\n";
 
 describe("renderInvocation", () => {
   it("renders sudo -n, env and the script as base64 with every argument quoted", () => {
-    const line = renderInvocation({ scriptText: "echo hi\n", scriptName: "x.sh", args: ["a b", "c"], environment: { Z: "1 2" }, sudo: true });
-    expect(line).toBe(`sudo -n env Z='1 2' bash -c "$(printf %s ${Buffer.from("echo hi\n").toString("base64")} | base64 -d)" x.sh 'a b' c`);
+    const line = renderInvocation({
+      scriptText: "echo hi\n",
+      scriptName: "x.sh",
+      args: ["a b", "c"],
+      environment: { Z: "1 2" },
+      sudo: true,
+    });
+    expect(line).toBe(
+      `sudo -n env Z='1 2' bash -c "$(printf %s ${Buffer.from("echo hi\n").toString("base64")} | base64 -d)" x.sh 'a b' c`,
+    );
   });
 
   it("hostScript's command line: sudo for non-root SSH users only, GPUHOST_ROOT and shims on the simulated host", () => {
@@ -29,7 +37,8 @@ describe("renderInvocation", () => {
     expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(/^sudo -n bash -c /);
     expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(/^bash -c /);
     expect(hostCommandLine({ kind: "simulated", root: "/tmp/s p" }, script, ["x"])).toBe(
-      `env GPUHOST_ROOT='/tmp/s p' PATH=${simShimDir()}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`);
+      `env GPUHOST_ROOT='/tmp/s p' PATH=${simShimDir()}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`,
+    );
   });
 });
 
@@ -42,21 +51,31 @@ describe("execOnHost, local and simulated", () => {
   });
 
   it("gives the simulated host GPUHOST_ROOT and the shims first on PATH; local gets neither", async () => {
-    const sim = await execOnHost({ kind: "simulated", root: "/tmp/gpuhost-sim-x" }, 'echo "$GPUHOST_ROOT"; command -v systemctl', []);
+    const sim = await execOnHost(
+      { kind: "simulated", root: "/tmp/gpuhost-sim-x" },
+      'echo "$GPUHOST_ROOT"; command -v systemctl',
+      [],
+    );
     expect(sim.stdout).toBe(`/tmp/gpuhost-sim-x\n${path.join(simShimDir(), "systemctl")}\n`);
     const local = await execOnHost({ kind: "local" }, 'echo "root=${GPUHOST_ROOT:-unset}"', []);
     expect(local.stdout).toBe("root=unset\n");
   });
 
   it("reports exit codes and stderr, and kills at the timeout with code 124", async () => {
-    expect(await execOnHost({ kind: "local" }, "echo out; echo err >&2; exit 7", [])).toEqual({ code: 7, stdout: "out\n", stderr: "err\n" });
+    expect(await execOnHost({ kind: "local" }, "echo out; echo err >&2; exit 7", [])).toEqual({
+      code: 7,
+      stdout: "out\n",
+      stderr: "err\n",
+    });
     const t = await execOnHost({ kind: "local" }, "sleep 5", [], { timeoutMs: 200 });
     expect(t.code).toBe(124);
     expect(t.stderr).toContain("timed out after 200 ms");
   });
 
   it("rejects an invalid connection before running anything", async () => {
-    await expect(execOnHost({ kind: "ssh", host: "x;id", port: 22, user: "root", privateKey: "k" } as never, "true", [])).rejects.toThrow(/connection\.host/);
+    await expect(
+      execOnHost({ kind: "ssh", host: "x;id", port: 22, user: "root", privateKey: "k" } as never, "true", []),
+    ).rejects.toThrow(/connection\.host/);
   });
 });
 
@@ -65,13 +84,27 @@ describe("sshArgs", () => {
   it("writes keys 0600, checks host keys strictly when one is given, and quotes the bastion hop", () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshargs-"));
     try {
-      const strict = sshArgs({ kind: "ssh", host: "h.example", port: 2222, user: "ubuntu", privateKey: key, hostKey: "ssh-ed25519 AAAAC3" }, tmp, "cmd");
+      const strict = sshArgs(
+        { kind: "ssh", host: "h.example", port: 2222, user: "ubuntu", privateKey: key, hostKey: "ssh-ed25519 AAAAC3" },
+        tmp,
+        "cmd",
+      );
       expect(fs.statSync(path.join(tmp, "id_target")).mode & 0o777).toBe(0o600);
       expect(strict).toContain("StrictHostKeyChecking=yes");
       expect(fs.readFileSync(path.join(tmp, "known_hosts"), "utf8")).toBe("[h.example]:2222 ssh-ed25519 AAAAC3\n");
       expect(strict.slice(-3)).toEqual(["ubuntu@h.example", "--", "cmd"]);
-      const loose = sshArgs({ kind: "ssh", host: "h", port: 22, user: "root", privateKey: key,
-        bastion: { host: "jump", port: 2200, user: "hop", privateKey: key } }, tmp, "cmd");
+      const loose = sshArgs(
+        {
+          kind: "ssh",
+          host: "h",
+          port: 22,
+          user: "root",
+          privateKey: key,
+          bastion: { host: "jump", port: 2200, user: "hop", privateKey: key },
+        },
+        tmp,
+        "cmd",
+      );
       expect(loose).toContain("StrictHostKeyChecking=no");
       const proxy = loose.find((a) => a.startsWith("ProxyCommand="))!;
       expect(proxy).toContain(`-i ${path.join(tmp, "id_bastion")} -p 2200`);
@@ -82,11 +115,18 @@ describe("sshArgs", () => {
     }
   });
 
-  it("sshBaseArgs is everything sshArgs puts before \"--\", ending with user@host (a tunnel's session)", () => {
+  it('sshBaseArgs is everything sshArgs puts before "--", ending with user@host (a tunnel\'s session)', () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshargs-"));
     try {
-      const conn = { kind: "ssh" as const, host: "h.example", port: 2222, user: "ubuntu", privateKey: key, hostKey: "ssh-ed25519 AAAAC3",
-        bastion: { host: "jump", port: 2200, user: "hop", privateKey: key } };
+      const conn = {
+        kind: "ssh" as const,
+        host: "h.example",
+        port: 2222,
+        user: "ubuntu",
+        privateKey: key,
+        hostKey: "ssh-ed25519 AAAAC3",
+        bastion: { host: "jump", port: 2200, user: "hop", privateKey: key },
+      };
       const base = sshBaseArgs(conn, tmp);
       expect(base.at(-1)).toBe("ubuntu@h.example");
       expect(base).not.toContain("--");
@@ -98,7 +138,8 @@ describe("sshArgs", () => {
 });
 
 // ---- a real sshd on loopback ----
-const haveSsh = ["/usr/sbin/sshd", "/usr/bin/ssh-keygen", "/usr/bin/ssh"].every((f) => fs.existsSync(f)) && process.getuid?.() === 0;
+const haveSsh =
+  ["/usr/sbin/sshd", "/usr/bin/ssh-keygen", "/usr/bin/ssh"].every((f) => fs.existsSync(f)) && process.getuid?.() === 0;
 describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped without sshd/root)", () => {
   let dir: string;
   let sshd: ChildProcess;
@@ -113,16 +154,36 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     privateKey = fs.readFileSync(path.join(dir, "client_key"), "utf8");
     hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
     port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(p));
+      });
     });
-    fs.writeFileSync(path.join(dir, "sshd_config"), [
-      `ListenAddress 127.0.0.1:${port}`, `HostKey ${path.join(dir, "host_key")}`, `AuthorizedKeysFile ${path.join(dir, "authorized_keys")}`,
-      "PasswordAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", `PidFile ${path.join(dir, "sshd.pid")}`, "",
-    ].join("\n"));
+    fs.writeFileSync(
+      path.join(dir, "sshd_config"),
+      [
+        `ListenAddress 127.0.0.1:${port}`,
+        `HostKey ${path.join(dir, "host_key")}`,
+        `AuthorizedKeysFile ${path.join(dir, "authorized_keys")}`,
+        "PasswordAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "StrictModes no",
+        "UsePAM no",
+        `PidFile ${path.join(dir, "sshd.pid")}`,
+        "",
+      ].join("\n"),
+    );
     fs.mkdirSync("/run/sshd", { recursive: true });
     sshd = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: "ignore" });
     for (let i = 0; i < 50; i++) {
-      const open = await new Promise<boolean>((r) => { const c = net.connect(port, "127.0.0.1", () => { c.end(); r(true); }).on("error", () => r(false)); });
+      const open = await new Promise<boolean>((r) => {
+        const c = net
+          .connect(port, "127.0.0.1", () => {
+            c.end();
+            r(true);
+          })
+          .on("error", () => r(false));
+      });
       if (open) break;
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -134,7 +195,11 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
 
   it("runs the script with hostile arguments intact, checking the host key", async () => {
     fs.rmSync(canary, { force: true });
-    const r = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey }, echoArgs, hostileArgs);
+    const r = await execOnHost(
+      { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey },
+      echoArgs,
+      hostileArgs,
+    );
     expect(r.stderr).toBe("");
     expect(r).toMatchObject({ code: 0, stdout: expectedEcho });
     expect(fs.existsSync(canary)).toBe(false);
@@ -142,7 +207,11 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
 
   it("refuses a host whose key does not match, and passes exit codes through", async () => {
     const wrong = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBm7M2bJ6oZ3oGZ4d2lhZ2Vob3N0a2V5bm90dGhpc29uZQ";
-    const r = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey: wrong }, "echo ran", []);
+    const r = await execOnHost(
+      { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey: wrong },
+      "echo ran",
+      [],
+    );
     expect(r.code).toBe(255);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/host key|Host key verification failed/i);

@@ -54,7 +54,9 @@ describe("shellQuote", () => {
     fs.rmSync(canary, { force: true });
     const env = envAssignments({ B: `$(touch ${canary})`, A: "x y" });
     expect(env).toEqual(["A='x y'", `B='$(touch ${canary})'`]);
-    expect(execFileSync("/bin/sh", ["-c", `env ${env.join(" ")} sh -c 'printf %s "$B"'`], { encoding: "utf8" })).toBe(`$(touch ${canary})`);
+    expect(execFileSync("/bin/sh", ["-c", `env ${env.join(" ")} sh -c 'printf %s "$B"'`], { encoding: "utf8" })).toBe(
+      `$(touch ${canary})`,
+    );
     expect(fs.existsSync(canary)).toBe(false);
     expect(() => envAssignments({ "X; rm -rf /": "1" })).toThrow(/invalid environment variable name/);
     expect(() => envAssignments({ "A=B": "1" })).toThrow(/invalid environment variable name/);

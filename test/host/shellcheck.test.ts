@@ -7,19 +7,31 @@ import { describe, expect, it } from "vitest";
 
 const repo = path.resolve(__dirname, "../..");
 const scripts = [
-  ...fs.readdirSync(path.join(repo, "components/cuda-toolkit/scripts")).filter((f) => f.endsWith(".sh")).map((f) => `components/cuda-toolkit/scripts/${f}`),
+  ...fs
+    .readdirSync(path.join(repo, "components/cuda-toolkit/scripts"))
+    .filter((f) => f.endsWith(".sh"))
+    .map((f) => `components/cuda-toolkit/scripts/${f}`),
   ...fs.readdirSync(path.join(repo, "components/host/sim/bin")).map((f) => `components/host/sim/bin/${f}`),
   "components/toolkit/standin/nvcc",
 ];
 
 describe("host scripts", () => {
   it("finds the scripts it checks", () => {
-    expect(scripts).toEqual(expect.arrayContaining(["components/cuda-toolkit/scripts/install.sh", "components/cuda-toolkit/scripts/verify.sh",
-      "components/host/sim/bin/systemctl", "components/toolkit/standin/nvcc"]));
+    expect(scripts).toEqual(
+      expect.arrayContaining([
+        "components/cuda-toolkit/scripts/install.sh",
+        "components/cuda-toolkit/scripts/verify.sh",
+        "components/host/sim/bin/systemctl",
+        "components/toolkit/standin/nvcc",
+      ]),
+    );
   });
 
   it("are shellcheck-clean", () => {
-    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], { cwd: repo, encoding: "utf8" });
+    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], {
+      cwd: repo,
+      encoding: "utf8",
+    });
     if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
     expect(r.stdout + r.stderr).toBe("");
     expect(r.status).toBe(0);

@@ -10,7 +10,10 @@ let root: string;
 const sh = (cmd: string) => execOnHost({ kind: "simulated", root }, cmd, []);
 const unit = (name: string, text: string) => fs.writeFileSync(path.join(root, "etc/systemd/system", name), text);
 const wait = async (cond: () => Promise<boolean>) => {
-  for (let i = 0; i < 100; i++) { if (await cond()) return; await new Promise((r) => setTimeout(r, 50)); }
+  for (let i = 0; i < 100; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
   throw new Error("condition not reached");
 };
 
@@ -19,9 +22,14 @@ beforeEach(() => {
   prepareSimulatedHost(root);
   fs.mkdirSync(path.join(root, "opt/app"), { recursive: true });
   // Run on the simulated host's own files: /opt/app/serve lives under the root.
-  fs.writeFileSync(path.join(root, "opt/app/serve"), '#!/bin/bash\necho "serving $GREETING key=$API_KEY args=$*"\n[ -n "${CRASH:-}" ] && { echo "fatal error: curand.h: No such file or directory"; exit 1; }\nexec sleep 300\n', { mode: 0o755 });
+  fs.writeFileSync(
+    path.join(root, "opt/app/serve"),
+    '#!/bin/bash\necho "serving $GREETING key=$API_KEY args=$*"\n[ -n "${CRASH:-}" ] && { echo "fatal error: curand.h: No such file or directory"; exit 1; }\nexec sleep 300\n',
+    { mode: 0o755 },
+  );
   fs.writeFileSync(path.join(root, "etc/gpuhost.env"), "API_KEY=s3cret\n", { mode: 0o600 });
-  const base = (extra: string) => `[Unit]\nDescription=test\n${extra}\n[Service]\nEnvironment="GREETING=hello world"\nEnvironmentFile=/etc/gpuhost.env\nExecStart=/opt/app/serve --port 30001\nRestart=on-failure\nRestartSec=0.1\n[Install]\nWantedBy=multi-user.target\n`;
+  const base = (extra: string) =>
+    `[Unit]\nDescription=test\n${extra}\n[Service]\nEnvironment="GREETING=hello world"\nEnvironmentFile=/etc/gpuhost.env\nExecStart=/opt/app/serve --port 30001\nRestart=on-failure\nRestartSec=0.1\n[Install]\nWantedBy=multi-user.target\n`;
   unit("ar.service", base("Conflicts=eagle.service"));
   unit("eagle.service", base("Conflicts=ar.service"));
   unit("crashy.service", base("StartLimitBurst=3").replace("Environment=", "Environment=CRASH=1\nEnvironment="));
@@ -36,11 +44,15 @@ describe("simulated systemctl/journalctl", () => {
     expect((await sh("systemctl daemon-reload && systemctl enable ar.service && systemctl start ar")).code).toBe(0);
     expect((await sh("systemctl is-enabled ar")).stdout).toBe("enabled\n");
     expect((await sh("systemctl is-enabled eagle")).code).toBe(1);
-    expect(fs.readlinkSync(path.join(root, "etc/systemd/system/multi-user.target.wants/ar.service"))).toBe("../ar.service");
+    expect(fs.readlinkSync(path.join(root, "etc/systemd/system/multi-user.target.wants/ar.service"))).toBe(
+      "../ar.service",
+    );
     expect(await sh("systemctl is-active ar")).toMatchObject({ code: 0, stdout: "active\n" });
     expect((await sh("systemctl show -p NRestarts,ActiveState ar")).stdout).toBe("NRestarts=0\nActiveState=active\n");
     await wait(async () => (await sh("journalctl -u ar -n 1")).stdout.includes("serving"));
-    expect((await sh("journalctl -u ar -n 1 --no-pager")).stdout).toBe("serving hello world key=s3cret args=--port 30001\n");
+    expect((await sh("journalctl -u ar -n 1 --no-pager")).stdout).toBe(
+      "serving hello world key=s3cret args=--port 30001\n",
+    );
     expect((await sh("systemctl stop ar; systemctl is-active ar")).stdout).toBe("inactive\n");
   });
 
@@ -53,7 +65,9 @@ describe("simulated systemctl/journalctl", () => {
   it("Restart=on-failure restarts a crashing service, counts NRestarts, then gives up at StartLimitBurst", async () => {
     expect((await sh("systemctl start crashy")).code).toBe(0); // Type=simple: a later crash is not a start failure
     await wait(async () => (await sh("systemctl is-active crashy")).stdout === "failed\n");
-    expect((await sh("systemctl show -p NRestarts,ActiveState,Result crashy")).stdout).toBe("NRestarts=2\nActiveState=failed\nResult=start-limit-hit\n");
+    expect((await sh("systemctl show -p NRestarts,ActiveState,Result crashy")).stdout).toBe(
+      "NRestarts=2\nActiveState=failed\nResult=start-limit-hit\n",
+    );
     const log = (await sh("journalctl -u crashy -n 50")).stdout;
     expect(log.match(/fatal error: curand\.h: No such file or directory/g)).toHaveLength(3);
     expect(log).toContain("Scheduled restart job, restart counter is at 2.");
@@ -71,7 +85,10 @@ describe("simulated systemctl/journalctl", () => {
 
   it("daemon-reload decides which unit content start uses", async () => {
     await sh("systemctl daemon-reload");
-    unit("ar.service", fs.readFileSync(path.join(root, "etc/systemd/system/ar.service"), "utf8").replace("hello world", "edited"));
+    unit(
+      "ar.service",
+      fs.readFileSync(path.join(root, "etc/systemd/system/ar.service"), "utf8").replace("hello world", "edited"),
+    );
     await sh("systemctl start ar");
     await wait(async () => (await sh("journalctl -u ar")).stdout.includes("serving"));
     expect((await sh("journalctl -u ar")).stdout).toContain("serving hello world");
@@ -80,19 +97,29 @@ describe("simulated systemctl/journalctl", () => {
   });
 
   it("a started service finds the shims first on its PATH (the source bin folder, found from the compiled supervisor)", async () => {
-    fs.writeFileSync(path.join(root, "opt/app/which"), '#!/bin/bash\necho "systemctl=$(command -v systemctl)"\nexec sleep 300\n', { mode: 0o755 });
+    fs.writeFileSync(
+      path.join(root, "opt/app/which"),
+      '#!/bin/bash\necho "systemctl=$(command -v systemctl)"\nexec sleep 300\n',
+      { mode: 0o755 },
+    );
     unit("which.service", "[Service]\nExecStart=/opt/app/which\n");
     try {
       expect((await sh("systemctl start which")).code).toBe(0);
       await wait(async () => (await sh("journalctl -u which")).stdout.includes("systemctl="));
-      expect((await sh("journalctl -u which")).stdout).toContain(`systemctl=${path.resolve(__dirname, "../../components/host/sim/bin/systemctl")}\n`);
+      expect((await sh("journalctl -u which")).stdout).toContain(
+        `systemctl=${path.resolve(__dirname, "../../components/host/sim/bin/systemctl")}\n`,
+      );
     } finally {
       await sh("systemctl stop which");
     }
   });
 
   it("refuses to run without GPUHOST_ROOT (never the real /)", async () => {
-    const r = await execOnHost({ kind: "local" }, `${path.join(__dirname, "../../components/host/sim/bin/systemctl")} is-active ar`, []);
+    const r = await execOnHost(
+      { kind: "local" },
+      `${path.join(__dirname, "../../components/host/sim/bin/systemctl")} is-active ar`,
+      [],
+    );
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("GPUHOST_ROOT must name the simulated root folder");
   });

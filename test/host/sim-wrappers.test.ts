@@ -12,16 +12,30 @@ const wrappers = fs.readdirSync(binDir);
 let tmp: string;
 
 // Real path: the wrappers resolve theirs with readlink, so the message names it.
-beforeEach(() => { tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-simbin-"))); });
+beforeEach(() => {
+  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-simbin-")));
+});
 afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 describe("sim/bin wrappers", () => {
   it("are the six tools, each pointing at a compiled shim that the build produced", () => {
-    expect(wrappers.sort()).toEqual(["apt-get", "dpkg", "dpkg-query", "journalctl", "systemctl", "update-alternatives"]);
+    expect(wrappers.sort()).toEqual([
+      "apt-get",
+      "dpkg",
+      "dpkg-query",
+      "journalctl",
+      "systemctl",
+      "update-alternatives",
+    ]);
     for (const w of wrappers) {
-      const target = /dist\/components\/host\/sim\/([a-z]+\.js)/.exec(fs.readFileSync(path.join(binDir, w), "utf8"))?.[1];
+      const target = /dist\/components\/host\/sim\/([a-z]+\.js)/.exec(
+        fs.readFileSync(path.join(binDir, w), "utf8"),
+      )?.[1];
       expect(target, w).toBeDefined();
-      expect(fs.existsSync(path.join(repo, "dist/components/host/sim", target!)), `${target} (run npx tsc -p . first)`).toBe(true);
+      expect(
+        fs.existsSync(path.join(repo, "dist/components/host/sim", target!)),
+        `${target} (run npx tsc -p . first)`,
+      ).toBe(true);
     }
   });
 
@@ -29,7 +43,10 @@ describe("sim/bin wrappers", () => {
     const root = path.join(tmp, "root");
     fs.mkdirSync(path.join(root, "etc/systemd/system"), { recursive: true });
     fs.symlinkSync(path.join(binDir, "systemctl"), path.join(tmp, "systemctl"));
-    const r = spawnSync(path.join(tmp, "systemctl"), ["is-active", "nothing"], { env: { ...process.env, GPUHOST_ROOT: root }, encoding: "utf8" });
+    const r = spawnSync(path.join(tmp, "systemctl"), ["is-active", "nothing"], {
+      env: { ...process.env, GPUHOST_ROOT: root },
+      encoding: "utf8",
+    });
     expect(r.stdout).toBe("inactive\n");
     expect(r.status).toBe(3);
   });
@@ -40,7 +57,10 @@ describe("sim/bin wrappers", () => {
     fs.mkdirSync(copyBin, { recursive: true });
     fs.copyFileSync(path.join(binDir, w), path.join(copyBin, w));
     fs.chmodSync(path.join(copyBin, w), 0o755);
-    const r = spawnSync(path.join(copyBin, w), ["--version"], { env: { ...process.env, GPUHOST_ROOT: path.join(tmp, "root") }, encoding: "utf8" });
+    const r = spawnSync(path.join(copyBin, w), ["--version"], {
+      env: { ...process.env, GPUHOST_ROOT: path.join(tmp, "root") },
+      encoding: "utf8",
+    });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain(`${path.join(tmp, "dist/components/host/sim")}/`);
     expect(r.stderr).toContain("is missing; compile the project first (npm run build)");

@@ -20,15 +20,27 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("ssh tunnel to a loop
     sshd = await startSshd();
     sim = await startSimulator({ profile: "tiny", port: 0, timeScale: 20, log: () => undefined });
   }, 60_000);
-  afterAll(async () => { await sim?.close(); await sshd?.stop(); });
+  afterAll(async () => {
+    await sim?.close();
+    await sshd?.stop();
+  });
 
-  const connection = () => ({ kind: "ssh", host: sshd.host, port: sshd.port, user: "root", privateKey: sshd.privateKey, hostKey: sshd.hostKey });
+  const connection = () => ({
+    kind: "ssh",
+    host: sshd.host,
+    port: sshd.port,
+    user: "root",
+    privateKey: sshd.privateKey,
+    hostKey: sshd.hostKey,
+  });
 
   it("forwards a local port to the service and closes cleanly", async () => {
     const t = await openTunnel(connection() as never, "127.0.0.1", sim.port);
     try {
       expect(t.localPort).not.toBe(sim.port);
-      const models = await (await fetch(`http://127.0.0.1:${t.localPort}/v1/models`)).json() as { data: { id: string }[] };
+      const models = (await (await fetch(`http://127.0.0.1:${t.localPort}/v1/models`)).json()) as {
+        data: { id: string }[];
+      };
       expect(models.data.length).toBeGreaterThan(0);
     } finally {
       await t.close();
@@ -37,17 +49,28 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("ssh tunnel to a loop
   }, 30_000);
 
   it("fails with ssh's reason when the host refuses the login", async () => {
-    const wrongKey = { ...connection(), hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn4bVX1nZt0G5u9i4S2o9pC1VjV1t2pA0v6tO3nB7hM" };
-    await expect(openTunnel(wrongKey as never, "127.0.0.1", sim.port, 10_000)).rejects.toThrow(/ssh tunnel .* failed:[\s\S]*(verification failed|has changed)/i);
+    const wrongKey = {
+      ...connection(),
+      hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn4bVX1nZt0G5u9i4S2o9pC1VjV1t2pA0v6tO3nB7hM",
+    };
+    await expect(openTunnel(wrongKey as never, "127.0.0.1", sim.port, 10_000)).rejects.toThrow(
+      /ssh tunnel .* failed:[\s\S]*(verification failed|has changed)/i,
+    );
   }, 30_000);
 
   it("VerifiedGeneration's refresh reaches the service through the tunnel", async () => {
-    const models = await (await fetch(`${sim.url}/v1/models`)).json() as { data: { id: string }[] };
+    const models = (await (await fetch(`${sim.url}/v1/models`)).json()) as { data: { id: string }[] };
     const props = {
-      projectRoot: PROJECT_ROOT, providerVersion: "1",
+      projectRoot: PROJECT_ROOT,
+      providerVersion: "1",
       // The URL as seen on the host; only the tunnel reaches it from here.
       endpoint: { url: `http://127.0.0.1:${sim.port}`, model: models.data[0].id },
-      hostAccess: { connection: connection(), unit: "sglang-autoregressive.service", remoteHost: "127.0.0.1", remotePort: sim.port },
+      hostAccess: {
+        connection: connection(),
+        unit: "sglang-autoregressive.service",
+        remoteHost: "127.0.0.1",
+        remotePort: sim.port,
+      },
       verifyPolicy: { thinkingToggle: true },
     };
     const r = await read("id", props as never);

@@ -17,7 +17,13 @@ export function unitsOf(
   return renderServiceUnits({
     services: c.services,
     program: simulated
-      ? { kind: "simulator", profile: c.simulator.profile, serviceProfiles: c.simulator.serviceProfiles, faults: c.simulator.faults, timeScale: c.simulator.timeScale }
+      ? {
+          kind: "simulator",
+          profile: c.simulator.profile,
+          serviceProfiles: c.simulator.serviceProfiles,
+          faults: c.simulator.faults,
+          timeScale: c.simulator.timeScale,
+        }
       : { kind: "sglang" },
     serviceUser: c.environment.serviceUser,
     serviceHome: c.environment.serviceHome,

@@ -34,15 +34,27 @@ afterEach(() => {
 /** Runs a script exactly as hostScript renders it (base64 inside, each argument quoted). */
 function run(script: string, args: string[], env: Record<string, string> = {}, input?: string) {
   const text = fs.readFileSync(script, "utf8");
-  const cmd = renderInvocation({ scriptText: text, scriptName: path.basename(script), args, environment: { GPUHOST_ROOT: root, ...env }, pathPrefix: stubs });
+  const cmd = renderInvocation({
+    scriptText: text,
+    scriptName: path.basename(script),
+    args,
+    environment: { GPUHOST_ROOT: root, ...env },
+    pathPrefix: stubs,
+  });
   const r = spawnSync("/bin/sh", ["-c", cmd], { encoding: "utf8", input });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
-const calls = () => (fs.existsSync(`${root}/systemctl.log`) ? fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n") : []);
+const calls = () =>
+  fs.existsSync(`${root}/systemctl.log`) ? fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n") : [];
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 describe("shellcheck", () => {
-  const all = [SCRIPTS, ENV_SCRIPTS].flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".sh")).map((f) => path.join(d, f)));
+  const all = [SCRIPTS, ENV_SCRIPTS].flatMap((d) =>
+    fs
+      .readdirSync(d)
+      .filter((f) => f.endsWith(".sh"))
+      .map((f) => path.join(d, f)),
+  );
   it.each(all)("%s is shellcheck-clean and strict", (file) => {
     const r = spawnSync("shellcheck", ["--severity=style", file], { encoding: "utf8" });
     expect(r.error, "shellcheck is installed (Debian: apt-get install -y shellcheck)").toBeUndefined();
@@ -54,10 +66,18 @@ describe("shellcheck", () => {
 
 describe("install-unit.sh", () => {
   it("writes the unit and reloads systemd once; a second run changes nothing", () => {
-    const first = run(`${SCRIPTS}/install-unit.sh`, ["sglang-autoregressive.service", b64("[Service]\nExecStart=/bin/true\n")]);
+    const first = run(`${SCRIPTS}/install-unit.sh`, [
+      "sglang-autoregressive.service",
+      b64("[Service]\nExecStart=/bin/true\n"),
+    ]);
     expect(first).toMatchObject({ code: 0, stdout: "changed=true\n" });
-    expect(fs.readFileSync(`${root}/etc/systemd/system/sglang-autoregressive.service`, "utf8")).toBe("[Service]\nExecStart=/bin/true\n");
-    const second = run(`${SCRIPTS}/install-unit.sh`, ["sglang-autoregressive.service", b64("[Service]\nExecStart=/bin/true\n")]);
+    expect(fs.readFileSync(`${root}/etc/systemd/system/sglang-autoregressive.service`, "utf8")).toBe(
+      "[Service]\nExecStart=/bin/true\n",
+    );
+    const second = run(`${SCRIPTS}/install-unit.sh`, [
+      "sglang-autoregressive.service",
+      b64("[Service]\nExecStart=/bin/true\n"),
+    ]);
     expect(second.stdout).toBe("changed=false\n");
     expect(calls()).toEqual(["daemon-reload"]);
   });
@@ -74,30 +94,55 @@ describe("activate.sh: exactly one service, restarted only when its stamp change
   const S1 = "a".repeat(64);
   const S2 = "b".repeat(64);
   beforeEach(() => {
-    for (const k of ["autoregressive", "eagle3"]) run(`${SCRIPTS}/install-unit.sh`, [`sglang-${k}.service`, b64(`# ${k}\n`)]);
+    for (const k of ["autoregressive", "eagle3"])
+      run(`${SCRIPTS}/install-unit.sh`, [`sglang-${k}.service`, b64(`# ${k}\n`)]);
     fs.rmSync(`${root}/systemctl.log`);
   });
 
   it("first run starts the active one; the same stamp again does nothing; a new stamp restarts", () => {
-    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout).toContain("restarted=true");
-    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout).toContain("restarted=false");
-    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S2, "sglang-eagle3.service"]).stdout).toContain("restarted=true (unit or environment changed)");
-    expect(calls().filter((c) => c.startsWith("restart"))).toEqual(["restart sglang-autoregressive.service", "restart sglang-autoregressive.service"]);
+    expect(
+      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout,
+    ).toContain("restarted=true");
+    expect(
+      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout,
+    ).toContain("restarted=false");
+    expect(
+      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S2, "sglang-eagle3.service"]).stdout,
+    ).toContain("restarted=true (unit or environment changed)");
+    expect(calls().filter((c) => c.startsWith("restart"))).toEqual([
+      "restart sglang-autoregressive.service",
+      "restart sglang-autoregressive.service",
+    ]);
   });
 
   it("a stopped service with an unchanged stamp is started, not restarted", () => {
     run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]);
     fs.writeFileSync(`${root}/active`, "");
-    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout).toContain("restarted=true (was not running)");
+    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout).toContain(
+      "restarted=true (was not running)",
+    );
     // A unit that crashed into its start limit refuses a plain start: the failure is cleared first.
     const calls = fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n");
-    expect(calls.slice(-2)).toEqual(["reset-failed sglang-autoregressive.service", "start sglang-autoregressive.service"]);
+    expect(calls.slice(-2)).toEqual([
+      "reset-failed sglang-autoregressive.service",
+      "start sglang-autoregressive.service",
+    ]);
   });
 
   it("switching stops and disables the other service, then starts the new one", () => {
-    run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service", "sglang-dflash.service"]);
+    run(`${SCRIPTS}/activate.sh`, [
+      "sglang-autoregressive.service",
+      S1,
+      "sglang-eagle3.service",
+      "sglang-dflash.service",
+    ]);
     fs.rmSync(`${root}/systemctl.log`);
-    run(`${SCRIPTS}/activate.sh`, ["sglang-eagle3.service", S2, "sglang-autoregressive.service", "sglang-dflash.service"]);
+    run(`${SCRIPTS}/activate.sh`, [
+      "sglang-eagle3.service",
+      S2,
+      "sglang-autoregressive.service",
+      "sglang-dflash.service",
+    ]);
     expect(calls()).toEqual([
       "stop sglang-autoregressive.service",
       "disable sglang-autoregressive.service",
@@ -128,11 +173,15 @@ describe("remove-unit.sh", () => {
 describe("api-key-file.sh", () => {
   it("writes a 0600 file from standard input; the same key again changes nothing", () => {
     const key = "0123456789abcdef0123456789abcdef";
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, `${key}\n`).stdout).toBe("changed=true\n");
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, `${key}\n`).stdout).toBe(
+      "changed=true\n",
+    );
     const file = `${root}/etc/gpuhost/sglang-api-key.env`;
     expect(fs.readFileSync(file, "utf8")).toBe(`SGLANG_API_KEY=${key}\n`);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, key).stdout).toBe("changed=false\n");
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, key).stdout).toBe(
+      "changed=false\n",
+    );
     expect(run(`${SCRIPTS}/remove-api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"]).stdout).toBe("changed=true\n");
     expect(fs.existsSync(file)).toBe(false);
   });

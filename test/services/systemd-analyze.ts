@@ -24,7 +24,10 @@ export function splitDumpedCommandLine(line: string): string[] {
   const words: string[] = [];
   let i = 0;
   while (i < line.length) {
-    if (line[i] === " ") { i++; continue; }
+    if (line[i] === " ") {
+      i++;
+      continue;
+    }
     let word = "";
     if (line[i] === '"') {
       i++;
@@ -47,7 +50,10 @@ export function splitDumpedCommandLine(line: string): string[] {
 export function verifyUnit(name: string, content: string, opts: { stubProgram?: boolean } = {}): VerifyResult {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-units-"));
   try {
-    fs.cpSync("/usr/lib/systemd/system", path.join(root, "usr/lib/systemd/system"), { recursive: true, verbatimSymlinks: true });
+    fs.cpSync("/usr/lib/systemd/system", path.join(root, "usr/lib/systemd/system"), {
+      recursive: true,
+      verbatimSymlinks: true,
+    });
     fs.mkdirSync(path.join(root, "etc/systemd/system"), { recursive: true });
     fs.writeFileSync(path.join(root, "etc/systemd/system", name), content);
     const program = /^ExecStart=(\S+)/m.exec(content)?.[1];

@@ -20,7 +20,9 @@ const story = unitsOf("story");
 const unit = (kind: string) => story.find((u) => u.kind === kind)!.content;
 
 describe("rendered units: golden", () => {
-  it.each(["autoregressive", "eagle3", "dflash"])("story host, %s", (kind) => golden(`story-${kind}.service`, unit(kind)));
+  it.each(["autoregressive", "eagle3", "dflash"])("story host, %s", (kind) =>
+    golden(`story-${kind}.service`, unit(kind)),
+  );
   it("simulated host, autoregressive (the simulator as ExecStart, same structure)", () => {
     golden("sim-autoregressive.service", unitsOf("sim").find((u) => u.kind === "autoregressive")!.content);
   });
@@ -28,7 +30,11 @@ describe("rendered units: golden", () => {
 
 describe("rendered units: content", () => {
   it("renders exactly the configured services", () => {
-    expect(story.map((u) => u.name)).toEqual(["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"]);
+    expect(story.map((u) => u.name)).toEqual([
+      "sglang-autoregressive.service",
+      "sglang-eagle3.service",
+      "sglang-dflash.service",
+    ]);
     expect(unitsOf("sim", { extra: { services: { modelPath: "m" } } }).map((u) => u.kind)).toEqual(["autoregressive"]);
   });
 
@@ -66,7 +72,9 @@ describe("rendered units: content", () => {
   it("binds 127.0.0.1 unless told otherwise", () => {
     expect(unitsOf("testhost")[0]!.content).toContain(" --host 127.0.0.1 --port 30000 ");
     expect(unit("autoregressive")).toContain(" --host 127.0.0.1 --port 30001 ");
-    const exposed = unitsOf("story", { extra: { services: { ...(stackConfig("story").services as object), host: "0.0.0.0" } } });
+    const exposed = unitsOf("story", {
+      extra: { services: { ...(stackConfig("story").services as object), host: "0.0.0.0" } },
+    });
     expect(exposed[0]!.content).toContain(" --host 0.0.0.0 --port 30001 ");
   });
 
@@ -84,30 +92,92 @@ describe("rendered units: content", () => {
 });
 
 describe("launch args", () => {
-  const base = { modelPath: "/m", tp: 8, host: "127.0.0.1", port: 30001, trustRemoteCode: true, enableMetrics: false, reasoningParser: "kimi_k2", toolCallParser: "kimi_k2", memFractionStatic: 0.85 };
+  const base = {
+    modelPath: "/m",
+    tp: 8,
+    host: "127.0.0.1",
+    port: 30001,
+    trustRemoteCode: true,
+    enableMetrics: false,
+    reasoningParser: "kimi_k2",
+    toolCallParser: "kimi_k2",
+    memFractionStatic: 0.85,
+  };
   it("autoregressive: each flag and value its own word", () => {
     expect(sglangArgv(base)).toEqual([
-      "--model-path", "/m", "--trust-remote-code", "--host", "127.0.0.1", "--port", "30001", "--tp", "8",
-      "--mem-fraction-static", "0.85", "--reasoning-parser", "kimi_k2", "--tool-call-parser", "kimi_k2",
+      "--model-path",
+      "/m",
+      "--trust-remote-code",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "30001",
+      "--tp",
+      "8",
+      "--mem-fraction-static",
+      "0.85",
+      "--reasoning-parser",
+      "kimi_k2",
+      "--tool-call-parser",
+      "kimi_k2",
     ]);
   });
   it("EAGLE3 and DFLASH flags", () => {
-    const e = sglangArgv({ ...base, speculative: { algorithm: "EAGLE3", draftModelPath: "/d", numSteps: 3, eagleTopk: 1, numDraftTokens: 4 } });
+    const e = sglangArgv({
+      ...base,
+      speculative: { algorithm: "EAGLE3", draftModelPath: "/d", numSteps: 3, eagleTopk: 1, numDraftTokens: 4 },
+    });
     expect(e.slice(-10)).toEqual([
-      "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",
-      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+      "--speculative-algorithm",
+      "EAGLE3",
+      "--speculative-draft-model-path",
+      "/d",
+      "--speculative-num-steps",
+      "3",
+      "--speculative-eagle-topk",
+      "1",
+      "--speculative-num-draft-tokens",
+      "4",
     ]);
     const d = sglangArgv({ ...base, speculative: { algorithm: "DFLASH", draftModelPath: "/d", dflashBlockSize: 16 } });
-    expect(d.slice(-6)).toEqual(["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/d", "--speculative-dflash-block-size", "16"]);
+    expect(d.slice(-6)).toEqual([
+      "--speculative-algorithm",
+      "DFLASH",
+      "--speculative-draft-model-path",
+      "/d",
+      "--speculative-dflash-block-size",
+      "16",
+    ]);
   });
   it("the simulator gets the flags it knows and the configured model name", () => {
     const argv = execStartArgv(
-      { kind: "simulator", nodePath: "/usr/bin/node", projectRoot: "/p", profile: "tiny", faults: ["jit-crash"], timeScale: 4 },
+      {
+        kind: "simulator",
+        nodePath: "/usr/bin/node",
+        projectRoot: "/p",
+        profile: "tiny",
+        faults: ["jit-crash"],
+        timeScale: 4,
+      },
       { ...base, apiKeyEnv: "SGLANG_API_KEY" },
     );
     expect(argv).toEqual([
-      "/usr/bin/node", "/p/dist/simulator/main.js", "--profile", "tiny", "--time-scale", "4", "--fault", "jit-crash",
-      "--host", "127.0.0.1", "--port", "30001", "--served-model-name", "/m", "--api-key", { env: "SGLANG_API_KEY" },
+      "/usr/bin/node",
+      "/p/dist/simulator/main.js",
+      "--profile",
+      "tiny",
+      "--time-scale",
+      "4",
+      "--fault",
+      "jit-crash",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "30001",
+      "--served-model-name",
+      "/m",
+      "--api-key",
+      { env: "SGLANG_API_KEY" },
     ]);
   });
   it("quoting: plain words stay plain, everything else is one double-quoted word", () => {
@@ -122,10 +192,21 @@ describe("launch args", () => {
   });
 });
 
-const HOSTILE = ["x; touch /tmp/pwned", "$(touch /tmp/pwned)", "`id`", "a\"b'c\\d", "%n %% 100%", "${HOME}$PATH", ";", "tab\there", "new\nline"];
+const HOSTILE = [
+  "x; touch /tmp/pwned",
+  "$(touch /tmp/pwned)",
+  "`id`",
+  "a\"b'c\\d",
+  "%n %% 100%",
+  "${HOME}$PATH",
+  ";",
+  "tab\there",
+  "new\nline",
+];
 
 describe("systemd-analyze verify (systemd's own parser)", () => {
-  it("systemd-analyze is installed (Debian: apt-get install -y systemd)", () => expect(systemdAnalyzeAvailable()).toBe(true));
+  it("systemd-analyze is installed (Debian: apt-get install -y systemd)", () =>
+    expect(systemdAnalyzeAvailable()).toBe(true));
   const all = [
     ...story.map((u) => ({ label: `story ${u.kind}`, ...u })),
     ...unitsOf("sim").map((u) => ({ label: `sim ${u.kind}`, ...u })),
@@ -163,7 +244,10 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
       });
       // Control characters are refused by the schema; the quoting layer still escapes them.
       const direct = renderExecLine(["/bin/prog", "--model-path", hostile]);
-      for (const [name, content] of [...units.map((u) => [u.name, u.content] as const), ["direct.service", `[Service]\nExecStart=${direct}\n`] as const]) {
+      for (const [name, content] of [
+        ...units.map((u) => [u.name, u.content] as const),
+        ["direct.service", `[Service]\nExecStart=${direct}\n`] as const,
+      ]) {
         const r = verifyUnit(name, content);
         expect(r.status, `${name} ${JSON.stringify(hostile)}: ${r.stderr}`).toBe(0);
         const at = r.argv.indexOf("--model-path");

@@ -31,16 +31,18 @@ describe("pins, lock and JIT workspace", () => {
       "flashinfer-jit-cache==0.7.2+cu130",
       "ninja==1.13.2",
     ]);
-    expect(indexArgs(envOf({ pipIndexUrl: "http://127.0.0.1:1/simple/", pipExtraIndexUrls: ["http://127.0.0.1:2/"] }))).toEqual([
-      "--index-url", "http://127.0.0.1:1/simple/", "--extra-index-url", "http://127.0.0.1:2/",
-    ]);
+    expect(
+      indexArgs(envOf({ pipIndexUrl: "http://127.0.0.1:1/simple/", pipExtraIndexUrls: ["http://127.0.0.1:2/"] })),
+    ).toEqual(["--index-url", "http://127.0.0.1:1/simple/", "--extra-index-url", "http://127.0.0.1:2/"]);
   });
 
   it("torch must be the CUDA build of the toolkit, checked before any download", () => {
     expect(torchCudaRelease("2.14.1+cu130")).toBe("13.0");
     expect(torchCudaRelease("2.14.1+cu128")).toBe("12.8");
     expect(() => checkTorchMatchesToolkit("2.14.1+cu130", "13.0")).not.toThrow();
-    expect(() => checkTorchMatchesToolkit("2.14.1+cu128", "13.0")).toThrow("built for CUDA 12.8, but the toolkit is 13.0");
+    expect(() => checkTorchMatchesToolkit("2.14.1+cu128", "13.0")).toThrow(
+      "built for CUDA 12.8, but the toolkit is 13.0",
+    );
     expect(() => checkTorchMatchesToolkit("2.14.1", "13.0")).toThrow(/not pinned to a CUDA build/);
   });
 
@@ -74,7 +76,9 @@ describe("host scripts on a simulated root", () => {
     marker = path.join(os.tmpdir(), `gpuhost-pwned-${process.pid}-${Date.now()}`);
     // Stubs (named so) that record any attempt to install: the simulated path must never reach them.
     for (const tool of ["pip", "pip3", "python3", "useradd"]) {
-      fs.writeFileSync(path.join(stubs, tool), `#!/bin/sh\necho "${tool} $*" >> "${root}/installs.log"\nexit 1\n`, { mode: 0o755 });
+      fs.writeFileSync(path.join(stubs, tool), `#!/bin/sh\necho "${tool} $*" >> "${root}/installs.log"\nexit 1\n`, {
+        mode: 0o755,
+      });
     }
   });
   afterEach(() => {
@@ -109,7 +113,14 @@ describe("host scripts on a simulated root", () => {
   });
 
   const e = envOf();
-  const venvArgs = (toolkit = "13.0", reqs = requirements(e)) => [e.venvPath, e.python, toolkit, pinsLock(e), "--", ...reqs];
+  const venvArgs = (toolkit = "13.0", reqs = requirements(e)) => [
+    e.venvPath,
+    e.python,
+    toolkit,
+    pinsLock(e),
+    "--",
+    ...reqs,
+  ];
 
   it("python-env.sh records the lock on a simulated host and downloads nothing; a second run is a no-op", () => {
     const first = run("python-env.sh", venvArgs());
@@ -132,8 +143,20 @@ describe("host scripts on a simulated root", () => {
   });
 
   it("python-env.sh refuses a hostile venv path or lock; nothing runs", () => {
-    expect(run("python-env.sh", [`/opt/v;touch ${marker}`, "/usr/bin/python3", "13.0", pinsLock(e), "--", "torch==2.14.1+cu130"]).code).toBe(2);
-    expect(run("python-env.sh", ["/opt/v", "/usr/bin/python3", "13.0", `$(touch ${marker})`, "--", "torch==2.14.1+cu130"]).code).toBe(2);
+    expect(
+      run("python-env.sh", [
+        `/opt/v;touch ${marker}`,
+        "/usr/bin/python3",
+        "13.0",
+        pinsLock(e),
+        "--",
+        "torch==2.14.1+cu130",
+      ]).code,
+    ).toBe(2);
+    expect(
+      run("python-env.sh", ["/opt/v", "/usr/bin/python3", "13.0", `$(touch ${marker})`, "--", "torch==2.14.1+cu130"])
+        .code,
+    ).toBe(2);
     expect(fs.existsSync(marker)).toBe(false);
     expect(installs()).toBe("");
   });
@@ -144,6 +167,8 @@ describe("host scripts on a simulated root", () => {
     expect(fs.statSync(`${root}/var/cache/gpuhost/flashinfer/cuda13.0-0123456789abcdef`).isDirectory()).toBe(true);
     expect(run("jit-cache.sh", ["/var/cache/x", `k;touch ${marker}`, "sglang"]).code).toBe(2);
     expect(fs.existsSync(marker)).toBe(false);
-    expect(run("prewarm.sh", ["/opt/gpuhost/venv", "/var/cache/x", "sglang", "/usr/local/cuda-13.0"]).stdout).toContain("prewarm=skipped");
+    expect(run("prewarm.sh", ["/opt/gpuhost/venv", "/var/cache/x", "sglang", "/usr/local/cuda-13.0"]).stdout).toContain(
+      "prewarm=skipped",
+    );
   });
 });

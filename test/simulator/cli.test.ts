@@ -31,7 +31,9 @@ function run(args: string[], via: "npx" | "tsx" = "npx"): Run {
   let err = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("close", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal })),
+  );
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
@@ -50,7 +52,13 @@ describe("gpuhost sim command line (real child processes)", () => {
   it("--list prints every profile and every fault with a description", async () => {
     const r = run(["--list"]);
     expect((await r.exited).code).toBe(0);
-    for (const name of ["tiny", "kimi-k2.6-8x-rtx-pro-6000", "kimi-k2.6-8x-rtx-pro-6000-eagle3", "kimi-k2.6-8x-rtx-pro-6000-dflash", "kimi-k2.6-8x-h200"]) {
+    for (const name of [
+      "tiny",
+      "kimi-k2.6-8x-rtx-pro-6000",
+      "kimi-k2.6-8x-rtx-pro-6000-eagle3",
+      "kimi-k2.6-8x-rtx-pro-6000-dflash",
+      "kimi-k2.6-8x-h200",
+    ]) {
       expect(r.stdout()).toMatch(new RegExp(`^  ${name.replace(/\./g, "\\.")} +\\S`, "m"));
     }
     for (const fault of FAULT_NAMES) expect(r.stdout()).toMatch(new RegExp(`^  ${fault} +\\S`, "m"));
@@ -61,7 +69,10 @@ describe("gpuhost sim command line (real child processes)", () => {
     const url = await urlOf(r);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     await waitHealthy(url);
-    const res = await post(`${url}/v1/chat/completions`, { messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 300 });
+    const res = await post(`${url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "Say just 'OK'" }],
+      max_tokens: 300,
+    });
     expect(res.body.model).toBe("kimi");
     expect(res.body.choices[0].message.content).toBe("OK");
     r.child.kill("SIGTERM");
@@ -74,7 +85,9 @@ describe("gpuhost sim command line (real child processes)", () => {
     const r = run(["--fault", "jit-crash", "--port", "0", "--time-scale", "10"]);
     const url = await urlOf(r);
     await waitHealthy(url);
-    await expect(post(`${url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], max_tokens: 8 })).rejects.toThrow();
+    await expect(
+      post(`${url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], max_tokens: 8 }),
+    ).rejects.toThrow();
     const { code } = await r.exited;
     expect(code).not.toBe(0);
     expect(code).toBe(1);
@@ -90,8 +103,23 @@ describe("gpuhost sim command line (real child processes)", () => {
 
 describe("argument parsing", () => {
   it("takes repeated and comma-separated faults, --flag=value, and defaults", () => {
-    expect(parseSimArgs([])).toMatchObject({ profile: "tiny", port: 30000, host: "127.0.0.1", timeScale: 1, faults: [] });
-    const a = parseSimArgs(["--fault", "silent", "--fault=late-port,jit-crash", "--port=0", "--time-scale", "50", "--api-key", "k"]);
+    expect(parseSimArgs([])).toMatchObject({
+      profile: "tiny",
+      port: 30000,
+      host: "127.0.0.1",
+      timeScale: 1,
+      faults: [],
+    });
+    const a = parseSimArgs([
+      "--fault",
+      "silent",
+      "--fault=late-port,jit-crash",
+      "--port=0",
+      "--time-scale",
+      "50",
+      "--api-key",
+      "k",
+    ]);
     expect(a).toMatchObject({ faults: ["silent", "late-port,jit-crash"], port: 0, timeScale: 50, apiKey: "k" });
   });
 

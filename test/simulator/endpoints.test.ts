@@ -13,7 +13,10 @@ describe("SGLang's native endpoints", () => {
     expect((await fetch(`${sim.url}/health`)).status).toBe(503);
     expect((await fetch(`${sim.url}/health_generate`)).status).toBe(503);
     expect((await json(`${sim.url}/v1/models`)).status).toBe(503);
-    const chat = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+    const chat = await post(`${sim.url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+    });
     expect(chat.status).toBe(503);
     expect(chat.body.error.message).toMatch(/loading/);
     expect((await json(`${sim.url}/sim/truth`)).body.status).toBe("loading");
@@ -34,7 +37,10 @@ describe("SGLang's native endpoints", () => {
   it("/generate: meta_info with e2e_latency; speculative profiles add spec_verify_ct and spec_accept_length", async () => {
     const sim = await startTestSim({ profile: "kimi-k2.6-8x-rtx-pro-6000-eagle3", timeScale: 2000 });
     await waitHealthy(sim.url);
-    const res = await post(`${sim.url}/generate`, { text: "Once upon a time", sampling_params: { max_new_tokens: 3000, ignore_eos: true } });
+    const res = await post(`${sim.url}/generate`, {
+      text: "Once upon a time",
+      sampling_params: { max_new_tokens: 3000, ignore_eos: true },
+    });
     expect(res.status).toBe(200);
     const meta = res.body.meta_info;
     expect(meta.completion_tokens).toBe(3000);
@@ -84,7 +90,11 @@ describe("SGLang's native endpoints", () => {
     const sim = await startTestSim({ timeScale: 0.5 });
     await waitHealthy(sim.url);
     const all = Array.from({ length: 40 }, () =>
-      post(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "essay" }], max_tokens: 600, chat_template_kwargs: { thinking: false } }),
+      post(`${sim.url}/v1/chat/completions`, {
+        messages: [{ role: "user", content: "essay" }],
+        max_tokens: 600,
+        chat_template_kwargs: { thinking: false },
+      }),
     );
     await sleep(200);
     const text = await (await fetch(`${sim.url}/metrics`)).text();

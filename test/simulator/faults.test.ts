@@ -5,7 +5,11 @@ import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy 
 
 afterEach(closeAll);
 
-const CHAT = { messages: [{ role: "user", content: "Write about serving." }], max_tokens: 200, chat_template_kwargs: { thinking: false } };
+const CHAT = {
+  messages: [{ role: "user", content: "Write about serving." }],
+  max_tokens: 200,
+  chat_template_kwargs: { thinking: false },
+};
 
 function connects(url: string): Promise<boolean> {
   const { hostname, port } = new URL(url);
@@ -103,7 +107,11 @@ describe("faults", () => {
     const sim = await startTestSim({ faults: ["thinking-budget"], timeScale: 4 });
     await waitHealthy(sim.url);
     const openai = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: "none", maxRetries: 0 });
-    const res = await openai.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Hello" }], max_tokens: 64 });
+    const res = await openai.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Hello" }],
+      max_tokens: 64,
+    });
     const message = res.choices[0].message as { content: string | null; reasoning_content?: string | null };
     expect(message.content ?? "").toBe("");
     expect(message.reasoning_content?.length).toBeGreaterThan(0);
@@ -172,7 +180,10 @@ describe("faults", () => {
     });
     const sim = await startTestSim({ profile, timeScale: 4 });
     await waitHealthy(sim.url);
-    const res = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Hello" }], max_tokens: 20 });
+    const res = await post(`${sim.url}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "Hello" }],
+      max_tokens: 20,
+    });
     expect(res.body.choices[0].finish_reason).toBe("length");
     expect(res.body.usage.reasoning_tokens).toBe(20);
     await expect(startTestSim({ faults: ["nope"] })).rejects.toThrow(/unknown fault 'nope'/);

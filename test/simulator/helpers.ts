@@ -55,8 +55,16 @@ export async function json(url: string, init?: RequestInit): Promise<{ status: n
   return { status: res.status, body };
 }
 
-export function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
-  return json(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+export function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any }> {
+  return json(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 /** Poll until /health answers 200 (the simulator loaded and warmed up). */

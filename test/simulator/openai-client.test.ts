@@ -19,7 +19,11 @@ describe("the official openai client against the simulator", () => {
 
   it("non-streaming: reasoning_content, answer, usage counting reasoning inside completion_tokens", async () => {
     const { openai } = await client();
-    const res = await openai.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 400 });
+    const res = await openai.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Say just 'OK'" }],
+      max_tokens: 400,
+    });
     const choice = res.choices[0];
     const message = choice.message as typeof choice.message & { reasoning_content?: string | null };
     expect(message.content).toBe("OK");
@@ -48,7 +52,11 @@ describe("the official openai client against the simulator", () => {
 
   it("max_tokens is honoured: finish_reason length at exactly max_tokens", async () => {
     const { openai } = await client();
-    const res = await openai.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Write an essay." }], max_tokens: 300 });
+    const res = await openai.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Write an essay." }],
+      max_tokens: 300,
+    });
     expect(res.choices[0].finish_reason).toBe("length");
     expect(res.usage?.completion_tokens).toBe(300);
     expect(res.choices[0].message.content?.length).toBeGreaterThan(0);
@@ -94,14 +102,24 @@ describe("the official openai client against the simulator", () => {
   it("errors are OpenAI-shaped: a prompt over the context length is a 400 the client raises", async () => {
     const { openai } = await client();
     await expect(
-      openai.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 40_000 }),
+      openai.chat.completions.create({
+        model: "tiny",
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 40_000,
+      }),
     ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("maximum context length") });
-    await expect(openai.chat.completions.create({ model: "tiny", messages: [] })).rejects.toMatchObject({ status: 400 });
+    await expect(openai.chat.completions.create({ model: "tiny", messages: [] })).rejects.toMatchObject({
+      status: 400,
+    });
   });
 
   it("with an API key: 401 Unauthorized without it (health exempt), success with it", async () => {
     const { sim, openai } = await client({ apiKey: "sekret" });
-    const res = await openai.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 200 });
+    const res = await openai.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Say just 'OK'" }],
+      max_tokens: 200,
+    });
     expect(res.choices[0].message.content).toBe("OK");
     const denied = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }] });
     expect(denied).toEqual({ status: 401, body: { error: "Unauthorized" } });

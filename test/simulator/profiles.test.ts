@@ -1,9 +1,22 @@
 import { describe, expect, it } from "vitest";
 import { listProfiles, loadProfile, parseProfile, ProfileError } from "../../simulator/profile";
-import { curveAt, decodeRates, drawLength, expectedRun, seededRandom, theoreticalLevel } from "../../simulator/perf-model";
+import {
+  curveAt,
+  decodeRates,
+  drawLength,
+  expectedRun,
+  seededRandom,
+  theoreticalLevel,
+} from "../../simulator/perf-model";
 import { derivedProfile } from "./helpers";
 
-const SHIPPED = ["kimi-k2.6-8x-rtx-pro-6000", "kimi-k2.6-8x-rtx-pro-6000-eagle3", "kimi-k2.6-8x-rtx-pro-6000-dflash", "kimi-k2.6-8x-h200", "tiny"];
+const SHIPPED = [
+  "kimi-k2.6-8x-rtx-pro-6000",
+  "kimi-k2.6-8x-rtx-pro-6000-eagle3",
+  "kimi-k2.6-8x-rtx-pro-6000-dflash",
+  "kimi-k2.6-8x-h200",
+  "tiny",
+];
 
 describe("profiles", () => {
   it("ships the story host's three services, an H200 profile and tiny, all valid", () => {
@@ -47,7 +60,10 @@ describe("profiles", () => {
     a.faults = ["no-such-fault"];
     expect(() => parseProfile(a, "x")).toThrow(/faults\[0\]/);
     const b = clone();
-    b.decode.perRequestTokensPerSecond = [{ batch: 8, value: 1 }, { batch: 2, value: 1 }];
+    b.decode.perRequestTokensPerSecond = [
+      { batch: 8, value: 1 },
+      { batch: 2, value: 1 },
+    ];
     expect(() => parseProfile(b, "x")).toThrow(/decode\.perRequestTokensPerSecond: points must be sorted/);
     const c = clone();
     c.load.maxSeconds = 0.1;
@@ -82,8 +98,12 @@ describe("performance model arithmetic", () => {
     const one = decodeRates(eagle, 1);
     expect(one.tokensPerStep).toBe(3.2);
     expect(one.tokensPerSecond).toBeCloseTo((42 / 1.35) * 3.2, 9);
-    expect(theoreticalLevel(eagle, 1).aggregateTokensPerSecond).toBeGreaterThan(2 * theoreticalLevel(ar, 1).aggregateTokensPerSecond);
-    expect(theoreticalLevel(eagle, 64).aggregateTokensPerSecond).toBeLessThan(theoreticalLevel(ar, 64).aggregateTokensPerSecond);
+    expect(theoreticalLevel(eagle, 1).aggregateTokensPerSecond).toBeGreaterThan(
+      2 * theoreticalLevel(ar, 1).aggregateTokensPerSecond,
+    );
+    expect(theoreticalLevel(eagle, 64).aggregateTokensPerSecond).toBeLessThan(
+      theoreticalLevel(ar, 64).aggregateTokensPerSecond,
+    );
     expect(theoreticalLevel(eagle, 64).acceptLength).toBe(1.7);
   });
 
@@ -97,8 +117,20 @@ describe("performance model arithmetic", () => {
 
   it("length draws are deterministic for a seed and stay inside their bounds", () => {
     const dist = { distribution: "lognormal" as const, median: 900, sigma: 0.7, min: 40, max: 16000 };
-    const a = Array.from({ length: 200 }, ((r) => () => drawLength(dist, r))(seededRandom(5)));
-    const b = Array.from({ length: 200 }, ((r) => () => drawLength(dist, r))(seededRandom(5)));
+    const a = Array.from(
+      { length: 200 },
+      (
+        (r) => () =>
+          drawLength(dist, r)
+      )(seededRandom(5)),
+    );
+    const b = Array.from(
+      { length: 200 },
+      (
+        (r) => () =>
+          drawLength(dist, r)
+      )(seededRandom(5)),
+    );
     expect(a).toEqual(b);
     expect(Math.min(...a)).toBeGreaterThanOrEqual(40);
     expect(Math.max(...a)).toBeLessThanOrEqual(16000);

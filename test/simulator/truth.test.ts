@@ -22,7 +22,10 @@ describe("ground truth", () => {
     // A slow model (250 tok/s per request) keeps the client's own CPU work negligible, so that
     // what is compared is the simulator's timing, not the test machine's load.
     const profile = derivedProfile("tiny", (p) => {
-      p.decode.perRequestTokensPerSecond = [{ batch: 1, value: 300 }, { batch: 8, value: 250 }];
+      p.decode.perRequestTokensPerSecond = [
+        { batch: 1, value: 300 },
+        { batch: 8, value: 250 },
+      ];
     });
     const sim = await startTestSim({ profile, timeScale: 1 });
     await waitHealthy(sim.url);
@@ -32,7 +35,9 @@ describe("ground truth", () => {
     const usages = await Promise.all(Array.from({ length: 8 }, () => streamOne(openai, 250)));
     const wallSeconds = (performance.now() - t0) / 1000;
     const promptTokens = usages[0].prompt_tokens;
-    const truth = (await json(`${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`)).body;
+    const truth = (
+      await json(`${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`)
+    ).body;
 
     const clientTokens = usages.reduce((a, u) => a + u.completion_tokens, 0);
     expect(clientTokens).toBe(2000);
@@ -56,7 +61,10 @@ describe("ground truth", () => {
     const sim = await startTestSim({ timeScale: 4 });
     await waitHealthy(sim.url);
     const t0 = performance.now();
-    const res = await post(`${sim.url}/generate`, { text: "abcd", sampling_params: { max_new_tokens: 4000, ignore_eos: true } });
+    const res = await post(`${sim.url}/generate`, {
+      text: "abcd",
+      sampling_params: { max_new_tokens: 4000, ignore_eos: true },
+    });
     const wall = (performance.now() - t0) / 1000;
     const reported = res.body.meta_info.e2e_latency;
     // 4000 tokens at 2000 tok/s (batch 1) after a 2 ms prefill: about 2 simulated seconds
@@ -77,7 +85,10 @@ describe("ground truth", () => {
       await waitHealthy(sim.url);
       const out: number[] = [];
       for (let i = 0; i < 4; i++) {
-        const r = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 500 });
+        const r = await post(`${sim.url}/v1/chat/completions`, {
+          messages: [{ role: "user", content: "Say just 'OK'" }],
+          max_tokens: 500,
+        });
         out.push(r.body.usage.reasoning_tokens);
       }
       await sim.close();

@@ -11,8 +11,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 
 export interface TestSshd {
-  host: string; port: number; user: string;
-  privateKey: string; privateKeyPath: string;
+  host: string;
+  port: number;
+  user: string;
+  privateKey: string;
+  privateKeyPath: string;
   /** The server's public host key, as `ssh-ed25519 AAAA...`. */
   hostKey: string;
   stop(): Promise<void>;
@@ -29,18 +32,36 @@ export async function startSshd(): Promise<TestSshd> {
   fs.copyFileSync(path.join(dir, "client_key.pub"), path.join(dir, "authorized_keys"));
   fs.mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
   const port = await freePort();
-  fs.writeFileSync(path.join(dir, "sshd_config"), [
-    `Port ${port}`, "ListenAddress 127.0.0.1", `HostKey ${dir}/host_key`, `AuthorizedKeysFile ${dir}/authorized_keys`,
-    `PidFile ${dir}/sshd.pid`, "StrictModes no", "UsePAM no", "PasswordAuthentication no",
-    "PermitRootLogin prohibit-password", "LogLevel ERROR", "",
-  ].join("\n"));
-  const proc: ChildProcess = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: ["ignore", "ignore", "pipe"] });
+  fs.writeFileSync(
+    path.join(dir, "sshd_config"),
+    [
+      `Port ${port}`,
+      "ListenAddress 127.0.0.1",
+      `HostKey ${dir}/host_key`,
+      `AuthorizedKeysFile ${dir}/authorized_keys`,
+      `PidFile ${dir}/sshd.pid`,
+      "StrictModes no",
+      "UsePAM no",
+      "PasswordAuthentication no",
+      "PermitRootLogin prohibit-password",
+      "LogLevel ERROR",
+      "",
+    ].join("\n"),
+  );
+  const proc: ChildProcess = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let stderr = "";
-  proc.stderr?.on("data", (b: Buffer) => { stderr += b; });
+  proc.stderr?.on("data", (b: Buffer) => {
+    stderr += b;
+  });
   const deadline = Date.now() + 10_000;
   for (;;) {
     const up = await new Promise<boolean>((resolve) => {
-      const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
+      const s = net.connect(port, "127.0.0.1", () => {
+        s.destroy();
+        resolve(true);
+      });
       s.on("error", () => resolve(false));
     });
     if (up) break;
@@ -49,8 +70,12 @@ export async function startSshd(): Promise<TestSshd> {
   }
   const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").trim().split(/\s+/).slice(0, 2).join(" ");
   return {
-    host: "127.0.0.1", port, user: "root", hostKey,
-    privateKey: fs.readFileSync(path.join(dir, "client_key"), "utf8"), privateKeyPath: path.join(dir, "client_key"),
+    host: "127.0.0.1",
+    port,
+    user: "root",
+    hostKey,
+    privateKey: fs.readFileSync(path.join(dir, "client_key"), "utf8"),
+    privateKeyPath: path.join(dir, "client_key"),
     async stop() {
       if (proc.exitCode === null) {
         proc.kill("SIGTERM");

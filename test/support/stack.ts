@@ -22,19 +22,26 @@ export interface TestStack {
   dispose(): Promise<void>;
 }
 
-export interface StackSetting { path: string; value: string; secret?: boolean }
+export interface StackSetting {
+  path: string;
+  value: string;
+  secret?: boolean;
+}
 
 export async function createTestStack(base: string, settings: StackSetting[], timeoutMs = 300_000): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stack-"));
   const stack = `t${Date.now().toString(36)}`;
   const program = path.join(PROJECT_ROOT, "dist", "index.js");
   if (!fs.existsSync(program)) throw new Error(`${program} is missing: compile first (npm test does)`);
-  const projectYaml = fs.readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")
+  const projectYaml = fs
+    .readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")
     .replace(/^main: .*$/m, `main: ${program}`)
     .replace(/^stackConfigDir: .*$/m, "");
   fs.writeFileSync(path.join(dir, "Pulumi.yaml"), projectYaml);
   // The base config without its encryption salt: the new stack gets its own.
-  const baseConfig = fs.readFileSync(path.join(PROJECT_ROOT, "stacks", `Pulumi.${base}.yaml`), "utf8").replace(/^encryptionsalt: .*$/m, "");
+  const baseConfig = fs
+    .readFileSync(path.join(PROJECT_ROOT, "stacks", `Pulumi.${base}.yaml`), "utf8")
+    .replace(/^encryptionsalt: .*$/m, "");
   fs.writeFileSync(path.join(dir, `Pulumi.${stack}.yaml`), baseConfig);
   const opts: EngineOptions = { cwd: dir, stateDir: path.join(dir, ".state"), timeoutMs };
   await ensureStack(stack, opts);
@@ -48,7 +55,11 @@ export async function createTestStack(base: string, settings: StackSetting[], ti
     await ok("config", "set", "--path", s.path, s.value, ...(s.secret ? ["--secret"] : []));
   }
   return {
-    dir, stack, opts, run, ok,
+    dir,
+    stack,
+    opts,
+    run,
+    ok,
     async outputs() {
       return JSON.parse((await ok("stack", "output", "--json")).stdout);
     },

@@ -103,10 +103,14 @@ function cacheKey(): string {
 }
 
 async function gpg(home: string, args: string[], input?: string): Promise<string> {
-  const r = await run("gpg", ["--batch", "--quiet", "--homedir", home, "--pinentry-mode", "loopback", "--passphrase", "", ...args], {
-    input,
-    timeoutMs: 60_000,
-  });
+  const r = await run(
+    "gpg",
+    ["--batch", "--quiet", "--homedir", home, "--pinentry-mode", "loopback", "--passphrase", "", ...args],
+    {
+      input,
+      timeoutMs: 60_000,
+    },
+  );
   return r.stdout;
 }
 
@@ -134,7 +138,10 @@ export async function buildStandinDebs(
     const trees = path.join(dir, "trees");
     const debs = path.join(dir, "debs");
     await fs.mkdir(debs, { recursive: true });
-    const names = toolkitDescription.allPackages().map((p) => p.name).filter((n) => n !== "cuda-keyring");
+    const names = toolkitDescription
+      .allPackages()
+      .map((p) => p.name)
+      .filter((n) => n !== "cuda-keyring");
     toolkitDescription.writeStandinTrees(trees, names);
     for (const [name, tk] of alternativesOwners()) {
       const scripts = maintainerScripts(tk);
@@ -148,7 +155,10 @@ export async function buildStandinDebs(
     const home = path.join(dir, "gnupg");
     await fs.mkdir(home, { mode: 0o700 });
     await gpg(home, ["--quick-gen-key", KEY_UID, "ed25519", "sign", "never"]);
-    await fs.writeFile(path.join(dir, "repo-keyring.gpg"), await runBuffer("gpg", ["--batch", "--homedir", home, "--export"]));
+    await fs.writeFile(
+      path.join(dir, "repo-keyring.gpg"),
+      await runBuffer("gpg", ["--batch", "--homedir", home, "--export"]),
+    );
     await run("gpgconf", ["--homedir", home, "--kill", "gpg-agent"], { allowFailure: true });
     await fs.writeFile(path.join(dir, "complete"), new Date().toISOString());
     return result(true);
@@ -158,7 +168,9 @@ export async function buildStandinDebs(
 async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
   const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) =>
-    execFile(cmd, args, { encoding: "buffer", maxBuffer: 1 << 24 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+    execFile(cmd, args, { encoding: "buffer", maxBuffer: 1 << 24 }, (err, stdout) =>
+      err ? reject(err) : resolve(stdout),
+    ),
   );
 }
 
@@ -174,7 +186,9 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
     server = await serveDirectory(dir);
     for (const f of await fs.readdir(debs.debDir)) {
       // a hard link when the cache shares the filesystem, a copy otherwise
-      await fs.link(path.join(debs.debDir, f), path.join(dir, f)).catch(() => fs.copyFile(path.join(debs.debDir, f), path.join(dir, f)));
+      await fs
+        .link(path.join(debs.debDir, f), path.join(dir, f))
+        .catch(() => fs.copyFile(path.join(debs.debDir, f), path.join(dir, f)));
     }
 
     const keyringPath = keyringFilePath();
@@ -194,7 +208,14 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
     await run("gzip", ["-9kn", "Packages"], { cwd: dir });
     const release = await run(
       "apt-ftparchive",
-      ["-o", "APT::FTPArchive::Release::Origin=gpuhost-standin", "-o", "APT::FTPArchive::Release::Label=gpuhost stand-in CUDA", "release", "."],
+      [
+        "-o",
+        "APT::FTPArchive::Release::Origin=gpuhost-standin",
+        "-o",
+        "APT::FTPArchive::Release::Label=gpuhost stand-in CUDA",
+        "release",
+        ".",
+      ],
       { cwd: dir },
     );
     await fs.writeFile(path.join(dir, "Release"), release.stdout);

@@ -39,88 +39,138 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
   const compile = (cudaHome: string) =>
     host.exec(`cd /root/src && ${cudaHome}/bin/nvcc -arch=sm_120 -o sampling sampling.cu && ./sampling`);
 
-  it("installs cuda-keyring the way NVIDIA documents it, and apt verifies the signed repository", async () => {
-    await host.execOk(`curl -fsSLo /tmp/cuda-keyring.deb ${repo.keyringDebUrl} && dpkg -i /tmp/cuda-keyring.deb`);
-    expect((await host.execOk(`cat ${repo.sourcesListPath}`)).stdout.trim()).toBe(repo.sourcesLine);
-    const update = await host.execOk(`${APT} update 2>&1`);
-    expect(update.stdout).not.toMatch(/NO_PUBKEY|not signed|insecure/i);
-    expect(repo.requests).toContain("/InRelease");
-    const policy = await host.execOk("apt-cache policy cuda-toolkit-13-0");
-    expect(policy.stdout).toContain(`Candidate: ${"13.0.2-1"}`);
-  }, STEP);
+  it(
+    "installs cuda-keyring the way NVIDIA documents it, and apt verifies the signed repository",
+    async () => {
+      await host.execOk(`curl -fsSLo /tmp/cuda-keyring.deb ${repo.keyringDebUrl} && dpkg -i /tmp/cuda-keyring.deb`);
+      expect((await host.execOk(`cat ${repo.sourcesListPath}`)).stdout.trim()).toBe(repo.sourcesLine);
+      const update = await host.execOk(`${APT} update 2>&1`);
+      expect(update.stdout).not.toMatch(/NO_PUBKEY|not signed|insecure/i);
+      expect(repo.requests).toContain("/InRelease");
+      const policy = await host.execOk("apt-cache policy cuda-toolkit-13-0");
+      expect(policy.stdout).toContain(`Candidate: ${"13.0.2-1"}`);
+    },
+    STEP,
+  );
 
-  it("refuses the repository when the keyring does not hold its key", async () => {
-    await host.execOk(`cp ${repo.keyringPath} /root/keyring.bak && printf 'not a key' > ${repo.keyringPath} && rm -rf /var/lib/apt/lists/127.0.0.1*`);
-    const update = await host.exec(`${APT} update 2>&1`);
-    expect(update.stdout).toMatch(/NO_PUBKEY|not signed|signatures (couldn't|were invalid)|Sub-process \/usr\/bin\/sqv|gpgv/i);
-    expect((await host.exec(`${APT} install cuda-nvcc-13-0 2>&1`)).code).not.toBe(0);
-    await host.execOk(`cp /root/keyring.bak ${repo.keyringPath} && ${APT} update`);
-  }, STEP);
+  it(
+    "refuses the repository when the keyring does not hold its key",
+    async () => {
+      await host.execOk(
+        `cp ${repo.keyringPath} /root/keyring.bak && printf 'not a key' > ${repo.keyringPath} && rm -rf /var/lib/apt/lists/127.0.0.1*`,
+      );
+      const update = await host.exec(`${APT} update 2>&1`);
+      expect(update.stdout).toMatch(
+        /NO_PUBKEY|not signed|signatures (couldn't|were invalid)|Sub-process \/usr\/bin\/sqv|gpgv/i,
+      );
+      expect((await host.exec(`${APT} install cuda-nvcc-13-0 2>&1`)).code).not.toBe(0);
+      await host.execOk(`cp /root/keyring.bak ${repo.keyringPath} && ${APT} update`);
+    },
+    STEP,
+  );
 
-  it("with only nvcc and cudart (the story's cuda-nvcc-13-0 install), a file including <curand.h> fails to compile", async () => {
-    // the description's "nvcc-only" trap: cuda-nvcc-13-0 plus cuda-cudart-dev-13-0, no curand/cublas/cusparse
-    await host.execOk(`${APT} install ${trapPackages("13.0", "nvcc-only").join(" ")}`);
-    expect((await host.exec("dpkg-query -W -f='${Status}' libcurand-dev-13-0")).stdout).not.toContain("install ok installed");
-    const version = await host.execOk("/usr/local/cuda-13.0/bin/nvcc --version");
-    expect(version.stdout).toContain(`Cuda compilation tools, release 13.0, ${toolkit("13.0").nvccVersion}`);
-    const r = await compile("/usr/local/cuda-13.0");
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
-  }, STEP);
+  it(
+    "with only nvcc and cudart (the story's cuda-nvcc-13-0 install), a file including <curand.h> fails to compile",
+    async () => {
+      // the description's "nvcc-only" trap: cuda-nvcc-13-0 plus cuda-cudart-dev-13-0, no curand/cublas/cusparse
+      await host.execOk(`${APT} install ${trapPackages("13.0", "nvcc-only").join(" ")}`);
+      expect((await host.exec("dpkg-query -W -f='${Status}' libcurand-dev-13-0")).stdout).not.toContain(
+        "install ok installed",
+      );
+      const version = await host.execOk("/usr/local/cuda-13.0/bin/nvcc --version");
+      expect(version.stdout).toContain(`Cuda compilation tools, release 13.0, ${toolkit("13.0").nvccVersion}`);
+      const r = await compile("/usr/local/cuda-13.0");
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
+    },
+    STEP,
+  );
 
-  it("apt-get install cuda-toolkit-13-0 brings the whole closure, nvcc reports 13.0 and the compile succeeds", async () => {
-    await host.execOk(`${APT} install cuda-toolkit-13-0`);
-    const installed = (await host.execOk("dpkg-query -W -f='${Package} ${Status}\\n'")).stdout;
-    for (const pkg of packagesOf("cuda-toolkit-13-0")) expect(installed).toContain(`${pkg} install ok installed`);
-    expect(installed).not.toContain("cuda-curand-dev-13-0"); // no such package at NVIDIA either
-    const version = await host.execOk("/usr/local/cuda/bin/nvcc --version");
-    expect(version.stdout).toContain("release 13.0");
-    expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
-    const r = await compile("/usr/local/cuda");
-    expect(r.stderr).toBe("");
-    expect(r.stdout).toContain("compiled against /usr/local/cuda-13.0");
-  }, STEP);
+  it(
+    "apt-get install cuda-toolkit-13-0 brings the whole closure, nvcc reports 13.0 and the compile succeeds",
+    async () => {
+      await host.execOk(`${APT} install cuda-toolkit-13-0`);
+      const installed = (await host.execOk("dpkg-query -W -f='${Package} ${Status}\\n'")).stdout;
+      for (const pkg of packagesOf("cuda-toolkit-13-0")) expect(installed).toContain(`${pkg} install ok installed`);
+      expect(installed).not.toContain("cuda-curand-dev-13-0"); // no such package at NVIDIA either
+      const version = await host.execOk("/usr/local/cuda/bin/nvcc --version");
+      expect(version.stdout).toContain("release 13.0");
+      expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
+      const r = await compile("/usr/local/cuda");
+      expect(r.stderr).toBe("");
+      expect(r.stdout).toContain("compiled against /usr/local/cuda-13.0");
+    },
+    STEP,
+  );
 
-  it("installing 12.8 beside 13.0 leaves /usr/local/cuda on 13.0 (priority), until someone sets it to 12.8", async () => {
-    await host.execOk(`${APT} install cuda-toolkit-12-8`);
-    expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
-    await host.execOk("update-alternatives --set cuda /usr/local/cuda-12.8");
-    expect((await host.execOk("/usr/local/cuda/bin/nvcc --version")).stdout).toContain("release 12.8");
-    expect((await host.execOk("update-alternatives --query cuda")).stdout).toMatch(/Status: manual/);
-    await host.execOk("update-alternatives --auto cuda");
-    expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
-  }, STEP);
+  it(
+    "installing 12.8 beside 13.0 leaves /usr/local/cuda on 13.0 (priority), until someone sets it to 12.8",
+    async () => {
+      await host.execOk(`${APT} install cuda-toolkit-12-8`);
+      expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
+      await host.execOk("update-alternatives --set cuda /usr/local/cuda-12.8");
+      expect((await host.execOk("/usr/local/cuda/bin/nvcc --version")).stdout).toContain("release 12.8");
+      expect((await host.execOk("update-alternatives --query cuda")).stdout).toMatch(/Status: manual/);
+      await host.execOk("update-alternatives --auto cuda");
+      expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
+    },
+    STEP,
+  );
 
-  it("removing libcurand-dev-13-0 brings the curand.h failure back (the drift the end-to-end suite repairs)", async () => {
-    await host.execOk(`${APT} remove libcurand-dev-13-0`);
-    expect((await host.exec("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).not.toContain("install ok installed");
-    const r = await compile("/usr/local/cuda");
-    expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
-  }, STEP);
+  it(
+    "removing libcurand-dev-13-0 brings the curand.h failure back (the drift the end-to-end suite repairs)",
+    async () => {
+      await host.execOk(`${APT} remove libcurand-dev-13-0`);
+      expect((await host.exec("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).not.toContain(
+        "install ok installed",
+      );
+      const r = await compile("/usr/local/cuda");
+      expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
+    },
+    STEP,
+  );
 
-  it("removing the toolkits unregisters the alternative: no /usr/local/cuda is left", async () => {
-    await host.execOk(`${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`);
-    expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
-    expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
-  }, STEP);
+  it(
+    "removing the toolkits unregisters the alternative: no /usr/local/cuda is left",
+    async () => {
+      await host.execOk(
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`,
+      );
+      expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
+      expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
+    },
+    STEP,
+  );
 
-  it("install.sh converges after an install cut off before a dependency was unpacked (dpkg --configure -a alone cannot)", async () => {
-    // After the purge above: what a dropped SSH session mid-install can leave, a package unpacked whose
-    // dependency the cut-off run never reached. `dpkg --configure -a` fails on it; the install step
-    // must still converge.
-    await host.execOk(`cd /tmp && ${APT} download cuda-command-line-tools-13-0 && dpkg --unpack cuda-command-line-tools-13-0_*.deb`);
-    expect((await host.exec("dpkg --configure -a")).code).not.toBe(0);
-    const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
-    const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
-    const conn = { kind: "ssh" as const, host: host.host, port: host.port, user: "root", privateKey: host.privateKey };
-    const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain("completing it with apt-get install -f");
-    expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
-    expect((await host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
-    // And a second run changes nothing.
-    const again = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
-    expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toContain("changed=no");
-  }, STEP);
+  it(
+    "install.sh converges after an install cut off before a dependency was unpacked (dpkg --configure -a alone cannot)",
+    async () => {
+      // After the purge above: what a dropped SSH session mid-install can leave, a package unpacked whose
+      // dependency the cut-off run never reached. `dpkg --configure -a` fails on it; the install step
+      // must still converge.
+      await host.execOk(
+        `cd /tmp && ${APT} download cuda-command-line-tools-13-0 && dpkg --unpack cuda-command-line-tools-13-0_*.deb`,
+      );
+      expect((await host.exec("dpkg --configure -a")).code).not.toBe(0);
+      const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
+      const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
+      const conn = {
+        kind: "ssh" as const,
+        host: host.host,
+        port: host.port,
+        user: "root",
+        privateKey: host.privateKey,
+      };
+      const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toContain("completing it with apt-get install -f");
+      expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
+      expect((await host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
+      // And a second run changes nothing.
+      const again = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toContain("changed=no");
+    },
+    STEP,
+  );
 });

@@ -27,25 +27,35 @@ describe.runIf(enabled)("testhost stack: an interrupted installation", () => {
     await f?.stop();
   }, 120_000);
 
-  it("a pulumi up whose dpkg is killed mid-unpack fails and leaves the toolkit unfinished", async () => {
-    await f.host.execOk(INTERRUPTER);
-    const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
-    const log = (await f.host.execOk("journalctl -u gpuhost-interrupt --no-pager -o cat")).stdout;
-    expect(log).toMatch(/killed dpkg \d+/);
-    expect(up.code, up.stdout).not.toBe(0);
-    expect(up.stdout + up.stderr).toMatch(/testhost-toolkit-install/);
-    // the toolkit never got whole: its meta package is not installed
-    const status = await f.host.exec("dpkg-query -W -f='${Status}' cuda-toolkit-13-0");
-    expect(status.stdout).not.toBe("install ok installed");
-  }, STEP);
+  it(
+    "a pulumi up whose dpkg is killed mid-unpack fails and leaves the toolkit unfinished",
+    async () => {
+      await f.host.execOk(INTERRUPTER);
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      const log = (await f.host.execOk("journalctl -u gpuhost-interrupt --no-pager -o cat")).stdout;
+      expect(log).toMatch(/killed dpkg \d+/);
+      expect(up.code, up.stdout).not.toBe(0);
+      expect(up.stdout + up.stderr).toMatch(/testhost-toolkit-install/);
+      // the toolkit never got whole: its meta package is not installed
+      const status = await f.host.exec("dpkg-query -W -f='${Status}' cuda-toolkit-13-0");
+      expect(status.stdout).not.toBe("install ok installed");
+    },
+    STEP,
+  );
 
-  it("the next pulumi up converges: the toolkit is whole, dpkg is clean, the gate passes", async () => {
-    await f.stack.pulumiOk("up", "--yes", "--skip-preview");
-    expect((await f.host.execOk("dpkg --audit")).stdout.trim()).toBe("");
-    expect((await f.host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
-    const out = (await f.stack.outputs()).gpuHosts as Record<string, Record<string, unknown>>;
-    expect(out.testhost.generating).toBe(true);
-    const again = await f.stack.refreshPreview();
-    expect(again.code, again.stdout + again.stderr).toBe(0);
-  }, STEP);
+  it(
+    "the next pulumi up converges: the toolkit is whole, dpkg is clean, the gate passes",
+    async () => {
+      await f.stack.pulumiOk("up", "--yes", "--skip-preview");
+      expect((await f.host.execOk("dpkg --audit")).stdout.trim()).toBe("");
+      expect((await f.host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe(
+        "install ok installed",
+      );
+      const out = (await f.stack.outputs()).gpuHosts as Record<string, Record<string, unknown>>;
+      expect(out.testhost.generating).toBe(true);
+      const again = await f.stack.refreshPreview();
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+    },
+    STEP,
+  );
 });

@@ -30,8 +30,22 @@ describe.runIf(enabled)("test host harness (real systemd-nspawn Debian host)", (
     const { run } = await import("./proc");
     const r = await run(
       "ssh",
-      ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-        "-o", "IdentitiesOnly=yes", "-o", "PubkeyAuthentication=no", "-p", String(host.port), "root@127.0.0.1", "true"],
+      [
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "PubkeyAuthentication=no",
+        "-p",
+        String(host.port),
+        "root@127.0.0.1",
+        "true",
+      ],
       { allowFailure: true, timeoutMs: 20_000 },
     );
     expect(r.code).toBe(255);
@@ -82,13 +96,17 @@ describe.runIf(enabled)("test host harness (real systemd-nspawn Debian host)", (
 });
 
 describe.runIf(enabled)("test host teardown", () => {
-  it("stops the nspawn process it started and removes the tree", async () => {
-    const host = await bootTestHost({ name: "teardown" });
-    const root = host.rootDir;
-    expect(existsSync(`${root}/etc/os-release`)).toBe(true);
-    await host.stop();
-    expect(existsSync(root)).toBe(false);
-    const r = await host.exec("true", { timeoutMs: 10_000 });
-    expect(r.code).toBe(255); // nobody answers on that port any more
-  }, 5 * 60_000);
+  it(
+    "stops the nspawn process it started and removes the tree",
+    async () => {
+      const host = await bootTestHost({ name: "teardown" });
+      const root = host.rootDir;
+      expect(existsSync(`${root}/etc/os-release`)).toBe(true);
+      await host.stop();
+      expect(existsSync(root)).toBe(false);
+      const r = await host.exec("true", { timeoutMs: 10_000 });
+      expect(r.code).toBe(255); // nobody answers on that port any more
+    },
+    5 * 60_000,
+  );
 });

@@ -20,8 +20,18 @@ export const SKIP_ENV = "GPUHOST_SKIP_TESTHOST";
 
 export const TestHostOptionsSchema = z.object({
   name: z.string().default("th").describe("Short label put in the machine name and temp dir, for finding leftovers."),
-  bootTimeoutMs: z.number().int().positive().default(90_000).describe("Bound on boot until SSH answers and systemd settles."),
-  stopTimeoutMs: z.number().int().positive().default(20_000).describe("Bound on a clean poweroff after SIGTERM before SIGKILL."),
+  bootTimeoutMs: z
+    .number()
+    .int()
+    .positive()
+    .default(90_000)
+    .describe("Bound on boot until SSH answers and systemd settles."),
+  stopTimeoutMs: z
+    .number()
+    .int()
+    .positive()
+    .default(20_000)
+    .describe("Bound on a clean poweroff after SIGTERM before SIGKILL."),
   workRoot: z.string().default(os.tmpdir()).describe("Where per-run trees are extracted (removed at teardown)."),
 });
 export type TestHostOptions = z.input<typeof TestHostOptionsSchema> & { recipe?: Partial<RootfsRecipe> };
@@ -107,18 +117,30 @@ async function ensureNspawnRunDir(): Promise<void> {
 }
 
 const SSH_OPTIONS = [
-  "-o", "BatchMode=yes",
-  "-o", "StrictHostKeyChecking=no",
-  "-o", "UserKnownHostsFile=/dev/null",
-  "-o", "LogLevel=ERROR",
-  "-o", "ConnectTimeout=5",
-  "-o", "IdentitiesOnly=yes",
+  "-o",
+  "BatchMode=yes",
+  "-o",
+  "StrictHostKeyChecking=no",
+  "-o",
+  "UserKnownHostsFile=/dev/null",
+  "-o",
+  "LogLevel=ERROR",
+  "-o",
+  "ConnectTimeout=5",
+  "-o",
+  "IdentitiesOnly=yes",
 ];
 
 const live = new Set<ChildProcess>();
 function killLiveContainers(): void {
   // the process is going away without teardown: do not leave containers behind (our PIDs only)
-  for (const child of live) if (child.pid) try { process.kill(child.pid, "SIGKILL"); } catch { /* gone */ }
+  for (const child of live)
+    if (child.pid)
+      try {
+        process.kill(child.pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
 }
 process.on("exit", killLiveContainers);
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -236,7 +258,11 @@ async function waitForBoot(
   let last = "";
   while (Date.now() < deadline) {
     if (exited) throw new Error(`[testhost] ${exited}\n${tail()}`);
-    const r = await exec("true", { timeoutMs: 8_000 }).catch((e: Error) => ({ code: 255, stdout: "", stderr: e.message }));
+    const r = await exec("true", { timeoutMs: 8_000 }).catch((e: Error) => ({
+      code: 255,
+      stdout: "",
+      stderr: e.message,
+    }));
     if (r.code === 0) {
       const sshAt = Date.now();
       // ssh answers; let systemd finish starting units so tests see a settled host
@@ -260,7 +286,10 @@ async function stopNspawn(child: ChildProcess, boundMs: number): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   // SIGTERM makes nspawn ask the container's systemd for a clean poweroff
   process.kill(child.pid, "SIGTERM");
-  const clean = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), boundMs))]);
+  const clean = await Promise.race([
+    exited.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), boundMs)),
+  ]);
   if (!clean) {
     process.kill(child.pid, "SIGKILL");
     await exited;

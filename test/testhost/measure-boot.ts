@@ -18,7 +18,9 @@ async function main(argv: string[]): Promise<void> {
     cacheDir = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-measure-cache-"));
     const report = await ensureRootfsTarball({ cacheDir });
     const size = (await fs.stat(report.tarball)).size;
-    console.log(`first run (debootstrap + tarball): ${report.seconds.toFixed(1)} s, tarball ${(size / 1e6).toFixed(0)} MB`);
+    console.log(
+      `first run (debootstrap + tarball): ${report.seconds.toFixed(1)} s, tarball ${(size / 1e6).toFixed(0)} MB`,
+    );
   }
   for (let i = 0; i < boots; i++) {
     const t0 = Date.now();

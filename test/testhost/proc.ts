@@ -42,11 +42,10 @@ export function run(cmd: string, args: string[], opts: RunOptions = {}): Promise
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       const result = { code: code ?? (signal ? 128 : 1), stdout, stderr };
-      if (timedOut) return reject(new Error(`${cmd} ${args.join(" ")}: timed out after ${opts.timeoutMs ?? 120_000} ms`));
+      if (timedOut)
+        return reject(new Error(`${cmd} ${args.join(" ")}: timed out after ${opts.timeoutMs ?? 120_000} ms`));
       if (result.code !== 0 && !opts.allowFailure) {
-        return reject(
-          new Error(`${cmd} ${args.join(" ")} exited ${result.code}:\n${(stderr || stdout).slice(-4000)}`),
-        );
+        return reject(new Error(`${cmd} ${args.join(" ")} exited ${result.code}:\n${(stderr || stdout).slice(-4000)}`));
       }
       resolve(result);
     });

@@ -55,8 +55,22 @@ interface WheelSpec {
 
 function wheelSpecs(v: StandinVersions): WheelSpec[] {
   return [
-    { project: "torch", version: v.torch, src: "torch", requires: [], scripts: [], subst: { TORCH_VERSION: v.torch, TORCH_CUDA: torchCudaOf(v.torch) } },
-    { project: "ninja", version: v.ninja, src: "ninja", requires: [], scripts: ["ninja=ninja:main"], subst: { NINJA_VERSION: v.ninja } },
+    {
+      project: "torch",
+      version: v.torch,
+      src: "torch",
+      requires: [],
+      scripts: [],
+      subst: { TORCH_VERSION: v.torch, TORCH_CUDA: torchCudaOf(v.torch) },
+    },
+    {
+      project: "ninja",
+      version: v.ninja,
+      src: "ninja",
+      requires: [],
+      scripts: ["ninja=ninja:main"],
+      subst: { NINJA_VERSION: v.ninja },
+    },
     {
       project: "flashinfer-python",
       version: v.flashinferPython,
@@ -84,11 +98,19 @@ async function writeSimpleIndex(root: string, wheels: Array<{ project: string; f
     `<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" content="1.0"><title>${title}</title></head><body>\n${links.join("\n")}\n</body></html>\n`;
   await fs.mkdir(path.join(root, "simple"), { recursive: true });
   const projects = [...new Set(wheels.map((w) => normalized(w.project)))].sort();
-  await fs.writeFile(path.join(root, "simple/index.html"), page("Simple index", projects.map((p) => `<a href="${p}/">${p}</a>`)));
+  await fs.writeFile(
+    path.join(root, "simple/index.html"),
+    page(
+      "Simple index",
+      projects.map((p) => `<a href="${p}/">${p}</a>`),
+    ),
+  );
   for (const project of projects) {
     const links: string[] = [];
     for (const w of wheels.filter((x) => normalized(x.project) === project)) {
-      const sha = createHash("sha256").update(await fs.readFile(path.join(root, "files", w.file))).digest("hex");
+      const sha = createHash("sha256")
+        .update(await fs.readFile(path.join(root, "files", w.file)))
+        .digest("hex");
       links.push(`<a href="../../files/${encodeURIComponent(w.file)}#sha256=${sha}">${w.file}</a>`);
     }
     await fs.mkdir(path.join(root, "simple", project), { recursive: true });
@@ -106,7 +128,13 @@ export async function servePythonIndex(
     const files = path.join(dir, "files");
     const wheels: Array<{ project: string; file: string }> = [];
     for (const spec of wheelSpecs(versions)) {
-      const args = [path.join(STANDIN_DIR, "make_wheel.py"), path.join(STANDIN_DIR, spec.src), spec.project, spec.version, files];
+      const args = [
+        path.join(STANDIN_DIR, "make_wheel.py"),
+        path.join(STANDIN_DIR, spec.src),
+        spec.project,
+        spec.version,
+        files,
+      ];
       for (const r of spec.requires) args.push("--requires", r);
       for (const s of spec.scripts) args.push("--script", s);
       for (const [k, val] of Object.entries(spec.subst)) args.push("--subst", `${k}=${val}`);

@@ -44,7 +44,10 @@ async function chat(port: number): Promise<Response> {
 async function waitForModels(port: number, host: TestHost, boundMs = 60_000): Promise<void> {
   const deadline = Date.now() + boundMs;
   while (Date.now() < deadline) {
-    const ok = await fetch(`http://127.0.0.1:${port}/v1/models`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}/v1/models`, { signal: AbortSignal.timeout(2000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return;
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -66,7 +69,9 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
     host = await bootTestHost({ name: "pystack" });
     await installSimulator(bundleDir, host.rootDir);
     await writeStandinSglangConfig(host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
-    await host.execOk(`curl -fsSLo /tmp/k.deb ${repo.keyringDebUrl} && dpkg -i /tmp/k.deb && ${APT} update && ${APT} install cuda-toolkit-13-0`);
+    await host.execOk(
+      `curl -fsSLo /tmp/k.deb ${repo.keyringDebUrl} && dpkg -i /tmp/k.deb && ${APT} update && ${APT} install cuda-toolkit-13-0`,
+    );
   }, 30 * 60_000);
 
   afterAll(async () => {
@@ -82,7 +87,9 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
       { timeoutMs: 300_000 },
     );
     expect(index.requests).toContain("/simple/torch/");
-    const torch = await host.execOk(`${VENV}/bin/python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'`);
+    const torch = await host.execOk(
+      `${VENV}/bin/python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'`,
+    );
     expect(torch.stdout.trim()).toBe(`${index.versions.torch} 13.0`);
     const cfg = await host.execOk(`CUDA_HOME=/usr/local/cuda-13.0 ${VENV}/bin/flashinfer show-config`);
     expect(cfg.stdout).toContain("nvcc release: 13.0");
@@ -90,7 +97,9 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
   }, 300_000);
 
   it("refuses a pin the index does not hold (pip fails, nothing is faked)", async () => {
-    const r = await host.exec(`${VENV}/bin/python3 -m pip install -q --no-input --index-url ${index.indexUrl} 'torch==0.0.1+cu130'`);
+    const r = await host.exec(
+      `${VENV}/bin/python3 -m pip install -q --no-input --index-url ${index.indexUrl} 'torch==0.0.1+cu130'`,
+    );
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/No matching distribution found for torch==0.0.1\+cu130/);
   });
@@ -103,7 +112,10 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
 
   it("a systemd unit running `python -m sglang.launch_server` serves a real completion", async () => {
     const port = await freeLoopbackPort();
-    await fs.writeFile(path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"), unit(port, "/usr/local/cuda-13.0"));
+    await fs.writeFile(
+      path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"),
+      unit(port, "/usr/local/cuda-13.0"),
+    );
     await host.execOk("systemctl daemon-reload && systemctl start gpuhost-standin.service");
     await waitForModels(port, host);
     const res = await chat(port);
@@ -120,8 +132,13 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
   it("without libcurand-dev-13-0 the first generation dies with the curand.h line in the journal", async () => {
     await host.execOk(`${APT} remove libcurand-dev-13-0 && rm -rf /var/cache/gpuhost/flashinfer/test`);
     const port = await freeLoopbackPort();
-    await fs.writeFile(path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"), unit(port, "/usr/local/cuda-13.0"));
-    await host.execOk("systemctl daemon-reload && systemctl reset-failed gpuhost-standin.service; systemctl start gpuhost-standin.service");
+    await fs.writeFile(
+      path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"),
+      unit(port, "/usr/local/cuda-13.0"),
+    );
+    await host.execOk(
+      "systemctl daemon-reload && systemctl reset-failed gpuhost-standin.service; systemctl start gpuhost-standin.service",
+    );
     await waitForModels(port, host); // /v1/models answers: it proves nothing about generation
     const res = await chat(port).catch((e: Error) => e);
     expect(res instanceof Error || res.status >= 500).toBe(true);

@@ -18,13 +18,18 @@ export const RootfsRecipeSchema = z.object({
     .array(z.string())
     .default([
       // a real systemd host: systemd as PID 1, journald, D-Bus for systemctl
-      "systemd", "systemd-sysv", "dbus",
+      "systemd",
+      "systemd-sysv",
+      "dbus",
       // reached over SSH like a real GPU host
-      "openssh-server", "iproute2", "sudo",
+      "openssh-server",
+      "iproute2",
+      "sudo",
       // apt over HTTP with signed-by keyrings (gpgv comes with apt)
       "ca-certificates",
       // the serving environment: a venv that pip-installs the Python stack
-      "python3", "python3-venv",
+      "python3",
+      "python3-venv",
       // the SGLang stand-in execs the project's simulator, which is Node.js
       "nodejs",
       // curl for probes the components may run on the host
@@ -34,7 +39,9 @@ export const RootfsRecipeSchema = z.object({
   mirror: z
     .string()
     .optional()
-    .describe("Debian mirror URL; default: GPUHOST_DEBIAN_MIRROR, then the host's own apt sources. Not part of the cache key."),
+    .describe(
+      "Debian mirror URL; default: GPUHOST_DEBIAN_MIRROR, then the host's own apt sources. Not part of the cache key.",
+    ),
   keepDebianSources: z
     .boolean()
     .default(false)

@@ -17,16 +17,32 @@ export async function buildSimulatorBundle(out: string): Promise<string> {
   await run(
     path.join(REPO, "node_modules/.bin/tsc"),
     [
-      "--target", "ES2022", "--module", "commonjs", "--moduleResolution", "node", "--esModuleInterop",
-      "--resolveJsonModule", "--skipLibCheck", "--strict", "--types", "node",
-      "--rootDir", REPO, "--outDir", path.join(out, "dist"),
+      "--target",
+      "ES2022",
+      "--module",
+      "commonjs",
+      "--moduleResolution",
+      "node",
+      "--esModuleInterop",
+      "--resolveJsonModule",
+      "--skipLibCheck",
+      "--strict",
+      "--types",
+      "node",
+      "--rootDir",
+      REPO,
+      "--outDir",
+      path.join(out, "dist"),
       path.join(REPO, "simulator/main.ts"),
     ],
     { cwd: REPO, timeoutMs: 180_000 },
   );
   await fs.cp(path.join(REPO, "simulator/profiles"), path.join(out, "simulator/profiles"), { recursive: true });
   for (const pkg of ["yaml", "zod"]) {
-    await fs.cp(path.join(REPO, "node_modules", pkg), path.join(out, "node_modules", pkg), { recursive: true, dereference: true });
+    await fs.cp(path.join(REPO, "node_modules", pkg), path.join(out, "node_modules", pkg), {
+      recursive: true,
+      dereference: true,
+    });
   }
   return out;
 }
@@ -50,5 +66,8 @@ export interface StandinSglangConfig {
 export async function writeStandinSglangConfig(hostRootDir: string, cfg: StandinSglangConfig): Promise<void> {
   const file = path.join(hostRootDir, "etc/gpuhost-standin/sglang.json");
   await fs.mkdir(path.dirname(file), { recursive: true });
-  await fs.writeFile(file, `${JSON.stringify({ simulatorMain: SIMULATOR_MAIN, node: "/usr/bin/node", ...cfg }, null, 2)}\n`);
+  await fs.writeFile(
+    file,
+    `${JSON.stringify({ simulatorMain: SIMULATOR_MAIN, node: "/usr/bin/node", ...cfg }, null, 2)}\n`,
+  );
 }

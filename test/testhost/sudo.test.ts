@@ -16,19 +16,27 @@ describe.runIf(enabled)("sudo -n for a non-root SSH user (real Debian host)", ()
   beforeAll(async () => {
     host = await bootTestHost({ name: "sudo" });
     // Two users with the harness's key: `deploy` may sudo without a password, `plain` may not.
-    await host.execOk([
-      "set -e",
-      "for u in deploy plain; do useradd -m -s /bin/bash $u; install -d -m 0700 -o $u -g $u /home/$u/.ssh;",
-      "  install -m 0600 -o $u -g $u /root/.ssh/authorized_keys /home/$u/.ssh/authorized_keys; done",
-      "echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy && chmod 0440 /etc/sudoers.d/deploy",
-    ].join("\n"));
+    await host.execOk(
+      [
+        "set -e",
+        "for u in deploy plain; do useradd -m -s /bin/bash $u; install -d -m 0700 -o $u -g $u /home/$u/.ssh;",
+        "  install -m 0600 -o $u -g $u /root/.ssh/authorized_keys /home/$u/.ssh/authorized_keys; done",
+        "echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy && chmod 0440 /etc/sudoers.d/deploy",
+      ].join("\n"),
+    );
   }, 30 * 60_000);
 
   afterAll(async () => {
     await host?.stop();
   }, 60_000);
 
-  const as = (user: string) => ({ kind: "ssh" as const, host: host.host, port: host.port, user, privateKey: host.privateKey });
+  const as = (user: string) => ({
+    kind: "ssh" as const,
+    host: host.host,
+    port: host.port,
+    user,
+    privateKey: host.privateKey,
+  });
   const script = 'set -euo pipefail\necho "uid=$(id -u) arg=$1"\ntouch /root/written-by-"$1"\n';
 
   it("a user with passwordless sudo runs the script as root, arguments intact", async () => {

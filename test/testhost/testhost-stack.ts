@@ -32,9 +32,20 @@ export interface TestHostStack {
 }
 
 /** The config that points the real program at the test host and its stand-in package sources. */
-export function testHostConfig(p: { host: TestHost; repo: AptRepo; index: PythonIndex; servicePort: number }): Record<string, unknown> {
+export function testHostConfig(p: {
+  host: TestHost;
+  repo: AptRepo;
+  index: PythonIndex;
+  servicePort: number;
+}): Record<string, unknown> {
   return {
-    hosts: [{ name: "testhost", connection: { kind: "ssh", host: p.host.host, port: p.host.port, user: "root" }, gpus: { count: 0 } }],
+    hosts: [
+      {
+        name: "testhost",
+        connection: { kind: "ssh", host: p.host.host, port: p.host.port, user: "root" },
+        gpus: { count: 0 },
+      },
+    ],
     toolkit: { release: "13.0", repository: { url: p.repo.url, trust: "keyring", keyringUrl: p.repo.keyringDebUrl } },
     environment: { pipIndexUrl: p.index.indexUrl },
     services: {
@@ -83,7 +94,10 @@ export interface TestHostFixture {
  * Serves the stand-in apt repository and Python index, boots a test host with the compiled simulator
  * and the stand-in sglang config on it, and creates the stack. `extra` is merged into the config.
  */
-export async function startTestHostFixture(name: string, extra: Record<string, unknown> = {}): Promise<TestHostFixture> {
+export async function startTestHostFixture(
+  name: string,
+  extra: Record<string, unknown> = {},
+): Promise<TestHostFixture> {
   const cleanups: Array<() => Promise<void>> = [];
   const stop = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
@@ -120,7 +134,10 @@ export async function createTestHostStack(config: Record<string, unknown>, priva
   });
   // the repository's own project file (its options, e.g. refresh: always), running the compiled
   // program by absolute path, with the stack config kept here instead of in stacks/
-  const project = parseYaml(await fs.readFile(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")) as Record<string, unknown>;
+  const project = parseYaml(await fs.readFile(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")) as Record<
+    string,
+    unknown
+  >;
   delete project.stackConfigDir;
   project.main = program;
   await fs.writeFile(path.join(dir, "Pulumi.yaml"), stringifyYaml(project));
@@ -133,7 +150,9 @@ export async function createTestHostStack(config: Record<string, unknown>, priva
     return r;
   };
   const setConfig = async (values: Record<string, unknown>) => {
-    const doc = (parseYaml(await fs.readFile(stackFile, "utf8").catch(() => "")) ?? {}) as { config?: Record<string, unknown> };
+    const doc = (parseYaml(await fs.readFile(stackFile, "utf8").catch(() => "")) ?? {}) as {
+      config?: Record<string, unknown>;
+    };
     doc.config ??= {};
     for (const [k, v] of Object.entries(values)) {
       const key = `gpuhost:${k}`;

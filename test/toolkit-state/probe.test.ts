@@ -26,9 +26,13 @@ describe("probe.sh", () => {
       const odd = '/opt/we"ird dir\\x/h.h';
       fs.mkdirSync(path.join(root, path.dirname(odd)), { recursive: true });
       fs.writeFileSync(path.join(root, odd), "x\n");
-      const out = execFileSync("bash", [probeScriptPath(), "--cuda-home", "/nowhere", "--path", "/nowhere/bin", "--file", odd, "--file", "/missing.h"], {
-        env: { ...process.env, GPUHOST_ROOT: root, PATH: "/usr/bin:/bin" },
-      }).toString();
+      const out = execFileSync(
+        "bash",
+        [probeScriptPath(), "--cuda-home", "/nowhere", "--path", "/nowhere/bin", "--file", odd, "--file", "/missing.h"],
+        {
+          env: { ...process.env, GPUHOST_ROOT: root, PATH: "/usr/bin:/bin" },
+        },
+      ).toString();
       const observed = parseProbeOutput(out);
       expect(observed.files[odd]).toMatch(/^[0-9a-f]{64}$/);
       expect(observed.files["/missing.h"]).toBeNull();
@@ -42,7 +46,14 @@ describe("probe.sh", () => {
   it("takes its file and unit lists from the expected state (the toolkit description)", () => {
     const args = probeArgs(expectedForSim());
     const files = args.flatMap((a, i) => (args[i - 1] === "--file" ? [a] : []));
-    expect(files).toEqual(expect.arrayContaining(["/usr/local/cuda-13.0/include/curand.h", "/usr/local/cuda-13.0/include/cublas_v2.h", "/usr/local/cuda-13.0/include/cusparse.h", "/usr/local/cuda-13.0/lib64/libcurand.so"]));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        "/usr/local/cuda-13.0/include/curand.h",
+        "/usr/local/cuda-13.0/include/cublas_v2.h",
+        "/usr/local/cuda-13.0/include/cusparse.h",
+        "/usr/local/cuda-13.0/lib64/libcurand.so",
+      ]),
+    );
     expect(args).toContain("--unit");
   });
 

@@ -12,27 +12,56 @@ import type { SimulatedConnection } from "../../components/host/connection";
 import { unitContentArg, unitInstallStep } from "../../components/services/serving-service";
 import * as impl from "../../components/toolkit-state/provider-impl";
 import type { ToolkitStateInputs } from "../../components/toolkit-state/provider-impl";
-import { planRepairs, REINSTALL_SCRIPT, repairScriptPath, restartUnitStep, TOOLKIT_FIELDS, unitContentField } from "../../components/toolkit-state/repair";
+import {
+  planRepairs,
+  REINSTALL_SCRIPT,
+  repairScriptPath,
+  restartUnitStep,
+  TOOLKIT_FIELDS,
+  unitContentField,
+} from "../../components/toolkit-state/repair";
 import { type Drift, type RepairStep, repairsSchema } from "../../components/toolkit-state/schema";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/toolkit-state/version";
-import { copyHost, expectedForSim, JIT_BASE, JIT_KEY, onHost, provisionGoldenHost, removeHost, UNIT_FILE, UNIT_NAME } from "./sim-host";
+import {
+  copyHost,
+  expectedForSim,
+  JIT_BASE,
+  JIT_KEY,
+  onHost,
+  provisionGoldenHost,
+  removeHost,
+  UNIT_FILE,
+  UNIT_NAME,
+} from "./sim-host";
 
 const PROJECT_ROOT = path.resolve(__dirname, "../..");
 const CURAND_H = "/usr/local/cuda-13.0/include/curand.h";
 
 const d = (field: string, found: string | null = null): Drift => ({ field, expected: "x", found, repair: "r" });
-const step = (name: string, fields: string[]): RepairStep => ({ fields, script: `components/x/${name}.sh`, args: [name] });
+const step = (name: string, fields: string[]): RepairStep => ({
+  fields,
+  script: `components/x/${name}.sh`,
+  args: [name],
+});
 
 describe("planRepairs", () => {
   const expected = expectedForSim();
-  const steps = [step("install", [...TOOLKIT_FIELDS]), step("unit", [unitContentField(UNIT_FILE)]), step("activate", ["units."])];
+  const steps = [
+    step("install", [...TOOLKIT_FIELDS]),
+    step("unit", [unitContentField(UNIT_FILE)]),
+    step("activate", ["units."]),
+  ];
 
   it("a clean host runs nothing", () => {
     expect(planRepairs([], expected, steps)).toEqual({ steps: [], unrepairable: [] });
   });
 
   it("runs each step whose prefix matches a drifted field once, in the given order, naming why", () => {
-    const plan = planRepairs([d(`units.${UNIT_FILE}.sha256`, "abc"), d("packages.libcurand-dev-13-0"), d("cudaLink", "/usr/local/cuda-12.8")], expected, steps);
+    const plan = planRepairs(
+      [d(`units.${UNIT_FILE}.sha256`, "abc"), d("packages.libcurand-dev-13-0"), d("cudaLink", "/usr/local/cuda-12.8")],
+      expected,
+      steps,
+    );
     expect(plan.steps.map((s) => [s.args[0], s.because])).toEqual([
       ["install", ["packages.libcurand-dev-13-0", "cudaLink"]],
       ["unit", [`units.${UNIT_FILE}.sha256`]],
@@ -42,8 +71,17 @@ describe("planRepairs", () => {
   });
 
   it("a file whose content changed: its owning package is reinstalled first; a missing file is left to the install step", () => {
-    const plan = planRepairs([d(`files.${CURAND_H}`, "0".repeat(64)), d("files./usr/local/cuda-13.0/include/cusparse.h", null)], expected, steps);
-    expect(plan.steps[0]).toEqual({ fields: ["files."], script: REINSTALL_SCRIPT, args: ["libcurand-dev-13-0"], because: [`files.${CURAND_H}`] });
+    const plan = planRepairs(
+      [d(`files.${CURAND_H}`, "0".repeat(64)), d("files./usr/local/cuda-13.0/include/cusparse.h", null)],
+      expected,
+      steps,
+    );
+    expect(plan.steps[0]).toEqual({
+      fields: ["files."],
+      script: REINSTALL_SCRIPT,
+      args: ["libcurand-dev-13-0"],
+      because: [`files.${CURAND_H}`],
+    });
     expect(plan.steps.slice(1).map((s) => s.args[0])).toEqual(["install"]);
   });
 
@@ -68,12 +106,16 @@ describe("planRepairs", () => {
       expect(repairsSchema.safeParse([{ fields: ["cudaLink"], script }]).success, script).toBe(false);
     }
     expect(repairsSchema.safeParse([{ fields: [], script: "a.sh" }]).success).toBe(false);
-    expect(repairsSchema.parse([{ fields: ["cudaLink"], script: "a.sh" }])).toEqual([{ fields: ["cudaLink"], script: "a.sh", args: [] }]);
+    expect(repairsSchema.parse([{ fields: ["cudaLink"], script: "a.sh" }])).toEqual([
+      { fields: ["cudaLink"], script: "a.sh", args: [] },
+    ]);
   });
 });
 
 describe("ToolkitState's repair scripts", () => {
-  const scripts = [REINSTALL_SCRIPT, "components/toolkit-state/scripts/restart-unit.sh"].map((s) => path.join(PROJECT_ROOT, s));
+  const scripts = [REINSTALL_SCRIPT, "components/toolkit-state/scripts/restart-unit.sh"].map((s) =>
+    path.join(PROJECT_ROOT, s),
+  );
 
   it("are shellcheck-clean, strict and executable", () => {
     const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], { encoding: "utf8" });
@@ -86,7 +128,8 @@ describe("ToolkitState's repair scripts", () => {
   });
 
   it("refuse names that are not packages or units (exit 2) before touching anything", () => {
-    const run = (script: string, ...args: string[]) => spawnSync("bash", [script, ...args], { encoding: "utf8", env: { ...process.env, GPUHOST_ROOT: "/nonexistent" } });
+    const run = (script: string, ...args: string[]) =>
+      spawnSync("bash", [script, ...args], { encoding: "utf8", env: { ...process.env, GPUHOST_ROOT: "/nonexistent" } });
     expect(run(scripts[0]!).status).toBe(2);
     expect(run(scripts[0]!, "libcurand-dev-13-0", "x;rm -rf /").stderr).toMatch(/refusing package name/);
     expect(run(scripts[1]!, "--now.service").status).toBe(2);
@@ -101,7 +144,10 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
   const plan = cudaToolkitPlan({ connection: { kind: "simulated", root: "/unused" } });
   const toolkitSteps: RepairStep[] = [plan.install, plan.verify].map((s) => ({ fields: [...TOOLKIT_FIELDS], ...s }));
   const unitSource = fs.readFileSync(path.join(__dirname, "fixtures", "sglang-test.service"), "utf8");
-  const unitStep: RepairStep = { fields: [unitContentField(UNIT_FILE)], ...unitInstallStep(UNIT_NAME, unitContentArg(unitSource)) };
+  const unitStep: RepairStep = {
+    fields: [unitContentField(UNIT_FILE)],
+    ...unitInstallStep(UNIT_NAME, unitContentArg(unitSource)),
+  };
 
   function inputs(conn: SimulatedConnection, extra: Partial<ToolkitStateInputs> = {}): ToolkitStateInputs {
     return {
@@ -124,7 +170,8 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
     return { id, created: outs, read };
   }
 
-  const sha = (conn: SimulatedConnection, file: string): Promise<string> => onHost(conn, `sha256sum <"$GPUHOST_ROOT${file}" | cut -d' ' -f1`).then((s) => s.trim());
+  const sha = (conn: SimulatedConnection, file: string): Promise<string> =>
+    onHost(conn, `sha256sum <"$GPUHOST_ROOT${file}" | cut -d' ' -f1`).then((s) => s.trim());
 
   it("libcurand-dev-13-0 removed: update runs the toolkit's install step, the package and its files are back, drift is empty", async () => {
     const conn = host();
@@ -138,19 +185,25 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
 
   it("a header replaced: update reinstalls its package (ToolkitState's own step) and the recorded content is back", async () => {
     const conn = host();
-    const { id, created, read } = await drifted(conn, `rm -f "$GPUHOST_ROOT${CURAND_H}"; echo '/* 12.8 */' >"$GPUHOST_ROOT${CURAND_H}"`);
+    const { id, created, read } = await drifted(
+      conn,
+      `rm -f "$GPUHOST_ROOT${CURAND_H}"; echo '/* 12.8 */' >"$GPUHOST_ROOT${CURAND_H}"`,
+    );
     expect((await impl.update(id, read.props, read.inputs)).outs.drift).toEqual([]);
     expect(await sha(conn, CURAND_H)).toBe(created.baseline.files[CURAND_H]);
   });
 
   it("/usr/local/cuda pointed at 12.8 and a unit file edited: both repaired by their own steps", async () => {
     const conn = host();
-    const { id, read } = await drifted(conn, [
-      "apt-get install -y cuda-toolkit-12-8 >/dev/null",
-      "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.8 128 >/dev/null",
-      "update-alternatives --set cuda /usr/local/cuda-12.8 >/dev/null",
-      `echo 'Environment=CUDA_HOME=/usr/local/cuda-12.8' >>"$GPUHOST_ROOT${UNIT_FILE}"`,
-    ].join("\n"));
+    const { id, read } = await drifted(
+      conn,
+      [
+        "apt-get install -y cuda-toolkit-12-8 >/dev/null",
+        "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.8 128 >/dev/null",
+        "update-alternatives --set cuda /usr/local/cuda-12.8 >/dev/null",
+        `echo 'Environment=CUDA_HOME=/usr/local/cuda-12.8' >>"$GPUHOST_ROOT${UNIT_FILE}"`,
+      ].join("\n"),
+    );
     expect(read.props.drift.map((x) => x.field)).toEqual(["cudaLink", `units.${UNIT_FILE}.sha256`]);
     const { outs } = await impl.update(id, read.props, read.inputs);
     expect(outs.drift).toEqual([]);
@@ -160,7 +213,10 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
 
   it("drift no step repairs: update fails naming it and the steps that ran", async () => {
     const conn = host();
-    const { id, read } = await drifted(conn, `mv "$GPUHOST_ROOT${JIT_BASE}/${JIT_KEY}" "$GPUHOST_ROOT${JIT_BASE}/stale"\napt-get remove -y libcusparse-dev-13-0 >/dev/null`);
+    const { id, read } = await drifted(
+      conn,
+      `mv "$GPUHOST_ROOT${JIT_BASE}/${JIT_KEY}" "$GPUHOST_ROOT${JIT_BASE}/stale"\napt-get remove -y libcusparse-dev-13-0 >/dev/null`,
+    );
     await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(
       /still does not match what was provisioned after the repair steps \(install\.sh, verify\.sh\):\n  jit\.key: expected cuda13\.0-torch2\.9-sm120, found stale/,
     );
@@ -170,15 +226,23 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
 
   it("a failing repair step fails update naming the step, the fields and the script's error", async () => {
     const conn = host();
-    const broken: RepairStep = { fields: ["cudaLink"], script: "components/cuda-toolkit/scripts/install.sh", args: ["no-such-package-13-0", "/usr/local/cuda-13.0", "130"] };
+    const broken: RepairStep = {
+      fields: ["cudaLink"],
+      script: "components/cuda-toolkit/scripts/install.sh",
+      args: ["no-such-package-13-0", "/usr/local/cuda-13.0", "130"],
+    };
     const { id, read } = await drifted(conn, `rm -f "$GPUHOST_ROOT/usr/local/cuda"`, { repairs: [broken] });
-    await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(/repair step components\/cuda-toolkit\/scripts\/install\.sh \(for cudaLink\) exited \d+: [\s\S]*no-such-package-13-0/);
+    await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(
+      /repair step components\/cuda-toolkit\/scripts\/install\.sh \(for cudaLink\) exited \d+: [\s\S]*no-such-package-13-0/,
+    );
   });
 
   it("onDrift fail never runs the repairs: the host stays as it is", async () => {
     const conn = host();
     const { id, read } = await drifted(conn, "apt-get remove -y libcurand-dev-13-0 >/dev/null", { onDrift: "fail" });
-    await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(/does not match what was provisioned:\n[\s\S]*packages\.libcurand-dev-13-0/);
+    await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(
+      /does not match what was provisioned:\n[\s\S]*packages\.libcurand-dev-13-0/,
+    );
     expect((await impl.read(id, read.props)).props.observed.packages["libcurand-dev-13-0"]).toBeUndefined();
   });
 
@@ -190,9 +254,16 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
 
   it("check names a repair step whose script does not exist or leaves the project", async () => {
     const conn = host();
-    const { failures } = await impl.check({}, inputs(conn, {
-      repairs: [...toolkitSteps, { fields: ["cudaLink"], script: "components/nowhere/fix.sh" }, { fields: ["cudaLink"], script: "../x.sh" }],
-    }));
+    const { failures } = await impl.check(
+      {},
+      inputs(conn, {
+        repairs: [
+          ...toolkitSteps,
+          { fields: ["cudaLink"], script: "components/nowhere/fix.sh" },
+          { fields: ["cudaLink"], script: "../x.sh" },
+        ],
+      }),
+    );
     expect([...new Set(failures.map((f) => f.property))]).toEqual(["repairs.2.script", "repairs.3.script"]);
     expect(failures[0]!.reason).toMatch(/components\/nowhere\/fix\.sh does not exist/);
   });

@@ -48,10 +48,15 @@ export async function provisionGoldenHost(): Promise<string> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-drift-golden-"));
   const repoUrl = prepareSimulatedHost(root);
   const script = fs.readFileSync(path.join(fixtures, "provision-sim.sh"), "utf8");
-  const r = await execOnHost({ kind: "simulated", root }, script, [repoUrl, "13.0", UNIT_NAME, unitSource, `${JIT_BASE}/${JIT_KEY}`], {
-    scriptName: "provision-sim.sh",
-    timeoutMs: 300_000,
-  });
+  const r = await execOnHost(
+    { kind: "simulated", root },
+    script,
+    [repoUrl, "13.0", UNIT_NAME, unitSource, `${JIT_BASE}/${JIT_KEY}`],
+    {
+      scriptName: "provision-sim.sh",
+      timeoutMs: 300_000,
+    },
+  );
   if (r.code !== 0) throw new Error(`provisioning the simulated host failed (${r.code}):\n${r.stderr}${r.stdout}`);
   return root;
 }
@@ -66,4 +71,3 @@ export function copyHost(golden: string): SimulatedConnection {
 export function removeHost(root: string): void {
   fs.rmSync(root, { recursive: true, force: true });
 }
-

@@ -5,20 +5,47 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
-  controlFile, filesOf, packageProviding, packagesOf, parseDescription, requiredFiles, standinContent, standinNvcc,
-  STANDIN_MARKER, toolkit, trapPackages, writeStandinTrees,
+  controlFile,
+  filesOf,
+  packageProviding,
+  packagesOf,
+  parseDescription,
+  requiredFiles,
+  standinContent,
+  standinNvcc,
+  STANDIN_MARKER,
+  toolkit,
+  trapPackages,
+  writeStandinTrees,
 } from "../../components/toolkit/description";
 
 describe("the CUDA 13.0 description", () => {
   it("has NVIDIA's meta package structure", () => {
     const closure = packagesOf("cuda-toolkit-13-0");
-    for (const p of ["cuda-compiler-13-0", "cuda-nvcc-13-0", "cuda-libraries-13-0", "cuda-libraries-dev-13-0", "libcurand-dev-13-0",
-      "libcublas-dev-13-0", "libcusparse-dev-13-0", "cuda-cudart-dev-13-0", "cuda-nvml-dev-13-0", "cuda-tools-13-0"]) {
+    for (const p of [
+      "cuda-compiler-13-0",
+      "cuda-nvcc-13-0",
+      "cuda-libraries-13-0",
+      "cuda-libraries-dev-13-0",
+      "libcurand-dev-13-0",
+      "libcublas-dev-13-0",
+      "libcusparse-dev-13-0",
+      "cuda-cudart-dev-13-0",
+      "cuda-nvml-dev-13-0",
+      "cuda-tools-13-0",
+    ]) {
       expect(closure).toContain(p);
     }
     expect(closure).not.toContain("cuda-curand-dev-13-0"); // no such package in NVIDIA's repository
     expect(closure.every((p) => p.includes("-13-0"))).toBe(true);
-    expect(packagesOf("cuda-libraries-dev-13-0")).toEqual(expect.arrayContaining(["libcurand-dev-13-0", "libcublas-dev-13-0", "libcusparse-dev-13-0", "cuda-cudart-dev-13-0"]));
+    expect(packagesOf("cuda-libraries-dev-13-0")).toEqual(
+      expect.arrayContaining([
+        "libcurand-dev-13-0",
+        "libcublas-dev-13-0",
+        "libcusparse-dev-13-0",
+        "cuda-cudart-dev-13-0",
+      ]),
+    );
   });
 
   it("the nvcc-only trap has nvcc and cudart but no curand, cublas or cusparse", () => {
@@ -27,16 +54,35 @@ describe("the CUDA 13.0 description", () => {
     expect(trap).toContain("cuda-cudart-dev-13-0");
     expect(trap.filter((p) => /curand|cublas|cusparse/.test(p))).toEqual([]);
     const trapFiles = trap.flatMap(filesOf).map((f) => f.path);
-    const missing = requiredFiles("13.0").filter((f) => !trapFiles.includes(f.path)).map((f) => path.posix.basename(f.path));
-    expect(missing.sort()).toEqual(["cublas_v2.h", "curand.h", "cusparse.h", "libcublas.so", "libcurand.so", "libcusparse.so"]);
+    const missing = requiredFiles("13.0")
+      .filter((f) => !trapFiles.includes(f.path))
+      .map((f) => path.posix.basename(f.path));
+    expect(missing.sort()).toEqual([
+      "cublas_v2.h",
+      "curand.h",
+      "cusparse.h",
+      "libcublas.so",
+      "libcurand.so",
+      "libcusparse.so",
+    ]);
   });
 
   it("requiredFiles lists the headers, libraries, nvcc and version.json under /usr/local/cuda-13.0", () => {
     const req = requiredFiles("13.0").map((f) => f.path);
-    expect(req).toEqual(expect.arrayContaining(["/usr/local/cuda-13.0/bin/nvcc", "/usr/local/cuda-13.0/include/curand.h",
-      "/usr/local/cuda-13.0/include/cublas_v2.h", "/usr/local/cuda-13.0/include/cusparse.h", "/usr/local/cuda-13.0/include/cuda_runtime.h",
-      "/usr/local/cuda-13.0/lib64/libcurand.so", "/usr/local/cuda-13.0/lib64/libcublas.so", "/usr/local/cuda-13.0/lib64/libcusparse.so",
-      "/usr/local/cuda-13.0/lib64/libcudart.so", "/usr/local/cuda-13.0/version.json"]));
+    expect(req).toEqual(
+      expect.arrayContaining([
+        "/usr/local/cuda-13.0/bin/nvcc",
+        "/usr/local/cuda-13.0/include/curand.h",
+        "/usr/local/cuda-13.0/include/cublas_v2.h",
+        "/usr/local/cuda-13.0/include/cusparse.h",
+        "/usr/local/cuda-13.0/include/cuda_runtime.h",
+        "/usr/local/cuda-13.0/lib64/libcurand.so",
+        "/usr/local/cuda-13.0/lib64/libcublas.so",
+        "/usr/local/cuda-13.0/lib64/libcusparse.so",
+        "/usr/local/cuda-13.0/lib64/libcudart.so",
+        "/usr/local/cuda-13.0/version.json",
+      ]),
+    );
     expect(req.every((p) => p.startsWith("/usr/local/cuda-13.0/"))).toBe(true);
     expect(requiredFiles("12.8").every((f) => f.path.startsWith("/usr/local/cuda-12.8/"))).toBe(true);
   });
@@ -51,7 +97,12 @@ describe("the CUDA 13.0 description", () => {
   });
 
   it("toolkits carry nvcc's version lines and the alternatives priority", () => {
-    expect(toolkit("13.0")).toMatchObject({ root: "/usr/local/cuda-13.0", meta: "cuda-toolkit-13-0", nvccRelease: "13.0", alternativesPriority: 130 });
+    expect(toolkit("13.0")).toMatchObject({
+      root: "/usr/local/cuda-13.0",
+      meta: "cuda-toolkit-13-0",
+      nvccRelease: "13.0",
+      alternativesPriority: 130,
+    });
     expect(toolkit("12.8").meta).toBe("cuda-toolkit-12-8");
     expect(() => toolkit("11.8")).toThrow(/unknown CUDA toolkit 11.8/);
   });
@@ -62,8 +113,13 @@ describe("stand-in contents", () => {
     const curand = filesOf("libcurand-dev-13-0");
     const header = standinContent(curand.find((f) => f.path.endsWith("curand.h"))!);
     expect(header).toMatchObject({ kind: "file", mode: 0o644 });
-    expect(header.kind === "file" && header.content).toContain(`${STANDIN_MARKER}: curand.h from libcurand-dev-13-0 10.4.0.35-1`);
-    expect(standinContent(curand.find((f) => f.path.endsWith("libcurand.so"))!)).toEqual({ kind: "link", target: "libcurand.so.10" });
+    expect(header.kind === "file" && header.content).toContain(
+      `${STANDIN_MARKER}: curand.h from libcurand-dev-13-0 10.4.0.35-1`,
+    );
+    expect(standinContent(curand.find((f) => f.path.endsWith("libcurand.so"))!)).toEqual({
+      kind: "link",
+      target: "libcurand.so.10",
+    });
     const vj = standinContent(filesOf("cuda-toolkit-13-0-config-common")[0]!);
     expect(vj.kind === "file" && JSON.parse(vj.content).cuda.version).toBe("13.0.2");
   });
@@ -75,7 +131,9 @@ describe("stand-in contents", () => {
   });
 
   it("control files name package, version, dependencies", () => {
-    expect(controlFile("cuda-libraries-dev-13-0")).toContain("Depends: cuda-cudart-dev-13-0, libcurand-dev-13-0, libcublas-dev-13-0, libcusparse-dev-13-0\n");
+    expect(controlFile("cuda-libraries-dev-13-0")).toContain(
+      "Depends: cuda-cudart-dev-13-0, libcurand-dev-13-0, libcublas-dev-13-0, libcusparse-dev-13-0\n",
+    );
     expect(controlFile("cuda-keyring")).toContain("Architecture: all");
   });
 
@@ -83,8 +141,12 @@ describe("stand-in contents", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-trees-"));
     try {
       writeStandinTrees(dir, ["libcurand-dev-13-0", "cuda-nvcc-13-0"]);
-      expect(fs.readFileSync(path.join(dir, "libcurand-dev-13-0/DEBIAN/control"), "utf8")).toContain("Package: libcurand-dev-13-0");
-      expect(fs.readlinkSync(path.join(dir, "libcurand-dev-13-0/usr/local/cuda-13.0/lib64/libcurand.so"))).toBe("libcurand.so.10");
+      expect(fs.readFileSync(path.join(dir, "libcurand-dev-13-0/DEBIAN/control"), "utf8")).toContain(
+        "Package: libcurand-dev-13-0",
+      );
+      expect(fs.readlinkSync(path.join(dir, "libcurand-dev-13-0/usr/local/cuda-13.0/lib64/libcurand.so"))).toBe(
+        "libcurand.so.10",
+      );
       const nvcc = path.join(dir, "cuda-nvcc-13-0/usr/local/cuda-13.0/bin/nvcc");
       expect(fs.statSync(nvcc).mode & 0o777).toBe(0o755);
       const mtime = fs.statSync(nvcc).mtimeMs;
@@ -99,9 +161,15 @@ describe("stand-in contents", () => {
 describe("validation", () => {
   const minimal = (pkgs: string) => `toolkits: {}\npackages:\n${pkgs}`;
   it("names the YAML path of a bad field and unknown dependencies", () => {
-    expect(() => parseDescription(minimal("  a-pkg: { version: 'x!' }\n"))).toThrow(/packages\.a-pkg\.version: a Debian version/);
-    expect(() => parseDescription(minimal("  a-pkg: { version: '1', depends: [ghost] }\n"))).toThrow(/a-pkg depends on unknown ghost/);
-    expect(() => parseDescription(minimal("  a-pkg: { version: '1', files: [{ path: x }] }\n"))).toThrow(/either a kind or a link/);
+    expect(() => parseDescription(minimal("  a-pkg: { version: 'x!' }\n"))).toThrow(
+      /packages\.a-pkg\.version: a Debian version/,
+    );
+    expect(() => parseDescription(minimal("  a-pkg: { version: '1', depends: [ghost] }\n"))).toThrow(
+      /a-pkg depends on unknown ghost/,
+    );
+    expect(() => parseDescription(minimal("  a-pkg: { version: '1', files: [{ path: x }] }\n"))).toThrow(
+      /either a kind or a link/,
+    );
     expect(() => parseDescription(minimal("  a-pkg: { version: '1', colour: red }\n"))).toThrow(/colour/);
   });
 });

@@ -14,7 +14,10 @@ beforeAll(() => {
   for (const d of ["bin", "include", "lib64", "work"]) fs.mkdirSync(path.join(tk, d));
   nvcc = path.join(tk, "bin/nvcc");
   fs.writeFileSync(nvcc, standinNvcc("13.0"), { mode: 0o755 });
-  fs.writeFileSync(path.join(tk, "work/prog.cu"), "#include <cstdio>\n#include <stdio.h>\n#include <cuda_runtime.h>\n  #include <curand.h>\n#include \"local.h\"\nint main() {}\n");
+  fs.writeFileSync(
+    path.join(tk, "work/prog.cu"),
+    '#include <cstdio>\n#include <stdio.h>\n#include <cuda_runtime.h>\n  #include <curand.h>\n#include "local.h"\nint main() {}\n',
+  );
   fs.writeFileSync(path.join(tk, "work/local.h"), "\n");
   fs.writeFileSync(path.join(tk, "include/cuda_runtime.h"), "\n");
 });
@@ -25,13 +28,16 @@ describe("stand-in nvcc", () => {
   it("prints --version exactly like NVIDIA's", () => {
     expect(execFileSync(nvcc, ["--version"], { encoding: "utf8" })).toBe(
       "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\nBuilt on Wed_Aug_20_01:58:59_PM_PDT_2025\n" +
-      "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n");
+        "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n",
+    );
   });
 
   it("fails on a header missing from its toolkit with the real message", () => {
     const r = run("-o", "prog", "prog.cu", "-lcurand");
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe("prog.cu:4:12: fatal error: curand.h: No such file or directory\n    4 |   #include <curand.h>\ncompilation terminated.\n");
+    expect(r.stderr).toBe(
+      "prog.cu:4:12: fatal error: curand.h: No such file or directory\n    4 |   #include <curand.h>\ncompilation terminated.\n",
+    );
     expect(fs.existsSync(path.join(tk, "work/prog"))).toBe(false);
   });
 
@@ -49,7 +55,9 @@ describe("stand-in nvcc", () => {
     const r = run("-arch=sm_120", "-O2", "-o", "prog", "prog.cu", "-lcurand");
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
-    expect(execFileSync(path.join(tk, "work/prog"), { encoding: "utf8" })).toMatch(/^gpuhost stand-in binary: prog\.cu compiled against .* \(release 13\.0\); no GPU code ran\n$/);
+    expect(execFileSync(path.join(tk, "work/prog"), { encoding: "utf8" })).toMatch(
+      /^gpuhost stand-in binary: prog\.cu compiled against .* \(release 13\.0\); no GPU code ran\n$/,
+    );
   });
 
   it("fails without input files as nvcc does", () => {

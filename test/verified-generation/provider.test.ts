@@ -19,7 +19,29 @@ beforeAll(() => {
   projectRoot = mkdtempSync(path.join(tmpdir(), "gpuhost-vg-"));
   symlinkSync(path.join(repo, "node_modules"), path.join(projectRoot, "node_modules"));
   const tsc = path.join(repo, "node_modules/typescript/bin/tsc");
-  execFileSync(process.execPath, [tsc, "--outDir", path.join(projectRoot, "dist"), "--rootDir", repo, "--module", "commonjs", "--moduleResolution", "node", "--target", "ES2022", "--strict", "--esModuleInterop", "--skipLibCheck", "--types", "node", path.join(repo, "gate/index.ts")], { stdio: "pipe" });
+  execFileSync(
+    process.execPath,
+    [
+      tsc,
+      "--outDir",
+      path.join(projectRoot, "dist"),
+      "--rootDir",
+      repo,
+      "--module",
+      "commonjs",
+      "--moduleResolution",
+      "node",
+      "--target",
+      "ES2022",
+      "--strict",
+      "--esModuleInterop",
+      "--skipLibCheck",
+      "--types",
+      "node",
+      path.join(repo, "gate/index.ts"),
+    ],
+    { stdio: "pipe" },
+  );
 }, 120_000);
 
 let closers: (() => Promise<void>)[] = [];
@@ -44,7 +66,12 @@ async function sim(faults: string[] = []) {
     onExit: (code) => writeFileSync(stateFile, `ActiveState=${code === 0 ? "inactive" : "failed"}\nNRestarts=0\n`),
   });
   closers.push(() => s.close());
-  return { url: s.url, close: () => s.close(), serviceStateCommand: ["cat", stateFile], serviceLogsCommand: ["tail", "-n", "50", logFile] };
+  return {
+    url: s.url,
+    close: () => s.close(),
+    serviceStateCommand: ["cat", stateFile],
+    serviceLogsCommand: ["tail", "-n", "50", logFile],
+  };
 }
 
 function inputs(url: string, over: Record<string, unknown> = {}): Record<string, unknown> {
@@ -56,7 +83,13 @@ function inputs(url: string, over: Record<string, unknown> = {}): Record<string,
     toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
     environmentLock: "sglang==0.5.6",
     verifyPolicy: { deadlineSeconds: 20 },
-    benchPlan: { singleRequestMaxTokens: [64], singleRequestPrompts: 1, concurrency: [2, 4], sweepMaxTokens: 64, requestsPerConcurrency: 1 },
+    benchPlan: {
+      singleRequestMaxTokens: [64],
+      singleRequestPrompts: 1,
+      concurrency: [2, 4],
+      sweepMaxTokens: 64,
+      requestsPerConcurrency: 1,
+    },
     workload: { completions: 900_000, outputTokensPerCompletion: 2000 },
     ...over,
   };
@@ -65,7 +98,9 @@ function inputs(url: string, over: Record<string, unknown> = {}): Record<string,
 describe("VerifiedGeneration provider", () => {
   it("create: verifies, benchmarks and plans; outs carry the inputs and the documented outputs", async () => {
     const host = await sim();
-    const res = await create(inputs(host.url, { serviceStateCommand: host.serviceStateCommand, serviceLogsCommand: host.serviceLogsCommand }));
+    const res = await create(
+      inputs(host.url, { serviceStateCommand: host.serviceStateCommand, serviceLogsCommand: host.serviceLogsCommand }),
+    );
     const outs = res.outs as Record<string, unknown>;
     const parsed = VerifiedGenerationOutputsSchema.parse(outs);
     expect(parsed.generating).toBe(true);
@@ -84,7 +119,14 @@ describe("VerifiedGeneration provider", () => {
   it("create fails with the gate's diagnosis, curand.h line included, when the first generation kills the server", async () => {
     const host = await sim(["jit-crash"]);
     const t0 = performance.now();
-    await expect(create(inputs(host.url, { serviceStateCommand: host.serviceStateCommand, serviceLogsCommand: host.serviceLogsCommand }))).rejects.toThrow(
+    await expect(
+      create(
+        inputs(host.url, {
+          serviceStateCommand: host.serviceStateCommand,
+          serviceLogsCommand: host.serviceLogsCommand,
+        }),
+      ),
+    ).rejects.toThrow(
       /phase "generate"[\s\S]*ActiveState=failed[\s\S]*fatal error: curand\.h: No such file or directory/,
     );
     expect((performance.now() - t0) / 1000).toBeLessThan(21);
@@ -97,22 +139,61 @@ describe("VerifiedGeneration provider", () => {
     const reordered = Object.fromEntries(Object.entries(inputs("http://127.0.0.1:1")).reverse());
     expect((await diff("id", olds, reordered)).changes).toBe(false);
     for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
-      expect(await diff("id", olds, inputs("http://127.0.0.1:1", { [key]: "changed" }))).toMatchObject({ changes: true, replaces: [key] });
+      expect(await diff("id", olds, inputs("http://127.0.0.1:1", { [key]: "changed" }))).toMatchObject({
+        changes: true,
+        replaces: [key],
+      });
     }
     expect((await diff("id", olds, inputs("http://127.0.0.1:2"))).replaces).toEqual(["endpoint"]);
-    expect((await diff("id", olds, inputs("http://127.0.0.1:1", { endpoint: { url: "http://127.0.0.1:1", model: "other" } }))).replaces).toEqual(["endpoint"]);
-    for (const over of [{ providerVersion: "0" }, { benchPlan: { concurrency: [8] } }, { workload: { completions: 5 } }, { serviceLogsCommand: ["true"] }]) {
+    expect(
+      (
+        await diff(
+          "id",
+          olds,
+          inputs("http://127.0.0.1:1", { endpoint: { url: "http://127.0.0.1:1", model: "other" } }),
+        )
+      ).replaces,
+    ).toEqual(["endpoint"]);
+    for (const over of [
+      { providerVersion: "0" },
+      { benchPlan: { concurrency: [8] } },
+      { workload: { completions: 5 } },
+      { serviceLogsCommand: ["true"] },
+    ]) {
       expect(await diff("id", olds, inputs("http://127.0.0.1:1", over))).toMatchObject({ changes: true, replaces: [] });
     }
     // Unknown during preview: treated as changed.
-    expect((await diff("id", olds, inputs("http://127.0.0.1:1", { toolkitFingerprint: "04da6b54-80e4-46f7-96ec-b56ff0331ba9" }))).replaces).toEqual(["toolkitFingerprint"]);
+    expect(
+      (
+        await diff(
+          "id",
+          olds,
+          inputs("http://127.0.0.1:1", { toolkitFingerprint: "04da6b54-80e4-46f7-96ec-b56ff0331ba9" }),
+        )
+      ).replaces,
+    ).toEqual(["toolkitFingerprint"]);
     // A refresh found the host not generating: the next up verifies again.
-    expect((await diff("id", { ...olds, generating: false }, inputs("http://127.0.0.1:1"))).replaces).toEqual(["generating"]);
+    expect((await diff("id", { ...olds, generating: false }, inputs("http://127.0.0.1:1"))).replaces).toEqual([
+      "generating",
+    ]);
   });
 
   it("update re-plans capacity from the stored measurement without measuring again", async () => {
-    const olds = { ...inputs("http://127.0.0.1:1"), generating: true, sustainedOutputTokensPerSecond: 800, saturationConcurrency: 32, capacity: { stale: true } };
-    const { outs } = await update("id", olds, inputs("http://127.0.0.1:1", { workload: { completions: 100_000, outputTokensPerCompletion: 1000, hosts: 2 }, providerVersion: "2" }));
+    const olds = {
+      ...inputs("http://127.0.0.1:1"),
+      generating: true,
+      sustainedOutputTokensPerSecond: 800,
+      saturationConcurrency: 32,
+      capacity: { stale: true },
+    };
+    const { outs } = await update(
+      "id",
+      olds,
+      inputs("http://127.0.0.1:1", {
+        workload: { completions: 100_000, outputTokensPerCompletion: 1000, hosts: 2 },
+        providerVersion: "2",
+      }),
+    );
     expect(outs.sustainedOutputTokensPerSecond).toBe(800);
     expect(outs.saturationConcurrency).toBe(32);
     expect(outs.providerVersion).toBe("2");
@@ -136,9 +217,16 @@ describe("VerifiedGeneration provider", () => {
   });
 
   it("check: reports bad knobs by path, a missing compiled gate, and missing identity", async () => {
-    const bad = await check({}, inputs("http://x", { verifyPolicy: { deadlineSeconds: -1 }, benchPlan: { concurrency: [] } }));
-    expect(bad.failures.map((f) => f.reason).join("\n")).toMatch(/verifyPolicy\.deadlineSeconds[\s\S]*benchPlan\.concurrency/);
-    expect((await check({}, inputs("http://x", { projectRoot: "/nonexistent" }))).failures[0].reason).toContain("cannot load the compiled gate");
+    const bad = await check(
+      {},
+      inputs("http://x", { verifyPolicy: { deadlineSeconds: -1 }, benchPlan: { concurrency: [] } }),
+    );
+    expect(bad.failures.map((f) => f.reason).join("\n")).toMatch(
+      /verifyPolicy\.deadlineSeconds[\s\S]*benchPlan\.concurrency/,
+    );
+    expect((await check({}, inputs("http://x", { projectRoot: "/nonexistent" }))).failures[0].reason).toContain(
+      "cannot load the compiled gate",
+    );
     expect((await check({}, inputs("http://x", { serviceIdentity: "" }))).failures[0].property).toBe("serviceIdentity");
     expect((await check({}, inputs("http://x"))).failures).toEqual([]);
   });

@@ -22,7 +22,9 @@ interface AlternativesState {
 
 const stateFile = (name: string): string => hostPath(`/var/lib/dpkg/alternatives/${name}.json`);
 const load = (name: string): AlternativesState | undefined =>
-  fs.existsSync(stateFile(name)) ? (JSON.parse(fs.readFileSync(stateFile(name), "utf8")) as AlternativesState) : undefined;
+  fs.existsSync(stateFile(name))
+    ? (JSON.parse(fs.readFileSync(stateFile(name), "utf8")) as AlternativesState)
+    : undefined;
 function save(name: string, st: AlternativesState): void {
   fs.mkdirSync(path.dirname(stateFile(name)), { recursive: true });
   fs.writeFileSync(stateFile(name), JSON.stringify(st, null, 1));
@@ -39,7 +41,8 @@ function relink(hostLink: string, hostTarget: string): void {
   fs.symlinkSync(rel, real);
 }
 
-const best = (st: AlternativesState): Alternative | undefined => [...st.alternatives].sort((a, b) => b.priority - a.priority)[0];
+const best = (st: AlternativesState): Alternative | undefined =>
+  [...st.alternatives].sort((a, b) => b.priority - a.priority)[0];
 
 function apply(name: string, st: AlternativesState): void {
   const value = st.status === "auto" ? best(st)?.path : st.value;
@@ -60,7 +63,14 @@ function query(name: string): number {
   const target = fs.lstatSync(hostPath(`/etc/alternatives/${name}`), { throwIfNoEntry: false })
     ? `/${path.relative(hostPath("/"), path.resolve(hostPath("/etc/alternatives"), fs.readlinkSync(hostPath(`/etc/alternatives/${name}`))))}`
     : "";
-  const lines = [`Name: ${name}`, `Link: ${st.link}`, `Status: ${st.status}`, `Best: ${best(st)?.path ?? ""}`, `Value: ${target}`, ""];
+  const lines = [
+    `Name: ${name}`,
+    `Link: ${st.link}`,
+    `Status: ${st.status}`,
+    `Best: ${best(st)?.path ?? ""}`,
+    `Value: ${target}`,
+    "",
+  ];
   for (const a of st.alternatives) lines.push(`Alternative: ${a.path}`, `Priority: ${a.priority}`, "");
   process.stdout.write(lines.join("\n"));
   return 0;
@@ -71,7 +81,8 @@ const [op, ...rest] = argv;
 switch (op) {
   case "--install": {
     const [link, name, p, priority] = rest;
-    if (!priority || !/^-?[0-9]+$/.test(priority)) fail("update-alternatives: error: --install needs <link> <name> <path> <priority>", 2);
+    if (!priority || !/^-?[0-9]+$/.test(priority))
+      fail("update-alternatives: error: --install needs <link> <name> <path> <priority>", 2);
     if (!fs.existsSync(hostPath(p))) fail(`update-alternatives: error: alternative path ${p} doesn't exist`, 2);
     const st: AlternativesState = load(name) ?? { link, status: "auto", alternatives: [] };
     st.link = link;
@@ -82,7 +93,8 @@ switch (op) {
   case "--set": {
     const [name, p] = rest;
     const st = load(name) ?? fail(`update-alternatives: error: no alternatives for ${name}`, 2);
-    if (!st.alternatives.some((a) => a.path === p)) fail(`update-alternatives: error: alternative ${p} for ${name} not registered; not setting`, 2);
+    if (!st.alternatives.some((a) => a.path === p))
+      fail(`update-alternatives: error: alternative ${p} for ${name} not registered; not setting`, 2);
     st.status = "manual";
     st.value = p;
     apply(name, st);

@@ -22,14 +22,21 @@ function readStatus(): Map<string, Stanza> {
 }
 
 function writeStatus(status: Map<string, Stanza>): void {
-  const text = [...status.values()].sort((a, b) => a.Package.localeCompare(b.Package)).map(stanzaText).join("\n");
+  const text = [...status.values()]
+    .sort((a, b) => a.Package.localeCompare(b.Package))
+    .map(stanzaText)
+    .join("\n");
   fs.mkdirSync(path.dirname(statusFile()), { recursive: true });
   fs.writeFileSync(`${statusFile()}.new`, text);
   fs.renameSync(`${statusFile()}.new`, statusFile());
 }
 
 const dependsOf = (stanza: Stanza): string[] =>
-  stanza.Depends ? stanza.Depends.split(",").map((d) => d.trim().split(/\s/)[0]).filter(Boolean) : [];
+  stanza.Depends
+    ? stanza.Depends.split(",")
+        .map((d) => d.trim().split(/\s/)[0])
+        .filter(Boolean)
+    : [];
 
 interface Source {
   file: string;
@@ -44,14 +51,20 @@ function sources(): Source[] {
   const files: string[] = [];
   if (fs.existsSync(hostPath("/etc/apt/sources.list"))) files.push(hostPath("/etc/apt/sources.list"));
   const dir = hostPath("/etc/apt/sources.list.d");
-  if (fs.existsSync(dir)) for (const f of fs.readdirSync(dir).sort()) if (f.endsWith(".list")) files.push(path.join(dir, f));
+  if (fs.existsSync(dir))
+    for (const f of fs.readdirSync(dir).sort()) if (f.endsWith(".list")) files.push(path.join(dir, f));
   const out: Source[] = [];
   for (const file of files) {
     for (const raw of fs.readFileSync(file, "utf8").split("\n")) {
       const line = raw.replace(/#.*/, "").trim();
       const m = /^deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)/.exec(line);
       if (!m) continue;
-      const opts = Object.fromEntries((m[1] || "").split(/\s+/).filter(Boolean).map((o) => o.split("="))) as Source["opts"];
+      const opts = Object.fromEntries(
+        (m[1] || "")
+          .split(/\s+/)
+          .filter(Boolean)
+          .map((o) => o.split("=")),
+      ) as Source["opts"];
       out.push({ file, opts, url: m[2], suite: m[3] });
     }
   }
@@ -76,7 +89,10 @@ function update(): number {
         continue;
       }
     }
-    const base = path.join(hostPath(new URL(src.url).pathname), src.suite === "/" || src.suite === "./" ? "" : src.suite);
+    const base = path.join(
+      hostPath(new URL(src.url).pathname),
+      src.suite === "/" || src.suite === "./" ? "" : src.suite,
+    );
     if (!fs.existsSync(base)) {
       console.error(`E: Failed to fetch ${src.url}/${src.suite}: File not found - ${base}`);
       failed = true;
@@ -136,9 +152,14 @@ function unpack(name: string, entry: PackageIndex[string], status: Map<string, S
   }
   fs.mkdirSync(path.dirname(listFile(name)), { recursive: true });
   fs.writeFileSync(listFile(name), `${files.join("\n")}\n`);
-  status.set(name, { Package: name, Status: "install ok installed", Version: entry.control.Version,
-    Architecture: entry.control.Architecture, ...(entry.control.Depends ? { Depends: entry.control.Depends } : {}),
-    Description: entry.control.Description });
+  status.set(name, {
+    Package: name,
+    Status: "install ok installed",
+    Version: entry.control.Version,
+    Architecture: entry.control.Architecture,
+    ...(entry.control.Depends ? { Depends: entry.control.Depends } : {}),
+    Description: entry.control.Description,
+  });
 }
 
 function install(names: string[], reinstall = false): number {
@@ -157,8 +178,11 @@ function install(names: string[], reinstall = false): number {
   };
   names.forEach(visit);
   const status = readStatus();
-  const todo = closure.filter((n) => status.get(n)?.Version !== index[n].control.Version || (reinstall && names.includes(n)));
-  for (const n of names) if (!todo.includes(n)) console.log(`${n} is already the newest version (${index[n].control.Version}).`);
+  const todo = closure.filter(
+    (n) => status.get(n)?.Version !== index[n].control.Version || (reinstall && names.includes(n)),
+  );
+  for (const n of names)
+    if (!todo.includes(n)) console.log(`${n} is already the newest version (${index[n].control.Version}).`);
   for (const n of todo) console.log(`Unpacking ${n} (${index[n].control.Version}) ...`);
   for (const n of todo) {
     unpack(n, index[n], status);
@@ -208,16 +232,24 @@ function remove(names: string[]): number {
 function aptGet(argv: string[]): number {
   const words: string[] = [];
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "-o" || argv[i] === "-c") i++; // option values: -o Dpkg::Lock::Timeout=600
+    if (argv[i] === "-o" || argv[i] === "-c")
+      i++; // option values: -o Dpkg::Lock::Timeout=600
     else if (!argv[i].startsWith("-")) words.push(argv[i]);
   }
   const [cmd, ...rest] = words;
   switch (cmd) {
-    case "update": return update();
-    case "install": return rest.length === 0 ? 0 : install(rest, argv.includes("--reinstall"));
-    case "remove": case "purge": case "autoremove": return rest.length === 0 ? 0 : remove(rest);
-    case "clean": return 0;
-    default: return fail(`E: Invalid operation ${cmd ?? ""}`, 100);
+    case "update":
+      return update();
+    case "install":
+      return rest.length === 0 ? 0 : install(rest, argv.includes("--reinstall"));
+    case "remove":
+    case "purge":
+    case "autoremove":
+      return rest.length === 0 ? 0 : remove(rest);
+    case "clean":
+      return 0;
+    default:
+      return fail(`E: Invalid operation ${cmd ?? ""}`, 100);
   }
 }
 
@@ -237,7 +269,13 @@ function dpkgQuery(argv: string[]): number {
     else patterns.push(a);
   }
   const status = readStatus();
-  const glob = (p: string): RegExp => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`);
+  const glob = (p: string): RegExp =>
+    new RegExp(
+      `^${p
+        .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+        .replace(/\*/g, ".*")
+        .replace(/\?/g, ".")}$`,
+    );
   let code = 0;
   if (mode === "show") {
     const selected = patterns.length === 0 ? [...status.keys()] : [];
@@ -249,15 +287,27 @@ function dpkgQuery(argv: string[]): number {
       }
       selected.push(...hits);
     }
-    const expand = (s: Stanza): string => format.replace(/\\n/g, "\n").replace(/\\t/g, "\t")
-      .replace(/\$\{([A-Za-z:-]+)\}/g, (_m: string, k: string) => (k === "db:Status-Abbrev" ? "ii " : (s[k] ?? "")));
+    const expand = (s: Stanza): string =>
+      format
+        .replace(/\\n/g, "\n")
+        .replace(/\\t/g, "\t")
+        .replace(/\$\{([A-Za-z:-]+)\}/g, (_m: string, k: string) => (k === "db:Status-Abbrev" ? "ii " : (s[k] ?? "")));
     // Every selected name is a key of the status map.
-    process.stdout.write([...new Set(selected)].sort().map((n) => expand(status.get(n)!)).join(""));
+    process.stdout.write(
+      [...new Set(selected)]
+        .sort()
+        .map((n) => expand(status.get(n)!))
+        .join(""),
+    );
     return code;
   }
   for (const p of patterns) {
     const s = status.get(p);
-    if (!s) { console.error(`dpkg-query: package '${p}' is not installed and no information is available`); code = 1; continue; }
+    if (!s) {
+      console.error(`dpkg-query: package '${p}' is not installed and no information is available`);
+      code = 1;
+      continue;
+    }
     if (mode === "list") process.stdout.write(fs.existsSync(listFile(p)) ? fs.readFileSync(listFile(p), "utf8") : "");
     else process.stdout.write(stanzaText(s));
   }
@@ -270,7 +320,12 @@ function dpkg(argv: string[]): number {
   if (argv[0] === "-S") {
     const wanted = argv[1];
     for (const f of fs.readdirSync(hostPath("/var/lib/dpkg/info")).filter((x) => x.endsWith(".list"))) {
-      if (fs.readFileSync(hostPath(`/var/lib/dpkg/info/${f}`), "utf8").split("\n").includes(wanted)) {
+      if (
+        fs
+          .readFileSync(hostPath(`/var/lib/dpkg/info/${f}`), "utf8")
+          .split("\n")
+          .includes(wanted)
+      ) {
         console.log(`${f.slice(0, -5)}: ${wanted}`);
         return 0;
       }
@@ -281,6 +336,11 @@ function dpkg(argv: string[]): number {
 }
 
 const [tool, ...argv] = process.argv.slice(2);
-const handlers: Partial<Record<string, (argv: string[]) => number>> = { "apt-get": aptGet, apt: aptGet, dpkg, "dpkg-query": dpkgQuery };
+const handlers: Partial<Record<string, (argv: string[]) => number>> = {
+  "apt-get": aptGet,
+  apt: aptGet,
+  dpkg,
+  "dpkg-query": dpkgQuery,
+};
 const handler = handlers[tool];
 process.exitCode = handler ? handler(argv) : fail(`unknown tool ${tool}`, 2);

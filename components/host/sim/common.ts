@@ -45,7 +45,8 @@ export function shimDir(): string {
   if (fs.existsSync(path.join(__dirname, "bin", "systemctl"))) return path.join(__dirname, "bin");
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     if (fs.existsSync(path.join(dir, rel, "systemctl"))) return path.join(dir, rel);
-    if (path.dirname(dir) === dir) return fail(`gpuhost simulated host: ${rel}/systemctl not found above ${__dirname}`, 2);
+    if (path.dirname(dir) === dir)
+      return fail(`gpuhost simulated host: ${rel}/systemctl not found above ${__dirname}`, 2);
   }
 }
 
@@ -68,5 +69,7 @@ export function parseStanzas(text: string): Stanza[] {
 }
 
 export function stanzaText(s: Record<string, string>): string {
-  return `${Object.entries(s).map(([k, v]) => `${k}: ${v}`).join("\n")}\n`;
+  return `${Object.entries(s)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join("\n")}\n`;
 }

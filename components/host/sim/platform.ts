@@ -33,7 +33,15 @@ export function simulatedEnvironment(root: string): { environment: Record<string
  */
 export function prepareSimulatedHost(root: string): string {
   const abs = path.resolve(root);
-  for (const dir of ["etc/apt/sources.list.d", "etc/systemd/system", "usr/local", "usr/share/keyrings", "var/lib/dpkg/info", "run", "tmp"]) {
+  for (const dir of [
+    "etc/apt/sources.list.d",
+    "etc/systemd/system",
+    "usr/local",
+    "usr/share/keyrings",
+    "var/lib/dpkg/info",
+    "run",
+    "tmp",
+  ]) {
     fs.mkdirSync(path.join(abs, dir), { recursive: true });
   }
   writeStandinTrees(path.join(abs, SIM_REPO_HOST_PATH));

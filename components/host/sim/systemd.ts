@@ -20,7 +20,11 @@ const unitFile = (u: string): string => hostPath(`/etc/systemd/system/${u}`);
 const stateDir = (u: string): string => hostPath(`/run/gpuhost-sim/systemd/${u}`);
 const logFile = (u: string): string => hostPath(`/var/log/gpuhost-sim/journal/${u}.log`);
 const readState = (u: string, key: string, dflt: string): string => {
-  try { return fs.readFileSync(path.join(stateDir(u), key), "utf8").trim(); } catch { return dflt; }
+  try {
+    return fs.readFileSync(path.join(stateDir(u), key), "utf8").trim();
+  } catch {
+    return dflt;
+  }
 };
 function writeState(u: string, key: string, value: string | number): void {
   fs.mkdirSync(stateDir(u), { recursive: true });
@@ -59,7 +63,10 @@ function parseUnit(u: string): Unit | undefined {
     const line = raw.trim();
     if (!line || line.startsWith("#") || line.startsWith(";")) continue;
     const sec = /^\[(.+)\]$/.exec(line);
-    if (sec) { section = sec[1]; continue; }
+    if (sec) {
+      section = sec[1];
+      continue;
+    }
     const kv = /^([A-Za-z]+)\s*=\s*(.*)$/.exec(line);
     if (kv) (unit[`${section}.${kv[1]}`] ??= []).push(kv[2]);
   }
@@ -78,7 +85,8 @@ function splitWords(s: string): string[] {
   const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|((?:[^\s"'\\]|\\.)+)/g;
   let m: RegExpExecArray | null;
   // Exactly one group matches: double-quoted, single-quoted or bare.
-  while ((m = re.exec(s))) words.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : m[2] ?? m[3].replace(/\\(.)/g, "$1"));
+  while ((m = re.exec(s)))
+    words.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : (m[2] ?? m[3].replace(/\\(.)/g, "$1")));
   return words;
 }
 
@@ -96,14 +104,20 @@ function environmentOf(unit: Unit): Record<string, string | undefined> {
   for (const spec of unit["Service.EnvironmentFile"] ?? []) {
     const optional = spec.startsWith("-");
     const p = hostPath(optional ? spec.slice(1) : spec);
-    if (!fs.existsSync(p)) { if (optional) continue; throw new Error(`Failed to load environment files: ${spec}`); }
+    if (!fs.existsSync(p)) {
+      if (optional) continue;
+      throw new Error(`Failed to load environment files: ${spec}`);
+    }
     for (const line of fs.readFileSync(p, "utf8").split("\n")) {
       const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
       if (m) env[m[1]] = m[2].replace(/^"(.*)"$/, "$1").replace(/^'(.*)'$/, "$1");
     }
   }
   for (const spec of unit["Service.Environment"] ?? []) {
-    for (const w of splitWords(spec)) { const i = w.indexOf("="); if (i > 0) env[w.slice(0, i)] = w.slice(i + 1); }
+    for (const w of splitWords(spec)) {
+      const i = w.indexOf("=");
+      if (i > 0) env[w.slice(0, i)] = w.slice(i + 1);
+    }
   }
   return env;
 }
@@ -124,20 +138,32 @@ async function supervise(u: string): Promise<void> {
   process.on("SIGTERM", () => {
     stopping = true;
     if (child && alive(child.pid)) child.kill("SIGTERM");
-    setTimeout(() => { if (child && alive(child.pid)) child.kill("SIGKILL"); }, 5000).unref();
+    setTimeout(() => {
+      if (child && alive(child.pid)) child.kill("SIGKILL");
+    }, 5000).unref();
   });
   // The root folder vanishing (a test cleaning up) ends the service too.
-  setInterval(() => { if (!fs.existsSync(stateDir(u))) process.kill(process.pid, "SIGTERM"); }, 1000).unref();
+  setInterval(() => {
+    if (!fs.existsSync(stateDir(u))) process.kill(process.pid, "SIGTERM");
+  }, 1000).unref();
   const starts: number[] = [];
   for (;;) {
     const env = environmentOf(unit);
     const unitPath = (env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(":");
-    env.PATH = [process.env.GPUHOST_SIM_SHIMS, ...unitPath.flatMap((p) => (fs.existsSync(hostPath(p)) ? [hostPath(p), p] : [p]))].filter(Boolean).join(":");
+    env.PATH = [
+      process.env.GPUHOST_SIM_SHIMS,
+      ...unitPath.flatMap((p) => (fs.existsSync(hostPath(p)) ? [hostPath(p), p] : [p])),
+    ]
+      .filter(Boolean)
+      .join(":");
     env.GPUHOST_ROOT = root();
     env.HOME ??= process.env.HOME ?? "/";
-    const words = splitWords((last(unit, "Service.ExecStart", "") ?? "").replace(/^[-@+!:]+/, ""))
-      .map((w) => w.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
-        (_m: string, a: string | undefined, b: string | undefined) => env[a ?? b ?? ""] ?? ""));
+    const words = splitWords((last(unit, "Service.ExecStart", "") ?? "").replace(/^[-@+!:]+/, "")).map((w) =>
+      w.replace(
+        /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+        (_m: string, a: string | undefined, b: string | undefined) => env[a ?? b ?? ""] ?? "",
+      ),
+    );
     const exe = words[0] ? underRoot(words[0]) : "";
     const wd = last(unit, "Service.WorkingDirectory");
     starts.push(Date.now());
@@ -148,7 +174,11 @@ async function supervise(u: string): Promise<void> {
       writeState(u, "state", "failed");
       return;
     }
-    const proc = spawn(exe, words.slice(1), { env, cwd: wd ? underRoot(wd) : root(), stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(exe, words.slice(1), {
+      env,
+      cwd: wd ? underRoot(wd) : root(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child = proc;
     proc.stdout.on("data", (b: Buffer) => fs.appendFileSync(logFile(u), b));
     proc.stderr.on("data", (b: Buffer) => fs.appendFileSync(logFile(u), b));
@@ -157,14 +187,27 @@ async function supervise(u: string): Promise<void> {
     writeState(u, "state", "active");
     writeState(u, "spawned", 1);
     journal(u, `Started ${u}.`);
-    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => proc.on("close", (c, s) => r([c, s])));
-    if (stopping) { journal(u, `Stopped ${u}.`); writeState(u, "state", "inactive"); return; }
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+      proc.on("close", (c, s) => r([c, s])),
+    );
+    if (stopping) {
+      journal(u, `Stopped ${u}.`);
+      writeState(u, "state", "inactive");
+      return;
+    }
     const failed = code !== 0;
-    journal(u, `${u}: Main process exited, code=${signal ? "killed" : "exited"}, status=${signal ?? `${code}/${failed ? "FAILURE" : "SUCCESS"}`}`);
+    journal(
+      u,
+      `${u}: Main process exited, code=${signal ? "killed" : "exited"}, status=${signal ?? `${code}/${failed ? "FAILURE" : "SUCCESS"}`}`,
+    );
     // Node gives "close" a code or a signal, never neither.
     writeState(u, "exit.status", signal ? 128 : String(code));
     const again = policy === "always" || (policy === "on-failure" && failed);
-    if (!again) { writeState(u, "result", failed ? "exit-code" : "success"); writeState(u, "state", failed ? "failed" : "inactive"); return; }
+    if (!again) {
+      writeState(u, "result", failed ? "exit-code" : "success");
+      writeState(u, "state", failed ? "failed" : "inactive");
+      return;
+    }
     if (starts.filter((t) => Date.now() - t < interval * 1000).length >= burst) {
       journal(u, `${u}: Start request repeated too quickly.`);
       journal(u, `${u}: Failed with result 'start-limit-hit'.`);
@@ -174,7 +217,10 @@ async function supervise(u: string): Promise<void> {
     }
     writeState(u, "state", "activating");
     await sleep(restartSec * 1000);
-    if (stopping) { writeState(u, "state", "inactive"); return; }
+    if (stopping) {
+      writeState(u, "state", "inactive");
+      return;
+    }
     const n = Number(readState(u, "restarts", "0")) + 1;
     writeState(u, "restarts", n);
     journal(u, `${u}: Scheduled restart job, restart counter is at ${n}.`);
@@ -184,7 +230,8 @@ async function supervise(u: string): Promise<void> {
 // ---- systemctl ----
 function activeState(u: string): string {
   const state = readState(u, "state", "inactive");
-  if ((state === "active" || state === "activating") && !alive(Number(readState(u, "supervisor.pid", "0")))) return "failed";
+  if ((state === "active" || state === "activating") && !alive(Number(readState(u, "supervisor.pid", "0"))))
+    return "failed";
   return state;
 }
 
@@ -216,7 +263,9 @@ async function start(u: string): Promise<number> {
   const out = fs.openSync(logFile(u), "a");
   // The supervisor is this same compiled file; the services it starts get the shim wrappers on PATH.
   const sup = spawn(process.execPath, [__filename, "__supervise", u], {
-    detached: true, stdio: ["ignore", out, out], env: { ...process.env, GPUHOST_SIM_SHIMS: shimDir() },
+    detached: true,
+    stdio: ["ignore", out, out],
+    env: { ...process.env, GPUHOST_SIM_SHIMS: shimDir() },
   });
   // A supervisor that failed to spawn has no pid: "undefined" is written, which reads as not alive.
   writeState(u, "supervisor.pid", String(sup.pid));
@@ -226,27 +275,43 @@ async function start(u: string): Promise<number> {
   const spawned = (): boolean => readState(u, "spawned", "") !== "";
   for (let i = 0; i < 250 && !spawned() && readState(u, "result", "") === ""; i++) await sleep(20);
   if (!spawned()) {
-    return fail(`Job for ${u} failed because the control process exited with error code.\nSee "systemctl status ${u}" and "journalctl -xeu ${u}" for details.`, 1);
+    return fail(
+      `Job for ${u} failed because the control process exited with error code.\nSee "systemctl status ${u}" and "journalctl -xeu ${u}" for details.`,
+      1,
+    );
   }
   return 0;
 }
 
 function wantsLinks(u: string): string[] {
   const unit = parseUnit(u) ?? {};
-  return (unit["Install.WantedBy"] ?? []).flatMap((w) => w.split(/\s+/)).map((t) => hostPath(`/etc/systemd/system/${t}.wants/${u}`));
+  return (unit["Install.WantedBy"] ?? [])
+    .flatMap((w) => w.split(/\s+/))
+    .map((t) => hostPath(`/etc/systemd/system/${t}.wants/${u}`));
 }
 const isEnabled = (u: string): boolean => wantsLinks(u).some((l) => fs.lstatSync(l, { throwIfNoEntry: false }));
 
-const subStates: Partial<Record<string, string>> = { active: "running", activating: "auto-restart", failed: "failed", inactive: "dead" };
+const subStates: Partial<Record<string, string>> = {
+  active: "running",
+  activating: "auto-restart",
+  failed: "failed",
+  inactive: "dead",
+};
 
 function show(u: string, props: string[], valueOnly: boolean): number {
   const values: Partial<Record<string, string>> = {
-    ActiveState: activeState(u), NRestarts: readState(u, "restarts", "0"), MainPID: activeState(u) === "active" ? readState(u, "main.pid", "0") : "0",
+    ActiveState: activeState(u),
+    NRestarts: readState(u, "restarts", "0"),
+    MainPID: activeState(u) === "active" ? readState(u, "main.pid", "0") : "0",
     SubState: subStates[activeState(u)],
-    LoadState: fs.existsSync(unitFile(u)) ? "loaded" : "not-found", UnitFileState: isEnabled(u) ? "enabled" : "disabled",
-    Result: readState(u, "result", "success"), ExecMainStatus: readState(u, "exit.status", "0"), Id: u,
+    LoadState: fs.existsSync(unitFile(u)) ? "loaded" : "not-found",
+    UnitFileState: isEnabled(u) ? "enabled" : "disabled",
+    Result: readState(u, "result", "success"),
+    ExecMainStatus: readState(u, "exit.status", "0"),
+    Id: u,
   };
-  for (const p of props.length ? props : Object.keys(values)) console.log(valueOnly ? `${values[p] ?? ""}` : `${p}=${values[p] ?? ""}`);
+  for (const p of props.length ? props : Object.keys(values))
+    console.log(valueOnly ? `${values[p] ?? ""}` : `${p}=${values[p] ?? ""}`);
   return 0;
 }
 
@@ -272,34 +337,75 @@ async function systemctl(argv: string[]): Promise<number> {
         fs.copyFileSync(unitFile(f), path.join(stateDir(f), "loaded.unit"));
       }
       return 0;
-    case "start": for (const u of us) code ||= await start(u); return code;
-    case "stop": for (const u of us) await stop(u); return 0;
-    case "restart": for (const u of us) { await stop(u); code ||= await start(u); } return code;
-    case "enable": case "disable":
+    case "start":
+      for (const u of us) code ||= await start(u);
+      return code;
+    case "stop":
+      for (const u of us) await stop(u);
+      return 0;
+    case "restart":
+      for (const u of us) {
+        await stop(u);
+        code ||= await start(u);
+      }
+      return code;
+    case "enable":
+    case "disable":
       for (const u of us) {
         if (!fs.existsSync(unitFile(u))) return fail(`Failed to ${cmd} unit: Unit file ${u} does not exist.`, 1);
         for (const l of wantsLinks(u)) {
           fs.rmSync(l, { force: true });
-          if (cmd === "enable") { fs.mkdirSync(path.dirname(l), { recursive: true }); fs.symlinkSync(`../${u}`, l); }
+          if (cmd === "enable") {
+            fs.mkdirSync(path.dirname(l), { recursive: true });
+            fs.symlinkSync(`../${u}`, l);
+          }
         }
         if (flags.has("--now")) code ||= cmd === "enable" ? await start(u) : (await stop(u), 0);
       }
       return code;
-    case "is-active": for (const u of us) { const s = activeState(u); if (!flags.has("--quiet") && !flags.has("-q")) console.log(s); if (s !== "active") code = 3; } return code;
-    case "is-failed": for (const u of us) { const s = activeState(u); console.log(s); if (s !== "failed") code = 1; } return code;
-    case "is-enabled":
+    case "is-active":
       for (const u of us) {
-        if (!fs.existsSync(unitFile(u))) { console.error(`Failed to get unit file state for ${u}: No such file or directory`); code = 1; continue; }
-        const e = isEnabled(u); console.log(e ? "enabled" : "disabled"); if (!e) code = 1;
+        const s = activeState(u);
+        if (!flags.has("--quiet") && !flags.has("-q")) console.log(s);
+        if (s !== "active") code = 3;
       }
       return code;
-    case "show": for (const u of us) show(u, props, flags.has("--value")); return 0;
-    case "reset-failed": for (const u of us) if (activeState(u) === "failed") writeState(u, "state", "inactive"); return 0;
-    case "status":
-      for (const u of us) { console.log(`* ${u}\n     Active: ${activeState(u)}`); if (activeState(u) !== "active") code = 3; }
+    case "is-failed":
+      for (const u of us) {
+        const s = activeState(u);
+        console.log(s);
+        if (s !== "failed") code = 1;
+      }
       return code;
-    case "cat": for (const u of us) process.stdout.write(fs.readFileSync(unitFile(u), "utf8")); return 0;
-    default: return fail(`systemctl (simulated): unsupported ${argv.join(" ")}`, 1);
+    case "is-enabled":
+      for (const u of us) {
+        if (!fs.existsSync(unitFile(u))) {
+          console.error(`Failed to get unit file state for ${u}: No such file or directory`);
+          code = 1;
+          continue;
+        }
+        const e = isEnabled(u);
+        console.log(e ? "enabled" : "disabled");
+        if (!e) code = 1;
+      }
+      return code;
+    case "show":
+      for (const u of us) show(u, props, flags.has("--value"));
+      return 0;
+    case "reset-failed":
+      for (const u of us) if (activeState(u) === "failed") writeState(u, "state", "inactive");
+      return 0;
+    case "status":
+      for (const u of us) {
+        console.log(`* ${u}\n     Active: ${activeState(u)}`);
+        if (activeState(u) !== "active") code = 3;
+      }
+      return code;
+    case "cat":
+      for (const u of us) process.stdout.write(fs.readFileSync(unitFile(u), "utf8"));
+      return 0;
+    default:
+      return fail(`systemctl (simulated): unsupported ${argv.join(" ")}`, 1);
   }
 }
 
@@ -316,7 +422,12 @@ function journalctl(argv: string[]): number {
     else if (["-o", "--output", "--since", "--until"].includes(a)) i++;
   }
   for (const u of units) {
-    const all = fs.existsSync(logFile(u)) ? fs.readFileSync(logFile(u), "utf8").split("\n").filter((l) => l !== "") : [];
+    const all = fs.existsSync(logFile(u))
+      ? fs
+          .readFileSync(logFile(u), "utf8")
+          .split("\n")
+          .filter((l) => l !== "")
+      : [];
     const shown = Number.isFinite(lines) ? all.slice(Math.max(0, all.length - lines)) : all;
     if (shown.length === 0) console.log("-- No entries --");
     else process.stdout.write(`${shown.join("\n")}\n`);
@@ -326,7 +437,14 @@ function journalctl(argv: string[]): number {
 
 const [tool, ...args] = process.argv.slice(2);
 const tools: Partial<Record<string, (argv: string[]) => number | Promise<number> | Promise<void>>> = {
-  systemctl, journalctl, __supervise: (a) => supervise(unitName(a[0])),
+  systemctl,
+  journalctl,
+  __supervise: (a) => supervise(unitName(a[0])),
 };
 const run = tools[tool] ?? fail(`unknown tool ${tool}`, 2);
-Promise.resolve(run(args)).then((code) => { if (typeof code === "number") process.exitCode = code; }, (e: unknown) => fail(errorText(e), 1));
+Promise.resolve(run(args)).then(
+  (code) => {
+    if (typeof code === "number") process.exitCode = code;
+  },
+  (e: unknown) => fail(errorText(e), 1),
+);
