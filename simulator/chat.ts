@@ -11,7 +11,7 @@ import {
 import { BodyError, optionalInt, resetConnection, sendError, sendJson } from "./http-util";
 import { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
-import { countChatPromptTokens, messageText, type ChatMessageLike } from "./text";
+import { classifyContent, countChatPromptTokens, messageText, type ChatMessageLike } from "./text";
 
 /** POST /v1/chat/completions, as SGLang's OpenAI-compatible server answers it. */
 export function handleChat(state: SimState, body: Record<string, unknown>, res: ServerResponse): void {
@@ -40,6 +40,7 @@ export function handleChat(state: SimState, body: Record<string, unknown>, res: 
     const plan = planCompletion(state, {
       promptTokens,
       promptText: messageText(last),
+      content: classifyContent((messages as ChatMessageLike[]).map(messageText).join("\n")),
       maxTokens,
       thinking,
       ignoreEos,
@@ -93,7 +94,7 @@ function abortOnClose(state: SimState, res: ServerResponse, req: SimRequest): vo
 
 function completeChat(state: SimState, res: ServerResponse, plan: CompletionPlan, id: string, created: number): void {
   const req = new SimRequest(
-    { promptTokens: plan.promptTokens, limit: plan.limit, internal: false },
+    { promptTokens: plan.promptTokens, limit: plan.limit, internal: false, content: plan.content },
     () => {},
     (done) => {
       if (plan.resetAtLimit) {
@@ -149,7 +150,7 @@ function streamChat(
   res.write(`${head}"role":"assistant","content":""${tail}`);
   let next = 0;
   const req = new SimRequest(
-    { promptTokens: plan.promptTokens, limit: plan.limit, internal: false },
+    { promptTokens: plan.promptTokens, limit: plan.limit, internal: false, content: plan.content },
     (_r, steps) => {
       // One write per tick: every step of this tick becomes one SSE event (two where a step
       // crosses from reasoning into the answer), concatenated.

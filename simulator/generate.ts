@@ -36,6 +36,8 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
       thinking: false,
       ignoreEos,
       seed: undefined,
+      // Token ids with no text are what bench_serving's random dataset sends.
+      content: typeof body.text === "string" ? undefined : "random",
     });
     const id = randomBytes(16).toString("hex");
     if (stream) {
@@ -44,7 +46,7 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
     }
     let text = "";
     const req = new SimRequest(
-      { promptTokens, limit: plan.limit, internal: false },
+      { promptTokens, limit: plan.limit, internal: false, content: plan.content },
       (r) => {
         if (!stream) return;
         text = completionText(plan, 0, r.emitted).content;

@@ -3,7 +3,8 @@ import { sendError } from "./http-util";
 import { drawLength, mixSeed, seededRandom } from "./perf-model";
 import type { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
-import { ANSWER_VOCAB, REASONING_VOCAB, knownAnswer } from "./text";
+import type { ContentKind } from "./speculative";
+import { ANSWER_VOCAB, REASONING_VOCAB, classifyContent, knownAnswer } from "./text";
 
 /** What one generation will produce, decided when it arrives (seeded, so reproducible). */
 export interface CompletionPlan {
@@ -17,6 +18,8 @@ export interface CompletionPlan {
   answer: string[] | null;
   /** reset-mid-stream: the connection is reset instead of finishing. */
   resetAtLimit: boolean;
+  /** What the prompt is, for speculative acceptance. */
+  content: ContentKind;
 }
 
 export interface PlanInput {
@@ -26,6 +29,8 @@ export interface PlanInput {
   thinking: boolean;
   ignoreEos: boolean;
   seed: number | undefined;
+  /** Default: classified from promptText. */
+  content?: ContentKind;
 }
 
 export function planCompletion(state: SimState, input: PlanInput): CompletionPlan {
@@ -56,6 +61,7 @@ export function planCompletion(state: SimState, input: PlanInput): CompletionPla
     finishReason,
     answer,
     resetAtLimit,
+    content: input.content ?? classifyContent(input.promptText),
   };
 }
 

@@ -1,7 +1,7 @@
 import * as net from "node:net";
 import { FAULT_NAMES, type FaultName } from "./faults";
 import { drawLoadSeconds } from "./perf-model";
-import { loadProfile } from "./profile";
+import { loadProfile, type Profile } from "./profile";
 import { SimRequest } from "./scheduler";
 import { createHttpServer } from "./server";
 import { SimState } from "./state";
@@ -11,8 +11,8 @@ export { listProfiles, loadProfile, parseProfile, ProfileError, type Profile } f
 export { expectedRun, theoreticalLevel } from "./perf-model";
 
 export interface SimulatorOptions {
-  /** A shipped profile (simulator/profiles/<name>.yaml) or a path to a YAML profile. */
-  profile: string;
+  /** A shipped profile (simulator/profiles/<name>.yaml), a path to a YAML profile, or a loaded one. */
+  profile: string | Profile;
   /** Faults added to the profile's own. */
   faults?: string[];
   /** 0: an ephemeral port. Default 30000, SGLang's. */
@@ -25,6 +25,13 @@ export interface SimulatorOptions {
   apiKey?: string;
   /** --served-model-name; default the profile's. */
   servedModelName?: string;
+  /**
+   * Open the port only once the weights are loaded, as SGLang's server does (the stand-in `sglang`
+   * entry sets it). Default false: the port opens at once and answers 503 while loading.
+   */
+  openPortAfterLoad?: boolean;
+  /** --skip-server-warmup: ready right after the load, without the warmup generation. */
+  skipWarmup?: boolean;
   /** Called when a fault ends the simulated process (jit-crash, oom-at-load). Default: process.exit. */
   onExit?: (code: number) => void;
   /** One server log line (stderr in the CLI). Default: process.stderr. */
@@ -65,7 +72,7 @@ function reservePort(host: string): Promise<number> {
 }
 
 export async function startSimulator(opts: SimulatorOptions): Promise<RunningSimulator> {
-  const profile = loadProfile(opts.profile);
+  const profile = typeof opts.profile === "string" ? loadProfile(opts.profile) : opts.profile;
   const faults = new Set<FaultName>([...profile.faults, ...parseFaults(opts.faults ?? [])]);
   const host = opts.host ?? "127.0.0.1";
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -114,7 +121,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
     });
 
   const lateSettings = profile.faultSettings.latePort;
-  const late = faults.has("late-port");
+  const late = faults.has("late-port") || opts.openPortAfterLoad === true;
   const requested = opts.port ?? 30000;
   const port = late ? (requested === 0 ? await reservePort(host) : requested) : await listen(requested);
   state.port = port;
@@ -130,7 +137,10 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
 
   // The load: SGLang prints the server args, loads weights, captures graphs, then warms up.
   state.loadSeconds = drawLoadSeconds(profile);
-  const spec = profile.speculative ? ` speculative_algorithm=${profile.speculative.algorithm}` : "";
+  const sp = profile.speculative;
+  const spec = sp
+    ? ` speculative_algorithm='${sp.algorithm}', speculative_draft_model_path='${sp.draftModelPath}', speculative_num_steps=${sp.numSteps}, speculative_eagle_topk=${sp.eagleTopk}, speculative_num_draft_tokens=${sp.numDraftTokens},`
+    : "";
   state.log(
     `server_args=ServerArgs(model_path='${profile.model.path}', tp_size=${profile.hardware.count}, host='${host}', port=${port},${spec} time_scale=${state.timeScale}, faults=[${[...faults].join(",")}])`,
   );
@@ -166,7 +176,11 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
         state.status = "warmup";
         state.loaded();
         if (late && lateSettings.delaySeconds === null) openLatePort();
-        timers.push(state.clock.after(profile.load.warmupSeconds, () => warmup()));
+        if (opts.skipWarmup) {
+          // --skip-server-warmup: SGLang marks itself up with no generation at all.
+          state.status = "ready";
+          state.log("The server is fired up and ready to roll!");
+        } else timers.push(state.clock.after(profile.load.warmupSeconds, () => warmup()));
       }),
     );
   }

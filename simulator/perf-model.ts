@@ -1,4 +1,5 @@
 import type { BatchCurve, LengthDistribution, Profile } from "./profile";
+import { acceptLength, SHORT_CHAT, stepCost, type RequestShape } from "./speculative";
 
 /**
  * The performance model, in simulated seconds. The scheduler emits tokens from exactly these
@@ -27,13 +28,14 @@ export interface DecodeRates {
   tokensPerSecond: number;
 }
 
-export function decodeRates(profile: Profile, batch: number): DecodeRates {
+/** Rates of one request at this batch; speculative rates depend on its content and prompt length. */
+export function decodeRates(profile: Profile, batch: number, shape: RequestShape = SHORT_CHAT): DecodeRates {
   const b = Math.max(1, batch);
   const autoregressive = curveAt(profile.decode.perRequestTokensPerSecond, b);
   const spec = profile.speculative;
   if (!spec) return { stepsPerSecond: autoregressive, tokensPerStep: 1, tokensPerSecond: autoregressive };
-  const stepsPerSecond = autoregressive / curveAt(spec.verifyCost, b);
-  const tokensPerStep = curveAt(spec.acceptLength, b);
+  const stepsPerSecond = autoregressive / stepCost(spec.draft, spec, b, shape);
+  const tokensPerStep = acceptLength(spec.draft, spec.algorithm, spec, b, shape);
   return { stepsPerSecond, tokensPerStep, tokensPerSecond: stepsPerSecond * tokensPerStep };
 }
 
@@ -51,9 +53,13 @@ export interface TheoreticalLevel {
 }
 
 /** Steady-state decode throughput with `concurrency` clients always in flight. */
-export function theoreticalLevel(profile: Profile, concurrency: number): TheoreticalLevel {
+export function theoreticalLevel(
+  profile: Profile,
+  concurrency: number,
+  shape: RequestShape = SHORT_CHAT,
+): TheoreticalLevel {
   const runningBatch = Math.min(concurrency, profile.decode.maxRunningRequests);
-  const rates = decodeRates(profile, runningBatch);
+  const rates = decodeRates(profile, runningBatch, shape);
   return {
     concurrency,
     runningBatch,
@@ -83,8 +89,9 @@ export function expectedRun(
   concurrency: number,
   promptTokens: number,
   outputTokens: number,
+  shape: RequestShape = { content: "chat", promptTokens },
 ): ExpectedRun {
-  const level = theoreticalLevel(profile, concurrency);
+  const level = theoreticalLevel(profile, concurrency, shape);
   const ttft = prefillSeconds(profile, promptTokens);
   const latency = ttft + Math.max(0, outputTokens - 1) / level.perRequestTokensPerSecond;
   return {

@@ -3,6 +3,7 @@ import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { faultNameSchema, faultSettingsSchema } from "./faults";
+import { ALGORITHMS, draftModelSchema, type Algorithm, type DraftModel } from "./speculative";
 
 /**
  * The one schema of a simulator profile: every knob of the performance model with its default and
@@ -86,17 +87,19 @@ export const profileSchema = z.object({
   }),
   speculative: z
     .object({
-      algorithm: z.enum(["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]),
-      draftModelPath: z.string(),
-      numSteps: z.number().int().positive(),
-      eagleTopk: z.number().int().positive(),
-      numDraftTokens: z.number().int().positive(),
-      acceptLength: batchCurve.describe("mean tokens accepted per verify step as a function of the running batch"),
-      verifyCost: batchCurve.describe("time of one draft+verify step relative to one autoregressive step, by batch"),
+      algorithm: z.enum(ALGORITHMS).describe("--speculative-algorithm; its behaviour comes from drafts.<ALGORITHM>"),
+      draftModelPath: z.string().optional().describe("--speculative-draft-model-path; default: the draft's own"),
+      numSteps: z.number().int().positive().optional().describe("default: the draft's reference settings"),
+      eagleTopk: z.number().int().positive().optional().describe("default: the draft's reference settings"),
+      numDraftTokens: z.number().int().positive().optional().describe("default: the draft's reference settings"),
     })
     .nullable()
     .default(null)
-    .describe("speculative decoding; null: autoregressive"),
+    .describe("the speculative decoding this profile serves when started without SGLang flags; null: autoregressive"),
+  drafts: z
+    .object({ EAGLE3: draftModelSchema.optional(), DFLASH: draftModelSchema.optional() })
+    .prefault({})
+    .describe("how each draft model behaves on this host (see speculative.ts); flags choose which one runs"),
   reasoning: z
     .object({ tokens: lengthDistribution })
     .nullable()
@@ -112,7 +115,54 @@ export const profileSchema = z.object({
   faultSettings: faultSettingsSchema,
 });
 
-export type Profile = z.infer<typeof profileSchema> & { name: string };
+/** The speculative decoding a server runs: the algorithm, its effective flag settings and the draft's behaviour. */
+export interface ResolvedSpeculative {
+  algorithm: Algorithm;
+  draftModelPath: string;
+  numSteps: number;
+  eagleTopk: number;
+  numDraftTokens: number;
+  draft: DraftModel;
+}
+
+export type Profile = Omit<z.infer<typeof profileSchema>, "speculative"> & {
+  name: string;
+  speculative: ResolvedSpeculative | null;
+};
+
+export interface SpeculativeRequest {
+  algorithm: Algorithm;
+  draftModelPath?: string;
+  numSteps?: number;
+  eagleTopk?: number;
+  numDraftTokens?: number;
+}
+
+/**
+ * The profile serving `request` (or autoregressive for null): what the stand-in `sglang` does with
+ * --speculative-* flags. Unset settings take the draft's reference values, as SGLang picks defaults.
+ */
+export function withSpeculative(profile: Profile, request: SpeculativeRequest | null): Profile {
+  if (request === null) return { ...profile, speculative: null };
+  const draft = (profile.drafts as Partial<Record<Algorithm, DraftModel>>)[request.algorithm];
+  if (!draft) {
+    const known = Object.keys(profile.drafts).join(", ") || "none";
+    throw new ProfileError(
+      `profile ${profile.name} has no draft behaviour for ${request.algorithm} (drafts: ${known})`,
+    );
+  }
+  return {
+    ...profile,
+    speculative: {
+      algorithm: request.algorithm,
+      draftModelPath: request.draftModelPath ?? draft.draftModelPath,
+      numSteps: request.numSteps ?? draft.reference.numSteps,
+      eagleTopk: request.eagleTopk ?? draft.reference.eagleTopk,
+      numDraftTokens: request.numDraftTokens ?? draft.reference.numDraftTokens,
+      draft,
+    },
+  };
+}
 export type LengthDistribution = z.infer<typeof lengthDistribution>;
 export type BatchCurve = z.infer<typeof batchCurve>;
 
@@ -151,13 +201,40 @@ export function loadProfile(name: string): Profile {
       : [];
     throw new ProfileError(`unknown simulator profile '${name}' (no ${file}); shipped: ${known.join(", ")}`);
   }
+  return parseProfile(readRaw(file, []), path.basename(file).replace(/\.ya?ml$/, ""), file);
+}
+
+/**
+ * The YAML of a profile, with `extends: NAME` resolved: the named profile's YAML is the base and
+ * this file's keys replace or (for objects) merge into it, so a variant repeats no measured number.
+ */
+function readRaw(file: string, chain: string[]): unknown {
+  if (chain.includes(file))
+    throw new ProfileError(`profile ${file}: extends itself (${[...chain, file].join(" -> ")})`);
   let raw: unknown;
   try {
     raw = parseYaml(fs.readFileSync(file, "utf8"));
   } catch (err) {
     throw new ProfileError(`profile ${file}: not valid YAML: ${(err as Error).message}`);
   }
-  return parseProfile(raw, path.basename(file).replace(/\.ya?ml$/, ""), file);
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("extends" in raw)) return raw;
+  const { extends: base, ...own } = raw as Record<string, unknown>;
+  if (typeof base !== "string")
+    throw new ProfileError(`profile ${file} is invalid:\n  extends: must be a profile name`);
+  const baseFile = resolveProfilePath(base);
+  if (!fs.existsSync(baseFile)) throw new ProfileError(`profile ${file}: extends unknown profile '${base}'`);
+  return merge(readRaw(baseFile, [...chain, file]), own);
+}
+
+function merge(base: unknown, over: unknown): unknown {
+  if (!isObject(base) || !isObject(over)) return over;
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = k in out ? merge(out[k], v) : v;
+  return out;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 export function parseProfile(raw: unknown, name: string, source = name): Profile {
@@ -169,7 +246,12 @@ export function parseProfile(raw: unknown, name: string, source = name): Profile
   const p = result.data;
   if (p.load.maxSeconds < p.load.minSeconds)
     throw new ProfileError(`profile ${source} is invalid:\n  load.maxSeconds: must be >= load.minSeconds`);
-  return { ...p, name };
+  const parsed = { ...p, name, speculative: null } as Profile;
+  try {
+    return p.speculative ? withSpeculative(parsed, p.speculative) : parsed;
+  } catch (err) {
+    throw new ProfileError(`profile ${source} is invalid:\n  speculative.algorithm: ${(err as Error).message}`);
+  }
 }
 
 function fieldPath(parts: ReadonlyArray<PropertyKey>): string {

@@ -1,6 +1,7 @@
 import type { SimClock } from "./clock";
 import { decodeRates, prefillSeconds } from "./perf-model";
 import type { Profile } from "./profile";
+import type { ContentKind } from "./speculative";
 
 /**
  * The batch scheduler: a FIFO queue, at most maxRunningRequests running, and one timer for all of
@@ -17,6 +18,8 @@ export interface GenerationPlan {
   limit: number;
   /** Health checks and the startup warmup: not client traffic, kept out of the client counters. */
   internal: boolean;
+  /** What the prompt is (speculative acceptance depends on it); default chat. */
+  content?: ContentKind;
 }
 
 export type Phase = "queued" | "prefill" | "decode" | "done" | "aborted";
@@ -183,11 +186,16 @@ export class Scheduler {
     this.timer = null;
     if (this.stopped) return;
     const now = this.clock.now();
-    const rates = decodeRates(this.profile, this.running.length);
+    const batch = this.running.length;
+    const shared = decodeRates(this.profile, batch);
     const finished: SimRequest[] = [];
     let produced = 0;
     let steps = 0;
     for (const req of this.running) {
+      // Speculative acceptance and verify cost depend on each request's content and prompt length.
+      const rates = this.profile.speculative
+        ? decodeRates(this.profile, batch, { content: req.plan.content ?? "chat", promptTokens: req.plan.promptTokens })
+        : shared;
       const sizes = req.advance(now, this.stalledUntil, rates.stepsPerSecond, rates.tokensPerSecond);
       if (sizes) {
         let n = 0;

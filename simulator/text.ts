@@ -86,3 +86,23 @@ export function knownAnswer(prompt: string): string[] | null {
   }
   return null;
 }
+
+/**
+ * What a prompt is, as far as a draft model's acceptance cares: code (drafts predict syntax well),
+ * random tokens (bench_serving's random dataset: text that is mostly not words), or chat.
+ * A heuristic on the text, looked at only in its first 4,000 characters.
+ */
+export function classifyContent(text: string): "chat" | "code" | "random" {
+  const head = text.slice(0, 4000);
+  if (head.length === 0) return "chat";
+  const words = head.split(/\s+/).filter(Boolean);
+  const wordLike = words.filter((w) => /^[A-Za-z][a-z'-]*[.,;:!?)]*$/.test(w)).length;
+  if (words.length >= 8 && wordLike / words.length < 0.35 && !/```|[{};]\s*$/m.test(head)) return "random";
+  if (
+    /```|\bdef \w+\(|\bfunction\b|\bclass \w+|=>|#include|\bimport \w+|\b(?:code|program|implement|refactor|bug|script|sql|query)\b/i.test(
+      head,
+    )
+  )
+    return "code";
+  return "chat";
+}

@@ -109,7 +109,7 @@ export type ServerProgram =
       kind: "simulator";
       /** Absolute path of node on the machine that runs the simulated host. */
       nodePath: string;
-      /** The project root; the simulator is its compiled dist/simulator/main.js. */
+      /** The project root; the stand-in sglang is its compiled dist/simulator/sglang.js. */
       projectRoot: string;
       profile: string;
       faults: string[];
@@ -117,25 +117,25 @@ export type ServerProgram =
     };
 
 /**
- * The full ExecStart argv: program first. The simulator takes the flags a client can observe
- * (--host, --port, --api-key, --served-model-name); the model's behaviour, speculative decoding
- * included, comes from its profile. It serves the configured model name, so the gate checks the
- * same id on both platforms.
+ * The full ExecStart argv: program first. Both platforms run SGLang's own command line: on a
+ * simulated host the program is the simulator's stand-in `sglang` entry, which parses the same
+ * flags as SGLang (refusing unknown ones) and serves what they describe, speculative decoding
+ * included. What the flags cannot say (profile, time scale, faults) travels in the environment,
+ * see simulatorEnvironment.
  */
 export function execStartArgv(program: ServerProgram, args: SglangServerArgs): ExecWord[] {
   if (program.kind === "sglang") {
     return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...sglangArgv(args)];
   }
-  const sim: ExecWord[] = [
-    program.nodePath,
-    `${program.projectRoot}/dist/simulator/main.js`,
-    "--profile",
-    program.profile,
+  return [program.nodePath, `${program.projectRoot}/dist/simulator/sglang.js`, ...sglangArgv(args)];
+}
+
+/** The stand-in's settings (simulator/sglang.ts), as unit Environment= entries. */
+export function simulatorEnvironment(program: ServerProgram): Array<[string, string]> {
+  if (program.kind !== "simulator") return [];
+  return [
+    ["GPUHOST_SIM_PROFILE", program.profile],
+    ["GPUHOST_SIM_TIME_SCALE", String(program.timeScale)],
+    ["GPUHOST_SIM_FAULTS", program.faults.join(",")],
   ];
-  sim.push("--time-scale", String(program.timeScale));
-  for (const fault of program.faults) sim.push("--fault", fault);
-  sim.push("--host", args.host, "--port", String(args.port));
-  sim.push("--served-model-name", args.servedModelName ?? args.modelPath);
-  if (args.apiKeyEnv) sim.push("--api-key", { env: args.apiKeyEnv });
-  return sim;
 }

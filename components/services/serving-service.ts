@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, projectRoot, type HostConnectionInput } from "../host/script";
-import { execStartArgv, serverArgsFor, type ServerProgram } from "./launch-args";
+import { execStartArgv, serverArgsFor, simulatorEnvironment, type ServerProgram } from "./launch-args";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
 
@@ -85,11 +85,14 @@ export function renderServiceUnits(
       user: a.serviceUser,
       group: a.serviceUser,
       workingDirectory: a.serviceHome,
-      environment: pinnedEnvironment({
-        cudaHome: a.cudaHome,
-        venvPath: a.program.kind === "sglang" ? a.venvPath : undefined,
-        jitCacheDir: a.jitWorkspace,
-      }),
+      environment: [
+        ...pinnedEnvironment({
+          cudaHome: a.cudaHome,
+          venvPath: a.program.kind === "sglang" ? a.venvPath : undefined,
+          jitCacheDir: a.jitWorkspace,
+        }),
+        ...simulatorEnvironment(programFor(kind)),
+      ],
       environmentFile: a.apiKey ? apiKeyFile : undefined,
       readWritePaths: [a.serviceHome, a.jitWorkspace],
       timeoutStartSec: a.services.timeoutStartSec,

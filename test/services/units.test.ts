@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { execStartArgv, sglangArgv } from "../../components/services/launch-args";
+import { execStartArgv, sglangArgv, simulatorEnvironment } from "../../components/services/launch-args";
 import { quoteExecWord, renderExecLine } from "../../components/services/systemd-syntax";
 import { fillTemplate, unitHash } from "../../components/services/unit";
 import { stackConfig } from "../config/stacks";
@@ -149,35 +149,22 @@ describe("launch args", () => {
       "16",
     ]);
   });
-  it("the simulator gets the flags it knows and the configured model name", () => {
-    const argv = execStartArgv(
-      {
-        kind: "simulator",
-        nodePath: "/usr/bin/node",
-        projectRoot: "/p",
-        profile: "tiny",
-        faults: ["jit-crash"],
-        timeScale: 4,
-      },
-      { ...base, apiKeyEnv: "SGLANG_API_KEY" },
-    );
-    expect(argv).toEqual([
-      "/usr/bin/node",
-      "/p/dist/simulator/main.js",
-      "--profile",
-      "tiny",
-      "--time-scale",
-      "4",
-      "--fault",
-      "jit-crash",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "30001",
-      "--served-model-name",
-      "/m",
-      "--api-key",
-      { env: "SGLANG_API_KEY" },
+  it("the simulator runs SGLang's own flags through its stand-in sglang; profile, scale and faults in the environment", () => {
+    const program = {
+      kind: "simulator" as const,
+      nodePath: "/usr/bin/node",
+      projectRoot: "/p",
+      profile: "tiny",
+      faults: ["jit-crash"],
+      timeScale: 4,
+    };
+    const args = { ...base, apiKeyEnv: "SGLANG_API_KEY" };
+    expect(execStartArgv(program, args)).toEqual(["/usr/bin/node", "/p/dist/simulator/sglang.js", ...sglangArgv(args)]);
+    expect(execStartArgv(program, args)).toContainEqual({ env: "SGLANG_API_KEY" });
+    expect(simulatorEnvironment(program)).toEqual([
+      ["GPUHOST_SIM_PROFILE", "tiny"],
+      ["GPUHOST_SIM_TIME_SCALE", "4"],
+      ["GPUHOST_SIM_FAULTS", "jit-crash"],
     ]);
   });
   it("quoting: plain words stay plain, everything else is one double-quoted word", () => {

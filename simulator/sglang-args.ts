@@ -1,0 +1,211 @@
+/**
+ * SGLang's launch flags, parsed the way `python -m sglang.launch_server` parses them (argparse over
+ * ServerArgs, sgl-project/sglang python/sglang/srt/server_args.py): the flag names and aliases
+ * below are SGLang's; an unknown flag, a missing value or a value of the wrong type is argparse's
+ * error on stderr and exit status 2; the speculative checks SGLang makes after parsing are
+ * ValueErrors (exit 1). Only the flags a gpuhost unit renders, and the common ones around them,
+ * are known: anything else is refused, so a unit the simulator accepts is one SGLang parses too.
+ */
+import { ALGORITHMS, type Algorithm } from "./speculative";
+
+type Kind = "str" | "int" | "float" | "bool";
+
+interface FlagSpec {
+  dest: string;
+  kind: Kind;
+  aliases?: string[];
+  choices?: string[];
+}
+
+/** dest -> spec; the primary flag is `--` + dest with '_' as '-', as SGLang derives it. */
+const FLAGS: FlagSpec[] = [
+  { dest: "model_path", kind: "str", aliases: ["--model"] },
+  { dest: "tokenizer_path", kind: "str" },
+  { dest: "served_model_name", kind: "str" },
+  { dest: "trust_remote_code", kind: "bool" },
+  { dest: "context_length", kind: "int" },
+  { dest: "host", kind: "str" },
+  { dest: "port", kind: "int" },
+  // `--tp` is how SGLang's docs spell it: argparse accepts the unambiguous prefix of --tp-size.
+  { dest: "tp_size", kind: "int", aliases: ["--tensor-parallel-size", "--tp"] },
+  { dest: "dp_size", kind: "int", aliases: ["--data-parallel-size", "--dp"] },
+  { dest: "mem_fraction_static", kind: "float" },
+  { dest: "max_running_requests", kind: "int" },
+  { dest: "chunked_prefill_size", kind: "int" },
+  { dest: "kv_cache_dtype", kind: "str" },
+  { dest: "attention_backend", kind: "str" },
+  { dest: "dtype", kind: "str" },
+  { dest: "quantization", kind: "str" },
+  { dest: "api_key", kind: "str" },
+  { dest: "reasoning_parser", kind: "str" },
+  { dest: "tool_call_parser", kind: "str" },
+  { dest: "enable_metrics", kind: "bool" },
+  { dest: "skip_server_warmup", kind: "bool" },
+  { dest: "disable_cuda_graph", kind: "bool" },
+  { dest: "log_level", kind: "str" },
+  { dest: "speculative_algorithm", kind: "str" },
+  { dest: "speculative_draft_model_path", kind: "str", aliases: ["--speculative-draft-model"] },
+  { dest: "speculative_num_steps", kind: "int" },
+  { dest: "speculative_eagle_topk", kind: "int" },
+  { dest: "speculative_num_draft_tokens", kind: "int" },
+  { dest: "speculative_dflash_block_size", kind: "int" },
+];
+
+const BY_FLAG = new Map<string, FlagSpec>();
+for (const spec of FLAGS) {
+  BY_FLAG.set(`--${spec.dest.replace(/_/g, "-")}`, spec);
+  for (const alias of spec.aliases ?? []) BY_FLAG.set(alias, spec);
+}
+
+/** The flags this stand-in knows, primary names first: for tests and `--help`. */
+export const KNOWN_FLAGS = FLAGS.map((f) => `--${f.dest.replace(/_/g, "-")}`);
+
+export interface SglangArgs {
+  model_path: string;
+  tokenizer_path?: string;
+  served_model_name?: string;
+  trust_remote_code: boolean;
+  context_length?: number;
+  host: string;
+  port: number;
+  tp_size: number;
+  dp_size: number;
+  mem_fraction_static?: number;
+  max_running_requests?: number;
+  api_key?: string;
+  reasoning_parser?: string;
+  tool_call_parser?: string;
+  enable_metrics: boolean;
+  skip_server_warmup: boolean;
+  speculative?: {
+    algorithm: Algorithm;
+    draftModelPath: string;
+    numSteps?: number;
+    eagleTopk?: number;
+    numDraftTokens?: number;
+  };
+  /** Every parsed flag by dest, for the server_args log line. */
+  raw: Record<string, string | number | boolean>;
+}
+
+/** argparse's failure: message for `launch_server.py: error: ...`, exit status 2. */
+export class ArgparseError extends Error {
+  readonly exitCode = 2;
+}
+/** SGLang's own checks after parsing (a ValueError in ServerArgs): exit status 1. */
+export class ServerArgsError extends Error {
+  readonly exitCode = 1;
+}
+
+export const USAGE =
+  "usage: launch_server.py [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE] [--speculative-algorithm SPECULATIVE_ALGORITHM] ...";
+
+export function parseSglangArgs(argv: string[]): SglangArgs {
+  const raw: Record<string, string | number | boolean> = {};
+  const unknown: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const spec = BY_FLAG.get(flag);
+    if (!spec) {
+      unknown.push(arg);
+      continue;
+    }
+    const name = `--${spec.dest.replace(/_/g, "-")}`;
+    if (spec.kind === "bool") {
+      if (eq > 0) throw new ArgparseError(`argument ${name}: ignored explicit argument '${arg.slice(eq + 1)}'`);
+      raw[spec.dest] = true;
+      continue;
+    }
+    let value: string | undefined;
+    if (eq > 0) value = arg.slice(eq + 1);
+    else {
+      value = argv[i + 1];
+      // argparse treats a following option (anything starting with '--') as a missing value.
+      if (value === undefined || value.startsWith("--"))
+        throw new ArgparseError(`argument ${name}: expected one argument`);
+      i++;
+    }
+    raw[spec.dest] = convert(spec, name, value);
+  }
+  // argparse collects every unrecognized word, then fails once with all of them.
+  if (unknown.length) throw new ArgparseError(`unrecognized arguments: ${unknown.join(" ")}`);
+  if (raw.model_path === undefined) throw new ArgparseError("the following arguments are required: --model-path");
+  const args: SglangArgs = {
+    model_path: String(raw.model_path),
+    tokenizer_path: optString(raw.tokenizer_path),
+    served_model_name: optString(raw.served_model_name),
+    trust_remote_code: raw.trust_remote_code === true,
+    context_length: optNumber(raw.context_length),
+    host: optString(raw.host) ?? "127.0.0.1",
+    port: optNumber(raw.port) ?? 30000,
+    tp_size: optNumber(raw.tp_size) ?? 1,
+    dp_size: optNumber(raw.dp_size) ?? 1,
+    mem_fraction_static: optNumber(raw.mem_fraction_static),
+    max_running_requests: optNumber(raw.max_running_requests),
+    api_key: optString(raw.api_key),
+    reasoning_parser: optString(raw.reasoning_parser),
+    tool_call_parser: optString(raw.tool_call_parser),
+    enable_metrics: raw.enable_metrics === true,
+    skip_server_warmup: raw.skip_server_warmup === true,
+    raw,
+  };
+  args.speculative = speculative(raw);
+  return args;
+}
+
+function convert(spec: FlagSpec, name: string, value: string): string | number {
+  if (spec.kind === "str") return value;
+  const n = Number(value);
+  const ok = value.trim() !== "" && Number.isFinite(n) && (spec.kind === "float" || Number.isInteger(n));
+  if (!ok) throw new ArgparseError(`argument ${name}: invalid ${spec.kind} value: '${value}'`);
+  return n;
+}
+
+/** SGLang's speculative checks (ServerArgs post-init), as the errors it raises. */
+function speculative(raw: Record<string, string | number | boolean>): SglangArgs["speculative"] {
+  const name = optString(raw.speculative_algorithm);
+  const steps = optNumber(raw.speculative_num_steps);
+  const topk = optNumber(raw.speculative_eagle_topk);
+  let draftTokens = optNumber(raw.speculative_num_draft_tokens);
+  const block = optNumber(raw.speculative_dflash_block_size);
+  if (name === undefined) {
+    if ([steps, topk, draftTokens, block].some((v) => v !== undefined) || raw.speculative_draft_model_path)
+      throw new ServerArgsError("speculative settings are given but --speculative-algorithm is not set");
+    return undefined;
+  }
+  if (!(ALGORITHMS as readonly string[]).includes(name))
+    throw new ServerArgsError(`Unknown speculative algorithm name: ${name}`);
+  const algorithm = name as Algorithm;
+  const draft = optString(raw.speculative_draft_model_path);
+  if (draft === undefined && algorithm !== "NGRAM")
+    throw new ServerArgsError(`--speculative-draft-model-path is required for ${algorithm}`);
+  if (algorithm === "DFLASH") {
+    // The block size is an alias of num-draft-tokens for DFlash; both given must agree.
+    if (block !== undefined && draftTokens !== undefined && block !== draftTokens)
+      throw new ServerArgsError(
+        `--speculative-dflash-block-size (${block}) must equal --speculative-num-draft-tokens (${draftTokens})`,
+      );
+    draftTokens = draftTokens ?? block;
+    if ((steps !== undefined && steps !== 1) || (topk !== undefined && topk !== 1))
+      throw new ServerArgsError("DFLASH requires --speculative-num-steps 1 and --speculative-eagle-topk 1");
+    return { algorithm, draftModelPath: draft!, numSteps: 1, eagleTopk: 1, numDraftTokens: draftTokens };
+  }
+  if (block !== undefined) throw new ServerArgsError("--speculative-dflash-block-size is for DFLASH only");
+  const set = [steps, topk, draftTokens].filter((v) => v !== undefined).length;
+  if (set !== 0 && set !== 3)
+    throw new ServerArgsError(
+      "set all three of --speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens, or none",
+    );
+  // With topk 1 the draft is a chain: SGLang sets num-draft-tokens to num-steps + 1 (with a warning).
+  if (topk === 1 && steps !== undefined) draftTokens = steps + 1;
+  return { algorithm, draftModelPath: draft ?? "", numSteps: steps, eagleTopk: topk, numDraftTokens: draftTokens };
+}
+
+function optString(v: unknown): string | undefined {
+  return v === undefined ? undefined : String(v);
+}
+function optNumber(v: unknown): number | undefined {
+  return typeof v === "number" ? v : undefined;
+}
