@@ -1,0 +1,96 @@
+/**
+ * Speculative acceptance as a readiness fact. Speculation that has collapsed to about one token per
+ * verify step (a draft that does not match the target, a wrong draft path, a broken token map) is
+ * slower than no speculation at all, yet the server is "healthy" and generates. So for EAGLE-3 and
+ * DFlash services the gate measures acceptance on a realistic prompt and fails below a floor.
+ *
+ * Measured two ways, as SGLang reports it: per request from the native /generate's meta_info
+ * (completion_tokens / spec_verify_ct), and server-wide from /server_info (older /get_server_info)
+ * internal_states[0].avg_spec_accept_length.
+ */
+import { z } from "zod";
+import { baseUrl, describeError, fetchText, makeAgent, signalWithTimeout, type Endpoint } from "./http";
+import { CHAT_PROMPTS } from "./prompts";
+
+export const AcceptanceFloorSchema = z
+  .number()
+  .min(1)
+  .default(1.5)
+  .describe(
+    "Speculative services only: the least mean tokens per verify step that counts as working. Below it verification fails, naming the draft model (at ~1 token per step speculation is slower than none).",
+  );
+
+export interface AcceptanceMeasurement {
+  /** completion_tokens / spec_verify_ct of one /generate request; null when the server reports none. */
+  perRequest: number | null;
+  completionTokens: number;
+  verifyCount: number | null;
+  /** avg_spec_accept_length from server info after the request; null when absent. */
+  serverWide: number | null;
+  error: string | null;
+}
+
+export async function measureAcceptance(
+  endpoint: Endpoint,
+  opts: { maxTokens?: number; timeoutSeconds?: number; signal?: AbortSignal } = {},
+): Promise<AcceptanceMeasurement> {
+  const base = baseUrl(endpoint.url);
+  const agent = makeAgent(2);
+  const parent = opts.signal ?? new AbortController().signal;
+  const out: AcceptanceMeasurement = {
+    perRequest: null,
+    completionTokens: 0,
+    verifyCount: null,
+    serverWide: null,
+    error: null,
+  };
+  try {
+    const reply = await fetchText(agent, `${base}/generate`, {
+      method: "POST",
+      apiKey: endpoint.apiKey,
+      signal: signalWithTimeout(parent, (opts.timeoutSeconds ?? 300) * 1000),
+      body: {
+        text: CHAT_PROMPTS[0],
+        sampling_params: { max_new_tokens: opts.maxTokens ?? 256, ignore_eos: true, temperature: 0 },
+      },
+    });
+    if (reply.status !== 200)
+      throw new Error(`POST /generate answered HTTP ${reply.status}: ${reply.text.slice(0, 200)}`);
+    const meta = JSON.parse(reply.text)?.meta_info ?? {};
+    out.completionTokens = Number(meta.completion_tokens) || 0;
+    const verify = Number(meta.spec_verify_ct);
+    if (Number.isFinite(verify) && verify > 0) {
+      out.verifyCount = verify;
+      out.perRequest = out.completionTokens / verify;
+    }
+    for (const path of ["/server_info", "/get_server_info"]) {
+      const info = await fetchText(agent, `${base}${path}`, {
+        apiKey: endpoint.apiKey,
+        signal: signalWithTimeout(parent, 10_000),
+      });
+      if (info.status !== 200) continue;
+      const v = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
+      if (typeof v === "number" && Number.isFinite(v)) out.serverWide = v;
+      break;
+    }
+  } catch (err) {
+    out.error = describeError(err);
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+  return out;
+}
+
+/** null when acceptance is at or above the floor; otherwise the reason, naming the draft model. */
+export function acceptanceFailure(
+  m: AcceptanceMeasurement,
+  floor: number,
+  service: { algorithm: string; draftModelPath: string },
+): string | null {
+  const value = m.perRequest ?? m.serverWide;
+  const name = `${service.algorithm} draft model ${service.draftModelPath}`;
+  if (value === null)
+    return `could not measure speculative acceptance of the ${name}: ${m.error ?? "the server reported no spec_verify_ct and no avg_spec_accept_length"}`;
+  if (value >= floor) return null;
+  return `speculative acceptance ${value.toFixed(2)} tokens per verify step is below the floor ${floor} for the ${name}: speculation this poor is slower than autoregressive decoding; check that the draft matches the served model`;
+}

@@ -1,0 +1,181 @@
+/**
+ * Measures each service of one host in turn, through the same gate and the same workload: make it
+ * the active unit (one at a time: they share the GPUs), wait until it really generates (verify),
+ * check its speculative acceptance against the floor, run the sweep. Then compare (compare.ts) and,
+ * with `auto`, leave the winner active; otherwise put back the service that was active before.
+ *
+ * A cache keyed by each service's identity (its unit file) and everything that shapes the
+ * measurement means a re-run with nothing changed re-measures nothing, and starts no service.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { acceptanceFailure, measureAcceptance } from "./acceptance";
+import {
+  compareServices,
+  SERVICE_LABEL,
+  type Comparison,
+  type JobInput,
+  type ServiceMeasurement,
+  type ServiceName,
+} from "./compare";
+import type { Slo } from "./goodput";
+import type { Endpoint } from "./http";
+import type { VerifyPolicyInput } from "./schema";
+import { sweep, type SweepLevel } from "./sweep";
+import { verify } from "./verify";
+import type { WorkloadShape } from "./workload";
+
+export interface CompareHooks {
+  /** Make `service` the one running service (its unit started, the others stopped). */
+  activate(service: ServiceName): Promise<void>;
+  /** Changes whenever the service's definition changes (e.g. sha256 of its unit file). */
+  identity(service: ServiceName): Promise<string>;
+  onProgress?: (line: string) => void;
+}
+
+export interface CompareOptions {
+  endpoint: Endpoint;
+  services: ServiceName[];
+  /** Draft of each speculative service, for the acceptance floor's message. */
+  drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>>;
+  acceptanceFloor: number;
+  shape: WorkloadShape;
+  slo: Slo;
+  levels: number[];
+  requestsPerLevel: number;
+  repeats: number;
+  requestTimeoutSeconds: number;
+  timeScale: number;
+  verifyPolicy: VerifyPolicyInput;
+  job: JobInput;
+  /** true: leave the winner active; false: leave `restore` active. */
+  auto: boolean;
+  restore: ServiceName;
+  /** JSON file of earlier measurements; absent: always measure. */
+  cacheFile?: string;
+}
+
+export interface ServiceOutcome {
+  service: ServiceName;
+  measured: boolean;
+  /** Why the service is out of the comparison (not ready, acceptance below the floor). */
+  failure: string | null;
+  acceptanceLength: number | null;
+  sweep: SweepLevel[];
+}
+
+export interface CompareResult {
+  outcomes: ServiceOutcome[];
+  comparison: Comparison | null;
+  activeAfter: ServiceName;
+  /** Services measured this run (0 on a re-run with nothing changed). */
+  measuredNow: number;
+  timeScale: number;
+}
+
+type Cache = Record<string, { key: string; outcome: ServiceOutcome }>;
+
+function readCache(file: string | undefined): Cache {
+  if (!file || !fs.existsSync(file)) return {};
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8")) as Cache;
+  } catch {
+    return {}; // a damaged cache only costs a re-measurement
+  }
+}
+
+function measurementKey(opts: CompareOptions, identity: string): string {
+  const { shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor } = opts;
+  const what = { identity, shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor };
+  return createHash("sha256").update(JSON.stringify(what)).digest("hex");
+}
+
+export async function runComparison(opts: CompareOptions, hooks: CompareHooks): Promise<CompareResult> {
+  const say = hooks.onProgress ?? (() => undefined);
+  const cache = readCache(opts.cacheFile);
+  const outcomes: ServiceOutcome[] = [];
+  let active: ServiceName | null = null;
+  let measuredNow = 0;
+  for (const service of opts.services) {
+    const key = measurementKey(opts, await hooks.identity(service));
+    const cached = cache[service];
+    if (cached && cached.key === key) {
+      say(`${SERVICE_LABEL[service]}: unchanged since the last comparison, not re-measured`);
+      outcomes.push({ ...cached.outcome, measured: false });
+      continue;
+    }
+    say(`${SERVICE_LABEL[service]}: starting it (the others stop) and waiting until it generates`);
+    await hooks.activate(service);
+    active = service;
+    const outcome = await measureService(opts, service, say);
+    measuredNow++;
+    outcomes.push(outcome);
+    cache[service] = { key, outcome };
+  }
+  const usable = outcomes.filter((o) => o.failure === null && o.sweep.length > 0);
+  const comparison =
+    usable.length > 0
+      ? compareServices(
+          usable.map((o): ServiceMeasurement => ({
+            service: o.service,
+            sweep: o.sweep,
+            acceptanceLength: o.acceptanceLength,
+          })),
+          opts.job,
+        )
+      : null;
+  const wanted = opts.auto && comparison ? comparison.recommended : opts.restore;
+  if (active !== wanted || measuredNow === 0) {
+    say(`leaving ${SERVICE_LABEL[wanted]} active${opts.auto ? " (services.active: auto)" : ""}`);
+    await hooks.activate(wanted);
+  }
+  if (opts.cacheFile) {
+    fs.mkdirSync(path.dirname(opts.cacheFile), { recursive: true });
+    fs.writeFileSync(opts.cacheFile, JSON.stringify(cache) + "\n");
+  }
+  return { outcomes, comparison, activeAfter: wanted, measuredNow, timeScale: opts.timeScale };
+}
+
+async function measureService(
+  opts: CompareOptions,
+  service: ServiceName,
+  say: (line: string) => void,
+): Promise<ServiceOutcome> {
+  const out: ServiceOutcome = { service, measured: true, failure: null, acceptanceLength: null, sweep: [] };
+  const ready = await verify(opts.endpoint, opts.verifyPolicy, {
+    onPhase: (phase, detail) => say(`${SERVICE_LABEL[service]}: ${phase}: ${detail}`),
+  });
+  if (!ready.ready || !ready.model) {
+    out.failure = `not ready: ${ready.diagnosis ?? ready.phase}`;
+    say(`${SERVICE_LABEL[service]}: ${out.failure}`);
+    return out;
+  }
+  const draft = opts.drafts[service];
+  if (draft) {
+    const m = await measureAcceptance(opts.endpoint);
+    out.acceptanceLength = m.perRequest ?? m.serverWide;
+    out.failure = acceptanceFailure(m, opts.acceptanceFloor, draft);
+    say(`${SERVICE_LABEL[service]}: acceptance ${out.acceptanceLength?.toFixed(2) ?? "n/a"} tokens per step`);
+    if (out.failure) {
+      say(`${SERVICE_LABEL[service]}: ${out.failure}`);
+      return out;
+    }
+  }
+  out.sweep = await sweep(opts.endpoint, ready.model, {
+    shape: opts.shape,
+    slo: opts.slo,
+    levels: opts.levels,
+    requestsPerLevel: opts.requestsPerLevel,
+    repeats: opts.repeats,
+    requestTimeoutSeconds: opts.requestTimeoutSeconds,
+    timeScale: opts.timeScale,
+    onLevel: (l) =>
+      say(
+        `${SERVICE_LABEL[service]}: ${l.mode === "closed" ? "concurrency" : "rate"} ${l.level}: ${l.throughput.mean.toFixed(1)} tok/s` +
+          `${l.throughput.halfWidth !== null ? ` ± ${l.throughput.halfWidth.toFixed(1)}` : ""}, goodput ${l.goodput.mean.toFixed(1)}, TTFT p95 ${l.ttftP95Seconds?.toFixed(2) ?? "n/a"} s` +
+          `${l.acceptanceLength !== null ? `, accept ${l.acceptanceLength.toFixed(2)}` : ""}`,
+      ),
+  });
+  return out;
+}

@@ -1,0 +1,80 @@
+/**
+ * One simulated host with several SGLang services sharing its GPUs, in process: `activate(argv)`
+ * stops the running server and starts the stand-in sglang with that command line on the same port,
+ * as `systemctl start` of a unit with Conflicts= does on a host. The demo and the comparison tests
+ * use it to switch between the units' real rendered command lines without a Pulumi stack.
+ */
+import * as net from "node:net";
+import { startSimulator, type RunningSimulator } from "./index";
+import { parseSglangArgs } from "./sglang-args";
+import { profileFor } from "./sglang";
+
+export interface SwitchableHostOptions {
+  /** The host's profile (GPUHOST_SIM_PROFILE of its units). */
+  profile: string;
+  timeScale: number;
+  faults?: string[];
+  log?: (line: string) => void;
+}
+
+export class SwitchableSimHost {
+  private current: RunningSimulator | null = null;
+  private currentArgv: string[] | null = null;
+  /** Times a server was started (a re-run that changed nothing starts none). */
+  starts = 0;
+
+  constructor(private readonly opts: SwitchableHostOptions) {}
+
+  /** A free loopback port for the services' --port. */
+  static async freePort(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const probe = net.createServer();
+      probe.once("error", reject);
+      probe.listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as net.AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+  }
+
+  /** The command line now running, or null. */
+  get active(): string[] | null {
+    return this.currentArgv;
+  }
+
+  /** Runs `argv` (SGLang's flags) unless it already runs; returns when the new process is started. */
+  async activate(argv: string[]): Promise<void> {
+    if (this.currentArgv && this.currentArgv.join("\0") === argv.join("\0")) return;
+    await this.stop();
+    const args = parseSglangArgs(argv);
+    const chosen = profileFor(args, {
+      GPUHOST_SIM_PROFILE: this.opts.profile,
+      GPUHOST_SIM_FAULTS: (this.opts.faults ?? []).join(","),
+    });
+    this.current = await startSimulator({
+      profile: chosen.profile,
+      faults: chosen.faults,
+      host: args.host,
+      port: args.port,
+      timeScale: this.opts.timeScale,
+      apiKey: args.api_key,
+      servedModelName: args.served_model_name ?? args.model_path,
+      openPortAfterLoad: true,
+      skipWarmup: args.skip_server_warmup,
+      log: this.opts.log ?? (() => undefined),
+      onExit: () => {
+        this.current = null;
+        this.currentArgv = null;
+      },
+    });
+    this.currentArgv = argv;
+    this.starts++;
+  }
+
+  async stop(): Promise<void> {
+    const running = this.current;
+    this.current = null;
+    this.currentArgv = null;
+    if (running) await running.close();
+  }
+}
