@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# What `npm test` needs beyond node_modules, set up before any test runs, so a fresh machine never
+# fails test files one by one for a missing tool: shellcheck, systemd-analyze and OpenSSH for the
+# script, unit and SSH tests (.ci/prereqs.sh), debootstrap and systemd-nspawn for the real Debian
+# test host (.ci/testhost-prereqs.sh). Those two scripts are the ones CI runs; as root they install
+# only what is missing (nothing, and under a second, on a machine that has it all). Without root the
+# test host cannot boot at all, so this stops at once and says what to run, unless
+# GPUHOST_SKIP_TESTHOST=1 says to skip the root-only suites knowingly.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
+  missing=()
+  for tool in shellcheck systemd-analyze ssh; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "npm test needs ${missing[*]}: run \`sudo bash .ci/prereqs.sh\` once, then npm test again." >&2
+    exit 1
+  fi
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "npm test boots a Debian test host with systemd-nspawn and needs root: run \`sudo npm test\` (it installs its Debian prerequisites), or \`GPUHOST_SKIP_TESTHOST=1 npm test\` to skip the root-only suites knowingly." >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "npm test installs its prerequisites with apt-get (Debian/Ubuntu); on this system install shellcheck, systemd-container, debootstrap, openssh-server, dpkg-dev, apt-utils, gnupg and zstd, or run \`GPUHOST_SKIP_TESTHOST=1 npm test\`." >&2
+  exit 1
+fi
+bash "$ROOT/.ci/prereqs.sh"
+bash "$ROOT/.ci/testhost-prereqs.sh" >/dev/null

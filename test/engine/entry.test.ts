@@ -1,0 +1,75 @@
+/**
+ * The README's two commands on a machine as it comes: `npm test` and `npm run demo` go through
+ * engine/run.sh, which puts a supported Node.js first on PATH (the machine's when it is >= 22, else a
+ * pinned Node 24 unpacked from the npm registry into the cache) before anything else runs, and
+ * `npm test` sets up its Debian prerequisites or stops at once saying what to run.
+ */
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "../../engine/pulumi";
+
+const runSh = path.join(PROJECT_ROOT, "engine", "run.sh");
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-entry-"));
+fs.chmodSync(tmp, 0o755);
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+describe("a supported Node.js everywhere", () => {
+  it("the tests themselves run on Node >= 22", () => {
+    expect(Number(process.versions.node.split(".")[0])).toBeGreaterThanOrEqual(22);
+  });
+
+  it("run.sh puts the pinned Node 24 first on PATH where the machine's node is older", () => {
+    // a `node` that claims to be 20, first on PATH, as on a machine that ships Node 20
+    const fake = path.join(tmp, "old-node");
+    fs.mkdirSync(fake);
+    fs.writeFileSync(path.join(fake, "node"), `#!/bin/sh\necho 20\n`, { mode: 0o755 });
+    const r = spawnSync("bash", [runSh, "node", "-p", "process.version + ' ' + process.execPath"], {
+      env: { ...process.env, PATH: `${fake}${path.delimiter}${process.env.PATH}` },
+      encoding: "utf8",
+      timeout: 300_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const [version, execPath] = r.stdout.trim().split(" ");
+    expect(version).toMatch(/^v24\./);
+    expect(execPath).toMatch(/\/node\/v24\.[\d.]+\/bin\/node$/);
+    expect(execPath!.startsWith(PROJECT_ROOT)).toBe(false); // the cache, not the checkout
+  }, 300_000);
+
+  it("run.sh keeps the machine's node when it is supported", () => {
+    const r = spawnSync("bash", [runSh, "node", "-p", "process.execPath"], { encoding: "utf8", timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const first = spawnSync("sh", ["-c", "command -v node"], { encoding: "utf8" }).stdout.trim();
+    const major = Number(spawnSync(first, ["-p", "process.versions.node.split('.')[0]"], { encoding: "utf8" }).stdout);
+    if (major >= 22) expect(r.stdout.trim()).toBe(fs.realpathSync(first));
+    else expect(r.stdout.trim()).toMatch(/\/node\/v24\.[\d.]+\/bin\/node$/);
+  }, 60_000);
+});
+
+describe("npm test's prerequisites", () => {
+  it("as root: the CI scripts run and find everything in place (under 5 s on a set-up machine)", () => {
+    if (process.getuid?.() !== 0) return;
+    const t0 = Date.now();
+    const r = spawnSync("bash", [path.join(PROJECT_ROOT, "engine", "test-prereqs.sh")], {
+      encoding: "utf8",
+      timeout: 600_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  }, 600_000);
+
+  it("not root: stops at once with one sentence saying what to run", () => {
+    if (process.getuid?.() !== 0) return; // needs root to become another user
+    const r = spawnSync(
+      "runuser",
+      ["-u", "nobody", "--", "bash", path.join(PROJECT_ROOT, "engine", "test-prereqs.sh")],
+      { encoding: "utf8", timeout: 30_000, env: { PATH: process.env.PATH } },
+    );
+    expect(r.status).toBe(1);
+    const lines = r.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/needs root: run `sudo npm test`.*GPUHOST_SKIP_TESTHOST=1 npm test/);
+  });
+});
