@@ -1,28 +1,39 @@
 /**
- * Runs the real Pulumi CLI with the project's environment: the CLI and plugin launchers from
- * .gpuhost/engine/bin first on PATH, a local file backend, the passphrase secrets provider, and no
- * plugin downloads. The demo, the drift report and the engine tests all go through here, so they
- * drive the engine the same way a person following the README does.
+ * Runs the Pulumi CLI engine/setup.sh chose (an official install when there is a recent enough one,
+ * else the offline build; .gpuhost/engine/bin/pulumi names it) with the right backend and secrets:
+ *   - the embedded `sim` stack (the demo's): its own file backend in .gpuhost/state and the documented
+ *     non-secret passphrase, since it holds no credentials and anyone must be able to run it;
+ *   - every other stack: the user's backend (`pulumi login`, PULUMI_BACKEND_URL) and secrets provider,
+ *     untouched; requireSecretsProvider refuses a passphrase stack with no passphrase set.
+ * The plugins are the engine's own business: beside the CLI (official or ours) and in the user's plugin
+ * cache; nothing of gpuhost goes first on PATH. The CLI runs under umask 077, so the state and backups a
+ * file backend writes are readable by the user alone.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
+import { parse as parseYaml } from "yaml";
 import { projectRoot } from "../components/host/project-root";
 
 /** The gpuhost project root (engine/pulumi.ts runs from <root>/engine or <root>/dist/engine). */
 export const PROJECT_ROOT = projectRoot();
 
+/** The stack the demo runs, on the embedded backend with the documented passphrase. */
+export const EMBEDDED_STACK = "sim";
+
 /**
- * The passphrase of the embedded and test stacks. It is deliberately not a secret: those stacks hold
- * no real credentials, and anyone must be able to run them. Real stacks set their own
- * PULUMI_CONFIG_PASSPHRASE (or another secrets provider); an already-set value is never overridden.
+ * The passphrase of the embedded `sim` stack only. It is deliberately not a secret: that stack holds no
+ * credentials and anyone must be able to run it. No other stack ever gets it.
  */
 export const EMBEDDED_PASSPHRASE = "gpuhost-embedded-stacks-passphrase-not-a-secret";
 
 export interface EngineOptions {
   /** Project directory (holds Pulumi.yaml). Default: the gpuhost project. */
   cwd?: string;
-  /** State directory for the file backend. Default: <project>/.gpuhost/state. */
+  /** Run on the embedded backend (.gpuhost/state) with the documented passphrase: the `sim` stack only. */
+  embedded?: boolean;
+  /** A file backend in this folder (tests' throwaway stacks); otherwise the user's backend. */
   stateDir?: string;
   env?: NodeJS.ProcessEnv;
   /** Called with each chunk of output as it arrives (for live progress). */
@@ -37,34 +48,50 @@ export interface EngineResult {
   stderr: string;
 }
 
+/** The CLI engine/setup.sh chose: a link to an official install, or the offline build. */
+export const pulumiBin = (): string => path.join(PROJECT_ROOT, ".gpuhost", "engine", "bin", "pulumi");
+
+/** The embedded stack's backend folder, created owner-only. */
+export function embeddedStateDir(): string {
+  return privateDir(path.join(PROJECT_ROOT, ".gpuhost", "state"));
+}
+
+function privateDir(dir: string): string {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(dir, 0o700);
+  return dir;
+}
+
 export function engineEnv(opts: EngineOptions = {}): NodeJS.ProcessEnv {
-  const cwd = opts.cwd ?? PROJECT_ROOT;
-  const stateDir = opts.stateDir ?? path.join(cwd, ".gpuhost", "state");
-  fs.mkdirSync(stateDir, { recursive: true });
-  const bin = path.join(PROJECT_ROOT, ".gpuhost", "engine", "bin");
-  const home = path.join(PROJECT_ROOT, ".gpuhost", "pulumi-home");
-  return {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
-    PATH: `${bin}${path.delimiter}${process.env.PATH ?? ""}`,
-    PULUMI_HOME: home,
-    PULUMI_BACKEND_URL: `file://${stateDir}`,
-    PULUMI_CONFIG_PASSPHRASE: process.env.PULUMI_CONFIG_PASSPHRASE ?? EMBEDDED_PASSPHRASE,
-    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
     PULUMI_SKIP_UPDATE_CHECK: "true",
     PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "true",
     PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: "true",
+    // Plugins come from the setup (or the user's own installs), never from a download mid-deployment.
+    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: process.env.PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION ?? "true",
     NO_COLOR: "1",
-    ...opts.env,
   };
+  if (opts.embedded) {
+    env.PULUMI_BACKEND_URL = `file://${embeddedStateDir()}`;
+    // The user's own passphrase (for their real stacks) must not become the sim stack's.
+    env.PULUMI_CONFIG_PASSPHRASE = EMBEDDED_PASSPHRASE;
+    delete env.PULUMI_CONFIG_PASSPHRASE_FILE;
+  } else if (opts.stateDir) {
+    env.PULUMI_BACKEND_URL = `file://${privateDir(opts.stateDir)}`;
+  }
+  return { ...env, ...opts.env };
 }
 
 export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<EngineResult> {
-  const bin = path.join(PROJECT_ROOT, ".gpuhost", "engine", "bin", "pulumi");
+  const bin = pulumiBin();
   if (!fs.existsSync(bin)) {
     return Promise.reject(new Error(`${bin} is missing: run \`npm run setup\` (engine/setup.sh) first`));
   }
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, [...args, "--non-interactive"], {
+    // umask 077 for the CLI and everything it starts: a file backend's state, backups and history
+    // hold encrypted secrets and the hosts' addresses, readable by this user alone.
+    const child = spawn("/bin/sh", ["-c", 'umask 077 && exec "$0" "$@"', bin, ...args, "--non-interactive"], {
       cwd: opts.cwd ?? PROJECT_ROOT,
       env: engineEnv(opts),
       stdio: ["ignore", "pipe", "pipe"],
@@ -88,10 +115,74 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
   });
 }
 
-/** Selects STACK, creating it with the passphrase secrets provider when it does not exist yet. */
+/** Selects STACK, creating it when it does not exist yet (the embedded one with the passphrase provider). */
 export async function ensureStack(stack: string, opts: EngineOptions = {}): Promise<void> {
   const sel = await runPulumi(["stack", "select", stack], opts);
   if (sel.code === 0) return;
-  const init = await runPulumi(["stack", "init", stack, "--secrets-provider", "passphrase"], opts);
+  const provider = opts.embedded ? ["--secrets-provider", "passphrase"] : [];
+  const init = await runPulumi(["stack", "init", stack, ...provider], opts);
   if (init.code !== 0) throw new Error(`pulumi stack init ${stack} failed:\n${init.stdout}${init.stderr}`);
+}
+
+/**
+ * Why STACK cannot run with the secrets this environment provides, as one sentence; undefined when it
+ * can. A stack on the passphrase provider (its config file has an encryption salt or says so, or it has
+ * no provider yet on a file backend, where passphrase is the default) needs PULUMI_CONFIG_PASSPHRASE or
+ * PULUMI_CONFIG_PASSPHRASE_FILE; a KMS or service provider needs neither. STACK undefined: the selected
+ * stack, asked of the CLI.
+ */
+export function secretsProviderProblem(stack: string | undefined, opts: EngineOptions = {}): string | undefined {
+  const env = engineEnv(opts);
+  if (env.PULUMI_CONFIG_PASSPHRASE || env.PULUMI_CONFIG_PASSPHRASE_FILE) return undefined;
+  const cwd = opts.cwd ?? PROJECT_ROOT;
+  const name = stack ?? selectedStack(opts);
+  if (name === undefined) return undefined; // no stack selected: the CLI says so itself
+  const stackFile = stackConfigFile(cwd, name);
+  const doc = (stackFile && fs.existsSync(stackFile) ? parseYaml(fs.readFileSync(stackFile, "utf8")) : null) as {
+    secretsprovider?: string;
+    encryptionsalt?: string;
+  } | null;
+  const provider = doc?.secretsprovider;
+  const passphrase =
+    provider === "passphrase" ||
+    (provider === undefined && (doc?.encryptionsalt !== undefined || currentBackend(env).startsWith("file://")));
+  if (!passphrase) return undefined;
+  return (
+    `stack ${name} uses the passphrase secrets provider and no passphrase is set: set PULUMI_CONFIG_PASSPHRASE ` +
+    `or PULUMI_CONFIG_PASSPHRASE_FILE (gpuhost's documented passphrase is for the embedded ${EMBEDDED_STACK} stack only), ` +
+    `or move the stack to a KMS provider with \`pulumi stack change-secrets-provider\`.`
+  );
+}
+
+function selectedStack(opts: EngineOptions): string | undefined {
+  const r = spawnSync(pulumiBin(), ["stack", "--show-name", "--non-interactive"], {
+    cwd: opts.cwd ?? PROJECT_ROOT,
+    env: engineEnv(opts),
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  const name = r.status === 0 ? r.stdout.trim() : "";
+  return name || undefined;
+}
+
+/** <stackConfigDir>/Pulumi.<stack>.yaml of the project in CWD (the last part of org/project/stack). */
+function stackConfigFile(cwd: string, stack: string): string | undefined {
+  const projectFile = ["Pulumi.yaml", "Pulumi.yml"].map((f) => path.join(cwd, f)).find((f) => fs.existsSync(f));
+  if (!projectFile) return undefined;
+  const project = (parseYaml(fs.readFileSync(projectFile, "utf8")) ?? {}) as { stackConfigDir?: string };
+  const short = stack.split("/").pop()!;
+  return path.join(cwd, project.stackConfigDir ?? ".", `Pulumi.${short}.yaml`);
+}
+
+/** The backend the CLI will use: PULUMI_BACKEND_URL, else `pulumi login`'s current one, else the Cloud. */
+function currentBackend(env: NodeJS.ProcessEnv): string {
+  if (env.PULUMI_BACKEND_URL) return env.PULUMI_BACKEND_URL;
+  const home = env.PULUMI_HOME || path.join(os.homedir(), ".pulumi");
+  try {
+    const creds = JSON.parse(fs.readFileSync(path.join(home, "credentials.json"), "utf8")) as { current?: string };
+    if (creds.current) return creds.current;
+  } catch {
+    // not logged in: the CLI defaults to Pulumi Cloud
+  }
+  return "https://api.pulumi.com";
 }

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # Sets up everything the README's commands need, idempotently, and fast when nothing changed:
 #   - node_modules (npm ci) when missing or older than package-lock.json;
-#   - the Pulumi CLI at the pinned version: a `pulumi` on PATH when it is that version or newer,
-#     else a cached build, else a build from Go modules (engine/cli/go.mod pins it);
-#   - the plugins the engine starts, as launchers beside the CLI in .gpuhost/engine/bin:
-#     pulumi-language-nodejs, pulumi-resource-pulumi-nodejs (dynamic providers) and
-#     pulumi-resource-command (see engine/README.md for why the last one is ours).
-# Everything lands in .gpuhost/ (gitignored). Built CLIs are also cached outside the checkout
-# (GPUHOST_ENGINE_CACHE, default ~/.cache/gpuhost/engine) so a fresh clone on the same machine
-# (CI) does not rebuild.
+#   - the Pulumi CLI: an official `pulumi` on PATH when it is PULUMI_MIN_VERSION or newer (its own
+#     bundled plugins then run: nothing of ours is put before them), else the offline build of
+#     PULUMI_VERSION (cached, or built from Go modules: engine/cli/go.mod pins it) with our plugin
+#     launchers beside it, where the engine looks for bundled plugins;
+#   - the command provider @pulumi/command 1.2.1 asks for: whatever the user's plugin cache
+#     (PULUMI_HOME, default ~/.pulumi) already holds, official or not, is left alone; only where there
+#     is none (or the one there is ours) is gpuhost's stand-in registered (engine/README.md says why).
+# `--npm-only` stops after node_modules. Everything of ours lands in .gpuhost/ (gitignored); built
+# CLIs are also cached outside the checkout (GPUHOST_ENGINE_CACHE, default ~/.cache/gpuhost/engine) so a
+# fresh clone on the same machine (CI) does not rebuild.
 set -euo pipefail
 
 PULUMI_VERSION="3.276.0"
+# The oldest CLI gpuhost runs on: its dynamic providers' read returns inputs, which the engine keeps
+# from 3.216.0 on (diffs stay accurate after a refresh).
+PULUMI_MIN_VERSION="3.216.0"
+COMMAND_VERSION="1.2.1"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/.gpuhost/engine/bin"
-CACHE="${GPUHOST_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost/engine}/v$PULUMI_VERSION"
+CACHE="${GPUHOST_ENGINE_CACHE:-${GPUHOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost}/engine}/v$PULUMI_VERSION"
+# Every launcher we write carries this line, so we can tell ours from a plugin someone else installed.
+MARK="# Written by gpuhost's engine/setup.sh"
 
 log() { printf '[gpuhost setup] %s\n' "$*" >&2; }
 
@@ -23,65 +31,114 @@ if [ ! -d "$ROOT/node_modules/@pulumi/pulumi" ] || [ "$ROOT/package-lock.json" -
   log "installing npm dependencies (npm ci)"
   (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+[ "${1:-}" = "--npm-only" ] && exit 0
 
 # --- the CLI --------------------------------------------------------------------------------------
-# version_ok BIN: true when BIN reports PULUMI_VERSION or newer.
-version_ok() {
+# version_at_least BIN MIN: true when BIN reports MIN or newer.
+version_at_least() {
   local have
   have="$("$1" version 2>/dev/null | sed 's/^v//')" || return 1
   [ -n "$have" ] || return 1
-  [ "$(printf '%s\n%s\n' "$PULUMI_VERSION" "$have" | sort -V | head -n1)" = "$PULUMI_VERSION" ]
+  [ "$(printf '%s\n%s\n' "$2" "$have" | sort -V | head -n1)" = "$2" ]
 }
 
+# The first `pulumi` on PATH that is not our own link or build.
+official=""
+while IFS= read -r candidate; do
+  case "$(readlink -f "$candidate")" in "$ROOT"/.gpuhost/*) continue ;; esac
+  official="$candidate"
+  break
+done < <(type -ap pulumi 2>/dev/null || true)
+
 mkdir -p "$BIN"
-if [ -x "$BIN/pulumi" ] && version_ok "$BIN/pulumi"; then
-  : # already set up
-elif command -v pulumi >/dev/null 2>&1 && [ "$(command -v pulumi)" != "$BIN/pulumi" ] && version_ok "$(command -v pulumi)"; then
-  log "using $(command -v pulumi) ($(pulumi version))"
-  ln -sf "$(command -v pulumi)" "$BIN/pulumi"
-elif [ -x "$CACHE/pulumi" ] && version_ok "$CACHE/pulumi"; then
-  log "using cached build $CACHE/pulumi"
-  cp "$CACHE/pulumi" "$BIN/pulumi"
+# State, the plugin cache and the CLI live here: this user's alone.
+chmod 0700 "$ROOT/.gpuhost"
+if [ -n "$official" ] && version_at_least "$official" "$PULUMI_MIN_VERSION"; then
+  target="$(readlink -f "$official")"
+  if [ "$(readlink "$BIN/pulumi" 2>/dev/null)" != "$target" ]; then
+    log "using the installed Pulumi CLI $target ($("$official" version)) and its bundled plugins"
+    ln -sfn "$target" "$BIN/pulumi"
+  fi
+  # A link is all: the engine looks for bundled plugins beside the resolved CLI, the official ones.
+  rm -f "$BIN/pulumi-language-nodejs" "$BIN/pulumi-resource-pulumi-nodejs"
+  MODE=official
 else
-  command -v go >/dev/null 2>&1 || { log "no pulumi >= $PULUMI_VERSION on PATH and no Go toolchain to build one"; exit 1; }
-  log "building the Pulumi CLI v$PULUMI_VERSION from Go modules (first run only: about 4 to 15 minutes)"
-  mkdir -p "$CACHE"
-  # The checksum database is unreachable from these machines; engine/cli/go.sum pins every module's
-  # hash instead, and -mod=readonly refuses anything not already pinned there.
-  (cd "$ROOT/engine/cli" && GOFLAGS=-mod=readonly GOSUMDB=off GOTOOLCHAIN=local \
-    go build -trimpath \
-      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
-      -o "$CACHE/pulumi.partial" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
-  mv "$CACHE/pulumi.partial" "$CACHE/pulumi"
-  cp "$CACHE/pulumi" "$BIN/pulumi"
+  if [ -n "$official" ]; then log "$official is older than v$PULUMI_MIN_VERSION: using the offline build v$PULUMI_VERSION"; fi
+  if [ -f "$BIN/pulumi" ] && [ ! -L "$BIN/pulumi" ] && version_at_least "$BIN/pulumi" "$PULUMI_VERSION"; then
+    : # already set up
+  else
+    if ! { [ -x "$CACHE/pulumi" ] && version_at_least "$CACHE/pulumi" "$PULUMI_VERSION"; }; then
+      bash "$ROOT/engine/build-cli.sh" "$PULUMI_VERSION" "$CACHE"
+    fi
+    log "using the offline build $CACHE/pulumi"
+    rm -f "$BIN/pulumi"
+    cp "$CACHE/pulumi" "$BIN/pulumi"
+  fi
+  MODE=offline
 fi
 
 # --- plugin launchers -----------------------------------------------------------------------------
-# write_launcher DIR NAME TARGET: an executable DIR/NAME that runs TARGET with node. The engine looks
-# for bundled plugins beside the CLI, and .gpuhost/engine/bin is first on PATH for every engine run.
-write_launcher() {
-  local dir="$1" name="$2" target="$3" tmp
-  tmp="$(mktemp "$dir/.$name.XXXXXX")"
-  cat >"$tmp" <<EOF
-#!/bin/sh
-# Written by engine/setup.sh. $name for the Pulumi engine.
-exec node "$target" "\$@"
-EOF
+# Node for the launchers: the one first on PATH now (engine/run.sh put a supported one there), so a
+# plain `pulumi` run from a shell whose own node is older still runs the plugins on a supported one.
+NODE="$(command -v node)"
+
+# write_if_changed FILE: the launcher text on stdin, made executable; FILE is replaced only when it differs.
+write_if_changed() {
+  local file="$1" tmp
+  tmp="$(mktemp "$(dirname "$file")/.launcher.XXXXXX")"
+  cat >"$tmp"
   chmod 0755 "$tmp"
-  mv "$tmp" "$dir/$name"
+  if cmp -s "$tmp" "$file"; then rm -f "$tmp"; else mv "$tmp" "$file"; fi
 }
-write_launcher "$BIN" pulumi-language-nodejs "$ROOT/dist/engine/language-host/main.js"
-write_launcher "$BIN" pulumi-resource-pulumi-nodejs "$ROOT/node_modules/@pulumi/pulumi/cmd/dynamic-provider"
-# The command provider is registered in the project's plugin cache (PULUMI_HOME=.gpuhost/pulumi-home,
-# as engine/pulumi.ts sets it) under the exact version the SDK asks for, so the engine finds it without
-# a download and without the "using ... from $PATH" warning an ambient plugin draws on every run.
-PLUGINS="$ROOT/.gpuhost/engine/plugins"
-mkdir -p "$PLUGINS"
-rm -f "$BIN/pulumi-resource-command"
-write_launcher "$PLUGINS" pulumi-resource-command "$ROOT/dist/engine/command-provider/main.js"
-if ! cmp -s "$PLUGINS/pulumi-resource-command" "$ROOT/.gpuhost/pulumi-home/plugins/resource-command-v1.2.1/pulumi-resource-command"; then
-  PULUMI_HOME="$ROOT/.gpuhost/pulumi-home" "$BIN/pulumi" plugin install resource command 1.2.1 \
-    --file "$PLUGINS/pulumi-resource-command" --non-interactive >/dev/null
+
+if [ "$MODE" = offline ]; then
+  # Beside our CLI, where the engine finds bundled plugins. Neither names the checkout: the language
+  # host is found relative to this launcher, the dynamic-provider host from the program's folder (the
+  # engine starts plugins there), as upstream's launcher does.
+  write_if_changed "$BIN/pulumi-language-nodejs" <<LAUNCHER
+#!/bin/sh
+$MARK: gpuhost's Node.js language host (engine/language-host).
+exec "$NODE" "\$(dirname "\$0")/../../../dist/engine/language-host/main.js" "\$@"
+LAUNCHER
+  write_if_changed "$BIN/pulumi-resource-pulumi-nodejs" <<LAUNCHER
+#!/bin/sh
+$MARK: the dynamic-provider host, @pulumi/pulumi's own, from the program's node_modules.
+script="\$("$NODE" -e 'process.stdout.write(require.resolve("@pulumi/pulumi/cmd/dynamic-provider"))')" || exit 1
+exec "$NODE" "\$script" "\$@"
+LAUNCHER
 fi
 
-printf 'pulumi %s\n' "$("$BIN/pulumi" version)" >"$ROOT/.gpuhost/engine/VERSIONS"
+# The command provider, registered in the user's plugin cache under the exact version the SDK asks for,
+# unless one is there that we did not write. The launcher finds gpuhost from the program's folder at
+# each start (its own checkout, or node_modules/gpuhost in a program that depends on it), so it names no
+# checkout: a moved or second clone needs nothing re-registered.
+PLUGINS="$ROOT/.gpuhost/engine/plugins"
+mkdir -p "$PLUGINS"
+write_if_changed "$PLUGINS/pulumi-resource-command" <<LAUNCHER
+#!/bin/sh
+$MARK: stand-in for pulumi-resource-command $COMMAND_VERSION (gpuhost's engine/README.md).
+# The official provider replaces it: pulumi plugin install resource command $COMMAND_VERSION --reinstall
+d="\$PWD"
+while :; do
+  for main in "\$d/node_modules/gpuhost/dist/engine/command-provider/main.js" "\$d/dist/engine/command-provider/main.js"; do
+    if [ -f "\$main" ] && grep -qs '"name": "gpuhost"' "\${main%/dist/engine/command-provider/main.js}/package.json"; then
+      exec "$NODE" "\$main" "\$@"
+    fi
+  done
+  [ "\$d" = / ] && break
+  d="\$(dirname "\$d")"
+done
+echo "pulumi-resource-command: gpuhost's stand-in found no gpuhost above \$PWD; install the official provider: pulumi plugin install resource command $COMMAND_VERSION --reinstall" >&2
+exit 1
+LAUNCHER
+PULUMI_HOME_DIR="${PULUMI_HOME:-$HOME/.pulumi}"
+installed="$PULUMI_HOME_DIR/plugins/resource-command-v$COMMAND_VERSION/pulumi-resource-command"
+if [ -e "$installed" ] && ! grep -qs "^$MARK" "$installed"; then
+  : # someone else's (the official provider, say): never overwritten
+elif ! cmp -s "$PLUGINS/pulumi-resource-command" "$installed"; then
+  log "registering gpuhost's stand-in command provider $COMMAND_VERSION in $PULUMI_HOME_DIR/plugins"
+  "$BIN/pulumi" plugin install resource command "$COMMAND_VERSION" --file "$PLUGINS/pulumi-resource-command" \
+    --reinstall --non-interactive >/dev/null
+fi
+
+printf 'pulumi %s (%s)\nnode %s\n' "$("$BIN/pulumi" version)" "$MODE" "$("$NODE" --version)" >"$ROOT/.gpuhost/engine/VERSIONS"

@@ -88,6 +88,21 @@ function findNodeModules(start: string): string | undefined {
   }
 }
 
+/**
+ * @pulumi/pulumi's `cmd/run` from the program's own node_modules, as the Go host finds it: a program
+ * that depends on gpuhost (examples/) has its own copy of @pulumi/pulumi, and its resources must be
+ * registered through that copy. This host's copy only where the program has none.
+ */
+export function runEntry(programDir: string): string {
+  let manifest: string;
+  try {
+    manifest = require.resolve("@pulumi/pulumi/package.json", { paths: [programDir] });
+  } catch {
+    manifest = require.resolve("@pulumi/pulumi/package.json");
+  }
+  return path.join(path.dirname(manifest), "cmd", "run");
+}
+
 /** The argv for `node <run> ...`, built exactly as the Go host builds it. */
 export function runArguments(
   runPath: string,
@@ -155,7 +170,7 @@ class LanguageHost {
     const info = req.getInfo();
     const programDir: string = info?.getProgramDirectory() || req.getPwd() || process.cwd();
     const entry: string = info?.getEntryPoint() || req.getProgram() || ".";
-    const runPath = path.join(path.dirname(require.resolve("@pulumi/pulumi/package.json")), "cmd", "run");
+    const runPath = runEntry(programDir);
     const argv = runArguments(runPath, {
       monitor: req.getMonitorAddress(),
       engine: this.engineAddress,

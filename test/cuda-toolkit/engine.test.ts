@@ -6,13 +6,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EngineOptions, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { testEngineOptions } from "../support/engine";
 import { toolkitFingerprint } from "../../components/cuda-toolkit/fingerprint";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cuda-engine-"));
 const out = path.join(PROJECT_ROOT, ".gpuhost", `cuda-toolkit-test-${process.pid}`);
 const sim = path.join(work, "sim");
-const opts: EngineOptions = { cwd: work, stateDir: path.join(work, "state"), timeoutMs: 120_000 };
+const opts = testEngineOptions(work, 120_000);
 const stack = "cuda-toolkit-test";
 
 async function pulumi(...args: string[]) {

@@ -67,7 +67,7 @@ async function driftReport(): Promise<{ report: DriftReport & { exitCode: number
     out: (t) => void (out += t),
     err: () => undefined,
     runPulumi: async (args, o) => {
-      const r = await runPulumi(args, { ...stack!.opts, env: o?.env });
+      const r = await runPulumi(args, { ...stack!.opts, env: { ...stack!.opts.env, ...o?.env } });
       pulumiCode = r.code;
       return r;
     },

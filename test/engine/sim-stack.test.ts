@@ -4,14 +4,17 @@
  * outputs; a second `pulumi up` changes nothing; secrets never reach state or outputs in plaintext;
  * `pulumi destroy` stops the service and removes its units. Then the story's failure: a service that
  * dies on its first generation (FlashInfer's JIT cannot find curand.h) fails `pulumi up`, and the
- * error names the phase and shows the log line.
+ * error names the phase and shows the log line. The end-to-end part runs once with the plugins the
+ * setup put in place and, where GPUHOST_UPSTREAM_PLUGINS names upstream builds, once more with those.
  */
 import { afterAll, describe, expect, it } from "vitest";
+import { spawnSync } from "node:child_process";
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { PROJECT_ROOT } from "../../engine/pulumi";
 import { freePort, isListening } from "../support/ports";
+import { pluginSets } from "../support/engine";
 import { TestStack, createTestStack } from "../support/stack";
 
 const stacks: TestStack[] = [];
@@ -23,7 +26,7 @@ function summary(out: string): string {
   return out.slice(out.lastIndexOf("Resources:"));
 }
 
-describe("sim stack under the real engine", () => {
+describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) => {
   const apiKey = `sk-${crypto.randomBytes(12).toString("hex")}`;
   const host = `e2e-${crypto.randomBytes(3).toString("hex")}`;
   let port = 0;
@@ -31,11 +34,16 @@ describe("sim stack under the real engine", () => {
 
   it("pulumi up provisions, verifies and benchmarks the simulated host", async () => {
     port = await freePort();
-    s = await createTestStack("sim", [
-      { path: "gpuhost:hosts[0].name", value: host },
-      { path: "gpuhost:services.port", value: String(port) },
-      { path: "gpuhost:apiKey", value: apiKey, secret: true },
-    ]);
+    s = await createTestStack(
+      "sim",
+      [
+        { path: "gpuhost:hosts[0].name", value: host },
+        { path: "gpuhost:services.port", value: String(port) },
+        { path: "gpuhost:apiKey", value: apiKey, secret: true },
+      ],
+      300_000,
+      plugins,
+    );
     stacks.push(s);
     await s.ok("up", "--yes", "--skip-preview");
     const out = (await s.outputs()).gpuHosts[host];
@@ -83,6 +91,28 @@ describe("sim stack under the real engine", () => {
     expect(withKey.length).toBe(1);
     expect(fs.statSync(withKey[0]).mode & 0o077).toBe(0);
   }, 120_000);
+
+  it("the state is this user's alone: files 0600, folders 0700; another user (nobody) reads none of it", async () => {
+    const stateDir = s.opts.stateDir!;
+    const entries = [
+      stateDir,
+      ...fs.readdirSync(stateDir, { recursive: true }).map((f) => path.join(stateDir, String(f))),
+    ];
+    const stateFiles = entries.filter((f) => f.endsWith(".json") && fs.statSync(f).isFile());
+    expect(stateFiles.length).toBeGreaterThan(0);
+    for (const f of entries) {
+      const st = fs.statSync(f);
+      expect((st.mode & 0o777).toString(8), f).toBe(st.isDirectory() ? "700" : "600");
+    }
+    if (process.getuid?.() !== 0) return; // becoming another user needs root
+    // The project folder open to all, as a checkout is: the state under it still is not.
+    fs.chmodSync(s.dir, 0o755);
+    for (const target of [stateDir, stateFiles[0]!]) {
+      const r = spawnSync("runuser", ["-u", "nobody", "--", "cat", target], { encoding: "utf8" });
+      expect(r.status, target).not.toBe(0);
+      expect(r.stderr).toMatch(/Permission denied/);
+    }
+  });
 
   it("pulumi destroy stops the service and removes its units", async () => {
     await s.ok("destroy", "--yes", "--skip-preview");

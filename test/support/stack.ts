@@ -1,13 +1,15 @@
 /**
  * A throwaway stack of the gpuhost program under the real engine: a temporary project folder whose
- * Pulumi.yaml runs the compiled program (dist/index.js) of this checkout, a temporary file backend,
- * and a stack config copied from one of stacks/ with overrides. Nothing is written into the checkout
- * except the simulated host folder the config names (tests give each stack its own).
+ * Pulumi.yaml runs this checkout (main: the project folder, whose package.json names dist/index.js),
+ * a temporary file backend with the tests' passphrase, and a stack config copied from one of stacks/
+ * with overrides. Nothing is written into the checkout except the simulated host folder the config
+ * names (tests give each stack its own).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { EngineOptions, EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
+import { type PluginSet, testEngineOptions } from "./engine";
 
 export interface TestStack {
   dir: string;
@@ -28,14 +30,19 @@ export interface StackSetting {
   secret?: boolean;
 }
 
-export async function createTestStack(base: string, settings: StackSetting[], timeoutMs = 300_000): Promise<TestStack> {
+export async function createTestStack(
+  base: string,
+  settings: StackSetting[],
+  timeoutMs = 300_000,
+  plugins: PluginSet = "stand-ins",
+): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stack-"));
   const stack = `t${Date.now().toString(36)}`;
   const program = path.join(PROJECT_ROOT, "dist", "index.js");
   if (!fs.existsSync(program)) throw new Error(`${program} is missing: compile first (npm test does)`);
   const projectYaml = fs
     .readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")
-    .replace(/^main: .*$/m, `main: ${program}`)
+    .replace(/^main: .*$/m, `main: ${PROJECT_ROOT}`)
     .replace(/^stackConfigDir: .*$/m, "");
   fs.writeFileSync(path.join(dir, "Pulumi.yaml"), projectYaml);
   // The base config without its encryption salt: the new stack gets its own.
@@ -43,7 +50,7 @@ export async function createTestStack(base: string, settings: StackSetting[], ti
     .readFileSync(path.join(PROJECT_ROOT, "stacks", `Pulumi.${base}.yaml`), "utf8")
     .replace(/^encryptionsalt: .*$/m, "");
   fs.writeFileSync(path.join(dir, `Pulumi.${stack}.yaml`), baseConfig);
-  const opts: EngineOptions = { cwd: dir, stateDir: path.join(dir, ".state"), timeoutMs };
+  const opts: EngineOptions = testEngineOptions(dir, timeoutMs, plugins);
   await ensureStack(stack, opts);
   const run = (...args: string[]) => runPulumi([...args, "--stack", stack], opts);
   const ok = async (...args: string[]) => {

@@ -9,6 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { testEngineOptions } from "../support/engine";
 import { AptRepo, serveAptRepo } from "./apt-repo";
 import { bootTestHost, freeLoopbackPort, TestHost } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
@@ -132,16 +133,17 @@ export async function createTestHostStack(config: Record<string, unknown>, priva
   await fs.access(program).catch(() => {
     throw new Error(`${program} is missing: compile the project first (npx tsc -p .)`);
   });
-  // the repository's own project file (its options, e.g. refresh: always), running the compiled
-  // program by absolute path, with the stack config kept here instead of in stacks/
+  // the repository's own project file (its options, e.g. refresh: always), running this checkout by
+  // absolute path (its package.json names the compiled program), with the stack config kept here
+  // instead of in stacks/
   const project = parseYaml(await fs.readFile(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")) as Record<
     string,
     unknown
   >;
   delete project.stackConfigDir;
-  project.main = program;
+  project.main = PROJECT_ROOT;
   await fs.writeFile(path.join(dir, "Pulumi.yaml"), stringifyYaml(project));
-  const opts: EngineOptions = { cwd: dir, stateDir: path.join(dir, "state"), timeoutMs: 15 * 60_000 };
+  const opts = testEngineOptions(dir, 15 * 60_000);
   const stackFile = path.join(dir, `Pulumi.${STACK}.yaml`);
   const pulumi = (...args: string[]) => runPulumi([...args, "--stack", STACK], opts);
   const pulumiOk = async (...args: string[]) => {

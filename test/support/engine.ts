@@ -1,0 +1,67 @@
+/**
+ * Engine options for the tests' throwaway stacks, and the plugin sets they run under.
+ *
+ * A throwaway stack gets its own file backend and this test process's random passphrase: the documented
+ * passphrase belongs to the embedded `sim` stack alone, and a test stack may hold an SSH key.
+ *
+ * Plugin sets: "stand-ins" is whatever engine/setup.sh set up (the official plugins where installed,
+ * else gpuhost's own). When GPUHOST_UPSTREAM_PLUGINS names a folder holding upstream builds of
+ * pulumi-language-nodejs, pulumi-resource-pulumi-nodejs and pulumi-resource-command (CI points it at
+ * them where it has them), "upstream" runs the same suites again on those: the language host and the
+ * launcher first on PATH (the engine prefers PATH to the plugins beside the CLI), the command provider
+ * registered in a plugin cache of its own (PULUMI_HOME), so nothing of the user's is touched.
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { type EngineOptions, pulumiBin } from "../../engine/pulumi";
+
+export const TEST_PASSPHRASE = `gpuhost-test-${randomBytes(16).toString("hex")}`;
+
+export type PluginSet = "stand-ins" | "upstream";
+
+/** The folder of upstream plugin builds, when the environment names one. */
+export function upstreamPluginDir(): string | undefined {
+  const dir = process.env.GPUHOST_UPSTREAM_PLUGINS;
+  if (!dir) return undefined;
+  for (const f of ["pulumi-language-nodejs", "pulumi-resource-pulumi-nodejs", "pulumi-resource-command"]) {
+    if (!fs.existsSync(path.join(dir, f))) throw new Error(`GPUHOST_UPSTREAM_PLUGINS=${dir} has no ${f}`);
+  }
+  return dir;
+}
+
+/** The plugin sets this run covers: always the set-up one, and upstream's when it is available. */
+export const pluginSets = (): PluginSet[] => (upstreamPluginDir() ? ["stand-ins", "upstream"] : ["stand-ins"]);
+
+let upstreamHome: string | undefined;
+
+/** The environment that makes the engine run the upstream plugins (set up once per test process). */
+export function pluginEnv(set: PluginSet): NodeJS.ProcessEnv {
+  if (set === "stand-ins") return {};
+  const dir = upstreamPluginDir();
+  if (!dir) throw new Error("the upstream plugin set needs GPUHOST_UPSTREAM_PLUGINS");
+  if (!upstreamHome) {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-upstream-home-"));
+    execFileSync(
+      pulumiBin(),
+      ["plugin", "install", "resource", "command", "1.2.1", "--file", path.join(dir, "pulumi-resource-command")],
+      { env: { ...process.env, PULUMI_HOME: home }, stdio: "pipe" },
+    );
+    upstreamHome = home;
+    // a copy of the 34 MB provider per test process: gone with the process
+    process.on("exit", () => fs.rmSync(home, { recursive: true, force: true }));
+  }
+  return { PATH: `${dir}${path.delimiter}${process.env.PATH ?? ""}`, PULUMI_HOME: upstreamHome };
+}
+
+/** Options for a throwaway stack in DIR: its state under DIR/state, the test passphrase, the plugin set. */
+export function testEngineOptions(dir: string, timeoutMs: number, set: PluginSet = "stand-ins"): EngineOptions {
+  return {
+    cwd: dir,
+    stateDir: path.join(dir, "state"),
+    timeoutMs,
+    env: { PULUMI_CONFIG_PASSPHRASE: TEST_PASSPHRASE, ...pluginEnv(set) },
+  };
+}
