@@ -37,6 +37,8 @@ const hosts = config.hosts.map((host) => {
       singleRequest: v.singleRequest,
       sweep: v.sweep,
       saturationConcurrency: v.saturationConcurrency,
+      saturated: v.saturated,
+      saturationVerdict: v.saturationVerdict,
       sustainedOutputTokensPerSecond: v.sustainedOutputTokensPerSecond,
       acceptanceLength: v.acceptanceLength,
       benchComplete: v.benchComplete,

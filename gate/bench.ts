@@ -4,10 +4,10 @@
  * Raw samples are kept apart from the summary, and the summary is computed from them only.
  */
 import type { Agent } from "undici";
-import { baseUrl, fetchText, makeAgent, signalWithTimeout, type Endpoint } from "./http";
+import { baseUrl, fetchText, makeAgent, type Endpoint } from "./http";
+import { findKnee } from "./saturation";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "./schema";
 import {
-  saturation,
   summarizeLevel,
   summarizeSingle,
   type LevelSamples,
@@ -15,6 +15,7 @@ import {
   type SingleRequestSummary,
 } from "./stats";
 import { streamChat, type RequestSample } from "./stream";
+import { armTimeout, withTimeout } from "./timers";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -64,8 +65,16 @@ export interface BenchSummary {
   warmupError: string | null;
   singleRequest: SingleRequestSummary[];
   sweep: LevelSummary[];
+  /** The knee's concurrency (gate/saturation.ts); null when not saturated or no level counts. */
   saturationConcurrency: number | null;
+  /** False when throughput still rose at the last level that kept the error budget. */
+  saturated: boolean;
+  /** The knee's throughput; not saturated, the last counted level's (a lower bound); 0 when none counts. */
   sustainedOutputTokensPerSecond: number;
+  /** Levels whose error rate broke the plan's error budget: excluded from every figure above. */
+  failedLevels: number[];
+  /** One sentence: where the knee is, or "not saturated up to C=N", and which levels were excluded. */
+  saturationVerdict: string;
   /** Speculative services: acceptance length measured at low concurrency (after single requests). */
   acceptanceLength: number | null;
   plan: BenchPlan;
@@ -79,7 +88,12 @@ export function summarizeBench(
   samples: BenchSamples,
   meta: { model: string; startedAt: string; complete: boolean; acceptanceLength: number | null; plan: BenchPlan },
 ): BenchSummary {
-  const sweep = samples.sweep.map(summarizeLevel);
+  const sweep = samples.sweep.map((l) => summarizeLevel(l, meta.plan.errorBudget));
+  const knee = findKnee(sweep, {
+    errorBudget: meta.plan.errorBudget,
+    minGain: meta.plan.kneeMinGain,
+    maxTtftP95Seconds: meta.plan.kneeMaxTtftP95Seconds,
+  });
   return {
     model: meta.model,
     startedAt: meta.startedAt,
@@ -87,7 +101,11 @@ export function summarizeBench(
     warmupError: samples.warmup.error,
     singleRequest: samples.singleRequest.map((s) => summarizeSingle(s.maxTokens, s.requests)),
     sweep,
-    ...saturation(sweep, meta.plan.saturationFraction),
+    saturationConcurrency: knee.saturationConcurrency,
+    saturated: knee.saturated,
+    sustainedOutputTokensPerSecond: knee.sustainedOutputTokensPerSecond,
+    failedLevels: knee.failedLevels,
+    saturationVerdict: knee.verdict,
     acceptanceLength: meta.acceptanceLength,
     plan: meta.plan,
   };
@@ -102,12 +120,13 @@ export async function bench(
   const base = baseUrl(endpoint.url);
   const maxConcurrency = Math.max(...plan.concurrency, 1);
   const agent = makeAgent(maxConcurrency + 4);
-  const stop = new AbortController();
-  const timer = setTimeout(
-    () => stop.abort(new Error(`benchmark deadline of ${plan.deadlineSeconds} s passed`)),
+  // The run's one deadline, joined with the caller's signal (Ctrl-C); cleared in finally.
+  const deadline = armTimeout(
+    [hooks.signal],
     plan.deadlineSeconds * 1000,
+    () => `benchmark deadline of ${plan.deadlineSeconds} s passed`,
   );
-  const signal = hooks.signal ? AbortSignal.any([stop.signal, hooks.signal]) : stop.signal;
+  const signal = deadline.signal;
   const origin = performance.now();
   const startedAt = new Date().toISOString();
   const progress = hooks.onProgress ?? (() => undefined);
@@ -116,23 +135,30 @@ export async function bench(
       endpoint.model && endpoint.model.length > 0
         ? endpoint.model
         : await firstModel(agent, base, endpoint.apiKey, signal);
+    const requestTimeoutMs = plan.requestTimeoutSeconds * 1000;
     const send = (prompt: string, maxTokens: number, ignoreEos: boolean, onOutputChunk?: () => void) =>
-      streamChat({
-        url: `${base}/v1/chat/completions`,
-        body: {
-          model,
-          messages: [{ role: "user", content: prompt }],
-          max_tokens: maxTokens,
-          stream: true,
-          stream_options: { include_usage: true },
-          ...(ignoreEos ? { ignore_eos: true } : {}),
-        },
-        apiKey: endpoint.apiKey,
-        signal: signalWithTimeout(signal, plan.requestTimeoutSeconds * 1000),
-        dispatcher: agent,
-        origin,
-        onOutputChunk,
-      });
+      withTimeout(
+        [signal],
+        requestTimeoutMs,
+        () => `no complete answer within ${plan.requestTimeoutSeconds} s`,
+        (s) =>
+          streamChat({
+            url: `${base}/v1/chat/completions`,
+            body: {
+              model,
+              messages: [{ role: "user", content: prompt }],
+              max_tokens: maxTokens,
+              stream: true,
+              stream_options: { include_usage: true },
+              ...(ignoreEos ? { ignore_eos: true } : {}),
+            },
+            apiKey: endpoint.apiKey,
+            signal: s,
+            dispatcher: agent,
+            origin,
+            onOutputChunk,
+          }),
+      );
 
     progress({ kind: "stage", stage: "warmup", detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}` });
     const warmup = await send(WARMUP_PROMPT, plan.warmupMaxTokens, false);
@@ -168,15 +194,18 @@ export async function bench(
         (i) => send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], plan.sweepMaxTokens, plan.ignoreEos),
         origin,
         (done) => progress(requestProgress("sweep", `concurrency ${concurrency}`, done, total, origin)),
+        signal,
       );
+      // A level the deadline or an interrupt cut short measured the cut, not the server: dropped.
+      if (signal.aborted) break;
       level.acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, signal);
       samples.sweep.push(level);
-      progress({ kind: "level", summary: summarizeLevel(level) });
+      progress({ kind: "level", summary: summarizeLevel(level, plan.errorBudget) });
     }
     const complete = !signal.aborted && samples.sweep.length === plan.concurrency.length;
     return { ...summarizeBench(samples, { model, startedAt, complete, acceptanceLength, plan }), samples };
   } finally {
-    clearTimeout(timer);
+    deadline.clear();
     void agent.destroy().catch(() => undefined);
   }
 }
@@ -188,12 +217,14 @@ async function runLevel(
   send: (index: number) => Promise<RequestSample>,
   origin: number,
   onDone: (done: RequestSample[]) => void,
+  signal: AbortSignal,
 ): Promise<LevelSamples> {
   const requests: RequestSample[] = [];
   let next = 0;
   const startedAtSeconds = (performance.now() - origin) / 1000;
   const worker = async () => {
-    while (next < total) {
+    // A stopped run sends nothing more: requests never sent are not errors of the server.
+    while (next < total && !signal.aborted) {
       const index = next++;
       requests.push(await send(index));
       onDone(requests);
@@ -229,10 +260,21 @@ async function firstModel(
   apiKey: string | undefined,
   signal: AbortSignal,
 ): Promise<string> {
-  const reply = await fetchText(agent, `${base}/v1/models`, { apiKey, signal: signalWithTimeout(signal, 30_000) });
-  if (reply.status !== 200) throw new Error(`GET /v1/models answered HTTP ${reply.status}`);
-  const id = JSON.parse(reply.text)?.data?.[0]?.id;
-  if (typeof id !== "string") throw new Error("GET /v1/models lists no model");
+  const url = `${base}/v1/models`;
+  const reply = await withTimeout(
+    [signal],
+    30_000,
+    () => `GET ${url}: no answer within 30 s`,
+    (s) => fetchText(agent, url, { apiKey, signal: s }),
+  );
+  if (reply.status !== 200) throw new Error(`GET ${url} answered HTTP ${reply.status}`);
+  let id: unknown;
+  try {
+    id = JSON.parse(reply.text)?.data?.[0]?.id;
+  } catch {
+    throw new Error(`GET ${url} answered HTTP 200 with a body that is not JSON: ${reply.text.slice(0, 120)}`);
+  }
+  if (typeof id !== "string") throw new Error(`GET ${url} lists no model`);
   return id;
 }
 
@@ -248,10 +290,12 @@ export async function readAcceptanceLength(
 ): Promise<number | null> {
   if (signal.aborted) return null;
   try {
-    const info = await fetchText(agent, `${base}/get_server_info`, {
-      apiKey,
-      signal: signalWithTimeout(signal, 5_000),
-    });
+    const info = await withTimeout(
+      [signal],
+      5_000,
+      () => "no answer within 5 s",
+      (s) => fetchText(agent, `${base}/get_server_info`, { apiKey, signal: s }),
+    );
     if (info.status === 200) {
       const value = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof value === "number" && Number.isFinite(value)) return value;
@@ -260,7 +304,12 @@ export async function readAcceptanceLength(
     // Older servers lack /get_server_info; fall through to /metrics.
   }
   try {
-    const metrics = await fetchText(agent, `${base}/metrics`, { apiKey, signal: signalWithTimeout(signal, 5_000) });
+    const metrics = await withTimeout(
+      [signal],
+      5_000,
+      () => "no answer within 5 s",
+      (s) => fetchText(agent, `${base}/metrics`, { apiKey, signal: s }),
+    );
     if (metrics.status === 200) return parseSpecAcceptLength(metrics.text);
   } catch {
     // Metrics are optional (--enable-metrics); absence means "not speculative or not reported".

@@ -5,6 +5,7 @@
 import { baseUrl, makeAgent, type Endpoint } from "./http";
 import { probeGeneration } from "./probe";
 import { VerifyPolicySchema, type VerifyPolicyInput } from "./schema";
+import { withTimeout } from "./timers";
 
 export interface GenerationCheck {
   generating: boolean;
@@ -16,16 +17,20 @@ export async function checkGenerating(
   endpoint: Endpoint,
   policyInput: VerifyPolicyInput = {},
   timeoutSeconds = 60,
+  signal?: AbortSignal,
 ): Promise<GenerationCheck> {
   const policy = VerifyPolicySchema.parse(policyInput);
   const agent = makeAgent(1);
   try {
     if (!endpoint.model) return { generating: false, check: "no model configured" };
-    const outcome = await probeGeneration(agent, baseUrl(endpoint.url), endpoint.model, policy, {
-      signal: AbortSignal.timeout(timeoutSeconds * 1000),
-      apiKey: endpoint.apiKey,
-      sampling: false,
-    });
+    const base = baseUrl(endpoint.url);
+    const model = endpoint.model;
+    const outcome = await withTimeout(
+      [signal],
+      timeoutSeconds * 1000,
+      () => `no answer within ${timeoutSeconds} s`,
+      (s) => probeGeneration(agent, base, model, policy, { signal: s, apiKey: endpoint.apiKey, sampling: false }),
+    );
     return outcome.ok ? { generating: true, check: "ok" } : { generating: false, check: outcome.summary };
   } finally {
     void agent.destroy().catch(() => undefined);

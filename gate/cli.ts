@@ -1,63 +1,26 @@
 /**
- * `gpuhost verify | bench | plan`: the gate's engine outside Pulumi. Each *Main returns an exit
- * status; cli/gpuhost.ts dispatches to them. JSON goes to stdout (or a file), progress to stderr.
+ * `gpuhost verify | plan` (and `bench`, in bench-cli.ts): the gate's engine outside Pulumi. Each
+ * *Main returns an exit status; cli/gpuhost.ts dispatches to them. JSON goes to stdout (or a
+ * file), progress to stderr.
  */
-import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { bench, type BenchProgress } from "./bench";
 import { capacity, type CapacityPlan } from "./capacity";
-import { benchChart } from "./chart";
-import { WorkloadSchema } from "./schema";
+import { defaultIo, EXIT, numberOption, runCommand, schemaIssues, UsageError, type CliIo } from "./cli-common";
+import { VerifyPolicySchema, WorkloadSchema } from "./schema";
 import { verify } from "./verify";
 
-export interface CliIo {
-  stdout: { write(s: string): unknown; isTTY?: boolean };
-  stderr: { write(s: string): unknown; isTTY?: boolean };
-}
+export { benchMain } from "./bench-cli";
+export type { CliIo } from "./cli-common";
 
-const defaultIo = (): CliIo => ({ stdout: process.stdout, stderr: process.stderr });
+const VERIFY_USAGE = `usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key KEY] [--json]
 
-class UsageError extends Error {}
-
-function numberOption(name: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0)
-    throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
-  return n;
-}
-
-function listOption(name: string, value: string | undefined): number[] | undefined {
-  if (value === undefined) return undefined;
-  const list = value
-    .split(",")
-    .map((v) => v.trim())
-    .filter((v) => v !== "");
-  const nums = list.map(Number);
-  if (nums.length === 0 || nums.some((n) => !Number.isInteger(n) || n <= 0)) {
-    throw new UsageError(`--${name} must be a comma-separated list of positive integers, got ${JSON.stringify(value)}`);
-  }
-  return nums;
-}
-
-async function main(io: CliIo, usage: string, body: () => Promise<number>): Promise<number> {
-  try {
-    return await body();
-  } catch (err) {
-    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      io.stderr.write(`${(err as Error).message}\n${usage}\n`);
-      return 2;
-    }
-    io.stderr.write(`error: ${(err as Error).message}\n`);
-    return 1;
-  }
-}
-
-const VERIFY_USAGE =
-  "usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key KEY] [--json]";
+Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
+visible content (and the known answer, when given), twice. --endpoint is an http(s) URL with a host,
+e.g. http://127.0.0.1:30000. The API key may also come from GPUHOST_API_KEY. Ctrl-C stops it.
+exit status: 0 ready; 1 not ready (the diagnosis says why); 2 usage; 130 interrupted`;
 
 export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return main(io, VERIFY_USAGE, async () => {
+  return runCommand(io, VERIFY_USAGE, argv, async (signal) => {
     const { values } = parseArgs({
       args: argv,
       options: {
@@ -73,15 +36,17 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       strict: true,
     });
     if (!values.endpoint) throw new UsageError("--endpoint is required");
+    const policy = VerifyPolicySchema.safeParse({
+      deadlineSeconds: numberOption("deadline", values.deadline),
+      thinkingToggle: values["thinking-off"] ?? undefined,
+      knownAnswer: values["known-answer"],
+      probePrompt: values.prompt,
+    });
+    if (!policy.success) throw new UsageError(schemaIssues(policy.error));
     const result = await verify(
       { url: values.endpoint, model: values.model, apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY },
-      {
-        deadlineSeconds: numberOption("deadline", values.deadline),
-        thinkingToggle: values["thinking-off"] ?? undefined,
-        knownAnswer: values["known-answer"],
-        probePrompt: values.prompt,
-      },
-      { onPhase: (phase, detail) => io.stderr.write(`[verify] ${phase}: ${detail}\n`) },
+      policy.data,
+      { onPhase: (phase, detail) => io.stderr.write(`[verify] ${phase}: ${detail}\n`), signal },
     );
     if (values.json) {
       io.stdout.write(
@@ -108,113 +73,18 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
     } else {
       io.stdout.write(`NOT ready\n${result.diagnosis}\n`);
     }
-    return result.ready ? 0 : 1;
+    return result.ready ? EXIT.ok : EXIT.failed;
   });
 }
 
-const BENCH_USAGE =
-  "usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--api-key KEY] [--json FILE] [--chart FILE.svg]";
+const PLAN_USAGE = `usage: gpuhost plan --throughput TOKS [--completions N] [--tokens T] [--hosts H] [--deadline-days D] [--bytes-per-token B] [--json]
 
-export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return main(io, BENCH_USAGE, async () => {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        endpoint: { type: "string" },
-        model: { type: "string" },
-        concurrency: { type: "string" },
-        "max-tokens": { type: "string" },
-        "sweep-max-tokens": { type: "string" },
-        prompts: { type: "string" },
-        "requests-per-concurrency": { type: "string" },
-        "api-key": { type: "string" },
-        json: { type: "string" },
-        chart: { type: "string" },
-      },
-      strict: true,
-    });
-    if (!values.endpoint) throw new UsageError("--endpoint is required");
-    const progress = progressPrinter(io);
-    const result = await bench(
-      { url: values.endpoint, model: values.model, apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY },
-      {
-        concurrency: listOption("concurrency", values.concurrency) as [number, ...number[]] | undefined,
-        singleRequestMaxTokens: listOption("max-tokens", values["max-tokens"]),
-        sweepMaxTokens: numberOption("sweep-max-tokens", values["sweep-max-tokens"]),
-        singleRequestPrompts: numberOption("prompts", values.prompts),
-        requestsPerConcurrency: numberOption("requests-per-concurrency", values["requests-per-concurrency"]),
-      },
-      { onProgress: progress },
-    );
-    progress.finish();
-    const { samples, ...summary } = result;
-    if (values.json) writeFileSync(values.json, JSON.stringify({ ...summary, samples }, null, 1) + "\n");
-    if (values.chart) writeFileSync(values.chart, benchChart(summary));
-    io.stdout.write(benchTable(summary));
-    return summary.sustainedOutputTokensPerSecond > 0 && summary.complete ? 0 : 1;
-  });
-}
-
-/** Live progress: one rewritten line on a terminal, one line per stage and level otherwise. */
-function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): void } {
-  const tty = io.stderr.isTTY === true;
-  let pending = false;
-  const fn = (e: BenchProgress) => {
-    if (e.kind === "request") {
-      if (!tty) return;
-      const rate = e.elapsedSeconds > 0 ? e.tokens / e.elapsedSeconds : 0;
-      io.stderr.write(
-        `\r\x1b[K[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`,
-      );
-      pending = true;
-      return;
-    }
-    if (pending) io.stderr.write("\n");
-    pending = false;
-    if (e.kind === "stage") io.stderr.write(`[bench] ${e.stage}: ${e.detail}\n`);
-    else
-      io.stderr.write(
-        `[bench] concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors}/${e.summary.requests} errors, TTFT p50 ${sec(e.summary.ttftP50Seconds)}\n`,
-      );
-  };
-  return Object.assign(fn, {
-    finish() {
-      if (pending) io.stderr.write("\n");
-    },
-  });
-}
-
-function sec(v: number | null): string {
-  return v === null ? "n/a" : `${v.toFixed(3)} s`;
-}
-
-function benchTable(s: Omit<import("./bench").BenchResult, "samples">): string {
-  const lines = [
-    `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
-  ];
-  for (const r of s.singleRequest) {
-    lines.push(
-      `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
-    );
-  }
-  lines.push("concurrency  tok/s       req/s    TTFT p50   ITL p50    E2E p50    errors");
-  for (const l of s.sweep) {
-    lines.push(
-      `${String(l.concurrency).padEnd(12)} ${l.outputTokensPerSecond.toFixed(1).padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${l.errors}/${l.requests}`,
-    );
-  }
-  lines.push(
-    `saturation at concurrency ${s.saturationConcurrency ?? "n/a"}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`,
-  );
-  if (s.acceptanceLength !== null) lines.push(`speculative acceptance length ${s.acceptanceLength.toFixed(2)}`);
-  return lines.join("\n") + "\n";
-}
-
-const PLAN_USAGE =
-  "usage: gpuhost plan --throughput TOKS [--completions N] [--tokens T] [--hosts H] [--deadline-days D] [--bytes-per-token B] [--json]";
+Capacity plan: days = completions x tokens / (sustained tok/s x 86,400), hosts for the deadline,
+raw storage. --throughput is the sustained aggregate output tok/s a benchmark measured.
+exit status: 0 ok; 2 usage`;
 
 export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return main(io, PLAN_USAGE, async () => {
+  return runCommand(io, PLAN_USAGE, argv, async () => {
     const { values } = parseArgs({
       args: argv,
       options: {
@@ -239,8 +109,7 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
       deadlineDays: numberOption("deadline-days", values["deadline-days"]),
       bytesPerToken: numberOption("bytes-per-token", values["bytes-per-token"]),
     });
-    if (!parsed.success)
-      throw new UsageError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+    if (!parsed.success) throw new UsageError(schemaIssues(parsed.error));
     const plan = capacity(throughput, parsed.data);
     io.stdout.write(values.json ? JSON.stringify(plan, null, 2) + "\n" : planText(plan));
     return 0;

@@ -5,6 +5,7 @@
  */
 import * as net from "node:net";
 import { Agent, request, type Dispatcher } from "undici";
+import { TimeoutError } from "./timers";
 
 export interface Endpoint {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:30000 (a trailing /v1 is accepted). */
@@ -15,10 +16,38 @@ export interface Endpoint {
   apiKey?: string;
 }
 
+/** An endpoint URL that cannot be used: refused before any request, in one sentence. */
+export class EndpointError extends Error {}
+
+/**
+ * The base URL requests are built on, validated: an http(s) URL with a host, no query or fragment.
+ * `localhost:30000` parses as a URL whose scheme is "localhost:" and `127.0.0.1:30000` not at all,
+ * so both are refused here rather than silently aiming at port 80 or failing later. A trailing
+ * /v1 is accepted (clients often configure it) and stripped.
+ */
 export function baseUrl(url: string): string {
-  let u = url.trim().replace(/\/+$/, "");
-  if (u.endsWith("/v1")) u = u.slice(0, -3);
-  return u;
+  const given = String(url).trim();
+  let u: URL;
+  try {
+    u = new URL(given);
+  } catch {
+    throw new EndpointError(
+      `endpoint ${JSON.stringify(given)} is not a URL: write it as http://HOST:PORT (for example http://127.0.0.1:30000)`,
+    );
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new EndpointError(
+      `endpoint ${JSON.stringify(given)} must start with http:// or https:// (it parses as scheme ${JSON.stringify(u.protocol)}); write http://${given.replace(/^[a-z]+:\/\//i, "")}`,
+    );
+  }
+  if (u.hostname === "") throw new EndpointError(`endpoint ${JSON.stringify(given)} names no host`);
+  if (u.username || u.password)
+    throw new EndpointError(`endpoint ${JSON.stringify(given)} carries credentials; pass the API key separately`);
+  if (u.search || u.hash)
+    throw new EndpointError(`endpoint ${JSON.stringify(given)} has a query or fragment; give the server's base URL`);
+  let path = u.pathname.replace(/\/+$/, "");
+  if (path.endsWith("/v1")) path = path.slice(0, -3);
+  return `${u.protocol}//${u.host}${path}`;
 }
 
 export function makeAgent(connections = 8): Agent {
@@ -35,6 +64,7 @@ export function headers(apiKey: string | undefined, json: boolean): Record<strin
 export interface HttpReply {
   status: number;
   text: string;
+  contentType: string;
 }
 
 /** One request whose whole body is read as text; rejects on network errors and on abort. */
@@ -57,7 +87,12 @@ export async function fetchText(
     if (size < limit) parts.push(chunk);
     size += chunk.length;
   }
-  return { status: res.statusCode, text: Buffer.concat(parts).toString("utf8") };
+  const type = res.headers["content-type"];
+  return {
+    status: res.statusCode,
+    text: Buffer.concat(parts).toString("utf8"),
+    contentType: String(Array.isArray(type) ? type[0] : (type ?? "")),
+  };
 }
 
 /** Opens and closes one TCP connection to the endpoint's port. */
@@ -104,28 +139,27 @@ export function errorKind(err: unknown): string {
   const code = e?.code ?? e?.cause?.code ?? "";
   if (code === "ECONNREFUSED") return "connection refused";
   if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return "connection reset";
-  if (e?.name === "TimeoutError" || e?.name === "AbortError") return "timeout";
+  if (err instanceof TimeoutError || e?.name === "TimeoutError" || e?.name === "AbortError") return "timeout";
   return code ? code : "network error";
 }
 
-export function signalWithTimeout(parent: AbortSignal, ms: number): AbortSignal {
-  return AbortSignal.any([parent, AbortSignal.timeout(Math.max(1, Math.ceil(ms)))]);
-}
-
-/** Resolves after ms, or rejects with the signal's reason as soon as it aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
+/**
+ * Network errors that waiting cannot fix, as one sentence naming the URL, or null. TLS spoken to a
+ * plain-HTTP port fails the handshake (wrong version number); plain HTTP spoken to a TLS port gets
+ * bytes that are no HTTP response. A server that is still starting produces neither.
+ */
+export function fatalNetworkError(err: unknown, url: string): string | null {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = String(e?.cause?.code ?? e?.code ?? "");
+  const text = `${e?.message ?? ""} ${e?.cause?.message ?? ""}`;
+  const https = url.startsWith("https:");
+  if (https && (code.startsWith("ERR_SSL") || code === "EPROTO" || /wrong version number|ssl3_get_record/i.test(text)))
+    return `the TLS handshake with ${url} failed (${code || "EPROTO"}): the port speaks plain HTTP, so use http:// instead of https://`;
+  if (code.startsWith("ERR_TLS_CERT") || code === "DEPTH_ZERO_SELF_SIGNED_CERT" || code === "SELF_SIGNED_CERT_IN_CHAIN")
+    return `${url}: the server's TLS certificate is not trusted (${code})`;
+  if (!https && (code.startsWith("HPE_") || code === "UND_ERR_INFO"))
+    return `${url} answered bytes that are not HTTP (${code}): if the port speaks TLS, use https://`;
+  return null;
 }
 
 export function truncate(text: string, max = 600): string {

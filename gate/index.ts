@@ -33,10 +33,20 @@ export {
   type VerifyPolicy,
   type Workload,
 } from "./schema";
-export { baseUrl, type Endpoint } from "./http";
+export { baseUrl, EndpointError, type Endpoint } from "./http";
+export {
+  findKnee,
+  errorRate,
+  gainPerDoubling,
+  withinErrorBudget,
+  type Knee,
+  type KneeOptions,
+  type LevelFigures,
+} from "./saturation";
+export { armTimeout, withTimeout, raceTimeout, TimeoutError, MAX_TIMER_SECONDS, type Timeout } from "./timers";
 export {
   percentile,
-  saturation,
+  answerStats,
   summarizeLevel,
   summarizeSingle,
   type LevelSamples,

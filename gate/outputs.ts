@@ -14,6 +14,9 @@ const latencyFields = {
   ttftP50Seconds: seconds("time to first token, median"),
   ttftP95Seconds: seconds("time to first token, 95th percentile"),
   ttftP99Seconds: seconds("time to first token, 99th percentile"),
+  ttfaP50Seconds: seconds("time to first answer token (visible content, after any reasoning), median"),
+  ttfaP95Seconds: seconds("time to first answer token, 95th percentile"),
+  ttfaP99Seconds: seconds("time to first answer token, 99th percentile"),
   itlP50Seconds: seconds("inter-token latency, median"),
   itlP95Seconds: seconds("inter-token latency, 95th percentile"),
   itlP99Seconds: seconds("inter-token latency, 99th percentile"),
@@ -36,13 +39,22 @@ export const ReadinessSchema = z
     probeCompletionTokens: z
       .number()
       .int()
-      .describe("usage.completion_tokens of the first successful probe (reasoning included)"),
+      .nullable()
+      .describe(
+        "usage.completion_tokens of the first successful probe (reasoning included); null when the probe stopped reading at the answer",
+      ),
     probeReasoningTokens: z
       .number()
       .int()
       .nullable()
       .describe("reasoning tokens of that probe, when the server reports them"),
-    probeFinishReason: z.string().describe("finish_reason of that probe: stop or length"),
+    probeFinishReason: z
+      .string()
+      .nullable()
+      .describe("finish_reason of that probe; null when it stopped reading at the first answer token"),
+    probeTimeToFirstAnswerSeconds: z
+      .number()
+      .describe("seconds from sending the probe to its first visible answer token"),
   })
   .describe("How readiness was established");
 
@@ -54,6 +66,11 @@ export const SingleRequestOutputSchema = z.object({
   decodeTokensPerSecond: z.number().nullable().describe("decode speed of one request, 1/TPOT"),
   completionTokens: z.number().int().describe("usage completion tokens of the successful requests"),
   reasoningTokens: z.number().int().nullable().describe("reasoning tokens, when reported"),
+  answerTokens: z.number().int().nullable().describe("completion minus reasoning tokens, when reasoning is reported"),
+  answerlessRequests: z
+    .number()
+    .int()
+    .describe("successful requests with no visible content (reasoning used the whole budget)"),
   ...latencyFields,
 });
 
@@ -61,6 +78,10 @@ export const SweepLevelOutputSchema = z.object({
   concurrency: z.number().int().describe("requests in flight at once (closed loop)"),
   requests: z.number().int().describe("requests sent at this level"),
   errors: z.number().int().describe("requests that failed (their tokens are not counted)"),
+  errorRate: z.number().describe("errors / requests"),
+  withinErrorBudget: z
+    .boolean()
+    .describe("false: the error rate broke the error budget and the level counts for no figure"),
   errorExamples: z.array(z.string()).describe("up to three distinct error messages"),
   durationSeconds: z.number().describe("wall time of the level"),
   outputTokensPerSecond: z
@@ -68,6 +89,12 @@ export const SweepLevelOutputSchema = z.object({
     .describe("aggregate output tokens per second (usage completion tokens / wall time)"),
   requestsPerSecond: z.number().describe("successful requests per second"),
   completionTokens: z.number().int().describe("usage completion tokens of the successful requests"),
+  reasoningTokens: z.number().int().nullable().describe("reasoning tokens, when reported"),
+  answerTokens: z.number().int().nullable().describe("completion minus reasoning tokens, when reasoning is reported"),
+  answerlessRequests: z
+    .number()
+    .int()
+    .describe("successful requests with no visible content (reasoning used the whole budget)"),
   acceptanceLength: z
     .number()
     .nullable()
@@ -106,8 +133,12 @@ export const VerifiedGenerationOutputsSchema = z
       .number()
       .int()
       .nullable()
-      .describe("smallest concurrency reaching 95% of the best aggregate"),
-    sustainedOutputTokensPerSecond: z.number().describe("aggregate output tok/s at the saturation concurrency"),
+      .describe("the knee (gate/saturation.ts); null when throughput still rose at the last level"),
+    saturated: z.boolean().describe("a knee was found; false: not saturated up to the last level"),
+    saturationVerdict: z.string().describe("the knee in one sentence, with the levels excluded by the error budget"),
+    sustainedOutputTokensPerSecond: z
+      .number()
+      .describe("aggregate output tok/s at the knee; not saturated: at the last level (a lower bound)"),
     acceptanceLength: z
       .number()
       .nullable()
@@ -137,10 +168,13 @@ export function measuredOutputs(
       probeCompletionTokens: readiness.probe.completionTokens,
       probeReasoningTokens: readiness.probe.reasoningTokens,
       probeFinishReason: readiness.probe.finishReason,
+      probeTimeToFirstAnswerSeconds: readiness.probe.timeToFirstAnswerSeconds,
     },
     singleRequest: summary.singleRequest,
     sweep: summary.sweep,
     saturationConcurrency: summary.saturationConcurrency,
+    saturated: summary.saturated,
+    saturationVerdict: summary.saturationVerdict,
     sustainedOutputTokensPerSecond: summary.sustainedOutputTokensPerSecond,
     acceptanceLength: summary.acceptanceLength,
     benchComplete: summary.complete,

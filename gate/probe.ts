@@ -1,20 +1,28 @@
 /**
- * One probe generation: a real, non-streaming chat completion, validated the way a caller would
- * judge it. Shared by the gate's generate and stability phases and by the provider's cheap read.
+ * One probe generation, judged the way a caller would judge it: only visible content counts. The
+ * probe streams and stops reading at the first answer token (or, with a known answer, once the
+ * answer appeared), so the gate answers as soon as the server does, even at ~42 tok/s per stream,
+ * instead of waiting for max_tokens. Reasoning that fills the whole budget is no answer. Shared by
+ * the gate's generate and stability phases and by the provider's cheap read.
  */
-import type { Dispatcher } from "undici";
-import { describeError, errorKind, fetchText, truncate } from "./http";
+import { request, type Dispatcher } from "undici";
+import { describeError, errorKind, fatalNetworkError, headers, truncate } from "./http";
 import type { VerifyPolicy } from "./schema";
+import { SseParser } from "./sse";
+import { armTimeout } from "./timers";
 
 export interface ProbeResult {
-  completionTokens: number;
+  /** usage.completion_tokens when the response ran to its end (the probe stops early otherwise). */
+  completionTokens: number | null;
   reasoningTokens: number | null;
-  finishReason: string;
-  /** The start of the answer (empty when reasoning used the whole budget). */
+  /** finish_reason when the response ran to its end; null when the probe stopped at the answer. */
+  finishReason: string | null;
+  /** The start of the answer (never empty: a probe without visible content fails). */
   content: string;
   reasoningCharacters: number;
-  /** Reasoning spent all of max_tokens: generation works, but the answer never started. */
-  reasoningExhaustedBudget: boolean;
+  /** Seconds to the first output of any kind, and to the first visible answer token. */
+  timeToFirstTokenSeconds: number | null;
+  timeToFirstAnswerSeconds: number;
   latencySeconds: number;
 }
 
@@ -22,8 +30,11 @@ export type ProbeOutcome =
   | { ok: true; result: ProbeResult; response: string }
   | {
       ok: false;
-      /** connection: no HTTP exchange; http: a status other than 200; invalid: a 200 that is no generation; wrong-answer. */
-      kind: "connection" | "http" | "invalid" | "wrong-answer";
+      /**
+       * connection: no HTTP exchange; http: a status other than 200; invalid: a 200 that is no
+       * generation; no-answer: reasoning only; wrong-answer: the known answer is missing.
+       */
+      kind: "connection" | "http" | "invalid" | "no-answer" | "wrong-answer";
       /** Whether waiting may help (a server that is still starting). */
       retryable: boolean;
       /** Short and stable across runs, e.g. "HTTP 503" or "connection refused". */
@@ -33,12 +44,17 @@ export type ProbeOutcome =
       error: unknown;
     };
 
+export function probeMaxTokens(policy: VerifyPolicy): number {
+  return policy.thinkingToggle ? policy.probeMaxTokens : policy.probeMaxTokensThinking;
+}
+
 export function probeRequestBody(model: string, policy: VerifyPolicy, sampling: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = {
     model,
     messages: [{ role: "user", content: policy.probePrompt }],
-    max_tokens: policy.thinkingToggle ? policy.probeMaxTokens : policy.probeMaxTokensThinking,
-    stream: false,
+    max_tokens: probeMaxTokens(policy),
+    stream: true,
+    stream_options: { include_usage: true },
   };
   // Greedy for the known answer; sampling for stability probes, because kernels used only for
   // sampling (FlashInfer's, compiled lazily on first use) never run under temperature 0.
@@ -48,6 +64,32 @@ export function probeRequestBody(model: string, policy: VerifyPolicy, sampling: 
   return body;
 }
 
+/** What arrived so far, fed by SSE events or by one JSON body (a server that ignores stream). */
+class Answer {
+  content = "";
+  reasoning = "";
+  usage: any = null;
+  finishReason: string | null = null;
+  done = false;
+  ttft: number | null = null;
+  ttfa: number | null = null;
+  streamError: string | null = null;
+  constructor(private readonly t0: number) {}
+
+  add(content: unknown, reasoning: unknown): void {
+    const now = (performance.now() - this.t0) / 1000;
+    if (typeof reasoning === "string" && reasoning.length > 0) {
+      this.reasoning += reasoning;
+      this.ttft ??= now;
+    }
+    if (typeof content === "string" && content.length > 0) {
+      this.content += content;
+      this.ttft ??= now;
+      if (this.ttfa === null && this.content.trim() !== "") this.ttfa = now;
+    }
+  }
+}
+
 export async function probeGeneration(
   dispatcher: Dispatcher,
   base: string,
@@ -55,98 +97,163 @@ export async function probeGeneration(
   policy: VerifyPolicy,
   opts: { signal: AbortSignal; apiKey?: string; sampling: boolean },
 ): Promise<ProbeOutcome> {
-  const started = performance.now();
-  let reply;
+  const url = `${base}/v1/chat/completions`;
+  const t0 = performance.now();
+  const want = policy.knownAnswer !== undefined && !opts.sampling ? policy.knownAnswer.toLowerCase() : null;
+  const answer = new Answer(t0);
+  // Enough seen: the answer started (and holds the known answer, when one is asked for).
+  const enough = () => answer.ttfa !== null && (want === null || answer.content.toLowerCase().includes(want));
+  // Stopping early aborts only this request; the caller's signal stays untouched.
+  const local = armTimeout([opts.signal], null);
+  let status = 0;
+  let contentType = "";
+  let raw = "";
   try {
-    reply = await fetchText(dispatcher, `${base}/v1/chat/completions`, {
+    const res = await request(url, {
       method: "POST",
-      body: probeRequestBody(model, policy, opts.sampling),
-      apiKey: opts.apiKey,
-      signal: opts.signal,
+      dispatcher,
+      signal: local.signal,
+      headers: headers(opts.apiKey, true),
+      body: JSON.stringify(probeRequestBody(model, policy, opts.sampling)),
     });
+    status = res.statusCode;
+    contentType = String(res.headers["content-type"] ?? "");
+    if (status !== 200 || !contentType.includes("text/event-stream")) {
+      raw = await res.body.text();
+    } else {
+      const parser = new SseParser();
+      const onData = (payload: string) => onEvent(answer, payload);
+      const body = res.body as AsyncIterable<Buffer>;
+      for await (const chunk of body) {
+        if (raw.length < 2000) raw += chunk.toString("utf8");
+        parser.push(chunk, onData);
+        if (enough() || answer.streamError !== null) break;
+      }
+      if (!enough()) parser.end(onData);
+      if (enough()) res.body.destroy();
+    }
   } catch (err) {
-    const kind = errorKind(err);
-    return {
-      ok: false,
-      kind: "connection",
-      retryable: true,
-      summary: kind,
-      message: describeError(err),
-      response: null,
-      error: err,
-    };
+    if (!enough()) {
+      const fatal = fatalNetworkError(err, url);
+      return {
+        ok: false,
+        kind: "connection",
+        retryable: fatal === null,
+        summary: errorKind(err),
+        message: fatal ?? `POST ${url}: ${describeError(err)}`,
+        response: null,
+        error: err,
+      };
+    }
+  } finally {
+    local.clear();
   }
-  const response = `HTTP ${reply.status} ${truncate(reply.text)}`;
-  if (reply.status !== 200) {
+  const response = `HTTP ${status} ${truncate(raw)}`;
+  if (status !== 200) {
     // 4xx other than timeout/rate-limit means the request itself is wrong (model name, key): waiting cannot fix it.
-    const retryable = reply.status >= 500 || reply.status === 408 || reply.status === 429;
-    const summary = `HTTP ${reply.status}`;
-    return {
-      ok: false,
-      kind: "http",
-      retryable,
-      summary,
-      message: `chat completion answered ${response}`,
-      response,
-      error: null,
-    };
+    const retryable = status >= 500 || status === 408 || status === 429;
+    return fail("http", retryable, `HTTP ${status}`, `POST ${url} answered ${response}`, response);
   }
-  const invalid = (why: string): ProbeOutcome => ({
-    ok: false,
-    kind: "invalid",
-    retryable: true,
-    summary: "invalid completion",
-    message: `HTTP 200 but no valid generation: ${why}`,
-    response,
-    error: null,
-  });
+  const invalid = (why: string, retryable = true) =>
+    fail(
+      "invalid",
+      retryable,
+      "invalid completion",
+      `POST ${url} answered HTTP 200 but no valid generation: ${why}`,
+      response,
+    );
+  if (/text\/html/i.test(contentType) || /^\s*</.test(raw))
+    return invalid("the body is an HTML page, not the OpenAI API (a login page or a proxy in front of it?)", false);
+  if (!contentType.includes("text/event-stream")) {
+    // A server that ignores `stream` answers one JSON completion: judge that the same way.
+    let json: any;
+    try {
+      json = JSON.parse(raw);
+    } catch {
+      return invalid("the body is neither an event stream nor JSON");
+    }
+    const choice = json?.choices?.[0];
+    if (!choice) return invalid("no choices[0]");
+    answer.add(choice.message?.content, choice.message?.reasoning_content);
+    answer.usage = json.usage ?? null;
+    answer.finishReason = choice.finish_reason ?? null;
+    answer.done = true;
+  }
+  if (answer.streamError !== null) return invalid(answer.streamError);
+  if (answer.finishReason !== null && answer.finishReason !== "stop" && answer.finishReason !== "length")
+    return invalid(`finish_reason is ${JSON.stringify(answer.finishReason)}`);
+  if (answer.ttfa === null) {
+    if (answer.reasoning.trim() !== "" && answer.finishReason === "length") {
+      return fail(
+        "no-answer",
+        false,
+        "no answer",
+        `POST ${url}: reasoning used the whole max_tokens budget (${probeMaxTokens(policy)}) and no visible answer came (finish_reason ${JSON.stringify(answer.finishReason)}); set thinkingToggle for a family whose template accepts it, or raise probeMaxTokensThinking`,
+        response,
+      );
+    }
+    if (!answer.done && answer.finishReason === null) return invalid("the stream ended before any answer");
+    return invalid(
+      answer.reasoning.trim() !== ""
+        ? "the completion has reasoning but no visible content"
+        : "the completion has no visible content",
+    );
+  }
+  const completionTokens = answer.usage ? Number(answer.usage.completion_tokens) : null;
+  if (completionTokens !== null && !(completionTokens > 0)) return invalid("usage.completion_tokens is 0");
+  const result: ProbeResult = {
+    completionTokens: completionTokens !== null && Number.isFinite(completionTokens) ? completionTokens : null,
+    reasoningTokens: answer.usage ? reasoningTokensOf(answer.usage) : null,
+    finishReason: answer.finishReason,
+    content: truncate(answer.content, 200),
+    reasoningCharacters: answer.reasoning.length,
+    timeToFirstTokenSeconds: answer.ttft,
+    timeToFirstAnswerSeconds: answer.ttfa,
+    latencySeconds: (performance.now() - t0) / 1000,
+  };
+  if (want !== null && !answer.content.toLowerCase().includes(want)) {
+    return fail(
+      "wrong-answer",
+      false,
+      "wrong answer",
+      `the known-answer probe (POST ${url}) expected ${JSON.stringify(policy.knownAnswer)} in the content, got ${JSON.stringify(truncate(answer.content, 200))}`,
+      response,
+    );
+  }
+  return { ok: true, result, response: `HTTP 200 ${truncate(JSON.stringify({ content: result.content }))}` };
+}
+
+function onEvent(answer: Answer, payload: string): void {
+  if (payload === "[DONE]") {
+    answer.done = true;
+    return;
+  }
   let json: any;
   try {
-    json = JSON.parse(reply.text);
+    json = JSON.parse(payload);
   } catch {
-    return invalid("the body is not JSON");
+    answer.streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
+    return;
   }
+  if (json?.error !== undefined && json?.error !== null) {
+    answer.streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
+    return;
+  }
+  if (json?.usage) answer.usage = json.usage;
   const choice = json?.choices?.[0];
-  const usage = json?.usage;
-  const completionTokens = Number(usage?.completion_tokens);
-  if (!choice) return invalid("no choices[0]");
-  if (!Number.isFinite(completionTokens) || completionTokens <= 0)
-    return invalid("usage.completion_tokens is missing or 0");
-  const content = typeof choice.message?.content === "string" ? choice.message.content : "";
-  const reasoning = typeof choice.message?.reasoning_content === "string" ? choice.message.reasoning_content : "";
-  if (content.trim() === "" && reasoning.trim() === "") return invalid("both content and reasoning_content are empty");
-  const finishReason = String(choice.finish_reason);
-  if (finishReason !== "stop" && finishReason !== "length")
-    return invalid(`finish_reason is ${JSON.stringify(choice.finish_reason)}`);
-  const reasoningTokens = reasoningTokensOf(usage);
-  const result: ProbeResult = {
-    completionTokens,
-    reasoningTokens,
-    finishReason,
-    content: truncate(content, 200),
-    reasoningCharacters: reasoning.length,
-    reasoningExhaustedBudget: content.trim() === "" && finishReason === "length",
-    latencySeconds: (performance.now() - started) / 1000,
-  };
-  if (
-    policy.knownAnswer !== undefined &&
-    !opts.sampling &&
-    !content.toLowerCase().includes(policy.knownAnswer.toLowerCase())
-  ) {
-    const hint = result.reasoningExhaustedBudget
-      ? " (reasoning used the whole max_tokens budget before answering: set thinkingToggle for a model family that supports it, or raise probeMaxTokensThinking)"
-      : "";
-    return {
-      ok: false,
-      kind: "wrong-answer",
-      retryable: false,
-      summary: "wrong answer",
-      message: `the known-answer probe expected ${JSON.stringify(policy.knownAnswer)} in the content, got ${JSON.stringify(truncate(content, 200))}${hint}`,
-      response,
-      error: null,
-    };
-  }
-  return { ok: true, result, response };
+  if (!choice) return;
+  answer.add(choice.delta?.content, choice.delta?.reasoning_content);
+  if (choice.finish_reason) answer.finishReason = String(choice.finish_reason);
+}
+
+function fail(
+  kind: "http" | "invalid" | "no-answer" | "wrong-answer",
+  retryable: boolean,
+  summary: string,
+  message: string,
+  response: string,
+): ProbeOutcome {
+  return { ok: false, kind, retryable, summary, message, response, error: null };
 }
 
 export function reasoningTokensOf(usage: any): number | null {

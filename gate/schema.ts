@@ -4,41 +4,34 @@
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
 import { z } from "zod";
+import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./timers";
+
+/** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
+const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
+const timerMs = () => z.number().positive().max(MAX_TIMER_MS);
 
 export const VerifyPolicySchema = z
-  .object({
-    deadlineSeconds: z
-      .number()
-      .positive()
+  .strictObject({
+    deadlineSeconds: timerSeconds()
       .default(1800)
       .describe(
         "One overall deadline for the whole gate, enforced by the gate itself (Node dynamic providers ignore customTimeouts). Loading a large model took 330-630 s in practice; no request outlives this deadline.",
       ),
-    connectTimeoutSeconds: z
-      .number()
-      .positive()
+    connectTimeoutSeconds: timerSeconds()
       .default(2)
       .describe("Timeout of one TCP connect attempt to the serving port."),
-    modelsTimeoutSeconds: z
-      .number()
-      .positive()
+    modelsTimeoutSeconds: timerSeconds()
       .default(10)
       .describe("Timeout of one GET /v1/models attempt (a server that accepts and never answers is retried)."),
-    probeTimeoutSeconds: z
-      .number()
-      .positive()
+    probeTimeoutSeconds: timerSeconds()
       .default(300)
       .describe(
         "Timeout of one probe chat completion. The first request may trigger a lazy JIT compile (FlashInfer sampling kernels), so this is long; it is still bounded by the overall deadline.",
       ),
-    retryInitialIntervalMs: z
-      .number()
-      .positive()
+    retryInitialIntervalMs: timerMs()
       .default(100)
       .describe("First retry interval while the server starts; retries back off from here with jitter."),
-    retryMaxIntervalMs: z
-      .number()
-      .positive()
+    retryMaxIntervalMs: timerMs()
       .default(250)
       .describe(
         "Cap of the retry interval. Kept small so readiness is detected within about half a second of the server starting to generate; every retry is one cheap TCP connect or HTTP request.",
@@ -63,7 +56,7 @@ export const VerifyPolicySchema = z
       .positive()
       .default(1024)
       .describe(
-        "max_tokens of the probe when the model may think and thinking cannot be turned off; reasoning tokens count as generation.",
+        "max_tokens of the probe when the model may think and thinking cannot be turned off. The probe streams and stops reading at the first visible answer token, so this only bounds the reasoning; reasoning that spends it all is no answer (not ready).",
       ),
     probePrompt: z.string().min(1).default("Say just 'OK'").describe("The probe's user message."),
     knownAnswer: z
@@ -81,21 +74,32 @@ export const VerifyPolicySchema = z
       .describe(
         "Later generations that must also succeed after the first one. They sample (temperature > 0), so kernels used only for sampling are exercised too.",
       ),
-    stabilityIntervalSeconds: z.number().min(0).default(0).describe("Pause before each stability probe."),
-    serviceCheckIntervalSeconds: z
+    stabilityIntervalSeconds: z
       .number()
-      .positive()
+      .min(0)
+      .max(MAX_TIMER_SECONDS)
+      .default(0)
+      .describe("Pause before each stability probe."),
+    serviceCheckIntervalSeconds: timerSeconds()
       .default(5)
       .describe(
         "How often, while waiting, the service state (when a service check is configured) is polled to fail fast on a crashed or restarted unit.",
       ),
+    serverGoneSeconds: timerSeconds()
+      .default(3)
+      .describe(
+        "Once the port has accepted a connection, refused connections for this long mean the server process went away (it crashed): the gate stops at once instead of retrying to its deadline.",
+      ),
+    progressIntervalSeconds: timerSeconds()
+      .default(10)
+      .describe("While waiting, one progress line at most this often (phase changes are always reported)."),
     maxInvalidResponses: z
       .number()
       .int()
       .positive()
       .default(3)
       .describe(
-        "Consecutive HTTP 200 responses that fail validation (no completion tokens, empty output, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
+        "Consecutive HTTP 200 responses that fail validation (no visible content, completion tokens 0, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
       ),
   })
   .describe("Readiness gate: what must be true before a served model counts as generating.");
@@ -103,7 +107,7 @@ export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;
 export type VerifyPolicyInput = z.input<typeof VerifyPolicySchema>;
 
 export const BenchPlanSchema = z
-  .object({
+  .strictObject({
     warmupMaxTokens: z
       .number()
       .int()
@@ -143,31 +147,42 @@ export const BenchPlanSchema = z
       .boolean()
       .default(true)
       .describe("Send ignore_eos so every request generates exactly max_tokens, as benchmark harnesses do."),
-    requestTimeoutSeconds: z
-      .number()
-      .positive()
+    requestTimeoutSeconds: timerSeconds()
       .default(900)
       .describe("Timeout of one benchmark request; a request that exceeds it counts as an error."),
-    deadlineSeconds: z
-      .number()
-      .positive()
+    deadlineSeconds: timerSeconds()
       .default(7200)
       .describe(
         "Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete.",
       ),
-    saturationFraction: z
+    errorBudget: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.01)
+      .describe(
+        "Largest fraction of failed requests a sweep level may have. A level over it is marked failed and never used for saturation, sustained throughput or a capacity plan.",
+      ),
+    kneeMinGain: z
       .number()
       .gt(0)
-      .max(1)
-      .default(0.95)
-      .describe("Saturation is the smallest concurrency reaching this fraction of the best aggregate throughput."),
+      .max(10)
+      .default(0.1)
+      .describe(
+        "The knee (saturation) is the first level where doubling concurrency adds less than this fraction of throughput (gains between levels are normalised to one doubling).",
+      ),
+    kneeMaxTtftP95Seconds: timerSeconds()
+      .optional()
+      .describe(
+        "When set, the knee is also the last level before TTFT p95 crosses this bound: a level beyond it is not a usable operating point.",
+      ),
   })
   .describe("Benchmark run after readiness: warmup, single requests, concurrency sweep.");
 export type BenchPlan = z.infer<typeof BenchPlanSchema>;
 export type BenchPlanInput = z.input<typeof BenchPlanSchema>;
 
 export const WorkloadSchema = z
-  .object({
+  .strictObject({
     completions: z
       .number()
       .int()

@@ -2,6 +2,7 @@
  * Summaries computed from raw samples (the benchmark keeps both, so either can be checked).
  * Pure functions: no clock, no network.
  */
+import { errorRate, withinErrorBudget } from "./saturation";
 import type { RequestSample } from "./stream";
 
 /** Linear interpolation between closest ranks (numpy's default), on an ascending array. */
@@ -22,6 +23,10 @@ export interface LatencyStats {
   ttftP50Seconds: number | null;
   ttftP95Seconds: number | null;
   ttftP99Seconds: number | null;
+  /** Time to first answer token (visible content), over the requests that answered. */
+  ttfaP50Seconds: number | null;
+  ttfaP95Seconds: number | null;
+  ttfaP99Seconds: number | null;
   itlP50Seconds: number | null;
   itlP95Seconds: number | null;
   itlP99Seconds: number | null;
@@ -34,6 +39,7 @@ export interface LatencyStats {
 export function latencyStats(samples: RequestSample[]): LatencyStats {
   const ok = samples.filter((s) => s.error === null);
   const ttft = sortedOf(ok.flatMap((s) => (s.ttftSeconds === null ? [] : [s.ttftSeconds])));
+  const ttfa = sortedOf(ok.flatMap((s) => (s.ttfaSeconds === null ? [] : [s.ttfaSeconds])));
   const e2e = sortedOf(ok.map((s) => s.e2eSeconds));
   let itlCount = 0;
   for (const s of ok) itlCount += s.itlSeconds.length;
@@ -45,6 +51,9 @@ export function latencyStats(samples: RequestSample[]): LatencyStats {
     ttftP50Seconds: percentile(ttft, 50),
     ttftP95Seconds: percentile(ttft, 95),
     ttftP99Seconds: percentile(ttft, 99),
+    ttfaP50Seconds: percentile(ttfa, 50),
+    ttfaP95Seconds: percentile(ttfa, 95),
+    ttfaP99Seconds: percentile(ttfa, 99),
     itlP50Seconds: percentile(itl, 50),
     itlP95Seconds: percentile(itl, 95),
     itlP99Seconds: percentile(itl, 99),
@@ -54,7 +63,33 @@ export function latencyStats(samples: RequestSample[]): LatencyStats {
   };
 }
 
-export interface SingleRequestSummary extends LatencyStats {
+/**
+ * Reasoning and answer apart. Tokens come from usage (reasoning_tokens when the server reports
+ * it, else null: counting chunks would be wrong under speculative decoding); a request that
+ * succeeded but never produced visible content is counted as answerless, so a benchmark of
+ * reasoning that used the whole budget says so.
+ */
+export interface AnswerStats {
+  completionTokens: number;
+  reasoningTokens: number | null;
+  /** completionTokens - reasoningTokens, when reasoning is reported. */
+  answerTokens: number | null;
+  answerlessRequests: number;
+}
+
+export function answerStats(samples: RequestSample[]): AnswerStats {
+  const ok = samples.filter((s) => s.error === null);
+  const completionTokens = ok.reduce((a, s) => a + s.completionTokens, 0);
+  const reasoningTokens = sumNullable(ok.map((s) => s.reasoningTokens));
+  return {
+    completionTokens,
+    reasoningTokens,
+    answerTokens: reasoningTokens === null ? null : completionTokens - reasoningTokens,
+    answerlessRequests: ok.filter((s) => s.answerChunks === 0).length,
+  };
+}
+
+export interface SingleRequestSummary extends LatencyStats, AnswerStats {
   maxTokens: number;
   requests: number;
   errors: number;
@@ -62,8 +97,6 @@ export interface SingleRequestSummary extends LatencyStats {
   outputTokensPerSecond: number;
   /** Decode speed of one request: (tokens - 1) / (e2e - ttft), the inverse of TPOT. */
   decodeTokensPerSecond: number | null;
-  completionTokens: number;
-  reasoningTokens: number | null;
 }
 
 export function summarizeSingle(maxTokens: number, samples: RequestSample[]): SingleRequestSummary {
@@ -79,8 +112,7 @@ export function summarizeSingle(maxTokens: number, samples: RequestSample[]): Si
     errors: samples.length - ok.length,
     outputTokensPerSecond: time > 0 ? tokens / time : 0,
     decodeTokensPerSecond: decodeTime > 0 ? decodeTokens / decodeTime : null,
-    completionTokens: tokens,
-    reasoningTokens: sumNullable(ok.map((s) => s.reasoningTokens)),
+    ...answerStats(samples),
     ...latencyStats(samples),
   };
 }
@@ -95,49 +127,42 @@ export interface LevelSamples {
   requests: RequestSample[];
 }
 
-export interface LevelSummary extends LatencyStats {
+export interface LevelSummary extends LatencyStats, AnswerStats {
   concurrency: number;
   requests: number;
   errors: number;
+  /** errors / requests. */
+  errorRate: number;
+  /** False when the error rate exceeds the plan's error budget: the level then counts for nothing. */
+  withinErrorBudget: boolean;
   /** The first few distinct errors, for the report. */
   errorExamples: string[];
   durationSeconds: number;
   /** Aggregate: usage completion tokens of successful requests over the level's wall time. */
   outputTokensPerSecond: number;
   requestsPerSecond: number;
-  completionTokens: number;
   acceptanceLength: number | null;
 }
 
-export function summarizeLevel(level: LevelSamples): LevelSummary {
+export function summarizeLevel(level: LevelSamples, errorBudget: number): LevelSummary {
   const ok = level.requests.filter((s) => s.error === null);
   const duration = Math.max(0, level.finishedAtSeconds - level.startedAtSeconds);
   const tokens = ok.reduce((a, s) => a + s.completionTokens, 0);
   const examples = [...new Set(level.requests.flatMap((s) => (s.error === null ? [] : [s.error])))].slice(0, 3);
+  const counts = { requests: level.requests.length, errors: level.requests.length - ok.length };
   return {
     concurrency: level.concurrency,
-    requests: level.requests.length,
-    errors: level.requests.length - ok.length,
+    ...counts,
+    errorRate: errorRate(counts),
+    withinErrorBudget: withinErrorBudget(counts, errorBudget),
     errorExamples: examples,
     durationSeconds: duration,
     outputTokensPerSecond: duration > 0 ? tokens / duration : 0,
     requestsPerSecond: duration > 0 ? ok.length / duration : 0,
-    completionTokens: tokens,
     acceptanceLength: level.acceptanceLength,
+    ...answerStats(level.requests),
     ...latencyStats(level.requests),
   };
-}
-
-/** The smallest concurrency reaching `fraction` of the best aggregate; sustained is the aggregate there. */
-export function saturation(
-  levels: LevelSummary[],
-  fraction: number,
-): { saturationConcurrency: number | null; sustainedOutputTokensPerSecond: number } {
-  const best = Math.max(0, ...levels.map((l) => l.outputTokensPerSecond));
-  if (best <= 0) return { saturationConcurrency: null, sustainedOutputTokensPerSecond: 0 };
-  const sorted = [...levels].sort((a, b) => a.concurrency - b.concurrency);
-  const knee = sorted.find((l) => l.outputTokensPerSecond >= fraction * best)!;
-  return { saturationConcurrency: knee.concurrency, sustainedOutputTokensPerSecond: knee.outputTokensPerSecond };
 }
 
 function sumNullable(values: (number | null)[]): number | null {

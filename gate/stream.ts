@@ -16,6 +16,8 @@ export interface RequestSample {
   startedAtSeconds: number;
   /** Seconds to the first chunk with content or reasoning; null when none arrived. */
   ttftSeconds: number | null;
+  /** Seconds to the first chunk with visible content (time to first answer token); null: no answer. */
+  ttfaSeconds: number | null;
   /** Seconds between consecutive chunks with output (one chunk may carry several tokens). */
   itlSeconds: number[];
   e2eSeconds: number;
@@ -26,6 +28,9 @@ export interface RequestSample {
   finishReason: string | null;
   /** Chunks that carried output, for comparison with completionTokens (speculative: fewer chunks). */
   outputChunks: number;
+  /** Of those, chunks with reasoning_content and chunks with visible content. */
+  reasoningChunks: number;
+  answerChunks: number;
   error: string | null;
 }
 
@@ -47,6 +52,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     maxTokens,
     startedAtSeconds: (t0 - req.origin) / 1000,
     ttftSeconds: null,
+    ttfaSeconds: null,
     itlSeconds: [],
     e2eSeconds: 0,
     completionTokens: 0,
@@ -54,6 +60,8 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     reasoningTokens: null,
     finishReason: null,
     outputChunks: 0,
+    reasoningChunks: 0,
+    answerChunks: 0,
     error: null,
   };
   let usage: any = null;
@@ -86,6 +94,11 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
       else sample.itlSeconds.push((now - last) / 1000);
       last = now;
       sample.outputChunks++;
+      if (nonEmpty(delta.reasoning_content)) sample.reasoningChunks++;
+      if (nonEmpty(delta.content)) {
+        if (sample.answerChunks === 0) sample.ttfaSeconds = (now - t0) / 1000;
+        sample.answerChunks++;
+      }
       req.onOutputChunk?.();
     }
     if (choice.finish_reason) sample.finishReason = choice.finish_reason;

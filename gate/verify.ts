@@ -8,16 +8,17 @@ import type { Agent } from "undici";
 import {
   baseUrl,
   describeError,
+  errorKind,
+  fatalNetworkError,
   fetchText,
   makeAgent,
-  signalWithTimeout,
-  sleep,
   tcpConnect,
   truncate,
   type Endpoint,
 } from "./http";
 import { probeGeneration, type ProbeResult } from "./probe";
 import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "./schema";
+import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "./timers";
 
 export type GatePhase = "connect" | "models" | "generate" | "stability" | "ready";
 
@@ -35,8 +36,13 @@ export interface ServiceState {
 }
 
 export interface GateHooks {
-  /** Progress: called when a phase starts and on each retry (detail says why it waits). */
+  /**
+   * Progress: called when a phase starts and, while it waits, at most every
+   * progressIntervalSeconds (detail says for how long, how many attempts, and why).
+   */
   onPhase?: (phase: GatePhase, detail: string) => void;
+  /** Stops the gate (Ctrl-C, a cancelled `pulumi up`): it ends not ready, naming the interrupt. */
+  signal?: AbortSignal;
   /** The unit's state over the host connection, e.g. `systemctl show -p NRestarts,ActiveState`. */
   serviceState?: () => Promise<ServiceState>;
   /** The unit's last log lines, e.g. `journalctl -u UNIT -n 50`; appended to a failure diagnosis. */
@@ -68,6 +74,8 @@ export interface VerifyResult {
 
 class GateFailure extends Error {}
 class DeadlineExceeded extends Error {}
+/** Why the caller's signal stopped the gate, when its reason is not already an Error. */
+class Interrupted extends Error {}
 
 const SERVICE_HOOK_TIMEOUT_MS = 30_000;
 /** After a connection error the unit is checked sooner (a crash shows as refused connections). */
@@ -80,13 +88,15 @@ export async function verify(
   hooks: GateHooks = {},
 ): Promise<VerifyResult> {
   const policy = VerifyPolicySchema.parse(policyInput);
-  return new GateRun(endpoint, policy, hooks).run();
+  // A bad URL throws here (EndpointError), before any request: it is the caller's input, not a verdict.
+  const base = baseUrl(endpoint.url);
+  return new GateRun({ ...endpoint, url: base }, policy, hooks).run();
 }
 
 class GateRun {
   private readonly base: string;
   private readonly started = performance.now();
-  private readonly deadline = new AbortController();
+  private deadline!: Timeout;
   private readonly agent: Agent = makeAgent(4);
   private phase: GatePhase = "connect";
   private phaseOpen = false;
@@ -100,6 +110,12 @@ class GateRun {
   private baselineRestarts: number | null = null;
   private serviceState: ServiceState | null = null;
   private lastServiceCheck = -Infinity;
+  private lastProgress = 0;
+  /** The port accepted a connection once: refusals after that mean the process went away. */
+  private portSeenOpen = false;
+  private refusedSince: number | null = null;
+  /** The last connection error other than a refusal (a reset mid-request), for the verdict. */
+  private lastDrop: string | null = null;
   /** The request being waited for, so a deadline that cuts it can say what never answered. */
   private inFlight: { what: string; since: number } | null = null;
 
@@ -118,15 +134,15 @@ class GateRun {
   }
 
   async run(): Promise<VerifyResult> {
-    const timer = setTimeout(
-      () => this.deadline.abort(new DeadlineExceeded(`the deadline of ${this.policy.deadlineSeconds} s passed`)),
-      this.policy.deadlineSeconds * 1000,
-    );
+    this.deadline = armTimeout([this.hooks.signal], this.policy.deadlineSeconds * 1000);
+    const deadlineMessage = `the deadline of ${this.policy.deadlineSeconds} s passed`;
     try {
       if (this.hooks.serviceState) await this.checkService(0);
       this.enter("connect");
       await this.retry((signal) =>
-        this.track("TCP connect", () => tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal)),
+        this.track(`TCP connect to ${this.base}`, () =>
+          tcpConnect(this.base, this.policy.connectTimeoutSeconds * 1000, signal),
+        ),
       );
       this.enter("models");
       await this.retry((signal) => this.modelsAttempt(signal));
@@ -136,13 +152,21 @@ class GateRun {
       await this.stability();
       this.enter("ready");
       return this.result(true, null);
-    } catch (err) {
-      const reason = err instanceof GateFailure || err instanceof DeadlineExceeded ? err.message : describeError(err);
-      if (!(err instanceof GateFailure) && !(err instanceof DeadlineExceeded)) this.lastError = reason;
+    } catch (caught) {
+      let err = caught;
+      if (this.deadline.signal.aborted && err === this.deadline.signal.reason) {
+        // The deadline timer aborts with a TimeoutError; the caller's signal with its own reason.
+        if ((err as Error)?.name === "TimeoutError") err = new DeadlineExceeded(deadlineMessage);
+        else if (!(err instanceof Error)) err = new Interrupted(`interrupted: ${String(err)}`);
+        else err = new Interrupted(`interrupted: ${(err as Error).message}`);
+      }
+      const known = err instanceof GateFailure || err instanceof DeadlineExceeded || err instanceof Interrupted;
+      const reason = known ? (err as Error).message : describeError(err);
+      if (!known) this.lastError = reason;
       this.closePhase();
       return this.result(false, await this.diagnose(reason));
     } finally {
-      clearTimeout(timer);
+      this.deadline.clear();
       void this.agent.destroy().catch(() => undefined);
     }
   }
@@ -174,23 +198,40 @@ class GateRun {
    */
   private async retry(attempt: (signal: AbortSignal) => Promise<string | void>): Promise<void> {
     let interval = this.policy.retryInitialIntervalMs;
+    const phaseStart = this.elapsed();
     for (;;) {
       this.attempts++;
       let wait: string;
+      let connectionError = false;
       try {
         const outcome = await attempt(this.deadline.signal);
-        if (outcome === undefined) return;
+        if (outcome === undefined) {
+          this.refusedSince = null;
+          return;
+        }
         wait = outcome;
+        this.refusedSince = null;
       } catch (err) {
         if (err instanceof GateFailure) throw err;
         if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
+        const fatal = fatalNetworkError(err, this.base);
+        if (fatal !== null) throw new GateFailure(fatal);
         wait = describeError(err);
         this.lastError = wait;
+        connectionError = true;
+        this.noteConnectionError(err);
       }
-      this.hooks.onPhase?.(this.phase, `attempt ${this.attempts}: ${wait}`);
-      // wait === lastError: a network error (refused, reset), the sign of a process that died.
+      const now = this.elapsed();
+      if (now - this.lastProgress >= this.policy.progressIntervalSeconds) {
+        this.lastProgress = now;
+        this.hooks.onPhase?.(
+          this.phase,
+          `waiting ${(now - phaseStart).toFixed(0)} s, ${this.attempts} attempt(s); last: ${wait}`,
+        );
+      }
+      // A network error (refused, reset) is the sign of a process that died: the unit is checked sooner.
       await this.checkService(
-        wait === this.lastError ? SERVICE_CHECK_AFTER_CONNECTION_ERROR_S : this.policy.serviceCheckIntervalSeconds,
+        connectionError ? SERVICE_CHECK_AFTER_CONNECTION_ERROR_S : this.policy.serviceCheckIntervalSeconds,
       );
       const jittered = interval * (0.5 + Math.random() * 0.5);
       await sleep(jittered, this.deadline.signal);
@@ -198,10 +239,39 @@ class GateRun {
     }
   }
 
+  /**
+   * Once the port accepted a connection, a server that refuses connections for serverGoneSeconds
+   * has no listening process: it crashed (SGLang opens its port after loading and never closes it).
+   * Waiting for the deadline would retry thousands of times for nothing.
+   */
+  private noteConnectionError(err: unknown): void {
+    if (errorKind(err) !== "connection refused") {
+      this.lastDrop = describeError(err);
+      this.refusedSince = null;
+      return;
+    }
+    if (!this.portSeenOpen) return;
+    const now = this.elapsed();
+    this.refusedSince ??= now;
+    if (now - this.refusedSince < this.policy.serverGoneSeconds) return;
+    const during =
+      this.phase === "generate"
+        ? "during its first generation"
+        : this.phase === "stability"
+          ? "after its first generation"
+          : `in phase "${this.phase}"`;
+    const drop = this.lastDrop !== null ? `the connection dropped (${this.lastDrop}) and ` : "";
+    throw new GateFailure(
+      `the server process went away ${during}: ${drop}${this.base} has refused connections for ${(now - this.refusedSince).toFixed(1)} s (it accepted them before)`,
+    );
+  }
+
   private async track<T>(what: string, fn: () => Promise<T>): Promise<T> {
     this.inFlight = { what, since: this.elapsed() };
     try {
-      return await fn();
+      const value = await fn();
+      this.portSeenOpen = true;
+      return value;
     } finally {
       // Kept when the deadline cut the request: diagnose() reports what never answered.
       if (!this.deadline.signal.aborted) this.inFlight = null;
@@ -209,27 +279,37 @@ class GateRun {
   }
 
   private async modelsAttempt(deadline: AbortSignal): Promise<string | void> {
-    const reply = await this.track("GET /v1/models", () =>
-      fetchText(this.agent, `${this.base}/v1/models`, {
-        apiKey: this.apiKey,
-        signal: signalWithTimeout(deadline, this.policy.modelsTimeoutSeconds * 1000),
-      }),
+    const url = `${this.base}/v1/models`;
+    const seconds = this.policy.modelsTimeoutSeconds;
+    const reply = await this.track(`GET ${url}`, () =>
+      withTimeout(
+        [deadline],
+        seconds * 1000,
+        () => `GET ${url}: no answer within ${seconds} s`,
+        (signal) => fetchText(this.agent, url, { apiKey: this.apiKey, signal }),
+      ),
     );
-    this.lastResponse = `GET /v1/models: HTTP ${reply.status} ${truncate(reply.text)}`;
+    this.lastResponse = `GET ${url}: HTTP ${reply.status} ${truncate(reply.text)}`;
     if (reply.status === 401 || reply.status === 403 || reply.status === 404) {
       throw new GateFailure(
-        `GET /v1/models answered HTTP ${reply.status}; waiting cannot fix that (API key? not an OpenAI-compatible server?)`,
+        `GET ${url} answered HTTP ${reply.status}; waiting cannot fix that (API key? not an OpenAI-compatible server?)`,
       );
     }
-    if (reply.status !== 200) return `GET /v1/models answered HTTP ${reply.status}`;
+    if (reply.status !== 200) return `GET ${url} answered HTTP ${reply.status}`;
     let ids: string[];
     try {
       const json = JSON.parse(reply.text);
       ids = (json?.data ?? []).map((m: { id?: unknown }) => String(m?.id));
     } catch {
-      return "GET /v1/models answered a body that is not JSON";
+      // A server that is starting answers 503 or nothing; a 200 that is not JSON is something else.
+      const html = /text\/html/i.test(reply.contentType) || /^\s*</.test(reply.text);
+      throw new GateFailure(
+        html
+          ? `GET ${url} answered HTTP 200 with an HTML page, not the OpenAI API: a login page or a proxy answers at this address`
+          : `GET ${url} answered HTTP 200 with a body that is not JSON (content-type ${JSON.stringify(reply.contentType)}): not an OpenAI-compatible server`,
+      );
     }
-    if (ids.length === 0) return "GET /v1/models lists no model yet";
+    if (ids.length === 0) return `GET ${url} lists no model yet`;
     if (this.model === null) {
       this.model = ids[0];
       return;
@@ -237,7 +317,7 @@ class GateRun {
     if (!ids.includes(this.model)) {
       // SGLang builds the list from memory at launch; it will not change without a restart.
       throw new GateFailure(
-        `the server serves ${JSON.stringify(ids)}, not the expected model ${JSON.stringify(this.model)}`,
+        `GET ${url}: the server serves ${JSON.stringify(ids)}, not the expected model ${JSON.stringify(this.model)}`,
       );
     }
   }
@@ -245,23 +325,19 @@ class GateRun {
   private invalidInARow = 0;
 
   private async generateAttempt(deadline: AbortSignal): Promise<string | void> {
-    const outcome = await this.track("POST /v1/chat/completions (probe)", () =>
-      probeGeneration(this.agent, this.base, this.model!, this.policy, {
-        signal: signalWithTimeout(deadline, this.policy.probeTimeoutSeconds * 1000),
-        apiKey: this.apiKey,
-        sampling: false,
-      }),
-    );
+    const url = `${this.base}/v1/chat/completions`;
+    const outcome = await this.track(`POST ${url} (probe)`, () => this.probe1(deadline, false));
     if (outcome.ok) {
       this.probe = outcome.result;
-      this.lastResponse = `POST /v1/chat/completions: ${outcome.response}`;
+      this.lastResponse = `POST ${url}: ${outcome.response}`;
       return;
     }
     if (deadline.aborted) throw deadline.reason;
-    if (outcome.response !== null) this.lastResponse = `POST /v1/chat/completions: ${outcome.response}`;
+    if (outcome.response !== null) this.lastResponse = `POST ${url}: ${outcome.response}`;
+    // Network errors go through retry(), which knows when refusals mean the process is gone.
     if (outcome.kind === "connection") {
-      this.lastError = outcome.message;
-      return outcome.message;
+      if (!outcome.retryable) throw new GateFailure(outcome.message);
+      throw outcome.error;
     }
     if (!outcome.retryable) throw new GateFailure(outcome.message);
     if (outcome.kind === "invalid") {
@@ -273,21 +349,29 @@ class GateRun {
     return outcome.message;
   }
 
+  private probe1(deadline: AbortSignal, sampling: boolean) {
+    const seconds = this.policy.probeTimeoutSeconds;
+    return withTimeout(
+      [deadline],
+      seconds * 1000,
+      () => `POST ${this.base}/v1/chat/completions: no answer within ${seconds} s`,
+      (signal) =>
+        probeGeneration(this.agent, this.base, this.model!, this.policy, { signal, apiKey: this.apiKey, sampling }),
+    );
+  }
+
   /** No retries here: a service that generated once and then fails is exactly what must not pass. */
   private async stability(): Promise<void> {
     for (let i = 0; i < this.policy.stabilityProbes; i++) {
       this.attempts++;
       if (this.policy.stabilityIntervalSeconds > 0)
         await sleep(this.policy.stabilityIntervalSeconds * 1000, this.deadline.signal);
-      const outcome = await this.track(`POST /v1/chat/completions (stability probe ${i + 1})`, () =>
-        probeGeneration(this.agent, this.base, this.model!, this.policy, {
-          signal: signalWithTimeout(this.deadline.signal, this.policy.probeTimeoutSeconds * 1000),
-          apiKey: this.apiKey,
-          sampling: true,
-        }),
+      const url = `${this.base}/v1/chat/completions`;
+      const outcome = await this.track(`POST ${url} (stability probe ${i + 1})`, () =>
+        this.probe1(this.deadline.signal, true),
       );
       if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
-      if (outcome.response !== null) this.lastResponse = `POST /v1/chat/completions: ${outcome.response}`;
+      if (outcome.response !== null) this.lastResponse = `POST ${url}: ${outcome.response}`;
       if (!outcome.ok) {
         if (outcome.kind === "connection") this.lastError = outcome.message;
         throw new GateFailure(`the server generated once, then generation ${i + 2} failed: ${outcome.message}`);
@@ -310,7 +394,12 @@ class GateRun {
     this.lastServiceCheck = now;
     let state: ServiceState;
     try {
-      state = await withTimeout(hook(), SERVICE_HOOK_TIMEOUT_MS, this.deadline.signal);
+      state = await raceTimeout(
+        hook(),
+        [this.deadline.signal],
+        SERVICE_HOOK_TIMEOUT_MS,
+        () => "service check: no answer within 30 s",
+      );
     } catch (err) {
       if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
       this.lastError = `service check failed: ${describeError(err)}`;
@@ -340,7 +429,12 @@ class GateRun {
     if (this.lastError !== null) lines.push(`last error: ${this.lastError}`);
     if (this.hooks.serviceState) {
       try {
-        this.serviceState = await withTimeout(this.hooks.serviceState(), LOGS_TIMEOUT_MS, new AbortController().signal);
+        this.serviceState = await raceTimeout(
+          this.hooks.serviceState(),
+          [],
+          LOGS_TIMEOUT_MS,
+          () => "no answer within 5 s",
+        );
       } catch (err) {
         lines.push(`service state unavailable: ${describeError(err)}`);
       }
@@ -349,7 +443,7 @@ class GateRun {
       lines.push(`service: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`);
     if (this.hooks.serviceLogs) {
       try {
-        const logs = await withTimeout(this.hooks.serviceLogs(), LOGS_TIMEOUT_MS, new AbortController().signal);
+        const logs = await raceTimeout(this.hooks.serviceLogs(), [], LOGS_TIMEOUT_MS, () => "no answer within 5 s");
         lines.push("--- last service log lines ---", logs.replace(/\s+$/, ""));
       } catch (err) {
         lines.push(`service logs unavailable: ${describeError(err)}`);
@@ -372,24 +466,4 @@ class GateRun {
       serviceState: this.serviceState,
     };
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }

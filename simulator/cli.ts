@@ -128,6 +128,12 @@ export async function simMain(argv: string[]): Promise<number> {
       onExit: (code) => process.exit(code),
     });
   } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === "EADDRINUSE" || code === "EACCES") {
+      const why = code === "EADDRINUSE" ? "is in use (another process listens there)" : "needs privileges";
+      process.stderr.write(`gpuhost sim: port ${args.port} on ${args.host} ${why}; choose another with --port\n`);
+      return 2;
+    }
     const known = err instanceof ProfileError || err instanceof UnknownFaultError;
     process.stderr.write(`gpuhost sim: ${known ? (err as Error).message : ((err as Error).stack ?? String(err))}\n`);
     return known ? 2 : 1;

@@ -61,6 +61,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly singleRequest: Out<"singleRequest">;
   declare public readonly sweep: Out<"sweep">;
   declare public readonly saturationConcurrency: Out<"saturationConcurrency">;
+  declare public readonly saturated: Out<"saturated">;
+  declare public readonly saturationVerdict: Out<"saturationVerdict">;
   declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
   declare public readonly benchComplete: Out<"benchComplete">;
@@ -93,6 +95,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       singleRequest: undefined,
       sweep: undefined,
       saturationConcurrency: undefined,
+      saturated: undefined,
+      saturationVerdict: undefined,
       sustainedOutputTokensPerSecond: undefined,
       acceptanceLength: undefined,
       benchComplete: undefined,

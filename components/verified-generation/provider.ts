@@ -9,7 +9,7 @@
  */
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "1";
+export const PROVIDER_VERSION = "2";
 
 /** What defines the served thing: a change means a fresh verification and benchmark. */
 const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
@@ -109,6 +109,7 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
   ) {
     failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
   }
+  const gateUrl = typeof endpoint === "object" && endpoint !== null ? endpoint.url : undefined;
   if (typeof news.projectRoot === "string" && news.projectRoot !== unknown) {
     let gate: Gate;
     try {
@@ -119,6 +120,13 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
         reason: `cannot load the compiled gate (run the build first): ${(err as Error).message}`,
       });
       return { inputs: news, failures };
+    }
+    if (typeof gateUrl === "string" && gateUrl !== unknown) {
+      try {
+        gate.baseUrl(gateUrl);
+      } catch (err) {
+        failures.push({ property: "endpoint", reason: `endpoint.url: ${(err as Error).message}` });
+      }
     }
     const schemas: [string, Gate][] = [
       ["verifyPolicy", gate.VerifyPolicySchema],
@@ -217,19 +225,9 @@ async function verifyAndMeasure(
   hostHooks: Record<string, unknown>,
 ) {
   const endpoint = { url, model: input.endpoint.model, apiKey: input.apiKey };
-  let lastRetryLine = 0;
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
-  const hooks = {
-    ...hostHooks,
-    // Phase changes always; retry details at most every 10 s (a load can take ten minutes).
-    onPhase: (phase: string, detail: string) => {
-      const now = Date.now();
-      const retry = detail.startsWith("attempt ");
-      if (retry && now - lastRetryLine < 10_000) return;
-      if (retry) lastRetryLine = now;
-      say(`${phase}: ${detail}`);
-    },
-  };
+  // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
+  const hooks = { ...hostHooks, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis);
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
@@ -247,6 +245,20 @@ async function verifyAndMeasure(
         );
     },
   });
+  // Failure is never capacity: a level over the error budget fails the create (no plan is published
+  // from it, and the next `up` measures again) rather than leaving a plan beside a broken level.
+  if (result.failedLevels.length > 0) {
+    const failed = result.sweep.filter((l: { withinErrorBudget: boolean }) => !l.withinErrorBudget);
+    const detail = failed
+      .map(
+        (l: { concurrency: number; errors: number; requests: number; errorExamples: string[] }) =>
+          `C=${l.concurrency}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`,
+      )
+      .join("; ");
+    throw new Error(
+      `the benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}; no throughput or capacity plan is published from a failing server (raise benchmark.errorBudget only if these errors are expected)`,
+    );
+  }
   if (!(result.sustainedOutputTokensPerSecond > 0)) {
     const examples = result.sweep.flatMap((l: { errorExamples: string[] }) => l.errorExamples).slice(0, 3);
     throw new Error(

@@ -85,6 +85,24 @@ describe("stack config schema", () => {
     ]);
   });
 
+  it("verification, benchmark and workload reject unknown keys and timer values Node cannot wait", () => {
+    expect(
+      issues({ ...sim, verification: { deadlineSecond: 5 }, benchmark: { errorBudgett: 0 }, workload: { host: 2 } }),
+    ).toEqual([
+      "gpuhost:verification.deadlineSecond: unknown key",
+      "gpuhost:benchmark.errorBudgett: unknown key",
+      "gpuhost:workload.host: unknown key",
+    ]);
+    const big = issues({
+      ...sim,
+      verification: { deadlineSeconds: 2147484 },
+      benchmark: { requestTimeoutSeconds: 5e6 },
+    });
+    expect(big).toHaveLength(2);
+    expect(big[0]).toMatch(/^gpuhost:verification\.deadlineSeconds: .*2147483/);
+    expect(big[1]).toMatch(/^gpuhost:benchmark\.requestTimeoutSeconds: .*2147483/);
+  });
+
   it("speculative settings: all three or none, block size agrees, active needs its section", () => {
     expect(issues({ ...sim, services: { eagle3: { draftModelPath: "d", numSteps: 3 } } })).toEqual([
       "gpuhost:services.eagle3: set all three of numSteps, eagleTopk and numDraftTokens, or none (SGLang rejects a partial set)",

@@ -110,6 +110,8 @@ describe("streamed samples (fake server)", () => {
     );
     expect(r.complete).toBe(true);
     expect(r.sweep[0].errors).toBe(2);
+    expect(r.sweep[0].withinErrorBudget).toBe(false);
+    expect(r.failedLevels).toEqual([2]);
     expect(r.sweep[0].errorExamples[0]).toContain("HTTP 500");
     expect(r.sustainedOutputTokensPerSecond).toBe(0);
     expect(r.saturationConcurrency).toBeNull();
@@ -133,8 +135,8 @@ describe("probe judgement (fake server)", () => {
     const r = await verify({ url, model: "m" }, { deadlineSeconds: 10, maxInvalidResponses: 3 });
     expect(r.ready).toBe(false);
     expect(r.phase).toBe("generate");
-    expect(r.diagnosis).toContain("completion_tokens is missing or 0 (3 times in a row)");
-    expect(r.diagnosis).toContain("last response: POST /v1/chat/completions: HTTP 200");
+    expect(r.diagnosis).toContain("usage.completion_tokens is 0 (3 times in a row)");
+    expect(r.diagnosis).toContain(`last response: POST ${url}/v1/chat/completions: HTTP 200`);
   });
 
   it("empty content and reasoning, or an unknown finish_reason, are not generation", async () => {
@@ -149,7 +151,7 @@ describe("probe judgement (fake server)", () => {
     });
     const r = await verify({ url, model: "m" }, { deadlineSeconds: 10, maxInvalidResponses: 2 });
     expect(r.ready).toBe(false);
-    expect(r.diagnosis).toMatch(/finish_reason is "abort"|both content and reasoning_content are empty/);
+    expect(r.diagnosis).toMatch(/finish_reason is "abort"|the completion has no visible content/);
   });
 
   it("401 from /v1/models fails at once: waiting cannot fix a wrong key", async () => {

@@ -5,8 +5,9 @@ import {
   capacity,
   parseServiceState,
   parseSpecAcceptLength,
+  findKnee,
+  MAX_TIMER_SECONDS,
   percentile,
-  saturation,
   summarizeLevel,
   VerifyPolicySchema,
   WorkloadSchema,
@@ -48,6 +49,7 @@ const sample = (over: Partial<RequestSample>): RequestSample => ({
   maxTokens: 100,
   startedAtSeconds: 0,
   ttftSeconds: 0.1,
+  ttfaSeconds: 0.1,
   itlSeconds: [0.01, 0.02],
   e2eSeconds: 1,
   completionTokens: 100,
@@ -55,6 +57,8 @@ const sample = (over: Partial<RequestSample>): RequestSample => ({
   reasoningTokens: null,
   finishReason: "length",
   outputChunks: 3,
+  reasoningChunks: 0,
+  answerChunks: 3,
   error: null,
   ...over,
 });
@@ -70,17 +74,20 @@ describe("statistics", () => {
   });
 
   it("a level counts tokens and latencies of successful requests only; errors are counted and quoted", () => {
-    const level = summarizeLevel({
-      concurrency: 2,
-      startedAtSeconds: 10,
-      finishedAtSeconds: 12,
-      acceptanceLength: null,
-      requests: [
-        sample({}),
-        sample({ ttftSeconds: 0.3, e2eSeconds: 2 }),
-        sample({ completionTokens: 0, error: "HTTP 500 overloaded", e2eSeconds: 50, ttftSeconds: 40 }),
-      ],
-    });
+    const level = summarizeLevel(
+      {
+        concurrency: 2,
+        startedAtSeconds: 10,
+        finishedAtSeconds: 12,
+        acceptanceLength: null,
+        requests: [
+          sample({}),
+          sample({ ttftSeconds: 0.3, e2eSeconds: 2 }),
+          sample({ completionTokens: 0, error: "HTTP 500 overloaded", e2eSeconds: 50, ttftSeconds: 40 }),
+        ],
+      },
+      0.01,
+    );
     expect(level.requests).toBe(3);
     expect(level.errors).toBe(1);
     expect(level.errorExamples).toEqual(["HTTP 500 overloaded"]);
@@ -90,28 +97,73 @@ describe("statistics", () => {
     expect(level.ttftP50Seconds).toBeCloseTo(0.2);
     expect(level.e2eP99Seconds).toBeCloseTo(1.99);
     expect(level.itlP50Seconds).toBeCloseTo(0.015);
+    expect(level.errorRate).toBeCloseTo(1 / 3);
+    expect(level.withinErrorBudget).toBe(false);
   });
 
-  it("saturation: the smallest concurrency reaching 95% of the best; sustained is the aggregate there", () => {
-    const lvl = (concurrency: number, tps: number) => ({
-      ...summarizeLevel({
-        concurrency,
+  it("reasoning and answer apart: answer tokens from usage, answerless requests counted, TTFA beside TTFT", () => {
+    const level = summarizeLevel(
+      {
+        concurrency: 2,
         startedAtSeconds: 0,
         finishedAtSeconds: 1,
         acceptanceLength: null,
-        requests: [],
-      }),
-      outputTokensPerSecond: tps,
-    });
-    expect(saturation([lvl(8, 500), lvl(16, 900), lvl(32, 960), lvl(64, 1000)], 0.95)).toEqual({
-      saturationConcurrency: 32,
-      sustainedOutputTokensPerSecond: 960,
-    });
-    expect(saturation([lvl(64, 1000), lvl(8, 990)], 0.95)).toEqual({
-      saturationConcurrency: 8,
-      sustainedOutputTokensPerSecond: 990,
-    });
-    expect(saturation([lvl(8, 0)], 0.95)).toEqual({ saturationConcurrency: null, sustainedOutputTokensPerSecond: 0 });
+        requests: [
+          sample({ reasoningTokens: 60, ttftSeconds: 0.1, ttfaSeconds: 0.7 }),
+          sample({ reasoningTokens: 100, ttfaSeconds: null, answerChunks: 0, reasoningChunks: 3 }),
+        ],
+      },
+      0.01,
+    );
+    expect(level.reasoningTokens).toBe(160);
+    expect(level.answerTokens).toBe(40);
+    expect(level.answerlessRequests).toBe(1);
+    expect(level.ttftP50Seconds).toBeCloseTo(0.1);
+    expect(level.ttfaP50Seconds).toBeCloseTo(0.7);
+  });
+
+  const lvl = (concurrency: number, tps: number, errors = 0, requests = 128, ttftP95Seconds: number | null = 0.2) => ({
+    concurrency,
+    requests,
+    errors,
+    outputTokensPerSecond: tps,
+    ttftP95Seconds,
+  });
+  const opts = { errorBudget: 0.01, minGain: 0.1 };
+
+  it("knee: the first level where doubling concurrency adds less than minGain; gains normalised per doubling", () => {
+    const k = findKnee([lvl(8, 500), lvl(16, 900), lvl(32, 960), lvl(64, 1000)], opts);
+    expect(k).toMatchObject({ saturated: true, saturationConcurrency: 16, sustainedOutputTokensPerSecond: 900 });
+    expect(k.verdict).toMatch(/^saturation at C=16: going to C=32 adds 6\.7 %/);
+    // 32 -> 48 (+12 %) is 0.585 doublings: 21 % per doubling, still rising.
+    expect(findKnee([lvl(32, 1000), lvl(48, 1120), lvl(64, 1130)], opts).saturationConcurrency).toBe(48);
+    // A drop is a knee too.
+    expect(findKnee([lvl(8, 990), lvl(64, 700)], opts).saturationConcurrency).toBe(8);
+  });
+
+  it("throughput still rising at the last level: not saturated up to C=N, never the last level as saturation", () => {
+    const k = findKnee([lvl(8, 500), lvl(16, 900), lvl(32, 1500)], opts);
+    expect(k).toMatchObject({ saturated: false, saturationConcurrency: null, sustainedOutputTokensPerSecond: 1500 });
+    expect(k.verdict).toMatch(/^not saturated up to C=32/);
+  });
+
+  it("a TTFT p95 bound: the knee is the last level before TTFT p95 crosses it", () => {
+    const levels = [lvl(8, 500, 0, 16, 0.5), lvl(16, 900, 0, 32, 0.9), lvl(32, 1500, 0, 64, 4.0)];
+    const k = findKnee(levels, { ...opts, maxTtftP95Seconds: 2 });
+    expect(k).toMatchObject({ saturated: true, saturationConcurrency: 16, sustainedOutputTokensPerSecond: 900 });
+    expect(k.verdict).toMatch(/TTFT p95 crosses 2 s at C=32/);
+  });
+
+  it("failure is never capacity: a level over the error budget is excluded from the knee and the sustained figure", () => {
+    // The issue's case: 48 of 64 requests failed (HTTP 500) at C=32.
+    const k = findKnee([lvl(8, 400, 0, 16), lvl(16, 700, 0, 32), lvl(32, 2967.3, 48, 64)], opts);
+    expect(k.failedLevels).toEqual([32]);
+    expect(k.saturationConcurrency).not.toBe(32);
+    expect(k.sustainedOutputTokensPerSecond).toBe(700);
+    expect(k.verdict).toMatch(/C=32 broke the error budget of 1 %/);
+    const none = findKnee([lvl(8, 400, 16, 16)], opts);
+    expect(none).toMatchObject({ sustainedOutputTokensPerSecond: 0, saturationConcurrency: null, failedLevels: [8] });
+    expect(findKnee([lvl(8, 400, 1, 128)], opts).failedLevels).toEqual([]); // 0.8 % <= 1 %
   });
 });
 
@@ -158,6 +210,27 @@ describe("schemas", () => {
     }
   });
 
+  it("unknown keys are rejected (a misspelt knob is never silently ignored)", () => {
+    const r = VerifyPolicySchema.safeParse({ deadlineSecond: 5 });
+    expect(r.success).toBe(false);
+    expect(JSON.stringify(r.error!.issues)).toContain("deadlineSecond");
+    expect(BenchPlanSchema.safeParse({ concurency: [8] }).success).toBe(false);
+    expect(WorkloadSchema.safeParse({ completion: 5 }).success).toBe(false);
+  });
+
+  it("timer knobs are bounded below Node's 2^31-1 ms timer limit", () => {
+    expect(MAX_TIMER_SECONDS).toBe(2147483);
+    expect(VerifyPolicySchema.safeParse({ deadlineSeconds: 2147484 }).success).toBe(false);
+    expect(VerifyPolicySchema.safeParse({ deadlineSeconds: 2147483 }).success).toBe(true);
+    expect(BenchPlanSchema.safeParse({ requestTimeoutSeconds: 4294968 }).success).toBe(false);
+    expect(VerifyPolicySchema.safeParse({ retryMaxIntervalMs: 2 ** 31 }).success).toBe(false);
+  });
+
+  it("the error budget defaults to 1 % and is bounded to [0, 1]", () => {
+    expect(BenchPlanSchema.parse({}).errorBudget).toBe(0.01);
+    expect(BenchPlanSchema.safeParse({ errorBudget: 1.5 }).success).toBe(false);
+  });
+
   it("bad values are rejected with the field's path", () => {
     const r = BenchPlanSchema.safeParse({ concurrency: [] });
     expect(r.success).toBe(false);
@@ -184,13 +257,16 @@ describe("service state and metrics parsing", () => {
 describe("chart", () => {
   it("draws throughput and latency against concurrency, with the saturation mark, as escaped SVG", () => {
     const lvl = (c: number, tps: number) => ({
-      ...summarizeLevel({
-        concurrency: c,
-        startedAtSeconds: 0,
-        finishedAtSeconds: 1,
-        acceptanceLength: null,
-        requests: [sample({})],
-      }),
+      ...summarizeLevel(
+        {
+          concurrency: c,
+          startedAtSeconds: 0,
+          finishedAtSeconds: 1,
+          acceptanceLength: null,
+          requests: [sample({})],
+        },
+        0.01,
+      ),
       outputTokensPerSecond: tps,
     });
     const svg = benchChart({

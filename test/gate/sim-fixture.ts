@@ -59,12 +59,17 @@ export async function startSim(
 
 /** A profile file: tiny with changes (fault settings, load time), for faults whose defaults don't fit a test. */
 export function tinyVariant(changes: Record<string, unknown>): string {
-  const base = parse(readFileSync(path.join(__dirname, "../../simulator/profiles/tiny.yaml"), "utf8")) as Record<
+  return profileVariant("tiny", changes);
+}
+
+/** A profile file: a shipped profile with top-level sections replaced. */
+export function profileVariant(name: string, changes: Record<string, unknown>): string {
+  const base = parse(readFileSync(path.join(__dirname, `../../simulator/profiles/${name}.yaml`), "utf8")) as Record<
     string,
     unknown
   >;
   const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-gate-profile-"));
-  const file = path.join(dir, "tiny-variant.yaml");
+  const file = path.join(dir, `${name}-variant.yaml`);
   writeFileSync(file, stringify({ ...base, ...changes }));
   return file;
 }

@@ -10,6 +10,7 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
+import { tinyVariant } from "../gate/sim-fixture";
 
 const repo = path.resolve(__dirname, "../..");
 let projectRoot = "";
@@ -51,14 +52,14 @@ afterEach(async () => {
 });
 
 /** A simulator whose log lines and unit state land in files, read back by commands as over SSH. */
-async function sim(faults: string[] = []) {
+async function sim(faults: string[] = [], profile = "tiny") {
   const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-vg-host-"));
   const logFile = path.join(dir, "journal");
   const stateFile = path.join(dir, "state");
   writeFileSync(logFile, "");
   writeFileSync(stateFile, "ActiveState=active\nNRestarts=0\n");
   const s = await startSimulator({
-    profile: "tiny",
+    profile,
     port: 0,
     faults,
     timeScale: 10,
@@ -130,6 +131,15 @@ describe("VerifiedGeneration provider", () => {
       /phase "generate"[\s\S]*ActiveState=failed[\s\S]*fatal error: curand\.h: No such file or directory/,
     );
     expect((performance.now() - t0) / 1000).toBeLessThan(21);
+  });
+
+  it("create fails, publishing no plan, when a sweep level breaks the error budget (HTTP 500 at C=4)", async () => {
+    // overload-500 at threshold 2: at C=2 every request runs; at C=4 the 3rd and 4th in flight get HTTP 500.
+    const host = await sim(["overload-500"], tinyVariant({ faultSettings: { overload500: { threshold: 2 } } }));
+    const plan = { ...(inputs(host.url).benchPlan as object), sweepMaxTokens: 1024 };
+    await expect(create(inputs(host.url, { benchPlan: plan }))).rejects.toThrow(
+      /broke its error budget of 1\.00 % at C=4: \d+\/4 failed \(HTTP 500[\s\S]*no throughput or capacity plan is published/,
+    );
   });
 
   it("diff: only what defines the served thing replaces; other changes update; unchanged is no change", async () => {
@@ -229,5 +239,11 @@ describe("VerifiedGeneration provider", () => {
     );
     expect((await check({}, inputs("http://x", { serviceIdentity: "" }))).failures[0].property).toBe("serviceIdentity");
     expect((await check({}, inputs("http://x"))).failures).toEqual([]);
+    // A URL the gate could not use is refused before any request, in one sentence naming it.
+    for (const url of ["localhost:30000", "127.0.0.1:30000", "ftp://h:1", "http://[::1:30000"]) {
+      const f = (await check({}, inputs(url))).failures;
+      expect(f.map((x) => x.property)).toEqual(["endpoint"]);
+      expect(f[0].reason).toContain(JSON.stringify(url));
+    }
   });
 });

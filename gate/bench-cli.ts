@@ -1,0 +1,184 @@
+/**
+ * `gpuhost bench`: warmup, single requests and a concurrency sweep against an endpoint. The output
+ * files are checked before the run (a long benchmark must not end in "cannot write"), the table is
+ * printed before they are written, and the exit status says whether every level kept the error
+ * budget (cli-common.ts EXIT).
+ */
+import { accessSync, constants, statSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { bench, type BenchProgress, type BenchResult } from "./bench";
+import { benchChart } from "./chart";
+import {
+  defaultIo,
+  EXIT,
+  EXIT_CODES_TEXT,
+  fractionOption,
+  listOption,
+  numberOption,
+  runCommand,
+  schemaIssues,
+  UsageError,
+  type CliIo,
+} from "./cli-common";
+import { BenchPlanSchema } from "./schema";
+
+const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key KEY] [--json FILE] [--chart FILE.svg]
+
+Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
+error rate exceeds --error-budget (default 1 %) is marked failed and never used for saturation or
+sustained throughput. --deadline bounds the whole run (default 7200 s). Ctrl-C stops it.
+${EXIT_CODES_TEXT}`;
+
+/** Refuses, before the run, an output path that could not be written at its end. */
+export function checkWritable(option: string, file: string): void {
+  const dir = path.dirname(path.resolve(file));
+  let st;
+  try {
+    st = statSync(file);
+  } catch {
+    st = null;
+  }
+  if (st?.isDirectory()) throw new UsageError(`--${option} ${file} is a directory, not a file`);
+  try {
+    if (!statSync(dir).isDirectory()) throw new Error("not a directory");
+    accessSync(st ? file : dir, constants.W_OK);
+  } catch {
+    throw new UsageError(`--${option} ${file} cannot be written (folder ${dir} missing or not writable)`);
+  }
+}
+
+export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+  return runCommand(io, BENCH_USAGE, argv, async (signal) => {
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        endpoint: { type: "string" },
+        model: { type: "string" },
+        concurrency: { type: "string" },
+        "max-tokens": { type: "string" },
+        "sweep-max-tokens": { type: "string" },
+        prompts: { type: "string" },
+        "requests-per-concurrency": { type: "string" },
+        "error-budget": { type: "string" },
+        deadline: { type: "string" },
+        "request-timeout": { type: "string" },
+        "api-key": { type: "string" },
+        json: { type: "string" },
+        chart: { type: "string" },
+      },
+      strict: true,
+    });
+    if (!values.endpoint) throw new UsageError("--endpoint is required");
+    const plan = BenchPlanSchema.safeParse({
+      concurrency: listOption("concurrency", values.concurrency),
+      singleRequestMaxTokens: listOption("max-tokens", values["max-tokens"]),
+      sweepMaxTokens: numberOption("sweep-max-tokens", values["sweep-max-tokens"]),
+      singleRequestPrompts: numberOption("prompts", values.prompts),
+      requestsPerConcurrency: numberOption("requests-per-concurrency", values["requests-per-concurrency"]),
+      errorBudget: fractionOption("error-budget", values["error-budget"]),
+      deadlineSeconds: numberOption("deadline", values.deadline),
+      requestTimeoutSeconds: numberOption("request-timeout", values["request-timeout"]),
+    });
+    if (!plan.success) throw new UsageError(schemaIssues(plan.error));
+    if (values.json) checkWritable("json", values.json);
+    if (values.chart) checkWritable("chart", values.chart);
+    const progress = progressPrinter(io);
+    const result = await bench(
+      { url: values.endpoint, model: values.model, apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY },
+      plan.data,
+      { onProgress: progress, signal },
+    );
+    progress.finish();
+    const { samples, ...summary } = result;
+    // The table first: whatever happens to the files, the measurements are on the screen.
+    io.stdout.write(benchTable(summary));
+    let writeFailed = false;
+    const write = (option: string, file: string, text: () => string) => {
+      try {
+        writeFileSync(file, text());
+      } catch (err) {
+        writeFailed = true;
+        io.stderr.write(`--${option} ${file} could not be written: ${(err as Error).message}\n`);
+      }
+    };
+    if (values.json) write("json", values.json, () => JSON.stringify({ ...summary, samples }, null, 1) + "\n");
+    if (values.chart) write("chart", values.chart, () => benchChart(summary));
+    if (signal.aborted) return EXIT.interrupted;
+    if (summary.sustainedOutputTokensPerSecond <= 0 || writeFailed) return EXIT.failed;
+    if (summary.failedLevels.length > 0) return EXIT.errorBudget;
+    if (!summary.complete) return EXIT.incomplete;
+    return EXIT.ok;
+  });
+}
+
+/** Live progress: one rewritten line on a terminal; otherwise one line per stage and level, and per 10 s. */
+function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): void } {
+  const tty = io.stderr.isTTY === true;
+  let pending = false;
+  let lastLine = performance.now();
+  const fn = (e: BenchProgress) => {
+    if (e.kind === "request") {
+      const rate = e.elapsedSeconds > 0 ? e.tokens / e.elapsedSeconds : 0;
+      const line = `[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`;
+      if (tty) {
+        io.stderr.write(`\r\x1b[K${line}`);
+        pending = true;
+      } else if (performance.now() - lastLine >= 10_000) {
+        lastLine = performance.now();
+        io.stderr.write(`${line}\n`);
+      }
+      return;
+    }
+    if (pending) io.stderr.write("\n");
+    pending = false;
+    lastLine = performance.now();
+    if (e.kind === "stage") io.stderr.write(`[bench] ${e.stage}: ${e.detail}\n`);
+    else {
+      const l = e.summary;
+      const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
+      io.stderr.write(
+        `[bench] concurrency ${l.concurrency}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${verdict}\n`,
+      );
+    }
+  };
+  return Object.assign(fn, {
+    finish() {
+      if (pending) io.stderr.write("\n");
+    },
+  });
+}
+
+function sec(v: number | null): string {
+  return v === null ? "n/a" : `${v.toFixed(3)} s`;
+}
+
+export function benchTable(s: Omit<BenchResult, "samples">): string {
+  const lines = [
+    `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
+  ];
+  for (const r of s.singleRequest) {
+    lines.push(
+      `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
+    );
+  }
+  lines.push("concurrency  tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget");
+  for (const l of s.sweep) {
+    lines.push(
+      `${String(l.concurrency).padEnd(12)} ${l.outputTokensPerSecond.toFixed(1).padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}`,
+    );
+  }
+  const answerless = [...s.singleRequest, ...s.sweep].reduce((a, l) => a + l.answerlessRequests, 0);
+  if (answerless > 0)
+    lines.push(
+      `note: ${answerless} successful request(s) produced no visible answer (reasoning used the whole budget); their tokens are reasoning`,
+    );
+  const reasoning = s.sweep.reduce((a, l) => a + (l.reasoningTokens ?? 0), 0);
+  if (reasoning > 0) {
+    const total = s.sweep.reduce((a, l) => a + l.completionTokens, 0);
+    lines.push(`sweep tokens: ${total} = ${reasoning} reasoning + ${total - reasoning} answer`);
+  }
+  lines.push(`${s.saturationVerdict}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`);
+  if (s.acceptanceLength !== null) lines.push(`speculative acceptance length ${s.acceptanceLength.toFixed(2)}`);
+  return lines.join("\n") + "\n";
+}

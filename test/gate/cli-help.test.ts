@@ -1,0 +1,68 @@
+/**
+ * Every `gpuhost` subcommand answers --help (exit 0, its usage on stdout), run as the real command
+ * (the entry loads each command's module by require, which needs a real process); a busy port for
+ * `gpuhost sim` is one line.
+ */
+import { execFile } from "node:child_process";
+import * as net from "node:net";
+import * as path from "node:path";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { simMain } from "../../simulator/cli";
+
+const repo = path.resolve(__dirname, "../..");
+
+function gpuhost(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) =>
+    execFile(
+      process.execPath,
+      ["--import", "tsx", path.join(repo, "cli/gpuhost.ts"), ...args],
+      { cwd: repo, timeout: 30_000 },
+      (err, out, errText) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out, err: errText }),
+    ),
+  );
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+function capture() {
+  let out = "";
+  let err = "";
+  vi.spyOn(process.stdout, "write").mockImplementation((s: string | Uint8Array) => ((out += String(s)), true));
+  vi.spyOn(process.stderr, "write").mockImplementation((s: string | Uint8Array) => ((err += String(s)), true));
+  return { out: () => out, err: () => err };
+}
+
+describe("gpuhost <command> --help", () => {
+  it("every command: exit 0, its usage on stdout, nothing on stderr; verify and bench say what exit statuses mean", async () => {
+    const commands = ["sim", "verify", "bench", "plan", "doctor", "drift"];
+    const runs = await Promise.all([...commands.map((c) => gpuhost([c, "--help"])), gpuhost(["bench", "-h"])]);
+    commands.forEach((command, i) => {
+      expect(runs[i].code, command).toBe(0);
+      expect(runs[i].out, command).toMatch(new RegExp(`usage: gpuhost ${command}\\b`));
+      expect(runs[i].err, command).toBe("");
+    });
+    expect(runs[commands.length].out).toMatch(/^usage: gpuhost bench/);
+    expect(runs[2].out).toContain("3 a sweep level broke the error budget");
+    expect(runs[1].out).toContain("130 interrupted");
+  }, 60_000);
+});
+
+describe("gpuhost sim on a busy port", () => {
+  it("says so in one line, exit 2, no stack trace", async () => {
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, "127.0.0.1", r));
+    const port = (busy.address() as net.AddressInfo).port;
+    try {
+      const o = capture();
+      const code = await simMain(["--port", String(port)]);
+      vi.restoreAllMocks();
+      expect(code).toBe(2);
+      expect(o.err()).toBe(
+        `gpuhost sim: port ${port} on 127.0.0.1 is in use (another process listens there); choose another with --port\n`,
+      );
+    } finally {
+      await new Promise((r) => busy.close(r));
+    }
+  });
+});
