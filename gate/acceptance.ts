@@ -9,7 +9,8 @@
  * internal_states[0].avg_spec_accept_length.
  */
 import { z } from "zod";
-import { baseUrl, describeError, fetchText, makeAgent, signalWithTimeout, type Endpoint } from "./http";
+import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "./http";
+import { withTimeout } from "./timers";
 import { CHAT_PROMPTS } from "./prompts";
 
 export const AcceptanceFloorSchema = z
@@ -45,15 +46,22 @@ export async function measureAcceptance(
     error: null,
   };
   try {
-    const reply = await fetchText(agent, `${base}/generate`, {
-      method: "POST",
-      apiKey: endpoint.apiKey,
-      signal: signalWithTimeout(parent, (opts.timeoutSeconds ?? 300) * 1000),
-      body: {
-        text: CHAT_PROMPTS[0],
-        sampling_params: { max_new_tokens: opts.maxTokens ?? 256, ignore_eos: true, temperature: 0 },
-      },
-    });
+    const seconds = opts.timeoutSeconds ?? 300;
+    const reply = await withTimeout(
+      [parent],
+      seconds * 1000,
+      () => `POST ${base}/generate: no answer within ${seconds} s`,
+      (signal) =>
+        fetchText(agent, `${base}/generate`, {
+          method: "POST",
+          apiKey: endpoint.apiKey,
+          signal,
+          body: {
+            text: CHAT_PROMPTS[0],
+            sampling_params: { max_new_tokens: opts.maxTokens ?? 256, ignore_eos: true, temperature: 0 },
+          },
+        }),
+    );
     if (reply.status !== 200)
       throw new Error(`POST /generate answered HTTP ${reply.status}: ${reply.text.slice(0, 200)}`);
     const meta = JSON.parse(reply.text)?.meta_info ?? {};
@@ -64,10 +72,12 @@ export async function measureAcceptance(
       out.perRequest = out.completionTokens / verify;
     }
     for (const path of ["/server_info", "/get_server_info"]) {
-      const info = await fetchText(agent, `${base}${path}`, {
-        apiKey: endpoint.apiKey,
-        signal: signalWithTimeout(parent, 10_000),
-      });
+      const info = await withTimeout(
+        [parent],
+        10_000,
+        () => `GET ${base}${path}: no answer within 10 s`,
+        (signal) => fetchText(agent, `${base}${path}`, { apiKey: endpoint.apiKey, signal }),
+      );
       if (info.status !== 200) continue;
       const v = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof v === "number" && Number.isFinite(v)) out.serverWide = v;

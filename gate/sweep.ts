@@ -10,7 +10,8 @@
 import type { Agent } from "undici";
 import { readAcceptanceLength } from "./bench";
 import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
-import { baseUrl, makeAgent, signalWithTimeout, type Endpoint } from "./http";
+import { baseUrl, makeAgent, type Endpoint } from "./http";
+import { withTimeout } from "./timers";
 import { latencyStats, percentile, type LatencyStats } from "./stats";
 import { streamChat, type RequestSample } from "./stream";
 import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";
@@ -122,21 +123,28 @@ export async function sweep(endpoint: Endpoint, model: string, opts: SweepOption
   const origin = performance.now();
   const send = (i: number): Promise<RequestSample> => {
     const r = shapedRequest(opts.shape, i);
-    return streamChat({
-      url: `${base}/v1/chat/completions`,
-      body: {
-        model,
-        messages: [{ role: "user", content: r.prompt }],
-        max_tokens: r.maxTokens,
-        stream: true,
-        stream_options: { include_usage: true },
-        ...r.extraBody,
-      },
-      apiKey: endpoint.apiKey,
-      signal: signalWithTimeout(signal, (opts.requestTimeoutSeconds * 1000) / X),
-      dispatcher: agent,
-      origin,
-    }).then((s) => toHostTime(s, X));
+    const ms = (opts.requestTimeoutSeconds * 1000) / X;
+    return withTimeout(
+      [signal],
+      ms,
+      () => `no complete answer within ${opts.requestTimeoutSeconds} s`,
+      (s) =>
+        streamChat({
+          url: `${base}/v1/chat/completions`,
+          body: {
+            model,
+            messages: [{ role: "user", content: r.prompt }],
+            max_tokens: r.maxTokens,
+            stream: true,
+            stream_options: { include_usage: true },
+            ...r.extraBody,
+          },
+          apiKey: endpoint.apiKey,
+          signal: s,
+          dispatcher: agent,
+          origin,
+        }),
+    ).then((s) => toHostTime(s, X));
   };
   const out: SweepLevel[] = [];
   try {
@@ -197,5 +205,10 @@ async function openLoop(
 }
 
 function acceptance(agent: Agent, base: string, apiKey: string | undefined, signal: AbortSignal) {
-  return readAcceptanceLength(agent, base, apiKey, signalWithTimeout(signal, 10_000));
+  return withTimeout(
+    [signal],
+    10_000,
+    () => "no answer within 10 s",
+    (s) => readAcceptanceLength(agent, base, apiKey, s),
+  );
 }

@@ -18,6 +18,7 @@ function sample(over: Partial<RequestSample>): RequestSample {
     maxTokens: 101,
     startedAtSeconds: 0,
     ttftSeconds: 1,
+    ttfaSeconds: 1,
     itlSeconds: [],
     e2eSeconds: 11,
     completionTokens: 101,
@@ -25,6 +26,8 @@ function sample(over: Partial<RequestSample>): RequestSample {
     reasoningTokens: null,
     finishReason: "length",
     outputChunks: 101,
+    reasoningChunks: 0,
+    answerChunks: 101,
     error: null,
     ...over,
   };
