@@ -1,0 +1,106 @@
+/**
+ * Plain `pulumi` in the project folder, as a team member runs it: the language host finds the program
+ * and its plugins from Pulumi.yaml's `main: .` (package.json names dist/index.js), so `pulumi about`
+ * lists the command provider and `pulumi install` leaves the tracked lock file as it is; and every
+ * stack but the embedded one lives in the backend the user chose (here a second file backend named
+ * by PULUMI_BACKEND_URL), never in .gpuhost/state. Run with the set-up plugins and, where
+ * GPUHOST_UPSTREAM_PLUGINS names upstream builds, with those.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { EMBEDDED_STACK, PROJECT_ROOT, embeddedStateDir, runPulumi, secretsProviderProblem } from "../../engine/pulumi";
+import { TEST_PASSPHRASE, pluginEnv, pluginSets } from "../support/engine";
+
+const lockHash = () =>
+  createHash("sha256")
+    .update(fs.readFileSync(path.join(PROJECT_ROOT, "package-lock.json")))
+    .digest("hex");
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-project-"));
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }));
+
+describe.each(pluginSets())("plain pulumi in the project folder (%s)", (plugins) => {
+  it("pulumi about lists the command provider @pulumi/command asks for", async () => {
+    const r = await runPulumi(["about", "--json", "--stack", EMBEDDED_STACK], {
+      embedded: true,
+      env: pluginEnv(plugins),
+      timeoutMs: 120_000,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const about = JSON.parse(r.stdout) as { plugins: { name: string; kind: string; version: string }[] };
+    expect(about.plugins).toContainEqual({ name: "command", kind: "resource", version: "1.2.1" });
+  }, 120_000);
+
+  it("pulumi install leaves package-lock.json unchanged", async () => {
+    const before = lockHash();
+    const r = await runPulumi(["install"], { embedded: true, env: pluginEnv(plugins), timeoutMs: 300_000 });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(lockHash()).toBe(before);
+  }, 300_000);
+});
+
+describe("stacks other than the embedded one use the user's backend and secrets", () => {
+  const backend = path.join(work, "second-backend");
+  fs.mkdirSync(backend);
+  const stack = `t${Date.now().toString(36)}`;
+  const user = { PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: TEST_PASSPHRASE };
+
+  it("a stack made in this project lands in the backend PULUMI_BACKEND_URL names, not in .gpuhost/state", async () => {
+    const before = fs.readdirSync(embeddedStateDir(), { recursive: true }).map(String);
+    // a throwaway stack config in a project copy (nothing is written into the checkout's stacks/)
+    const project = path.join(work, "project");
+    fs.mkdirSync(project);
+    fs.writeFileSync(
+      path.join(project, "Pulumi.yaml"),
+      fs
+        .readFileSync(path.join(PROJECT_ROOT, "Pulumi.yaml"), "utf8")
+        .replace(/^main: .*$/m, `main: ${PROJECT_ROOT}`)
+        .replace(/^stackConfigDir: .*$/m, ""),
+    );
+    const init = await runPulumi(["stack", "init", stack], { cwd: project, env: user, timeoutMs: 60_000 });
+    expect(init.code, init.stderr).toBe(0);
+    const ls = await runPulumi(["stack", "ls", "--json"], { cwd: project, env: user, timeoutMs: 60_000 });
+    expect(JSON.parse(ls.stdout).map((s: { name: string }) => s.name)).toContain(stack);
+    expect(
+      fs
+        .readdirSync(backend, { recursive: true })
+        .map(String)
+        .some((f) => f.includes(stack)),
+    ).toBe(true);
+    expect(fs.readdirSync(embeddedStateDir(), { recursive: true }).map(String)).toEqual(before);
+    // without a passphrase, the stack is refused in one sentence before the engine starts
+    const problem = secretsProviderProblem(stack, {
+      cwd: project,
+      env: { PULUMI_BACKEND_URL: user.PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE: "" },
+    });
+    expect(problem).toMatch(
+      new RegExp(`^stack ${stack} uses the passphrase secrets provider and no passphrase is set`),
+    );
+    expect(problem!.split(/\.\s/)).toHaveLength(1);
+    expect(secretsProviderProblem(stack, { cwd: project, env: user })).toBeUndefined();
+    // a KMS-style provider needs no passphrase
+    fs.writeFileSync(path.join(project, `Pulumi.${stack}.yaml`), "secretsprovider: awskms://alias/team-key\n");
+    expect(secretsProviderProblem(stack, { cwd: project, env: { PULUMI_CONFIG_PASSPHRASE: "" } })).toBeUndefined();
+  }, 120_000);
+
+  it("the sim stack never takes the user's own passphrase, nor another stack the documented one", async () => {
+    const { engineEnv, EMBEDDED_PASSPHRASE } = await import("../../engine/pulumi");
+    const saved = { ...process.env };
+    try {
+      process.env.PULUMI_CONFIG_PASSPHRASE_FILE = "/home/someone/team-passphrase";
+      process.env.PULUMI_BACKEND_URL = "s3://team-bucket";
+      const sim = engineEnv({ embedded: true });
+      expect(sim.PULUMI_CONFIG_PASSPHRASE).toBe(EMBEDDED_PASSPHRASE);
+      expect(sim.PULUMI_CONFIG_PASSPHRASE_FILE).toBeUndefined();
+      expect(sim.PULUMI_BACKEND_URL).toBe(`file://${embeddedStateDir()}`);
+      const other = engineEnv({});
+      expect(other.PULUMI_CONFIG_PASSPHRASE).not.toBe(EMBEDDED_PASSPHRASE);
+      expect(other.PULUMI_CONFIG_PASSPHRASE_FILE).toBe("/home/someone/team-passphrase");
+      expect(other.PULUMI_BACKEND_URL).toBe("s3://team-bucket");
+    } finally {
+      process.env = saved;
+    }
+  });
+});
