@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything the README's commands need, idempotently, and fast when nothing changed:
-#   - node_modules (npm ci) when missing or older than package-lock.json;
+#   - node_modules (npm ci) when missing or older than package-lock.json, side by side with a CLI build;
 #   - the Pulumi CLI: an official `pulumi` on PATH when it is PULUMI_MIN_VERSION or newer (its own
 #     bundled plugins then run: nothing of ours is put before them), else the offline build of
 #     PULUMI_VERSION (cached, or built from Go modules: engine/cli/go.mod pins it) with our plugin
@@ -27,11 +27,16 @@ MARK="# Written by gpuhost's engine/setup.sh"
 log() { printf '[gpuhost setup] %s\n' "$*" >&2; }
 
 # --- node_modules -------------------------------------------------------------------------------
-if [ ! -d "$ROOT/node_modules/@pulumi/pulumi" ] || [ "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
-  log "installing npm dependencies (npm ci)"
-  (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+npm_install() {
+  if [ ! -d "$ROOT/node_modules/@pulumi/pulumi" ] || [ "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
+    log "installing npm dependencies (npm ci)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+if [ "${1:-}" = "--npm-only" ]; then
+  npm_install
+  exit 0
 fi
-[ "${1:-}" = "--npm-only" ] && exit 0
 
 # --- the CLI --------------------------------------------------------------------------------------
 # version_at_least BIN MIN: true when BIN reports MIN or newer.
@@ -68,13 +73,24 @@ else
     : # already set up
   else
     if ! { [ -x "$CACHE/pulumi" ] && version_at_least "$CACHE/pulumi" "$PULUMI_VERSION"; }; then
-      bash "$ROOT/engine/build-cli.sh" "$PULUMI_VERSION" "$CACHE"
+      # The Go build (minutes) and npm ci (tens of seconds) share nothing: run them side by side.
+      bash "$ROOT/engine/build-cli.sh" "$PULUMI_VERSION" "$CACHE" &
+      build_pid=$!
     fi
-    log "using the offline build $CACHE/pulumi"
-    rm -f "$BIN/pulumi"
-    cp "$CACHE/pulumi" "$BIN/pulumi"
+    COPY_CLI=1
   fi
   MODE=offline
+fi
+
+npm_install
+if [ -n "${build_pid:-}" ] && ! wait "$build_pid"; then
+  log "building the Pulumi CLI failed (output above)"
+  exit 1
+fi
+if [ -n "${COPY_CLI:-}" ]; then
+  log "using the offline build $CACHE/pulumi"
+  rm -f "$BIN/pulumi"
+  cp "$CACHE/pulumi" "$BIN/pulumi"
 fi
 
 # --- plugin launchers -----------------------------------------------------------------------------
