@@ -17,6 +17,15 @@ import { classifyContent, countChatPromptTokens, messageText, type ChatMessageLi
 export function handleChat(state: SimState, body: Record<string, unknown>, res: ServerResponse): void {
   const messages = body.messages;
   if (!Array.isArray(messages) || messages.length === 0) throw new BodyError("messages: must be a non-empty array");
+  messages.forEach((m, i) => {
+    // What pydantic's validation in SGLang's protocol answers with 400, not a crash into a 500.
+    if (m === null || typeof m !== "object" || Array.isArray(m))
+      throw new BodyError(`messages.${i}: must be an object with role and content`);
+    const { role, content } = m as { role?: unknown; content?: unknown };
+    if (typeof role !== "string") throw new BodyError(`messages.${i}.role: must be a string`);
+    if (content !== undefined && content !== null && typeof content !== "string" && !Array.isArray(content))
+      throw new BodyError(`messages.${i}.content: must be a string or a list of content parts`);
+  });
   const maxTokens = optionalInt(body, "max_completion_tokens") ?? optionalInt(body, "max_tokens");
   const promptTokens = countChatPromptTokens(messages as ChatMessageLike[]);
   if (maxTokens !== undefined && promptTokens + maxTokens > state.profile.model.contextLength) {

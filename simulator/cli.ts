@@ -3,7 +3,7 @@ import { startSimulator, UnknownFaultError } from "./index";
 import { listProfiles, ProfileError } from "./profile";
 
 const USAGE = `usage: gpuhost sim [--profile NAME|PATH] [--fault NAME]... [--port N] [--host H] [--time-scale X]
-                  [--api-key K] [--served-model-name ID]
+                  [--api-key K] [--served-model-name ID] [--max-queued-requests N]
        gpuhost sim --list
 
 An SGLang-faithful simulated server. --fault may repeat or take a comma-separated list.
@@ -20,6 +20,7 @@ interface SimArgs {
   timeScale: number;
   apiKey?: string;
   servedModelName?: string;
+  maxQueuedRequests?: number;
 }
 
 class UsageError extends Error {}
@@ -78,6 +79,9 @@ export function parseSimArgs(argv: string[]): SimArgs {
       case "--served-model-name":
         args.servedModelName = value();
         break;
+      case "--max-queued-requests":
+        args.maxQueuedRequests = number("--max-queued-requests", value(), (n) => Number.isInteger(n) && n >= 0);
+        break;
       default:
         throw new UsageError(`unknown argument '${arg}'`);
     }
@@ -125,6 +129,7 @@ export async function simMain(argv: string[]): Promise<number> {
       timeScale: args.timeScale,
       apiKey: args.apiKey,
       servedModelName: args.servedModelName,
+      maxQueuedRequests: args.maxQueuedRequests,
       onExit: (code) => process.exit(code),
     });
   } catch (err) {

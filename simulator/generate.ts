@@ -24,6 +24,12 @@ export function handleGenerate(state: SimState, body: Record<string, unknown>, r
   const sampling = (body.sampling_params ?? {}) as Record<string, unknown>;
   // SGLang's default max_new_tokens for the native API.
   const maxTokens = optionalInt(sampling, "max_new_tokens") ?? 128;
+  const context = state.profile.model.contextLength;
+  if (promptTokens + maxTokens > context) {
+    throw new BodyError(
+      `Requested token count exceeds the model's maximum context length of ${context} tokens: ${promptTokens} prompt tokens + ${maxTokens} max_new_tokens.`,
+    );
+  }
   const ignoreEos = sampling.ignore_eos === true;
   const stream = body.stream === true;
 

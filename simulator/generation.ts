@@ -110,6 +110,11 @@ export function admitGeneration(state: SimState, res: ServerResponse, go: () => 
     return;
   }
   const load = state.scheduler.running.filter((r) => !r.plan.internal).length + state.scheduler.queue.length;
+  if (state.scheduler.queue.length >= state.maxQueuedRequests) {
+    state.truth.fail("queue-full");
+    sendError(res, 503, `The request queue is full (${state.scheduler.queue.length} waiting); retry later.`);
+    return;
+  }
   if (state.has("overload-500") && load >= state.profile.faultSettings.overload500.threshold) {
     state.truth.fail("overload-500");
     state.log(`ERROR: Internal server error: scheduler overloaded with ${load} requests`);

@@ -18,6 +18,7 @@ export function sendText(
 
 const ERROR_TYPES: Record<number, string> = {
   400: "BadRequestError",
+  413: "PayloadTooLargeError",
   401: "AuthenticationError",
   404: "NotFoundError",
   500: "InternalServerError",
@@ -29,23 +30,49 @@ export function sendError(res: ServerResponse, status: number, message: string, 
   sendJson(res, status, { error: { message, type: ERROR_TYPES[status] ?? "APIError", param, code: status } });
 }
 
-export class BodyError extends Error {}
+/** A request the server refuses: 400 (malformed) or 413 (too large), with OpenAI's error shape. */
+export class BodyError extends Error {
+  constructor(
+    message: string,
+    readonly status: 400 | 413 = 400,
+  ) {
+    super(message);
+  }
+}
 
-export function readJsonBody(req: IncomingMessage, limitBytes = 16 * 1024 * 1024): Promise<Record<string, unknown>> {
+/** SGLang sits behind uvicorn/FastAPI, which reads any size; a server that must hold up bounds it. */
+export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads a JSON object body. Too large: refused with 413 from the Content-Length before reading,
+ * or as soon as the count passes the limit; the rest is drained (not reset) so the client reads
+ * the answer instead of a connection reset.
+ */
+export function readJsonBody(req: IncomingMessage, limitBytes = MAX_BODY_BYTES): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
+    const tooLarge = () => new BodyError(`request body larger than ${limitBytes} bytes`, 413);
+    const declared = Number(req.headers["content-length"]);
+    if (Number.isFinite(declared) && declared > limitBytes) {
+      req.resume();
+      return reject(tooLarge());
+    }
     const chunks: Buffer[] = [];
     let size = 0;
+    let refused = false;
     req.on("data", (c: Buffer) => {
+      if (refused) return;
       size += c.length;
       if (size > limitBytes) {
-        reject(new BodyError(`request body larger than ${limitBytes} bytes`));
-        req.destroy();
+        refused = true;
+        chunks.length = 0;
+        reject(tooLarge());
         return;
       }
       chunks.push(c);
     });
     req.on("error", reject);
     req.on("end", () => {
+      if (refused) return;
       const text = Buffer.concat(chunks).toString("utf8");
       try {
         const value: unknown = text.length ? JSON.parse(text) : {};

@@ -30,6 +30,10 @@ export interface SimulatorOptions {
    * entry sets it). Default false: the port opens at once and answers 503 while loading.
    */
   openPortAfterLoad?: boolean;
+  /** A connection must send its request headers within this (default 10 s); idle ones are closed. */
+  headersTimeoutMs?: number;
+  /** --max-queued-requests: requests waiting beyond this are answered 503 (default 4096). */
+  maxQueuedRequests?: number;
   /** --skip-server-warmup: ready right after the load, without the warmup generation. */
   skipWarmup?: boolean;
   /** Called when a fault ends the simulated process (jit-crash, oom-at-load). Default: process.exit. */
@@ -85,8 +89,9 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
     servedModelName: opts.servedModelName ?? profile.model.servedModelName ?? profile.model.path,
     host,
     log,
+    maxQueuedRequests: opts.maxQueuedRequests,
   });
-  const { server, sockets } = createHttpServer(state);
+  const { server, sockets } = createHttpServer(state, { headersTimeoutMs: opts.headersTimeoutMs });
   const timers: NodeJS.Timeout[] = [];
   let closed: Promise<void> | null = null;
 

@@ -6,6 +6,11 @@ import { BodyError, readJsonBody, sendError, sendJson } from "./http-util";
 import { handleHealth, handleMetrics, handleModelInfo, handleModels, handleServerInfo, handleTruth } from "./info";
 import type { SimState } from "./state";
 
+/** A client must send its request headers within this after connecting (or after its last request). */
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** Connections beyond this are refused at accept, below a typical 65,536 descriptor limit. */
+export const MAX_CONNECTIONS = 16_384;
+
 /** Routes SGLang's API key middleware lets through without a key. */
 function needsKey(path: string): boolean {
   return !(path.startsWith("/health") || path.startsWith("/metrics") || path.startsWith("/sim/"));
@@ -14,9 +19,15 @@ function needsKey(path: string): boolean {
 /** What answers while loading in the default configuration (everything else is 503). */
 const ANSWERS_WHILE_LOADING = new Set(["/health", "/health_generate", "/sim/truth", "/metrics"]);
 
-export function createHttpServer(state: SimState): { server: http.Server; sockets: Set<Socket> } {
+export function createHttpServer(
+  state: SimState,
+  limits: { headersTimeoutMs?: number } = {},
+): { server: http.Server; sockets: Set<Socket> } {
+  const headersTimeoutMs = limits.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
   const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
+    // A request arrived: no inactivity bound while it is served (generations may be long and quiet).
+    req.socket.setTimeout(0);
     // silent: the connection is accepted and the request read, and nothing ever comes back.
     if (state.has("silent")) {
       req.resume();
@@ -52,8 +63,10 @@ export function createHttpServer(state: SimState): { server: http.Server; socket
     }
     route(state, req, res, path, url.searchParams).catch((err: unknown) => {
       if (err instanceof BodyError) {
-        state.truth.fail("bad-request");
-        if (!res.headersSent) sendError(res, 400, err.message);
+        state.truth.fail(err.status === 413 ? "too-large" : "bad-request");
+        // After a 413 the unread rest of the body makes the connection unusable: close it after the answer.
+        if (err.status === 413) res.setHeader("connection", "close");
+        if (!res.headersSent) sendError(res, err.status, err.message);
         return;
       }
       state.log(`ERROR: ${(err as Error).stack ?? String(err)}`);
@@ -62,12 +75,19 @@ export function createHttpServer(state: SimState): { server: http.Server; socket
   });
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
+    // A connection that sends no request is closed after headersTimeoutMs (Node's own headers
+    // timeout only starts once the first byte arrived).
+    socket.setTimeout(headersTimeoutMs, () => socket.destroy());
     socket.on("close", () => sockets.delete(socket));
   });
-  // Long generations at real time can exceed Node's default request timeout (300 s).
+  // Long generations at real time can exceed Node's default request timeout (300 s): no bound on a
+  // request once its headers arrived. But a connection that sends no complete headers within
+  // HEADERS_TIMEOUT_MS is closed, and an idle keep-alive connection after 5 s (uvicorn's
+  // timeout_keep_alive), so thousands of idle connections cannot hold the server's descriptors.
   server.requestTimeout = 0;
-  server.headersTimeout = 0;
+  server.headersTimeout = headersTimeoutMs;
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = MAX_CONNECTIONS;
   return { server, sockets };
 }
 

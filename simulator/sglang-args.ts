@@ -31,6 +31,7 @@ const FLAGS: FlagSpec[] = [
   { dest: "dp_size", kind: "int", aliases: ["--data-parallel-size", "--dp"] },
   { dest: "mem_fraction_static", kind: "float" },
   { dest: "max_running_requests", kind: "int" },
+  { dest: "max_queued_requests", kind: "int" },
   { dest: "chunked_prefill_size", kind: "int" },
   { dest: "kv_cache_dtype", kind: "str" },
   { dest: "attention_backend", kind: "str" },
@@ -72,6 +73,7 @@ export interface SglangArgs {
   dp_size: number;
   mem_fraction_static?: number;
   max_running_requests?: number;
+  max_queued_requests?: number;
   api_key?: string;
   reasoning_parser?: string;
   tool_call_parser?: string;
@@ -144,6 +146,7 @@ export function parseSglangArgs(argv: string[]): SglangArgs {
     dp_size: optNumber(raw.dp_size) ?? 1,
     mem_fraction_static: optNumber(raw.mem_fraction_static),
     max_running_requests: optNumber(raw.max_running_requests),
+    max_queued_requests: optNumber(raw.max_queued_requests),
     api_key: optString(raw.api_key),
     reasoning_parser: optString(raw.reasoning_parser),
     tool_call_parser: optString(raw.tool_call_parser),

@@ -96,6 +96,7 @@ export async function sglangMain(argv: string[], env: StandinEnv = process.env a
     servedModelName: args.served_model_name ?? args.model_path,
     openPortAfterLoad: true,
     skipWarmup: args.skip_server_warmup,
+    maxQueuedRequests: args.max_queued_requests,
     onExit: (code) => process.exit(code),
   });
   return new Promise<number>((resolve) => {

@@ -7,7 +7,14 @@ import { Scheduler, SimRequest } from "./scheduler";
 export type ServerStatus = "loading" | "warmup" | "ready" | "dead" | "closed";
 
 export type FailureReason =
-  "overload-500" | "reset-mid-stream" | "loading-503" | "bad-request" | "unauthorized" | "crashed";
+  | "overload-500"
+  | "reset-mid-stream"
+  | "loading-503"
+  | "bad-request"
+  | "too-large"
+  | "queue-full"
+  | "unauthorized"
+  | "crashed";
 
 export interface RequestRecord {
   id: string;
@@ -54,6 +61,8 @@ export class Truth {
     "reset-mid-stream": 0,
     "loading-503": 0,
     "bad-request": 0,
+    "too-large": 0,
+    "queue-full": 0,
     unauthorized: 0,
     crashed: 0,
   };
@@ -85,6 +94,9 @@ export class Truth {
   }
 }
 
+/** A bounded waiting queue: past it a server answers 503 at once instead of growing without end. */
+export const DEFAULT_MAX_QUEUED_REQUESTS = 4096;
+
 export interface SimStateOptions {
   profile: Profile;
   faults: Set<FaultName>;
@@ -93,6 +105,8 @@ export interface SimStateOptions {
   servedModelName: string;
   host: string;
   log: (line: string) => void;
+  /** --max-queued-requests: waiting requests beyond this are answered 503 (default 4096). */
+  maxQueuedRequests?: number;
 }
 
 /** Everything the HTTP handlers share: configuration, clock, scheduler, status and the books. */
@@ -105,6 +119,7 @@ export class SimState {
   readonly apiKey: string | null;
   readonly servedModelName: string;
   readonly host: string;
+  readonly maxQueuedRequests: number;
   port = 0;
   status: ServerStatus = "loading";
   loadSeconds = 0;
@@ -124,6 +139,7 @@ export class SimState {
     this.apiKey = opts.apiKey;
     this.servedModelName = opts.servedModelName;
     this.host = opts.host;
+    this.maxQueuedRequests = opts.maxQueuedRequests ?? DEFAULT_MAX_QUEUED_REQUESTS;
     this.logLine = opts.log;
   }
 
