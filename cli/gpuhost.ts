@@ -19,6 +19,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
     summary: "benchmark an endpoint: single requests and a concurrency sweep",
     load: () => require("../gate/cli").benchMain,
   },
+  compare: {
+    summary: "measure each service of a host (autoregressive, EAGLE-3, DFlash) and say which to run",
+    load: () => require("../gate/compare-cli").compareMain,
+  },
   plan: {
     summary: "capacity plan: days and hosts for N completions of T tokens",
     load: () => require("../gate/cli").planMain,

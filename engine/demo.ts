@@ -1,35 +1,81 @@
 /**
- * `npm run demo`: `pulumi up` on the embedded default stack (`sim`), streaming the engine's progress,
- * then the stack outputs as JSON. The sim stack needs no GPU, no root and no systemd: it provisions a
- * simulated host under .gpuhost/, serves the SGLang simulator, verifies and benchmarks it; it runs on
- * the embedded backend with the documented passphrase. GPUHOST_STACK=<name> runs another stack of this
- * project instead, on the user's own backend and secrets provider.
- * `npm run demo -- --destroy` runs `pulumi destroy` on it instead (the service stops, units go).
+ * `npm run demo`: the story, rehearsed on a simulated host (engine/story.ts): Kimi K2.6 on
+ * 8x RTX PRO 6000, its autoregressive, EAGLE-3 and DFlash services compared with the same
+ * workload, ending with which to run and the plan for 900,000 completions x 2,000 tokens.
+ * Every figure is in the simulated host's own time. Options:
+ *   --time-scale X   host seconds per wall second (default 40: about a minute and a half;
+ *                    lower is more exact on a busy machine, see simulator/README.md)
+ *   --levels 1,8,16,32,64   concurrencies; --output-tokens 2000
+ *
+ * `npm run demo -- --stack` runs the embedded `sim` stack instead: `pulumi up` under the real engine
+ * (provisioning, units, gate, benchmark), then its outputs; `--stack --destroy` tears it down.
  */
-import { EMBEDDED_STACK, type EngineOptions, ensureStack, runPulumi, secretsProviderProblem } from "./pulumi";
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import {
+  EMBEDDED_STACK,
+  type EngineOptions,
+  ensureStack,
+  PROJECT_ROOT,
+  runPulumi,
+  secretsProviderProblem,
+} from "./pulumi";
+import { rehearseStory } from "./story";
 
-async function main(): Promise<number> {
-  const stack = process.env.GPUHOST_STACK ?? EMBEDDED_STACK;
-  const opts: EngineOptions = { embedded: stack === EMBEDDED_STACK };
-  const problem = opts.embedded ? undefined : secretsProviderProblem(stack, opts);
+async function stack(destroy: boolean): Promise<number> {
+  const name = process.env.GPUHOST_STACK ?? EMBEDDED_STACK;
+  const opts: EngineOptions = { embedded: name === EMBEDDED_STACK };
+  const problem = opts.embedded ? undefined : secretsProviderProblem(name, opts);
   if (problem) {
     process.stderr.write(`gpuhost demo: ${problem}\n`);
     return 2;
   }
-  await ensureStack(stack, opts);
-  const destroy = process.argv.includes("--destroy");
-  const up = await runPulumi([destroy ? "destroy" : "up", "--yes", "--skip-preview", "--stack", stack], {
+  await ensureStack(name, opts);
+  const up = await runPulumi([destroy ? "destroy" : "up", "--yes", "--skip-preview", "--stack", name], {
     ...opts,
     onOutput: (chunk) => process.stdout.write(chunk),
   });
   if (up.code !== 0) {
-    process.stderr.write(`\npulumi ${destroy ? "destroy" : "up"} on stack ${stack} failed (exit ${up.code})\n`);
+    process.stderr.write(`\npulumi ${destroy ? "destroy" : "up"} on stack ${name} failed (exit ${up.code})\n`);
     return up.code;
   }
   if (destroy) return 0;
-  const out = await runPulumi(["stack", "output", "--json", "--stack", stack], opts);
-  process.stdout.write(`\nStack outputs (${stack}):\n${out.stdout}`);
+  const out = await runPulumi(["stack", "output", "--json", "--stack", name], opts);
+  process.stdout.write(`\nStack outputs (${name}):\n${out.stdout}`);
   return out.code;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    options: {
+      stack: { type: "boolean" },
+      destroy: { type: "boolean" },
+      "time-scale": { type: "string" },
+      levels: { type: "string" },
+      "output-tokens": { type: "string" },
+    },
+  });
+  if (values.stack || values.destroy) return stack(values.destroy === true);
+  const timeScale = Number(values["time-scale"] ?? 40);
+  const levels = (values.levels ?? "1,8,16,32,64").split(",").map(Number);
+  const outputTokens = Number(values["output-tokens"] ?? 2000);
+  if (!(timeScale > 0) || levels.some((l) => !Number.isInteger(l) || l <= 0) || !(outputTokens > 0)) {
+    process.stderr.write("demo: --time-scale, --levels and --output-tokens must be positive numbers\n");
+    return 2;
+  }
+  const started = Date.now();
+  const result = await rehearseStory({
+    projectRoot: PROJECT_ROOT,
+    timeScale,
+    levels,
+    outputTokens,
+    outDir: path.join(PROJECT_ROOT, ".gpuhost", "demo"),
+    say: (line) => process.stdout.write(`${line}\n`),
+  });
+  process.stdout.write(`(rehearsed in ${((Date.now() - started) / 1000).toFixed(0)} s of wall time)\n`);
+  return result.comparison ? 0 : 1;
 }
 
 main().then(

@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { bench, type BenchProgress, type BenchResult } from "./bench";
 import { benchChart } from "./chart";
+import { benchCsv, csvPathFor } from "./csv";
 import {
   defaultIo,
   EXIT,
@@ -102,7 +103,11 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
         io.stderr.write(`--${option} ${file} could not be written: ${(err as Error).message}\n`);
       }
     };
-    if (values.json) write("json", values.json, () => JSON.stringify({ ...summary, samples }, null, 1) + "\n");
+    if (values.json) {
+      write("json", values.json, () => JSON.stringify({ ...summary, samples }, null, 1) + "\n");
+      // The levels as CSV beside the JSON, for a spreadsheet.
+      write("json", csvPathFor(values.json), () => benchCsv(summary.sweep));
+    }
     if (values.chart) write("chart", values.chart, () => benchChart(summary));
     if (signal.aborted) return EXIT.interrupted;
     if (summary.sustainedOutputTokensPerSecond <= 0 || writeFailed) return EXIT.failed;

@@ -4,12 +4,20 @@
  * as `systemctl start` of a unit with Conflicts= does on a host. The demo and the comparison tests
  * use it to switch between the units' real rendered command lines without a Pulumi stack.
  */
+import { spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
 import * as net from "node:net";
+import * as path from "node:path";
 import { startSimulator, type RunningSimulator } from "./index";
 import { parseSglangArgs } from "./sglang-args";
 import { profileFor } from "./sglang";
 
 export interface SwitchableHostOptions {
+  /**
+   * Run each server as its own process (default), as on a host: the client measuring it then does
+   * not share an event loop with it. false: in this process (no compiled code needed).
+   */
+  separateProcess?: boolean;
   /** The host's profile (GPUHOST_SIM_PROFILE of its units). */
   profile: string;
   timeScale: number;
@@ -19,6 +27,7 @@ export interface SwitchableHostOptions {
 
 export class SwitchableSimHost {
   private current: RunningSimulator | null = null;
+  private child: ChildProcess | null = null;
   private currentArgv: string[] | null = null;
   /** Times a server was started (a re-run that changed nothing starts none). */
   starts = 0;
@@ -47,10 +56,18 @@ export class SwitchableSimHost {
     if (this.currentArgv && this.currentArgv.join("\0") === argv.join("\0")) return;
     await this.stop();
     const args = parseSglangArgs(argv);
-    const chosen = profileFor(args, {
+    const env = {
       GPUHOST_SIM_PROFILE: this.opts.profile,
       GPUHOST_SIM_FAULTS: (this.opts.faults ?? []).join(","),
-    });
+      GPUHOST_SIM_TIME_SCALE: String(this.opts.timeScale),
+    };
+    const chosen = profileFor(args, env);
+    if (this.opts.separateProcess !== false) {
+      this.child = spawnStandin(argv, env, this.opts.log);
+      this.currentArgv = argv;
+      this.starts++;
+      return;
+    }
     this.current = await startSimulator({
       profile: chosen.profile,
       faults: chosen.faults,
@@ -73,8 +90,33 @@ export class SwitchableSimHost {
 
   async stop(): Promise<void> {
     const running = this.current;
+    const child = this.child;
     this.current = null;
+    this.child = null;
     this.currentArgv = null;
     if (running) await running.close();
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
   }
+}
+
+/** The stand-in as a process: compiled when this file is, else through tsx from the sources. */
+function spawnStandin(argv: string[], env: Record<string, string>, log?: (line: string) => void): ChildProcess {
+  const compiled = path.join(__dirname, "sglang.js");
+  const [cmd, pre] = fs.existsSync(compiled)
+    ? [process.execPath, [compiled]]
+    : [path.join(__dirname, "..", "node_modules", ".bin", "tsx"), [path.join(__dirname, "sglang.ts")]];
+  const child = spawn(cmd, [...pre, ...argv], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  child.stderr!.on("data", (d: Buffer) => {
+    for (const line of d.toString().split("\n")) if (line) log?.(line);
+  });
+  return child;
 }

@@ -90,6 +90,17 @@ describe("gpuhost bench", () => {
     expect(json.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(json.samples.sweep[1].requests).toHaveLength(8);
     expect(readFileSync(path.join(dir, "b.svg"), "utf8")).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
+    // CSV beside the JSON: a header and one row per level, the same figures.
+    const csv = readFileSync(path.join(dir, "b.csv"), "utf8").trim().split("\n");
+    expect(csv[0].split(",").slice(0, 5)).toEqual([
+      "concurrency",
+      "requests",
+      "errors",
+      "durationSeconds",
+      "outputTokensPerSecond",
+    ]);
+    expect(csv).toHaveLength(3);
+    expect(Number(csv[2].split(",")[4])).toBe(json.sweep[1].outputTokensPerSecond);
     expect(o.out()).toMatch(/saturation at C=2|not saturated up to C=4/);
     expect(o.err()).toContain("[bench] concurrency 4");
   });

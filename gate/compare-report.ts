@@ -1,0 +1,136 @@
+/**
+ * A comparison as a person reads it: the per-service table, the crossovers, the recommendation and
+ * the capacity plan per service, as text; the same levels as CSV (one row per service and level);
+ * and a JSON document without the raw samples (they stay in the cache file).
+ */
+import { SERVICE_LABEL, type Comparison } from "./compare";
+import type { CompareResult, ServiceOutcome } from "./compare-run";
+
+const sec = (v: number | null) => (v === null ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`);
+const num = (v: number, digits = 0) =>
+  v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+export function timeNote(timeScale: number): string {
+  return timeScale === 1
+    ? "Figures are wall-clock measurements of the host."
+    : `Figures are in the simulated host's own time: measured on the wall clock at time scale ${timeScale}, durations multiplied and rates divided by ${timeScale}.`;
+}
+
+export function compareText(r: CompareResult): string {
+  const lines: string[] = [timeNote(r.timeScale), ""];
+  for (const o of r.outcomes) {
+    const head = `${SERVICE_LABEL[o.service]}${o.measured ? "" : " (unchanged, from the last comparison)"}`;
+    const accept =
+      o.acceptanceLength !== null ? `, acceptance ${o.acceptanceLength.toFixed(2)} tokens/step at 1 stream` : "";
+    lines.push(`${head}${accept}`);
+    if (o.failure) {
+      lines.push(`  left out: ${o.failure}`, "");
+      continue;
+    }
+    lines.push("  level   tok/s (95% CI)        goodput   TTFT p95   ITL p50/tok  E2E p50    accept  errors");
+    for (const l of o.sweep) {
+      const ci = l.throughput.halfWidth === null ? "" : ` ± ${num(l.throughput.halfWidth)}`;
+      lines.push(
+        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}`,
+      );
+    }
+    lines.push("");
+  }
+  if (r.comparison) lines.push(...comparisonLines(r.comparison));
+  else lines.push("No service could be measured: nothing to recommend.");
+  lines.push(`Active now: ${SERVICE_LABEL[r.activeAfter]}.`);
+  return lines.join("\n") + "\n";
+}
+
+export function comparisonLines(c: Comparison): string[] {
+  const out: string[] = [];
+  for (const x of c.crossovers) {
+    const label = SERVICE_LABEL[x.service];
+    if (x.firstLevelNotBetter !== null)
+      out.push(
+        `Crossover: ${label} stops beating autoregressive at ${x.firstLevelNotBetter} concurrent (estimated ${x.estimatedLevel!.toFixed(0)}).`,
+      );
+    else
+      out.push(
+        `Crossover: ${label} ${x.winsAtLowest ? "beats" : "never beats"} autoregressive at every level measured.`,
+      );
+  }
+  const job = c.job;
+  out.push(
+    "",
+    `Plan for ${num(job.completions)} completions x ${num(job.outputTokensPerCompletion)} tokens (${num(job.completions * job.outputTokensPerCompletion)} tokens), deadline ${job.deadlineDays} days:`,
+    "  service          sustained tok/s  at   days on 1 host  hosts for deadline  $ per M tokens",
+  );
+  for (const p of c.plans) {
+    out.push(
+      `  ${SERVICE_LABEL[p.service].padEnd(16)} ${num(p.sustainedOutputTokensPerSecond).padEnd(16)} ${String(p.atLevel ?? "-").padEnd(4)} ${(p.daysOnOneHost?.toFixed(1) ?? "never").padEnd(15)} ${String(p.hostsForDeadline ?? "n/a").padEnd(19)} ${p.costPerMillionTokens === null ? "-" : p.costPerMillionTokens.toFixed(2)}`,
+    );
+  }
+  out.push("", c.sentence);
+  return out;
+}
+
+/** One row per service and level. */
+export function compareCsv(r: CompareResult): string {
+  const header = [
+    "service",
+    "mode",
+    "level",
+    "output_tok_s_mean",
+    "output_tok_s_ci95_low",
+    "output_tok_s_ci95_high",
+    "goodput_tok_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_per_token_p50_s",
+    "itl_per_token_p95_s",
+    "e2e_p50_s",
+    "acceptance_length",
+    "requests",
+    "errors",
+    "meets_slo",
+    "time_scale",
+  ];
+  const cell = (v: number | string | boolean | null) => (v === null ? "" : String(v));
+  const rows = r.outcomes.flatMap((o: ServiceOutcome) =>
+    o.sweep.map((l) =>
+      [
+        o.service,
+        l.mode,
+        l.level,
+        l.throughput.mean,
+        l.throughput.low,
+        l.throughput.high,
+        l.goodput.mean,
+        l.ttftP50Seconds,
+        l.ttftP95Seconds,
+        l.itlPerTokenP50Seconds,
+        l.itlPerTokenP95Seconds,
+        l.e2eP50Seconds,
+        l.acceptanceLength,
+        l.requests,
+        l.errors,
+        l.meetsSlo,
+        r.timeScale,
+      ]
+        .map(cell)
+        .join(","),
+    ),
+  );
+  return [header.join(","), ...rows].join("\n") + "\n";
+}
+
+/** The result without raw samples. */
+export function compareJson(r: CompareResult): unknown {
+  return {
+    timeNote: timeNote(r.timeScale),
+    timeScale: r.timeScale,
+    activeAfter: r.activeAfter,
+    measuredNow: r.measuredNow,
+    comparison: r.comparison,
+    services: r.outcomes.map((o) => ({
+      ...o,
+      sweep: o.sweep.map(({ runs, ...l }) => ({ ...l, runs: runs.map(({ samples, ...run }) => run) })),
+    })),
+  };
+}
