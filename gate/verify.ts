@@ -158,7 +158,10 @@ class GateRun {
         // The deadline timer aborts with a TimeoutError; the caller's signal with its own reason.
         if ((err as Error)?.name === "TimeoutError") err = new DeadlineExceeded(deadlineMessage);
         else if (!(err instanceof Error)) err = new Interrupted(`interrupted: ${String(err)}`);
-        else err = new Interrupted(`interrupted: ${(err as Error).message}`);
+        else {
+          const message = (err as Error).message;
+          err = new Interrupted(message.startsWith("interrupted") ? message : `interrupted: ${message}`);
+        }
       }
       const known = err instanceof GateFailure || err instanceof DeadlineExceeded || err instanceof Interrupted;
       const reason = known ? (err as Error).message : describeError(err);

@@ -67,6 +67,16 @@ function loadGate(projectRoot: string): Gate {
   return require(path.join(projectRoot, "dist/gate/index.js"));
 }
 
+/**
+ * The process guard (gate/process-guard.ts) in the dynamic-provider host the engine started:
+ * Ctrl-C aborts the gate, a vanished engine ends the process. A caller that runs these functions
+ * in its own process (the tests) keeps its own signal handling: a signal that never aborts.
+ */
+function guardOf(gate: Gate): { signal: AbortSignal; onLeave(fn: () => unknown): () => void } {
+  if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) return gate.installProcessGuard();
+  return { signal: new AbortController().signal, onLeave: () => () => undefined };
+}
+
 function pickInputs(props: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of INPUT_KEY_LIST) if (props[k] !== undefined) out[k] = props[k];
@@ -203,9 +213,12 @@ async function withHostAccess<T>(
     serviceLogs: async () => onHost('journalctl -u "$1" -n 50 --no-pager'),
   };
   const tunnel = await openTunnel(access.connection, access.remoteHost, access.remotePort);
+  // The engine gone or SIGTERM: the tunnel (and its key folder) is closed before the process leaves.
+  const off = guardOf(gate).onLeave(() => tunnel.close());
   try {
     return await fn(`http://127.0.0.1:${tunnel.localPort}`, hooks);
   } finally {
+    off();
     await tunnel.close();
   }
 }
@@ -225,13 +238,15 @@ async function verifyAndMeasure(
   hostHooks: Record<string, unknown>,
 ) {
   const endpoint = { url, model: input.endpoint.model, apiKey: input.apiKey };
+  const { signal } = guardOf(gate);
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
   // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
-  const hooks = { ...hostHooks, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
+  const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis);
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
+    signal,
     onProgress: (e: {
       kind: string;
       stage?: string;
@@ -245,6 +260,8 @@ async function verifyAndMeasure(
         );
     },
   });
+  if (signal.aborted)
+    throw new Error(`the benchmark was ${String((signal.reason as Error)?.message ?? "interrupted")}`);
   // Failure is never capacity: a level over the error budget fails the create (no plan is published
   // from it, and the next `up` measures again) rather than leaving a plan beside a broken level.
   if (result.failedLevels.length > 0) {

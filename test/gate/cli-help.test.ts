@@ -3,7 +3,7 @@
  * (the entry loads each command's module by require, which needs a real process); a busy port for
  * `gpuhost sim` is one line.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import * as net from "node:net";
 import * as path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -65,4 +65,42 @@ describe("gpuhost sim on a busy port", () => {
       await new Promise((r) => busy.close(r));
     }
   });
+});
+
+describe("one Ctrl-C stops gpuhost verify and bench", () => {
+  it("SIGINT during a run: exit 130 within 2 s, saying it was interrupted", async () => {
+    const { neverAnswering } = await import("./misbehaving-servers");
+    const silent = await neverAnswering();
+    try {
+      const run = (args: string[]) =>
+        new Promise<{ code: number | null; err: string; afterSignal: number }>((resolve) => {
+          const child = spawn(process.execPath, ["--import", "tsx", path.join(repo, "cli/gpuhost.ts"), ...args], {
+            cwd: repo,
+            stdio: ["ignore", "pipe", "pipe"],
+          });
+          let err = "";
+          let sentAt = 0;
+          child.stderr.on("data", (d) => {
+            err += d;
+            // Interrupt once the command is under way (its first progress line).
+            if (sentAt === 0 && /\[(verify|bench)\]/.test(err)) {
+              sentAt = performance.now();
+              setTimeout(() => child.kill("SIGINT"), 300);
+            }
+          });
+          child.on("exit", (code) => resolve({ code, err, afterSignal: (performance.now() - sentAt - 300) / 1000 }));
+        });
+      const [v, b] = await Promise.all([
+        run(["verify", "--endpoint", silent.url, "--deadline", "600"]),
+        run(["bench", "--endpoint", silent.url, "--model", "m", "--deadline", "600"]),
+      ]);
+      for (const r of [v, b]) {
+        expect(r.code, r.err).toBe(130);
+        expect(r.afterSignal).toBeLessThan(2);
+        expect(r.err).toMatch(/SIGINT: stopping/);
+      }
+    } finally {
+      await silent.close();
+    }
+  }, 60_000);
 });

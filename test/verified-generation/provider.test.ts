@@ -2,7 +2,8 @@
  * The VerifiedGeneration provider's methods as plain functions (the engine's closure serialization
  * cannot run inside vitest), loading the compiled gate by path as they do under the engine.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import * as net from "node:net";
 import { appendFileSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
@@ -11,6 +12,7 @@ import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
 import { tinyVariant } from "../gate/sim-fixture";
+import { neverAnswering } from "../gate/misbehaving-servers";
 
 const repo = path.resolve(__dirname, "../..");
 let projectRoot = "";
@@ -245,5 +247,67 @@ describe("VerifiedGeneration provider", () => {
       expect(f.map((x) => x.property)).toEqual(["endpoint"]);
       expect(f[0].reason).toContain(JSON.stringify(url));
     }
+  });
+
+  describe("in the dynamic-provider host (a process the engine started)", () => {
+    /** A stand-in engine (a listening gRPC port) and the provider host process running create. */
+    async function hosted() {
+      const silent = await neverAnswering();
+      closers.push(() => silent.close());
+      const engine = net.createServer((s) => s.destroy());
+      await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
+      const address = `127.0.0.1:${(engine.address() as net.AddressInfo).port}`;
+      closers.push(() => new Promise((r) => engine.close(() => r())));
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          path.join(__dirname, "fixtures/fake-dynamic-provider.ts"),
+          projectRoot,
+          silent.url,
+          address,
+        ],
+        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      closers.push(async () => void child.kill("SIGKILL"));
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+      const until = async (pattern: RegExp, ms: number) => {
+        const end = performance.now() + ms;
+        while (!pattern.test(out) && performance.now() < end) await new Promise((r) => setTimeout(r, 20));
+        return pattern.test(out);
+      };
+      return { child, engine, out: () => out, exited, until };
+    }
+
+    it("one SIGINT stops the gate inside create within 2 s (create fails, saying interrupted)", async () => {
+      const h = await hosted();
+      let err = "";
+      h.child.stderr.on("data", (d) => (err += d));
+      expect(await h.until(/started/, 20_000)).toBe(true);
+      // The gate is waiting on the never-answering server.
+      for (let i = 0; i < 500 && !/models: GET/.test(err); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(err).toMatch(/models: GET/);
+      const t0 = performance.now();
+      h.child.kill("SIGINT");
+      expect(await h.until(/create failed/, 5_000), h.out()).toBe(true);
+      expect((performance.now() - t0) / 1000).toBeLessThan(2);
+      expect(h.out()).toMatch(/create failed: readiness gate failed .*: interrupted \(SIGINT\)/);
+    }, 40_000);
+
+    it("the engine gone (its port closed, its end of stderr closed): the process exits, no EPIPE loop", async () => {
+      const h = await hosted();
+      expect(await h.until(/started/, 20_000)).toBe(true);
+      await new Promise((r) => setTimeout(r, 500));
+      // kill -9 of pulumi: its gRPC port closes and nobody reads the provider's stderr any more.
+      const t0 = performance.now();
+      await new Promise((r) => h.engine.close(() => r(undefined)));
+      h.child.stderr.destroy();
+      const code = await Promise.race([h.exited, new Promise((r) => setTimeout(() => r("still running"), 8_000))]);
+      expect(code).toBe(1);
+      expect((performance.now() - t0) / 1000).toBeLessThan(5);
+    }, 40_000);
   });
 });
