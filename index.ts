@@ -1,12 +1,15 @@
 /**
- * The gpuhost program: stack config -> one GpuServingHost per host -> stack outputs.
+ * The gpuhost program: stack config -> one GpuServingHost per host -> stack outputs. Each host's
+ * platform (SSH or this machine, or the simulated one) is chosen here, once.
  * Outputs are plain values (no secrets): what a capacity plan, `gpuhost drift` or another stack
  * (StackReference) needs, keyed by host name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { hostConnection, loadConfig } from "./components/config";
+import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
-import { projectRoot } from "./components/host/script";
+import { connectedPlatform } from "./components/platform";
+import { projectRoot } from "./project-files";
+import { simulatedPlatform } from "./sim-host/host";
 
 const { config, apiKey, secret } = loadConfig();
 const root = projectRoot();
@@ -14,7 +17,10 @@ const root = projectRoot();
 const hosts = config.hosts.map((host) => {
   const h = new GpuServingHost(host.name, {
     host,
-    connection: hostConnection(host, root, secret),
+    platform:
+      host.connection.kind === "simulated"
+        ? simulatedPlatform(simulatedRoot(host, root), config.simulator)
+        : connectedPlatform(hostConnection(host, root, secret)),
     config,
     apiKey,
   });

@@ -7,8 +7,8 @@
 // Usage: npx tsx bench/drift-probe.ts [runs=20] [--testhost]
 import * as fs from "node:fs";
 import type { HostConnection } from "../components/host/connection";
-import { probeHost } from "../components/toolkit-state/probe";
-import { expectedForSim, provisionGoldenHost, removeHost } from "../test/toolkit-state/sim-host";
+import { probeHost } from "../components/drift/probe";
+import { expectedForSim, provisionGoldenHost, removeHost } from "../test/drift/sim-host";
 
 async function time(conn: HostConnection, runs: number): Promise<number[]> {
   const expected = expectedForSim();

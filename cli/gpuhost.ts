@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * `gpuhost <command>`: one entry for every tool that works outside `pulumi up`. Each command lives
- * with the code it drives (the simulator, the gate, the toolkit checks, the drift probe); this file
- * only dispatches, loading a command's module when it is called so `gpuhost sim` starts fast.
+ * `gpuhost <command>`: one entry for every tool that works outside `pulumi up`. Each command's entry
+ * parses its argv and calls a library (the simulator, the gate, the toolkit checks, the drift
+ * report); this file only dispatches, loading a command's module when it is called so `gpuhost sim`
+ * starts fast.
  */
 type Main = (argv: string[]) => Promise<number>;
 
@@ -29,11 +30,15 @@ const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
   },
   doctor: {
     summary: "check the local CUDA toolkit the way FlashInfer finds it",
-    load: () => require("../components/cuda-toolkit/doctor").doctorMain,
+    load: () => require("./doctor").doctorMain,
   },
   drift: {
     summary: "report drift of the hosts' toolkit state (pulumi refresh, read-only)",
-    load: () => require("../components/toolkit-state/drift-cli").driftMain,
+    load: () => require("./drift").driftMain,
+  },
+  "config-doc": {
+    summary: "print (or --write) docs/configuration.md, rendered from the stack-config schema",
+    load: () => require("./config-doc").configDocMain,
   },
 };
 

@@ -15,7 +15,7 @@ import { z } from "zod";
 import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
 import { faultNameSchema } from "../simulator/faults";
 import { cudaToolkitOptionsSchema } from "./cuda-toolkit/options";
-import { hostNameSchema, localConnectionSchema, portSchema, userSchema } from "./host/connection";
+import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./host/connection";
 import type { HostConnectionInput } from "./host/script";
 import { EnvironmentSchema } from "./serving-env/schema";
 import { ServicesSchema } from "./services/schema";
@@ -34,27 +34,19 @@ const secretKeyName = z
   .string()
   .regex(/^[A-Za-z][A-Za-z0-9_-]*$/, "must be a config key name (letters, digits, '_', '-')");
 
-const sshConnectionConfig = z
-  .object({
-    kind: z.literal("ssh"),
-    host: hostNameSchema,
-    port: portSchema.default(22),
-    user: userSchema.default("root"),
+// The SSH connection schema of the host layer, with each private key named by the config key that
+// holds it as a secret instead of the key text: the one schema, two ways of holding the key.
+const sshConnectionConfig = sshConnectionSchema
+  .omit({ privateKey: true, bastion: true })
+  .extend({
     privateKeySecret: secretKeyName
       .default("sshPrivateKey")
       .describe(
         "Config key holding the private key text as a secret: `pulumi config set --secret sshPrivateKey < key`.",
       ),
-    hostKey: z
-      .string()
-      .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
-      .optional()
-      .describe("Expected host key ('ssh-ed25519 AAAA...'); checked strictly when set, not checked when unset."),
-    bastion: z
-      .object({
-        host: hostNameSchema,
-        port: portSchema.default(22),
-        user: userSchema.default("root"),
+    bastion: bastionSchema
+      .omit({ privateKey: true })
+      .extend({
         privateKeySecret: secretKeyName.describe("Config key holding the bastion's private key as a secret."),
       })
       .strict()
@@ -214,6 +206,7 @@ export const ConfigSchema = z
 export type GpuhostConfig = z.infer<typeof ConfigSchema>;
 export type GpuhostConfigInput = z.input<typeof ConfigSchema>;
 export type HostConfig = GpuhostConfig["hosts"][number];
+export type SimulatorConfig = GpuhostConfig["simulator"];
 
 export interface ConfigIssue {
   /** The config path as `pulumi config set --path` takes it, with the namespace: gpuhost:hosts[0].connection.port */

@@ -6,6 +6,9 @@
  *                                                              |-> VerifiedGeneration (gate, bench, capacity)
  *                                                              \-> ToolkitState (drift probe)
  *
+ * The platform (components/platform.ts: SSH or local, or the simulated one from sim-host/) is chosen
+ * once, in index.ts; a platform with a preparation step gets it first, as a resource of its own.
+ *
  * The service user and the venv do not wait for the toolkit (pip downloads while apt installs);
  * VerifiedGeneration and ToolkitState, which only read the host, run side by side.
  *
@@ -14,18 +17,17 @@
  * repository/install/verify, the unit installs, a restart of the active unit, the activation),
  * taken from the same builders the components' Commands use, then probes again.
  */
-import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { GpuhostConfig, HostConfig } from "./config";
 import { CudaToolkit, cudaToolkitPlan } from "./cuda-toolkit";
-import type { HostConnectionInput } from "./host/script";
-import { simShimDir } from "./host/sim/platform";
+import { type HostConnectionInput, hostScript } from "./host/script";
+import type { HostPlatform } from "./platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
 import { toolkitKey } from "./serving-env/lock";
 import { ServingService } from "./services/serving-service";
 import { SERVICE_KINDS } from "./services/schema";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
-import { toolkit as toolkitDescription } from "./toolkit/description";
+import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {
   expectedToolkitState,
   restartUnitStep,
@@ -33,14 +35,14 @@ import {
   ToolkitState,
   UNIT_FIELDS,
   unitContentField,
-} from "./toolkit-state";
+} from "./drift";
 import { VerifiedGeneration } from "./verified-generation";
 
 export interface GpuServingHostArgs {
   /** The host's entry of config `hosts`. */
   host: HostConfig;
-  /** Its connection, private keys as Pulumi secrets (config.ts hostConnection). */
-  connection: HostConnectionInput;
+  /** Its platform: connection (private keys as Pulumi secrets), server program, repository, preparation. */
+  platform: HostPlatform;
   /** The whole validated stack config (toolkit, environment, services, gate, simulator). */
   config: GpuhostConfig;
   /** The services' API key, a Pulumi secret. */
@@ -62,18 +64,43 @@ export class GpuServingHost extends pulumi.ComponentResource {
 
   constructor(name: string, args: GpuServingHostArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:GpuServingHost", name, {}, opts);
-    const { config, connection } = args;
-    const simulated = connection.kind === "simulated";
+    const { config, platform } = args;
+    const { connection } = platform;
     const release = config.toolkit.release;
     const cudaHome = toolkitDescription(release).root;
     const env = config.environment;
+    // The platform's own repository, unless the stack names one.
+    const toolkitOptions =
+      platform.toolkitRepository && config.toolkit.repository.url === undefined
+        ? { ...config.toolkit, repository: { ...config.toolkit.repository, ...platform.toolkitRepository } }
+        : config.toolkit;
 
-    const toolkit = new CudaToolkit(`${name}-toolkit`, { ...config.toolkit, connection }, { parent: this });
+    // Children wait for their parent component, and the components wait for the preparation.
+    const prepared = platform.preparation
+      ? [
+          hostScript(
+            `${name}-prepare`,
+            {
+              connection,
+              script: platform.preparation.step.script,
+              args: platform.preparation.step.args,
+              triggers: platform.preparation.triggers,
+            },
+            { parent: this },
+          ),
+        ]
+      : [];
+
+    const toolkit = new CudaToolkit(
+      `${name}-toolkit`,
+      { ...toolkitOptions, connection },
+      { parent: this, dependsOn: prepared },
+    );
 
     const environment = new ServingEnvironment(
       `${name}-env`,
       { connection, environment: env, toolkitVersion: release, toolkitFingerprint: toolkit.fingerprint, cudaHome },
-      { parent: this },
+      { parent: this, dependsOn: prepared },
     );
 
     const service = new ServingService(
@@ -81,15 +108,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
       {
         connection,
         services: config.services,
-        program: simulated
-          ? {
-              kind: "simulator",
-              profile: config.simulator.profile,
-              serviceProfiles: config.simulator.serviceProfiles,
-              faults: config.simulator.faults,
-              timeScale: config.simulator.timeScale,
-            }
-          : { kind: "sglang" },
+        program: platform.serverProgram,
         serviceUser: env.serviceUser,
         serviceHome: env.serviceHome,
         venvPath: env.venvPath,
@@ -103,7 +122,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
     );
 
     const unit = unitName(config.services.active);
-    const probe = serviceProbes(connection, unit);
+    const probe = platform.serviceProbes(unit);
     this.verification = new VerifiedGeneration(
       `${name}-verified`,
       {
@@ -126,9 +145,11 @@ export class GpuServingHost extends pulumi.ComponentResource {
     // What repairs drift, in provisioning order: the toolkit first (the units run its nvcc), then
     // each unit file, a restart of the active unit when its file was restored, and the activation
     // (which also repairs enabled/active and keeps exactly the active service running).
-    const plan = cudaToolkitPlan({ ...config.toolkit, connection });
+    const plan = cudaToolkitPlan(toolkitOptions);
     const activeUnitFile = `${UNIT_DIR}/${unit}`;
+    const preparation = platform.preparation ? [{ fields: [...TOOLKIT_FIELDS], ...platform.preparation.step }] : [];
     const repairs = service.steps.apply((steps) => [
+      ...preparation,
       ...[plan.repository, plan.install, plan.verify].map((step) => ({ fields: [...TOOLKIT_FIELDS], ...step })),
       ...Object.entries(steps.units).map(([u, step]) => ({ fields: [unitContentField(`${UNIT_DIR}/${u}`)], ...step })),
       restartUnitStep(activeUnitFile),
@@ -137,7 +158,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
 
     const unitPath = pinnedEnvironment({
       cudaHome,
-      venvPath: simulated ? undefined : env.venvPath,
+      // The units put the venv on PATH only where SGLang runs from it (as renderServiceUnits does).
+      venvPath: platform.serverProgram.kind === "sglang" ? env.venvPath : undefined,
       jitCacheDir: "",
     }).find(([k]) => k === "PATH")![1];
     this.toolkitState = new ToolkitState(
@@ -223,29 +245,4 @@ export function hostAccess(
     remoteHost,
     remotePort: port,
   }));
-}
-
-/** argv the gate runs locally to read the unit's state and logs; SSH hosts use hostAccess instead. */
-export function serviceProbes(
-  connection: HostConnectionInput,
-  unit: string,
-): { state: string[]; logs: string[] } | undefined {
-  switch (connection.kind) {
-    case "simulated": {
-      const shims = simShimDir();
-      // No PATH here: it would land in the resource's inputs and make every run a diff.
-      const env = ["env", `GPUHOST_ROOT=${path.resolve(connection.root)}`];
-      return {
-        state: [...env, path.join(shims, "systemctl"), "show", "-p", "NRestarts,ActiveState", unit],
-        logs: [...env, path.join(shims, "journalctl"), "-u", unit, "-n", "50", "--no-pager"],
-      };
-    }
-    case "local":
-      return {
-        state: ["systemctl", "show", "-p", "NRestarts,ActiveState", unit],
-        logs: ["journalctl", "-u", unit, "-n", "50", "--no-pager"],
-      };
-    case "ssh":
-      return undefined;
-  }
 }

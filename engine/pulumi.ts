@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
-import { projectRoot } from "../components/host/project-root";
+import { projectRoot } from "../project-files";
 
 /** The gpuhost project root (engine/pulumi.ts runs from <root>/engine or <root>/dist/engine). */
 export const PROJECT_ROOT = projectRoot();

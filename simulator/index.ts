@@ -1,4 +1,5 @@
 import * as net from "node:net";
+import { freeLocalPort } from "../ports";
 import { FAULT_NAMES, type FaultName } from "./faults";
 import { drawLoadSeconds } from "./perf-model";
 import { loadProfile, type Profile } from "./profile";
@@ -63,18 +64,6 @@ export function parseFaults(names: string[]): FaultName[] {
   return out;
 }
 
-/** A free port, for late-port: the URL must be known before the port opens. */
-function reservePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, host, () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 export async function startSimulator(opts: SimulatorOptions): Promise<RunningSimulator> {
   const profile = typeof opts.profile === "string" ? loadProfile(opts.profile) : opts.profile;
   const faults = new Set<FaultName>([...profile.faults, ...parseFaults(opts.faults ?? [])]);
@@ -128,7 +117,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
   const lateSettings = profile.faultSettings.latePort;
   const late = faults.has("late-port") || opts.openPortAfterLoad === true;
   const requested = opts.port ?? 30000;
-  const port = late ? (requested === 0 ? await reservePort(host) : requested) : await listen(requested);
+  const port = late ? (requested === 0 ? await freeLocalPort(host) : requested) : await listen(requested);
   state.port = port;
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { projectFile } from "../project-files";
 import { faultNameSchema, faultSettingsSchema } from "./faults";
 import { ALGORITHMS, draftModelSchema, type Algorithm, type DraftModel } from "./speculative";
 
@@ -168,8 +169,7 @@ export type BatchCurve = z.infer<typeof batchCurve>;
 
 /** Shipped profiles live beside the sources; compiled code (dist/simulator) looks back at them. */
 export function profilesDir(): string {
-  const candidates = [path.join(__dirname, "profiles"), path.join(__dirname, "..", "..", "simulator", "profiles")];
-  return candidates.find((dir) => fs.existsSync(dir)) ?? candidates[0];
+  return path.dirname(projectFile("simulator/profiles/tiny.yaml"));
 }
 
 export function listProfiles(): Array<{ name: string; description: string }> {

@@ -4,35 +4,23 @@
 //   ${name}-repository -> ${name}-install -> ${name}-verify
 import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript, parseKeyValues } from "../host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../host/sim/platform";
 import { parsePackageVersions } from "./fingerprint";
 import { type CudaToolkitOptionsInput, cudaToolkitOptionsSchema } from "./options";
 import { type ToolkitPlan, toolkitPlan } from "./plan";
 
 export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
-  /**
-   * The host to install on (ssh, local or simulated). On a simulated host the component prepares
-   * the folder (prepareSimulatedHost) and, unless a repository URL is given, uses the simulated
-   * host's own repository (SIM_REPO_URL, trusted).
-   */
+  /** The host to install on: whatever its platform, the same scripts run through this connection. */
   connection: HostConnectionInput;
   /** Values whose change re-runs install and verify (e.g. the drift probe's observation, so `pulumi up` repairs drift). */
   triggers?: pulumi.Input<unknown>[];
 }
 
 /**
- * The scripts and arguments CudaToolkit runs for these args: the component's Commands are built
- * from exactly this plan, and ToolkitState re-runs its steps to repair drift. Pure: preparing a
- * simulated host's folder is the component's job.
+ * The scripts and arguments CudaToolkit runs for these options: the component's Commands are built
+ * from exactly this plan, and ToolkitState re-runs its steps to repair drift. Pure.
  */
-export function cudaToolkitPlan(args: Omit<CudaToolkitArgs, "triggers">): ToolkitPlan {
-  const { connection, ...rest } = args;
-  let options = cudaToolkitOptionsSchema.parse(rest);
-  // A simulated host uses its own repository (trusted) unless a URL is given.
-  if (connection.kind === "simulated" && options.repository.url === undefined) {
-    options = { ...options, repository: { ...options.repository, url: SIM_REPO_URL, trust: "trusted" } };
-  }
-  return toolkitPlan(options);
+export function cudaToolkitPlan(options: CudaToolkitOptionsInput): ToolkitPlan {
+  return toolkitPlan(cudaToolkitOptionsSchema.parse(options));
 }
 
 export class CudaToolkit extends pulumi.ComponentResource {
@@ -53,9 +41,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
     super("gpuhost:index:CudaToolkit", name, {}, opts);
     const { connection, triggers = [], ...rest } = args;
     const options = cudaToolkitOptionsSchema.parse(rest);
-    // Writing the simulated host's skeleton and repository is idempotent and touches only its folder.
-    if (connection.kind === "simulated") prepareSimulatedHost(connection.root);
-    const plan = cudaToolkitPlan({ connection, ...rest });
+    const plan = toolkitPlan(options);
 
     const repository = hostScript(
       `${name}-repository`,

@@ -46,7 +46,7 @@ export const cudaToolkitOptionsSchema = z
       .string()
       .regex(/^[0-9]+\.[0-9]+$/)
       .default("13.0")
-      .describe("CUDA release; must be a toolkit in components/toolkit/cuda.yaml"),
+      .describe("CUDA release; must be a toolkit in components/cuda-catalog/cuda.yaml"),
     repository: cudaRepositorySchema.default(() => cudaRepositorySchema.parse({})),
     minDriverBranch: z
       .number()

@@ -3,7 +3,8 @@
 // tests run the very same plan through execOnHost on a simulated host. No Pulumi import.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { findSourceDir, packagesOf, requiredFiles, toolkit } from "../toolkit/description";
+import { projectFile } from "../../project-files";
+import { packagesOf, requiredFiles, toolkit } from "../cuda-catalog/catalog";
 import { type CudaToolkitOptions, defaultRepositoryUrl } from "./options";
 
 export interface ScriptStep {
@@ -33,7 +34,7 @@ export function proofSource(): string {
 
 /** This folder in the source tree, whether running from source or from dist/. */
 export function componentDir(): string {
-  return findSourceDir("components/cuda-toolkit", "scripts/verify.sh");
+  return path.dirname(path.dirname(projectFile("components/cuda-toolkit/scripts/verify.sh")));
 }
 
 export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {

@@ -48,9 +48,7 @@ export const sshConnectionSchema = z
       .string()
       .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
       .optional()
-      .describe(
-        "Expected host key ('ssh-ed25519 AAAA...'); when set it is checked strictly, when unset it is not checked",
-      ),
+      .describe("Expected host key ('ssh-ed25519 AAAA...'); checked strictly when set, not checked when unset."),
     bastion: bastionSchema.optional(),
   })
   .strict();

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { needsSudo, renderInvocation } from "./invocation";
 import { shellJoin } from "./quote";
-import { simulatedEnvironment } from "./sim/platform";
+import { simulatedEnvironment } from "../../sim-host/platform";
 
 export interface ExecResult {
   code: number;

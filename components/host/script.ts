@@ -15,7 +15,7 @@ import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import type { HostConnection } from "./connection";
 import { needsSudo, renderInvocation } from "./invocation";
-import { simulatedEnvironment } from "./sim/platform";
+import { simulatedEnvironment } from "../../sim-host/platform";
 
 /** A host connection as components take it: the private keys may be Pulumi secrets (Outputs). */
 export type HostConnectionInput =
@@ -47,8 +47,8 @@ export interface HostScriptArgs {
   stdin?: pulumi.Input<string>;
 }
 
-export { projectRoot } from "./project-root";
-import { projectRoot } from "./project-root";
+export { projectRoot } from "../../project-files";
+import { projectRoot } from "../../project-files";
 
 export function readScript(script: string): { text: string; name: string; hash: string } {
   const file = path.isAbsolute(script) ? script : path.join(projectRoot(), script);

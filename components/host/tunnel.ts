@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { sshBaseArgs } from "./exec";
-import { acceptsConnections, freeLocalPort } from "./ports";
+import { acceptsConnections, freeLocalPort } from "../../ports";
 
 export interface Tunnel {
   /** Port on 127.0.0.1 of this machine that reaches `remoteHost:remotePort` as seen from the host. */

@@ -5,6 +5,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { projectFile } from "../../project-files";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { quoteEnvironmentAssignment, renderExecLine, unitPath, unitText, type ExecWord } from "./systemd-syntax";
 
@@ -36,13 +37,9 @@ export interface UnitSpec {
 
 const USER_NAME = /^[a-z_][a-z0-9_-]{0,31}$/;
 
-/** The template ships beside the sources; compiled code (dist/components/services) looks back at it. */
+/** The unit template (a real file beside the sources, found from dist/ too). */
 export function templatePath(): string {
-  const candidates = [
-    path.join(__dirname, "units", "sglang.service.tmpl"),
-    path.join(__dirname, "..", "..", "..", "components", "services", "units", "sglang.service.tmpl"),
-  ];
-  return candidates.find((p) => fs.existsSync(p)) ?? candidates[0];
+  return projectFile("components/services/units/sglang.service.tmpl");
 }
 
 /** `{{name}}` substitution; a placeholder without a value, or a value without a placeholder, is a bug. */

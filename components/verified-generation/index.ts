@@ -3,10 +3,10 @@
  * leaves measured throughput and a capacity plan behind as outputs. Create = readiness gate, then
  * benchmark, then capacity plan; refresh = one cheap generation (drift when it fails).
  */
-import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import { projectRoot } from "../../project-files";
 import type { VerifiedGenerationOutputs } from "../../gate/outputs";
-import type { BenchPlanInput, VerifyPolicyInput, WorkloadInput } from "../../gate/schema";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { PROVIDER_VERSION, verifiedGenerationProvider } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, REPLACE_KEYS } from "./provider";
@@ -24,12 +24,12 @@ export interface VerifiedGenerationArgs {
   toolkitFingerprint: pulumi.Input<string>;
   /** Lock of the Python serving environment (package versions). Replaces on change. */
   environmentLock: pulumi.Input<string>;
-  /** Readiness gate knobs (gate/schema.ts VerifyPolicySchema); defaults apply to what is absent. */
-  verifyPolicy?: pulumi.Input<VerifyPolicyInput>;
-  /** Benchmark knobs (gate/schema.ts BenchPlanSchema). */
-  benchPlan?: pulumi.Input<BenchPlanInput>;
-  /** Workload of the capacity plan (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
-  workload?: pulumi.Input<WorkloadInput>;
+  /** Readiness gate knobs, parsed once by the stack config (gate/schema.ts VerifyPolicySchema). */
+  verifyPolicy?: pulumi.Input<VerifyPolicy>;
+  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema). */
+  benchPlan?: pulumi.Input<BenchPlan>;
+  /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
+  workload?: pulumi.Input<Workload>;
   /** argv run locally to read the unit's state, e.g. ["ssh", "root@h", "systemctl show -p NRestarts,ActiveState sglang"]. */
   serviceStateCommand?: pulumi.Input<pulumi.Input<string>[]>;
   /** argv run locally for the unit's last log lines, e.g. ["ssh", "root@h", "journalctl -u sglang -n 50 --no-pager"]. */
@@ -69,10 +69,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly capacity: Out<"capacity">;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
-    // dist/components/verified-generation -> the project root
-    const projectRoot = args.projectRoot ?? path.resolve(__dirname, "..", "..", "..");
     const props = {
-      projectRoot,
+      projectRoot: args.projectRoot ?? projectRoot(),
       providerVersion: PROVIDER_VERSION,
       endpoint: pulumi.all([args.url, args.model]).apply(([url, model]) => ({ url, model })),
       apiKey: args.apiKey,

@@ -8,6 +8,11 @@
  * so a changed provider reaches stacks created by an older one (refresh runs the stored code).
  */
 
+// Types only (erased by tsc): the gate's module and schemas type the provider end to end without
+// being captured by closure serialization.
+import type * as GateModule from "../../gate/index";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "2";
 
@@ -42,9 +47,10 @@ export interface VerifiedGenerationInputs {
   serviceIdentity: string;
   toolkitFingerprint: string;
   environmentLock: string;
-  verifyPolicy?: Record<string, unknown>;
-  benchPlan?: Record<string, unknown>;
-  workload?: Record<string, unknown>;
+  /** Parsed once, by the stack config (components/config.ts); check() validates it again only as untrusted state. */
+  verifyPolicy?: VerifyPolicy;
+  benchPlan?: BenchPlan;
+  workload?: Workload;
   serviceStateCommand?: string[];
   serviceLogsCommand?: string[];
   refreshTimeoutSeconds?: number;
@@ -56,9 +62,7 @@ export interface VerifiedGenerationInputs {
   hostAccess?: { connection: Record<string, unknown>; unit: string; remoteHost: string; remotePort: number };
 }
 
-// The gate's types are not imported (that would be captured); the provider sees `any`.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Gate = any;
+type Gate = typeof GateModule;
 
 function loadGate(projectRoot: string): Gate {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -138,7 +142,7 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
         failures.push({ property: "endpoint", reason: `endpoint.url: ${(err as Error).message}` });
       }
     }
-    const schemas: [string, Gate][] = [
+    const schemas: [string, Gate["VerifyPolicySchema"] | Gate["BenchPlanSchema"] | Gate["WorkloadSchema"]][] = [
       ["verifyPolicy", gate.VerifyPolicySchema],
       ["benchPlan", gate.BenchPlanSchema],
       ["workload", gate.WorkloadSchema],
@@ -243,7 +247,7 @@ async function verifyAndMeasure(
   // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
   const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
-  if (!readiness.ready) throw new Error(readiness.diagnosis);
+  if (!readiness.ready) throw new Error(readiness.diagnosis ?? "the readiness gate failed");
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
     signal,
@@ -312,7 +316,7 @@ export async function read(
   const input = props as unknown as VerifiedGenerationInputs;
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
-    gate.checkGenerating({ url, model: input.endpoint.model, apiKey: props.apiKey }, props.verifyPolicy ?? {}, timeout),
+    gate.checkGenerating({ url, model: input.endpoint.model, apiKey: input.apiKey }, input.verifyPolicy ?? {}, timeout),
   );
   return {
     id,

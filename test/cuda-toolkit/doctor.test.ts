@@ -3,12 +3,13 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { doctor, doctorMain } from "../../components/cuda-toolkit/doctor";
+import { doctorMain } from "../../cli/doctor";
+import { doctor } from "../../components/cuda-toolkit/doctor";
 import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../../components/host/sim/platform";
+import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
 
 const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
 const roots: string[] = [];

@@ -74,7 +74,8 @@ describe("CudaToolkit under the real engine, simulated host", () => {
     expect(fs.readlinkSync(path.join(sim, "etc/alternatives/cuda"))).toBe("../../usr/local/cuda-13.0");
 
     const again = await pulumi("preview", "--expect-no-changes", "--diff");
-    expect(again.stdout).toMatch(/5 unchanged/);
+    // The stack, the component, its three commands and the simulated host's preparation step.
+    expect(again.stdout).toMatch(/6 unchanged/);
 
     await pulumi("destroy", "--yes", "--skip-preview");
     // removeOnDestroy defaults to false: the toolkit stays.

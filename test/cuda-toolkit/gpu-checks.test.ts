@@ -9,7 +9,7 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { parseKeyValues, readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL, simShimDir } from "../../components/host/sim/platform";
+import { prepareSimulatedHost, SIM_REPO_URL, simShimDir } from "../../sim-host/platform";
 
 const roots: string[] = [];
 const fake = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-fake-smi-"));

@@ -9,7 +9,7 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { type ScriptStep, toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { parseKeyValues, readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../../components/host/sim/platform";
+import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
 import type { HostConnection } from "../../components/host/connection";
 
 let root: string;

@@ -16,9 +16,9 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EngineResult, runPulumi } from "../../engine/pulumi";
 import { execOnHost } from "../../components/host/exec";
-import { driftMain } from "../../components/toolkit-state/drift-cli";
-import type { DriftReport } from "../../components/toolkit-state/report";
-import { freePort, isListening } from "../support/ports";
+import { driftMain } from "../../cli/drift";
+import type { DriftReport } from "../../components/drift/report";
+import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import { createTestStack, type TestStack } from "../support/stack";
 
 const hostRoot = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-drift-host-"));
@@ -166,7 +166,7 @@ describe("drift on a simulated host under the real engine", () => {
       "components/cuda-toolkit/scripts/install.sh",
       "components/cuda-toolkit/scripts/verify.sh",
       ...UNITS.map(() => "components/services/scripts/install-unit.sh"),
-      "components/toolkit-state/scripts/restart-unit.sh",
+      "components/drift/scripts/restart-unit.sh",
       "components/services/scripts/activate.sh",
     ]);
   }, 60_000);

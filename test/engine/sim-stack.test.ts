@@ -13,7 +13,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { PROJECT_ROOT } from "../../engine/pulumi";
-import { freePort, isListening } from "../support/ports";
+import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import { pluginSets } from "../support/engine";
 import { TestStack, createTestStack } from "../support/stack";
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
-import { simShimDir } from "../../components/host/sim/platform";
+import { simShimDir } from "../../sim-host/platform";
 
 const canary = path.join(os.tmpdir(), `gpuhost-exec-pwned-${process.pid}`);
 const hostileArgs = [`x; touch ${canary}`, `$(touch ${canary})`, "two words", "it's", "a\nb"];

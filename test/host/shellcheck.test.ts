@@ -11,8 +11,8 @@ const scripts = [
     .readdirSync(path.join(repo, "components/cuda-toolkit/scripts"))
     .filter((f) => f.endsWith(".sh"))
     .map((f) => `components/cuda-toolkit/scripts/${f}`),
-  ...fs.readdirSync(path.join(repo, "components/host/sim/bin")).map((f) => `components/host/sim/bin/${f}`),
-  "components/toolkit/standin/nvcc",
+  ...fs.readdirSync(path.join(repo, "sim-host/bin")).map((f) => `sim-host/bin/${f}`),
+  "components/cuda-catalog/standin/nvcc",
 ];
 
 describe("host scripts", () => {
@@ -21,8 +21,8 @@ describe("host scripts", () => {
       expect.arrayContaining([
         "components/cuda-toolkit/scripts/install.sh",
         "components/cuda-toolkit/scripts/verify.sh",
-        "components/host/sim/bin/systemctl",
-        "components/toolkit/standin/nvcc",
+        "sim-host/bin/systemctl",
+        "components/cuda-catalog/standin/nvcc",
       ]),
     );
   });
@@ -37,7 +37,7 @@ describe("host scripts", () => {
     expect(r.status).toBe(0);
   });
 
-  it("start with a bash shebang and set -euo pipefail (the sim/bin wrappers too), and are executable", () => {
+  it("start with a bash shebang and set -euo pipefail (the sim-host/bin wrappers too), and are executable", () => {
     for (const s of scripts) {
       const text = fs.readFileSync(path.join(repo, s), "utf8");
       expect(text.startsWith("#!/usr/bin/env bash\n"), s).toBe(true);

@@ -6,7 +6,7 @@
 import { ChildProcess, execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
-import { freePort } from "./ports";
+import { freeLocalPort as freePort } from "../../ports";
 import * as os from "node:os";
 import * as path from "node:path";
 

@@ -1,6 +1,6 @@
 /**
  * The test host's local apt repository: stand-in .deb packages built with dpkg-deb from THE toolkit
- * description (components/toolkit/cuda.yaml through its loader), laid out like NVIDIA's flat CUDA
+ * description (components/cuda-catalog/cuda.yaml through its loader), laid out like NVIDIA's flat CUDA
  * repository (`deb [signed-by=...] URL /`), signed with a throwaway GPG key and served over HTTP
  * on 127.0.0.1. A cuda-keyring package installs the keyring and the sources entry, as NVIDIA's does.
  *
@@ -11,7 +11,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, promises as fs } from "node:fs";
 import * as path from "node:path";
-import * as toolkitDescription from "../../components/toolkit/description";
+import * as toolkitDescription from "../../components/cuda-catalog/catalog";
 import { run, withLock } from "./proc";
 import { serveDirectory, StaticServer } from "./static-server";
 

@@ -9,8 +9,8 @@ import * as path from "node:path";
 import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
-import { projectRoot } from "../../components/host/project-root";
-import { packagesOf, toolkit, trapPackages } from "../../components/toolkit/description";
+import { projectRoot } from "../../project-files";
+import { packagesOf, toolkit, trapPackages } from "../../components/cuda-catalog/catalog";
 import { serveAptRepo, AptRepo } from "./apt-repo";
 import { bootTestHost, requireTestHost, TestHost } from "./harness";
 

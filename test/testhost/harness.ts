@@ -13,6 +13,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { z } from "zod";
+import { freeLocalPort } from "../../ports";
 import { run, RunResult, withLock } from "./proc";
 import { ensureRootfsTarball, RootfsRecipe } from "./rootfs";
 
@@ -88,18 +89,6 @@ export function requireTestHost(): boolean {
   );
 }
 
-/** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
-export function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * nspawn wants /run/systemd/nspawn on a filesystem it may unmount from; without systemd as this
  * machine's PID 1 it is on the root disk ("Attempted to remove disk file system"). A tmpfs fixes it.
@@ -172,7 +161,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     const t0 = Date.now();
     await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
     const extracted = Date.now();
-    const port = await freeLoopbackPort();
+    const port = await freeLocalPort();
     await configureSsh(rootDir, privateKeyPath, port);
 
     const log = createWriteStream(path.join(work, "nspawn.log"));

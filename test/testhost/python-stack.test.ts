@@ -9,7 +9,8 @@ import * as path from "node:path";
 import { promises as fs } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AptRepo, serveAptRepo } from "./apt-repo";
-import { bootTestHost, freeLoopbackPort, requireTestHost, TestHost } from "./harness";
+import { freeLocalPort } from "../../ports";
+import { bootTestHost, requireTestHost, TestHost } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
 import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
 
@@ -111,7 +112,7 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
   });
 
   it("a systemd unit running `python -m sglang.launch_server` serves a real completion", async () => {
-    const port = await freeLoopbackPort();
+    const port = await freeLocalPort();
     await fs.writeFile(
       path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"),
       unit(port, "/usr/local/cuda-13.0"),
@@ -131,7 +132,7 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
 
   it("without libcurand-dev-13-0 the first generation dies with the curand.h line in the journal", async () => {
     await host.execOk(`${APT} remove libcurand-dev-13-0 && rm -rf /var/cache/gpuhost/flashinfer/test`);
-    const port = await freeLoopbackPort();
+    const port = await freeLocalPort();
     await fs.writeFile(
       path.join(host.rootDir, "etc/systemd/system/gpuhost-standin.service"),
       unit(port, "/usr/local/cuda-13.0"),

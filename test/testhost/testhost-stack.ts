@@ -11,7 +11,8 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { testEngineOptions } from "../support/engine";
 import { AptRepo, serveAptRepo } from "./apt-repo";
-import { bootTestHost, freeLoopbackPort, TestHost } from "./harness";
+import { freeLocalPort } from "../../ports";
+import { bootTestHost, TestHost } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
 import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
 
@@ -115,7 +116,7 @@ export async function startTestHostFixture(
     cleanups.push(() => host.stop());
     await installSimulator(bundle, host.rootDir);
     await writeStandinSglangConfig(host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
-    const servicePort = await freeLoopbackPort();
+    const servicePort = await freeLocalPort();
     const config = testHostConfig({ host, repo, index, servicePort });
     for (const [k, v] of Object.entries(extra)) config[k] = mergeObjects(config[k], v);
     const stack = await createTestHostStack(config, host.privateKey);

@@ -1,0 +1,285 @@
+// Loader for THE toolkit description (cuda.yaml): packages, versions, dependencies, files.
+// Everything that needs to know what CUDA 13.0 consists of asks this module, so the simulated
+// host, the test host's stand-in .debs, verification, the drift probe and `gpuhost doctor`
+// cannot disagree. No Pulumi import: dynamic providers and the CLI load it from dist/.
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { projectFile } from "../../project-files";
+
+const packageName = z.string().regex(/^[a-z0-9][a-z0-9.+-]+$/, "a Debian package name");
+
+export const toolkitFileSchema = z
+  .object({
+    path: z.string().min(1).describe("Path relative to the toolkit root, or absolute if it starts with /"),
+    kind: z
+      .enum(["header", "library", "nvcc", "tool", "version-json", "keyring"])
+      .optional()
+      .describe("What the stand-in content of a regular file looks like; omit for links"),
+    link: z.string().min(1).optional().describe("Symlink target, relative to the link's folder"),
+    required: z.boolean().default(false).describe("Verified by CudaToolkit and hashed by the drift probe"),
+  })
+  .strict()
+  .refine((f) => (f.kind === undefined) !== (f.link === undefined), "a file is either a kind or a link");
+
+export const toolkitPackageSchema = z
+  .object({
+    toolkit: z.string().optional().describe("Toolkit release this package belongs to; absent for cuda-keyring"),
+    version: z.string().regex(/^[0-9][0-9A-Za-z.+~-]*$/, "a Debian version"),
+    depends: z.array(packageName).default([]),
+    files: z.array(toolkitFileSchema).default([]),
+  })
+  .strict();
+
+export const toolkitSchema = z
+  .object({
+    root: z.string().startsWith("/"),
+    meta: packageName.describe("The meta package that installs the full toolkit"),
+    nvccRelease: z.string(),
+    nvccVersion: z.string(),
+    nvccBuild: z.string(),
+    nvccBuiltOn: z.string(),
+    versionJson: z.string(),
+    alternativesPriority: z.number().int().positive(),
+    traps: z.record(z.string(), z.array(packageName)).default({}),
+  })
+  .strict();
+
+export const descriptionSchema = z
+  .object({
+    toolkits: z.record(z.string(), toolkitSchema),
+    packages: z.record(packageName, toolkitPackageSchema),
+  })
+  .strict();
+
+export type ToolkitFile = z.infer<typeof toolkitFileSchema>;
+export type ToolkitPackage = z.infer<typeof toolkitPackageSchema> & { name: string };
+export type Toolkit = z.infer<typeof toolkitSchema> & { release: string };
+export type ToolkitDescription = z.infer<typeof descriptionSchema>;
+
+/** A file as it lands on a host: absolute path, owning package, and what it is. */
+export interface ResolvedFile {
+  /** Absolute path on the host, e.g. /usr/local/cuda-13.0/include/curand.h */
+  path: string;
+  package: string;
+  file: ToolkitFile;
+}
+
+/** The folder holding cuda.yaml and standin/, found from source (tsx) or from dist/. */
+export function toolkitSourceDir(): string {
+  return path.dirname(projectFile("components/cuda-catalog/cuda.yaml"));
+}
+
+let cached: ToolkitDescription | undefined;
+
+/** Parse and validate a description; errors name the YAML path that is wrong. */
+export function parseDescription(text: string): ToolkitDescription {
+  const result = descriptionSchema.safeParse(parseYaml(text));
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new Error(`invalid toolkit description:\n${lines.join("\n")}`);
+  }
+  const d = result.data;
+  for (const [name, pkg] of Object.entries(d.packages)) {
+    for (const dep of pkg.depends) {
+      if (!d.packages[dep]) throw new Error(`invalid toolkit description: ${name} depends on unknown ${dep}`);
+    }
+    if (pkg.toolkit !== undefined && !d.toolkits[pkg.toolkit]) {
+      throw new Error(`invalid toolkit description: ${name} names unknown toolkit ${pkg.toolkit}`);
+    }
+  }
+  for (const [release, tk] of Object.entries(d.toolkits)) {
+    if (!d.packages[tk.meta])
+      throw new Error(`invalid toolkit description: toolkit ${release} meta ${tk.meta} unknown`);
+    for (const [trap, pkgs] of Object.entries(tk.traps)) {
+      for (const p of pkgs) if (!d.packages[p]) throw new Error(`toolkit ${release} trap ${trap}: unknown ${p}`);
+    }
+  }
+  return d;
+}
+
+export function loadDescription(): ToolkitDescription {
+  if (!cached) cached = parseDescription(fs.readFileSync(path.join(toolkitSourceDir(), "cuda.yaml"), "utf8"));
+  return cached;
+}
+
+export function toolkit(release: string): Toolkit {
+  const tk = loadDescription().toolkits[release];
+  if (!tk)
+    throw new Error(`unknown CUDA toolkit ${release}; known: ${Object.keys(loadDescription().toolkits).join(", ")}`);
+  return { ...tk, release };
+}
+
+export function toolkitReleases(): string[] {
+  return Object.keys(loadDescription().toolkits);
+}
+
+export function getPackage(name: string): ToolkitPackage {
+  const pkg = loadDescription().packages[name];
+  if (!pkg) throw new Error(`unknown package ${name}`);
+  return { ...pkg, name };
+}
+
+export function allPackages(): ToolkitPackage[] {
+  return Object.keys(loadDescription().packages).map(getPackage);
+}
+
+/** The dependency closure of `names` (themselves included), sorted by name. */
+export function packagesOf(...names: string[]): string[] {
+  const seen = new Set<string>();
+  const stack = [...names];
+  while (stack.length > 0) {
+    const name = stack.pop()!;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    stack.push(...getPackage(name).depends);
+  }
+  return [...seen].sort();
+}
+
+function absolutePath(pkg: ToolkitPackage, file: ToolkitFile): string {
+  if (file.path.startsWith("/")) return file.path;
+  if (pkg.toolkit === undefined) throw new Error(`${pkg.name}: relative path ${file.path} without a toolkit`);
+  return path.posix.join(toolkit(pkg.toolkit).root, file.path);
+}
+
+/** Every file each package lays down, with absolute host paths. */
+export function filesOf(packageName: string): ResolvedFile[] {
+  const pkg = getPackage(packageName);
+  return pkg.files.map((file) => ({ path: absolutePath(pkg, file), package: pkg.name, file }));
+}
+
+/** The files CudaToolkit verifies and the drift probe hashes for a toolkit, sorted by path. */
+export function requiredFiles(release: string): ResolvedFile[] {
+  const tk = toolkit(release);
+  return packagesOf(tk.meta)
+    .flatMap(filesOf)
+    .filter((f) => f.file.required)
+    .sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/**
+ * Which package provides an absolute host path (or a path relative to a toolkit root when
+ * `release` is given), e.g. "/usr/local/cuda-13.0/include/curand.h" -> "libcurand-dev-13-0".
+ */
+export function packageProviding(filePath: string, release?: string): string | undefined {
+  const wanted =
+    release !== undefined && !filePath.startsWith("/") ? path.posix.join(toolkit(release).root, filePath) : filePath;
+  for (const pkg of allPackages()) {
+    if (pkg.files.some((f) => absolutePath(pkg, f) === wanted)) return pkg.name;
+  }
+  return undefined;
+}
+
+/** The toolkit packages by the trap name (e.g. "nvcc-only") with their dependency closure. */
+export function trapPackages(release: string, trap: string): string[] {
+  const pkgs = toolkit(release).traps[trap];
+  if (!pkgs) throw new Error(`toolkit ${release} has no trap ${trap}`);
+  return packagesOf(...pkgs);
+}
+
+// ---- stand-in contents: what the simulated host and the test host's .debs install ----
+
+/** A stand-in file: regular content with a mode, or a symlink. */
+export type StandinContent = { kind: "file"; mode: number; content: string } | { kind: "link"; target: string };
+
+/** The marker every stand-in regular file carries, so nobody mistakes one for NVIDIA's. */
+export const STANDIN_MARKER = "gpuhost stand-in";
+
+export function standinNvcc(release: string): string {
+  const tk = toolkit(release);
+  let text = fs.readFileSync(path.join(toolkitSourceDir(), "standin", "nvcc"), "utf8");
+  for (const key of ["nvccRelease", "nvccVersion", "nvccBuild", "nvccBuiltOn"] as const) {
+    const re = new RegExp(`^(readonly [A-Z_]+=)"[^"]*"(\\s+# gpuhost:${key})$`, "m");
+    if (!re.test(text)) throw new Error(`standin/nvcc lacks the gpuhost:${key} line`);
+    text = text.replace(re, (_m, head: string, tail: string) => `${head}"${tk[key]}"${tail}`);
+  }
+  return text;
+}
+
+export function standinContent(resolved: ResolvedFile): StandinContent {
+  const { file, package: pkgName } = resolved;
+  const pkg = getPackage(pkgName);
+  if (file.link !== undefined) return { kind: "link", target: file.link };
+  const base = path.posix.basename(resolved.path);
+  const origin = `${pkgName} ${pkg.version}`;
+  switch (file.kind) {
+    case "header": {
+      const guard = `GPUHOST_STANDIN_${base.replace(/[^A-Za-z0-9]/g, "_").toUpperCase()}`;
+      const text = `/* ${STANDIN_MARKER}: ${base} from ${origin}. Not NVIDIA's header. */\n#ifndef ${guard}\n#define ${guard} 1\n#endif\n`;
+      return { kind: "file", mode: 0o644, content: text };
+    }
+    case "library":
+      return { kind: "file", mode: 0o644, content: `${STANDIN_MARKER} shared library ${base} from ${origin}\n` };
+    case "nvcc":
+      return { kind: "file", mode: 0o755, content: standinNvcc(pkg.toolkit!) };
+    case "tool":
+      return {
+        kind: "file",
+        mode: 0o755,
+        content: `#!/usr/bin/env bash\n# ${STANDIN_MARKER} ${base} from ${origin}\necho "${STANDIN_MARKER}: ${base} does nothing"\n`,
+      };
+    case "version-json": {
+      const tk = toolkit(pkg.toolkit!);
+      const json = { cuda: { name: "CUDA SDK", version: tk.versionJson }, gpuhost_standin: true };
+      return { kind: "file", mode: 0o644, content: `${JSON.stringify(json, null, 2)}\n` };
+    }
+    case "keyring":
+      return { kind: "file", mode: 0o644, content: `${STANDIN_MARKER} keyring from ${origin}\n` };
+    default:
+      throw new Error(`${resolved.path}: no stand-in for kind ${String(file.kind)}`);
+  }
+}
+
+/** Debian control stanza for a stand-in package (the test host's .debs, the simulated repo). */
+export function controlFile(packageName: string, architecture = "amd64"): string {
+  const pkg = getPackage(packageName);
+  const lines = [
+    `Package: ${pkg.name}`,
+    `Version: ${pkg.version}`,
+    `Architecture: ${pkg.name === "cuda-keyring" ? "all" : architecture}`,
+    "Maintainer: gpuhost stand-ins <gpuhost@localhost>",
+    ...(pkg.depends.length > 0 ? [`Depends: ${pkg.depends.join(", ")}`] : []),
+    `Description: ${STANDIN_MARKER} for NVIDIA's ${pkg.name}`,
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Write each package as a dpkg-deb source tree: <dir>/<package>/DEBIAN/control plus its files at
+ * their host paths. `dpkg-deb --build <dir>/<package>` makes the test host's .deb; the simulated
+ * host's apt-get shim installs straight from these trees. Idempotent: unchanged files are kept.
+ */
+export function writeStandinTrees(dir: string, packages: string[] = allPackages().map((p) => p.name)): void {
+  for (const name of packages) {
+    const tree = path.join(dir, name);
+    writeIfChanged(path.join(tree, "DEBIAN", "control"), controlFile(name), 0o644);
+    for (const resolved of filesOf(name)) {
+      const target = path.join(tree, resolved.path);
+      const content = standinContent(resolved);
+      if (content.kind === "link") {
+        fs.mkdirSync(path.dirname(target), { recursive: true });
+        const current = fs.lstatSync(target, { throwIfNoEntry: false });
+        if (current?.isSymbolicLink() && fs.readlinkSync(target) === content.target) continue;
+        if (current) fs.rmSync(target, { force: true });
+        fs.symlinkSync(content.target, target);
+      } else {
+        writeIfChanged(target, content.content, content.mode);
+      }
+    }
+  }
+}
+
+function writeIfChanged(file: string, content: string, mode: number): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const current = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : undefined;
+  if (current !== content) fs.writeFileSync(file, content, { mode });
+  fs.chmodSync(file, mode);
+}
+
+/** Hash of the description itself: changes whenever a package, version or file changes. */
+export function descriptionHash(): string {
+  return crypto.createHash("sha256").update(JSON.stringify(loadDescription())).digest("hex").slice(0, 16);
+}

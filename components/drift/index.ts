@@ -1,0 +1,108 @@
+// ToolkitState: a dynamic resource that records what the CUDA toolkit on a host really is after
+// provisioning, and whose read re-probes it, so `pulumi refresh` shows exactly what drifted
+// (@pulumi/command has no read: commands alone never notice a host changing under them).
+//
+// Closure serialization captures the provider object into the state (pulumi#6490: refresh runs
+// the captured code). Each method therefore only require()s the compiled implementation by
+// absolute path at call time; nothing else (no zod, no clients) is captured.
+import * as pulumi from "@pulumi/pulumi";
+import { projectRoot } from "../../project-files";
+import type { HostConnectionInput } from "../host/script";
+import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStepInput } from "./schema";
+import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
+
+export { expectedToolkitState, type ExpectedToolkitOptions } from "./expected";
+export { restartUnitStep, TOOLKIT_FIELDS, UNIT_FIELDS, unitContentField } from "./repair";
+export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStep, RepairStepInput } from "./schema";
+
+export interface ToolkitStateArgs {
+  /** The host to probe. SSH connections are stored as a secret (they hold private keys). */
+  connection: pulumi.Input<HostConnectionInput>;
+  /**
+   * What provisioning set up: toolkit version, CUDA_HOME, /usr/local/cuda target, package versions,
+   * required files, rendered unit hashes, JIT cache key. Build it with `expectedToolkitState()`,
+   * which takes the packages and files from the toolkit description.
+   */
+  expected: pulumi.Input<ExpectedState>;
+  /**
+   * "fail" (default): create/update fail when the host does not match `expected`. "record": only
+   * record it. "repair": update (the next `pulumi up` after a refresh found drift) runs `repairs`
+   * for what drifted, probes again, and fails naming what is still wrong; create fails as "fail".
+   */
+  onDrift?: pulumi.Input<OnDrift>;
+  /**
+   * The provisioning steps that repair drift, in order: each a host script of the repository with
+   * its arguments exactly as the provisioning Command runs it (take them from the builders the
+   * components export, never copies), and the drift-field prefixes it repairs. Run through the
+   * same connection and quoting as the Commands (components/host/exec.ts). Stored in the state in
+   * plain text: never put a secret in `args` or `env`.
+   */
+  repairs?: pulumi.Input<RepairStepInput[]>;
+  /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
+  projectRoot?: string;
+}
+
+// Each method loads the compiled implementation at call time: only `require` and this string are
+// captured. `projectRoot` (an input, so it is in the state) says where the implementation lives.
+const implPath = "dist/components/drift/provider-impl.js";
+const toolkitStateProvider: pulumi.dynamic.ResourceProvider = {
+  async check(olds, news) {
+    return require(require("path").join(news.projectRoot, implPath)).check(olds, news);
+  },
+  async diff(id, olds, news) {
+    return require(require("path").join(news.projectRoot ?? olds.projectRoot, implPath)).diff(id, olds, news);
+  },
+  async create(inputs) {
+    return require(require("path").join(inputs.projectRoot, implPath)).create(inputs);
+  },
+  async read(id, props) {
+    return require(require("path").join(props.projectRoot, implPath)).read(id, props);
+  },
+  async update(id, olds, news) {
+    return require(require("path").join(news.projectRoot, implPath)).update(id, olds, news);
+  },
+  async delete(id, props) {
+    return require(require("path").join(props.projectRoot, implPath)).remove(id, props);
+  },
+};
+
+/**
+ * The toolkit state of one host. Create it after provisioning (dependsOn the toolkit, environment
+ * and unit resources). `pulumi refresh --preview-only --expect-no-changes` (or `gpuhost drift`)
+ * then fails exactly when the host stopped matching, and names each field.
+ */
+export class ToolkitState extends pulumi.dynamic.Resource {
+  /** Where the probe ran (never includes a key). */
+  declare public readonly hostLabel: pulumi.Output<string>;
+  /** The last probe's findings. */
+  declare public readonly observed: pulumi.Output<ObservedState>;
+  /** What create recorded that provisioning does not state: file hashes, driver, GPUs. */
+  declare public readonly baseline: pulumi.Output<Baseline>;
+  /** Fields in which the host differs from what was provisioned; empty when it matches. */
+  declare public readonly drift: pulumi.Output<Drift[]>;
+
+  constructor(name: string, args: ToolkitStateArgs, opts?: pulumi.CustomResourceOptions) {
+    const connection = pulumi
+      .output(args.connection)
+      .apply((c) => (c.kind === "ssh" ? pulumi.secret(c) : pulumi.output(c)));
+    super(
+      toolkitStateProvider,
+      name,
+      {
+        projectRoot: args.projectRoot ?? projectRoot(),
+        providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
+        connection,
+        expected: args.expected,
+        onDrift: args.onDrift ?? "fail",
+        repairs: args.repairs ?? [],
+        hostLabel: undefined,
+        observed: undefined,
+        baseline: undefined,
+        drift: undefined,
+      },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "connection"] },
+      "gpuhost",
+      "ToolkitState",
+    );
+  }
+}

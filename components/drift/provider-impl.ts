@@ -1,0 +1,244 @@
+// ToolkitState's provider methods as plain functions. The serialized provider in index.ts holds
+// nothing but `require(<projectRoot>/dist/components/drift/provider-impl.js)` per method,
+// so this code (with zod and the host exec layer) is loaded at call time and never captured into
+// the state. Unit tests call these functions directly (the engine cannot run inside Vitest).
+//
+// State layout (outputs): the inputs, plus
+//   hostLabel  where the probe ran (never the key)
+//   observed   the last probe (probe.sh's JSON)
+//   baseline   what create recorded that provisioning does not state: file hashes, driver, GPUs
+//   drift      observed vs expected (and baseline): [{ field, expected, found, repair }]
+// read re-probes and returns props AND inputs; diff compares observed vs expected, so
+// `pulumi refresh --preview-only --expect-no-changes` fails exactly when something drifted.
+// update with onDrift "repair" runs the `repairs` steps for what drifted (repair.ts), re-probes,
+// and records the repaired host, so the next plain `pulumi up` (refresh: always) repairs drift.
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
+import { baselineOf, findDrift } from "./drift";
+import { probeHost } from "./probe";
+import { planRepairs, repairScriptPath, runRepairs } from "./repair";
+import {
+  type Baseline,
+  type Drift,
+  type ExpectedState,
+  expectedStateSchema,
+  type ObservedState,
+  type OnDrift,
+  onDriftSchema,
+  type RepairStep,
+  type RepairStepInput,
+  repairStepSchema,
+  repairsSchema,
+} from "./schema";
+
+/** What the program passes (pulumi.Input values resolved). */
+export interface ToolkitStateInputs {
+  projectRoot: string;
+  providerVersion: string;
+  connection: HostConnection;
+  expected: ExpectedState;
+  onDrift?: OnDrift;
+  /** The provisioning steps that repair drift (onDrift "repair"). */
+  repairs?: RepairStepInput[];
+}
+
+/** What the state holds. */
+export interface ToolkitStateOutputs extends ToolkitStateInputs {
+  hostLabel: string;
+  observed: ObservedState;
+  baseline: Baseline;
+  drift: Drift[];
+}
+
+const INPUT_KEYS = ["projectRoot", "providerVersion", "connection", "expected", "onDrift", "repairs"] as const;
+
+/** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+export class ToolkitDriftError extends Error {
+  /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */
+  constructor(
+    readonly hostLabel: string,
+    readonly drift: Drift[],
+    readonly repaired?: string[],
+  ) {
+    const lead =
+      repaired === undefined
+        ? `toolkit on ${hostLabel} does not match what was provisioned:`
+        : `toolkit on ${hostLabel} still does not match what was provisioned after the repair steps (${repaired.join(", ") || "none applied"}):`;
+    super(
+      `${lead}\n${drift
+        .map(
+          (d) =>
+            `  ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}; repair: ${d.repair}`,
+        )
+        .join("\n")}`,
+    );
+    this.name = "ToolkitDriftError";
+  }
+}
+
+function inputsOf(props: ToolkitStateInputs): ToolkitStateInputs {
+  const out: Record<string, unknown> = {};
+  for (const key of INPUT_KEYS) if (props[key] !== undefined) out[key] = props[key];
+  return out as unknown as ToolkitStateInputs;
+}
+
+function parsed(inputs: ToolkitStateInputs): {
+  connection: HostConnection;
+  expected: ExpectedState;
+  onDrift: OnDrift;
+  repairs: RepairStep[];
+} {
+  return {
+    connection: parseConnection(inputs.connection),
+    expected: expectedStateSchema.parse(inputs.expected),
+    onDrift: onDriftSchema.parse(inputs.onDrift),
+    repairs: repairsSchema.parse(inputs.repairs),
+  };
+}
+
+/** The resource id: stable per host and toolkit location, and free of secrets. */
+export function stateId(connection: HostConnection, expected: ExpectedState): string {
+  const label = describeConnection(connection);
+  const digest = crypto.createHash("sha256").update(`${label}\n${expected.cudaHome}`).digest("hex").slice(0, 16);
+  return `toolkit-state-${digest}`;
+}
+
+async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefined): Promise<ToolkitStateOutputs> {
+  const { connection, expected } = parsed(inputs);
+  const observed = await probeHost(connection, expected);
+  const base = baseline ?? baselineOf(observed);
+  return {
+    ...inputsOf(inputs),
+    hostLabel: describeConnection(connection),
+    observed,
+    baseline: base,
+    drift: findDrift(expected, base, observed),
+  };
+}
+
+export async function check(
+  _olds: unknown,
+  news: ToolkitStateInputs,
+): Promise<{ inputs: ToolkitStateInputs; failures: { property: string; reason: string }[] }> {
+  const failures: { property: string; reason: string }[] = [];
+  if (typeof news.projectRoot !== "string" || !news.projectRoot.startsWith("/")) {
+    failures.push({
+      property: "projectRoot",
+      reason: "must be the absolute path of the gpuhost project (its dist/ holds the provider code)",
+    });
+  }
+  if (!JSON.stringify(news.expected ?? null).includes(UNKNOWN)) {
+    const r = expectedStateSchema.safeParse(news.expected);
+    if (!r.success)
+      for (const i of r.error.issues)
+        failures.push({ property: ["expected", ...i.path.map(String)].join("."), reason: i.message });
+  }
+  const d = onDriftSchema.safeParse(news.onDrift);
+  if (!d.success) failures.push({ property: "onDrift", reason: d.error.issues[0]?.message ?? "invalid" });
+  if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN))
+    failures.push(...checkRepairs(news.projectRoot, news.repairs));
+  return { inputs: news, failures };
+}
+
+/** Each repair step's shape, and that its script exists: a missing one would only fail the day a host drifted. */
+function checkRepairs(projectRoot: string, repairs: unknown): { property: string; reason: string }[] {
+  if (repairs === undefined) return [];
+  if (!Array.isArray(repairs)) return [{ property: "repairs", reason: "must be a list of repair steps" }];
+  const failures: { property: string; reason: string }[] = [];
+  repairs.forEach((raw: unknown, i) => {
+    const step = repairStepSchema.safeParse(raw);
+    if (!step.success) {
+      for (const issue of step.error.issues)
+        failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
+      return;
+    }
+    if (typeof projectRoot !== "string" || !projectRoot.startsWith("/")) return;
+    let file: string;
+    try {
+      file = repairScriptPath(projectRoot, step.data.script);
+    } catch (e) {
+      failures.push({ property: `repairs.${i}.script`, reason: (e as Error).message });
+      return;
+    }
+    if (!fs.existsSync(file)) failures.push({ property: `repairs.${i}.script`, reason: `${file} does not exist` });
+  });
+  return failures;
+}
+
+/** Records the state observed after provisioning; fails (unless onDrift is "record") when it already differs from what was expected. */
+export async function create(inputs: ToolkitStateInputs): Promise<{ id: string; outs: ToolkitStateOutputs }> {
+  const outs = await observe(inputs, undefined);
+  const { connection, expected, onDrift } = parsed(inputs);
+  if (outs.drift.length > 0 && onDrift !== "record") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
+  return { id: stateId(connection, expected), outs };
+}
+
+/** Re-probes the host. Returns props and inputs, so diffs after a refresh compare observed against what was provisioned. */
+export async function read(
+  id: string,
+  props: ToolkitStateOutputs,
+): Promise<{ id: string; props: ToolkitStateOutputs; inputs: ToolkitStateInputs }> {
+  const outs = await observe(props, props.baseline);
+  return { id, props: outs, inputs: inputsOf(props) };
+}
+
+/**
+ * Changed when provisioning expects something else (inputs), when newer provider code must take
+ * over (providerVersion), or when the recorded observation drifted from what is expected. In a
+ * refresh the engine passes the fresh read as `olds` and the stored inputs as `news`.
+ */
+export async function diff(
+  _id: string,
+  olds: ToolkitStateOutputs,
+  news: ToolkitStateInputs,
+): Promise<{ changes: boolean; replaces: string[] }> {
+  if (JSON.stringify(news).includes(UNKNOWN)) return { changes: true, replaces: [] };
+  const changedInputs = INPUT_KEYS.filter(
+    (k) => k !== "projectRoot" && JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null),
+  );
+  if (changedInputs.length > 0) return { changes: true, replaces: [] };
+  if (!olds.observed || !olds.baseline) return { changes: true, replaces: [] };
+  const drift = findDrift(expectedStateSchema.parse(news.expected), olds.baseline, olds.observed);
+  return { changes: drift.length > 0, replaces: [] };
+}
+
+/**
+ * Re-records after provisioning ran again, or after a refresh found drift. The baseline (file
+ * hashes, driver) is kept unless what provisioning expects changed, so a replaced header stays
+ * drift until the package is reinstalled; `pulumi up --replace` re-records it on purpose.
+ * With onDrift "repair", a host that differs is repaired first: the repair steps of the drifted
+ * fields run in order (repair.ts), the host is probed again, and update succeeds only when it is
+ * clean, else fails naming what is still wrong.
+ */
+export async function update(
+  _id: string,
+  olds: ToolkitStateOutputs,
+  news: ToolkitStateInputs,
+): Promise<{ outs: ToolkitStateOutputs }> {
+  const expectationChanged = JSON.stringify(olds.expected) !== JSON.stringify(news.expected);
+  const baseline = expectationChanged ? undefined : olds.baseline;
+  let outs = await observe(news, baseline);
+  const { connection, expected, onDrift, repairs } = parsed(news);
+  if (outs.drift.length > 0 && onDrift === "repair") {
+    const plan = planRepairs(outs.drift, expected, repairs);
+    await runRepairs(connection, news.projectRoot, plan.steps, {
+      log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`),
+    });
+    // The baseline is kept: a repaired host must match what was recorded before it drifted.
+    outs = await observe(news, outs.baseline);
+    if (outs.drift.length > 0)
+      throw new ToolkitDriftError(
+        outs.hostLabel,
+        outs.drift,
+        plan.steps.map((s) => s.script.slice(s.script.lastIndexOf("/") + 1)),
+      );
+  }
+  if (outs.drift.length > 0 && onDrift === "fail") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
+  return { outs };
+}
+
+/** Recording only: deleting the record leaves the host as it is. */
+export async function remove(_id: string, _props: ToolkitStateOutputs): Promise<void> {}

@@ -1,0 +1,42 @@
+// The simulated platform as the program composes it: a HostPlatform (components/platform.ts) whose
+// connection runs the host scripts with GPUHOST_ROOT and the shims, whose units start the SGLang
+// simulator, whose CUDA repository is the catalogue laid out in the folder, and whose preparation
+// (scripts/prepare.sh) lays that folder out as a resource step at `pulumi up`, never at preview.
+import * as path from "node:path";
+import { descriptionHash } from "../components/cuda-catalog/catalog";
+import type { SimulatorConfig } from "../components/config";
+import type { HostPlatform } from "../components/platform";
+import { projectRoot } from "../project-files";
+import { SIM_REPO_URL, simShimDir } from "./platform";
+
+export const PREPARE_SCRIPT = "sim-host/scripts/prepare.sh";
+
+/** The platform of a simulated host whose folder (standing for /) is `root`. */
+export function simulatedPlatform(root: string, simulator: SimulatorConfig): HostPlatform {
+  const abs = path.resolve(root);
+  return {
+    connection: { kind: "simulated", root: abs },
+    serverProgram: {
+      kind: "simulator",
+      profile: simulator.profile,
+      serviceProfiles: simulator.serviceProfiles,
+      faults: simulator.faults,
+      timeScale: simulator.timeScale,
+    },
+    toolkitRepository: { url: SIM_REPO_URL, trust: "trusted" },
+    // The catalogue's hash: an edited catalogue lays the repository out again.
+    preparation: {
+      step: { script: PREPARE_SCRIPT, args: [path.join(projectRoot(), "dist", "sim-host", "prepare.js")] },
+      triggers: [descriptionHash()],
+    },
+    serviceProbes: (unit) => {
+      const shims = simShimDir();
+      // No PATH here: it would land in the resource's inputs and make every run a diff.
+      const env = ["env", `GPUHOST_ROOT=${abs}`];
+      return {
+        state: [...env, path.join(shims, "systemctl"), "show", "-p", "NRestarts,ActiveState", unit],
+        logs: [...env, path.join(shims, "journalctl"), "-u", unit, "-n", "50", "--no-pager"],
+      };
+    },
+  };
+}

@@ -1,0 +1,356 @@
+// The drift report: parsing the engine's streamed JSON events for
+// `pulumi refresh --preview-only --expect-no-changes --json` (shapes as pulumi v3.276.0 prints them
+// with PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true), the text for each kind of drift, exit codes.
+// driftMain is run with a stand-in for the engine (mocked: the tests name it) that prints such events.
+import { describe, expect, it } from "vitest";
+import { driftMain, refreshArgs } from "../../cli/drift";
+import { exitCodeOf, formatReport, parseRefreshOutput, TOOLKIT_STATE_TYPE } from "../../components/drift/report";
+import type { Drift } from "../../components/drift/schema";
+
+const STACK_URN = "urn:pulumi:sim::gpuhost::pulumi:pulumi:Stack::gpuhost-sim";
+const urnOf = (name: string): string =>
+  `urn:pulumi:sim::gpuhost::gpuhost:index:GpuServingHost$${TOOLKIT_STATE_TYPE}::${name}`;
+
+let seq = 0;
+const line = (ev: object): string => JSON.stringify({ sequence: seq++, timestamp: 1795961179, ...ev });
+
+function toolkitEvents(name: string, hostLabel: string, drift: Drift[]): string[] {
+  const urn = urnOf(name);
+  const state = (d: Drift[]) => ({
+    type: TOOLKIT_STATE_TYPE,
+    urn,
+    custom: true,
+    id: "toolkit-state-0123456789abcdef",
+    outputs: { hostLabel, drift: d, connection: "[secret]" },
+  });
+  return [
+    line({
+      resourcePreEvent: {
+        metadata: { op: "refresh", urn, type: TOOLKIT_STATE_TYPE, old: state([]), new: state([]), detailedDiff: null },
+        planning: true,
+      },
+    }),
+    line({
+      resOutputsEvent: {
+        metadata: {
+          op: drift.length > 0 ? "update" : "same",
+          urn,
+          type: TOOLKIT_STATE_TYPE,
+          old: state([]),
+          new: state(drift),
+          detailedDiff: null,
+        },
+        planning: true,
+      },
+    }),
+  ];
+}
+
+function stream(...parts: (string | string[])[]): string {
+  const changed = parts.flat().filter((l) => l.includes('"op":"update"')).length;
+  return [
+    line({ preludeEvent: { config: {} } }),
+    line({ resOutputsEvent: { metadata: { op: "same", urn: STACK_URN, type: "pulumi:pulumi:Stack" } } }),
+    ...parts.flat(),
+    line({
+      summaryEvent: {
+        maybeCorrupt: false,
+        durationSeconds: 1,
+        resourceChanges: { same: 1, ...(changed ? { update: changed } : {}) },
+        isPreview: true,
+        result: "succeeded",
+      },
+    }),
+    line({ cancelEvent: {} }),
+  ].join("\n");
+}
+
+const CURAND: Drift[] = [
+  {
+    field: "packages.libcurand-dev-13-0",
+    expected: "10.4.0.35-1",
+    found: null,
+    repair: "apt-get install --reinstall libcurand-dev-13-0",
+  },
+  {
+    field: "files./usr/local/cuda-13.0/include/curand.h",
+    expected: "present",
+    found: null,
+    repair: "apt-get install --reinstall libcurand-dev-13-0",
+  },
+];
+const LINK: Drift[] = [
+  {
+    field: "cudaLink",
+    expected: "/usr/local/cuda-13.0",
+    found: "/usr/local/cuda-12.8",
+    repair: "update-alternatives --set cuda /usr/local/cuda-13.0",
+  },
+];
+const UNIT: Drift[] = [
+  {
+    field: "units./etc/systemd/system/sglang.service.sha256",
+    expected: "a".repeat(64),
+    found: "b".repeat(64),
+    repair:
+      "the unit file was edited on the host: restore the rendered unit (pulumi up), then systemctl daemon-reload && systemctl restart sglang.service",
+  },
+];
+const HEADER: Drift[] = [
+  {
+    field: "files./usr/local/cuda-13.0/include/cusparse.h",
+    expected: "c".repeat(64),
+    found: "d".repeat(64),
+    repair: "apt-get install --reinstall libcusparse-dev-13-0 (the file's content changed)",
+  },
+];
+const JIT: Drift[] = [
+  {
+    field: "jit.key",
+    expected: "cuda13.0-a",
+    found: "cuda12.8-a",
+    repair:
+      "remove stale JIT caches: rm -rf /var/cache/gpuhost/flashinfer/cuda12.8-a; re-create /var/cache/gpuhost/flashinfer/cuda13.0-a (pulumi up)",
+  },
+];
+
+describe("drift report", () => {
+  it("a clean stack: exit 0 and a one-line verdict per host", () => {
+    const report = parseRefreshOutput(stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", [])), "prod");
+    expect(exitCodeOf(report)).toBe(0);
+    expect(report.hosts).toEqual([
+      { host: "ssh root@gpu1:22", resources: ["gpu1-toolkit"], status: "clean", drift: [], errors: [] },
+    ]);
+    expect(formatReport(report)).toBe(
+      "gpuhost drift (stack prod): clean: 1 host(s) probed, 0 drifted, 0 could not be probed\n\nhost ssh root@gpu1:22 [gpu1-toolkit]: clean\n",
+    );
+  });
+
+  it("libcurand-dev-13-0 removed: what, expected, found and repair", () => {
+    const report = parseRefreshOutput(stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", CURAND)));
+    expect(exitCodeOf(report)).toBe(1);
+    const text = formatReport(report);
+    expect(text).toContain("host ssh root@gpu1:22 [gpu1-toolkit]: DRIFT in 2 field(s)");
+    expect(text).toContain(
+      [
+        "  packages.libcurand-dev-13-0",
+        "    expected: 10.4.0.35-1",
+        "    found:    (absent)",
+        "    repair:   apt-get install --reinstall libcurand-dev-13-0",
+      ].join("\n"),
+    );
+    expect(text).toContain(
+      "  files./usr/local/cuda-13.0/include/curand.h\n    expected: present\n    found:    (absent)",
+    );
+  });
+
+  it("/usr/local/cuda at 12.8", () => {
+    const text = formatReport(parseRefreshOutput(stream(toolkitEvents("t", "local", LINK))));
+    expect(text).toContain(
+      "  cudaLink\n    expected: /usr/local/cuda-13.0\n    found:    /usr/local/cuda-12.8\n    repair:   update-alternatives --set cuda /usr/local/cuda-13.0\n",
+    );
+  });
+
+  it("a unit file edited", () => {
+    const text = formatReport(parseRefreshOutput(stream(toolkitEvents("t", "local", UNIT))));
+    expect(text).toContain(
+      `  units./etc/systemd/system/sglang.service.sha256\n    expected: ${"a".repeat(64)}\n    found:    ${"b".repeat(64)}\n`,
+    );
+    expect(text).toContain("systemctl daemon-reload && systemctl restart sglang.service");
+  });
+
+  it("a header replaced", () => {
+    const text = formatReport(parseRefreshOutput(stream(toolkitEvents("t", "local", HEADER))));
+    expect(text).toContain(
+      `  files./usr/local/cuda-13.0/include/cusparse.h\n    expected: ${"c".repeat(64)}\n    found:    ${"d".repeat(64)}\n    repair:   apt-get install --reinstall libcusparse-dev-13-0 (the file's content changed)\n`,
+    );
+  });
+
+  it("the JIT cache key changed", () => {
+    const text = formatReport(parseRefreshOutput(stream(toolkitEvents("t", "local", JIT))));
+    expect(text).toContain(
+      "  jit.key\n    expected: cuda13.0-a\n    found:    cuda12.8-a\n    repair:   remove stale JIT caches: rm -rf /var/cache/gpuhost/flashinfer/cuda12.8-a;",
+    );
+  });
+
+  it("several hosts: grouped by host, sorted, only the drifted one listed with fields", () => {
+    const report = parseRefreshOutput(
+      stream(
+        toolkitEvents("gpu2-toolkit", "ssh root@gpu2:22", LINK),
+        toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", []),
+      ),
+    );
+    expect(report.hosts.map((h) => [h.host, h.status])).toEqual([
+      ["ssh root@gpu1:22", "clean"],
+      ["ssh root@gpu2:22", "drift"],
+    ]);
+    expect(exitCodeOf(report)).toBe(1);
+    expect(formatReport(report)).toMatch(
+      /^gpuhost drift \(current stack\): DRIFT: 2 host\(s\) probed, 1 drifted, 0 could not be probed\n/,
+    );
+  });
+
+  it("a host that cannot be probed is an error (exit 2), named under its host", () => {
+    const urn = urnOf("gpu3-toolkit");
+    const out = stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", []), [
+      line({
+        resourcePreEvent: {
+          metadata: {
+            op: "refresh",
+            urn,
+            type: TOOLKIT_STATE_TYPE,
+            old: { outputs: { hostLabel: "ssh root@gpu3:22" } },
+          },
+        },
+      }),
+      line({
+        diagnosticEvent: {
+          urn,
+          prefix: "error: ",
+          message: "toolkit probe exited 255: ssh: connect to host gpu3 port 22: Connection refused\n",
+          color: "never",
+          severity: "error",
+        },
+      }),
+    ]).replace('"result":"succeeded"', '"result":"failed"');
+    const report = parseRefreshOutput(out);
+    expect(exitCodeOf(report)).toBe(2);
+    const gpu3 = report.hosts.find((h) => h.host === "ssh root@gpu3:22")!;
+    expect(gpu3.status).toBe("error");
+    expect(gpu3.errors[0]).toMatch(/Connection refused/);
+    expect(report.errors).toEqual([]);
+    expect(formatReport(report)).toContain(
+      "host ssh root@gpu3:22 [gpu3-toolkit]: ERROR\n  error: toolkit probe exited 255",
+    );
+  });
+
+  it("unparsable or truncated engine output is an error, never clean", () => {
+    expect(exitCodeOf(parseRefreshOutput(""))).toBe(2);
+    expect(exitCodeOf(parseRefreshOutput("error: could not load plugin\n"))).toBe(2);
+    const truncated = stream(toolkitEvents("t", "local", []))
+      .split("\n")
+      .slice(0, 3)
+      .join("\n");
+    const report = parseRefreshOutput(truncated);
+    expect(report.errors).toEqual([
+      "pulumi's output ended before the refresh summary (the engine failed or was killed)",
+    ]);
+    expect(exitCodeOf(report)).toBe(2);
+  });
+
+  it("the expect-no-changes diagnostic is the drift signal, not an error", () => {
+    const out = stream(toolkitEvents("t", "local", LINK), [
+      line({
+        diagnosticEvent: {
+          message: "no changes were expected for refresh but changes were proposed",
+          severity: "error",
+        },
+      }),
+    ]);
+    expect(exitCodeOf(parseRefreshOutput(out))).toBe(1);
+  });
+
+  it("other resources a refresh would change count as drift", () => {
+    const out = stream([
+      line({
+        resOutputsEvent: {
+          metadata: {
+            op: "delete",
+            urn: "urn:pulumi:sim::gpuhost::command:local:Command::x",
+            type: "command:local:Command",
+          },
+        },
+      }),
+    ]);
+    const report = parseRefreshOutput(out);
+    expect(report.otherChanges).toEqual([{ urn: "urn:pulumi:sim::gpuhost::command:local:Command::x", op: "delete" }]);
+    expect(exitCodeOf(report)).toBe(1);
+  });
+
+  it("the one-document digest (streaming off) still gives a verdict, with details marked unknown", () => {
+    const digest = JSON.stringify({
+      steps: [
+        {
+          op: "refresh",
+          urn: urnOf("t"),
+          newState: { type: TOOLKIT_STATE_TYPE, outputs: { hostLabel: "local", drift: [] } },
+        },
+      ],
+      changeSummary: { same: 1, update: 1 },
+    });
+    expect(exitCodeOf(parseRefreshOutput(digest))).toBe(0);
+    const changed = digest.replace('"op":"refresh"', '"op":"update"');
+    const report = parseRefreshOutput(changed);
+    expect(exitCodeOf(report)).toBe(1);
+    expect(report.hosts[0]!.drift[0]!.field).toBe("(details not reported)");
+  });
+});
+
+describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded events)", () => {
+  const capture = () => {
+    let out = "";
+    let err = "";
+    return {
+      deps: { out: (t: string) => void (out += t), err: (t: string) => void (err += t) },
+      text: () => out,
+      errText: () => err,
+    };
+  };
+
+  it("runs refresh --preview-only --expect-no-changes --json with streaming on, for the given stack; exit 1 on drift", async () => {
+    const calls: { args: string[]; env: unknown }[] = [];
+    const c = capture();
+    const code = await driftMain(["--stack", "prod"], {
+      ...c.deps,
+      runPulumi: async (args, opts) => {
+        calls.push({ args, env: opts?.env });
+        return {
+          code: 255,
+          stdout: stream(toolkitEvents("t", "local", CURAND)),
+          stderr: "error: no changes were expected for refresh but changes were proposed\n",
+        };
+      },
+    });
+    expect(calls).toEqual([
+      {
+        args: ["refresh", "--preview-only", "--expect-no-changes", "--json", "--stack", "prod"],
+        env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" },
+      },
+    ]);
+    expect(code).toBe(1);
+    expect(c.text()).toContain("packages.libcurand-dev-13-0");
+  });
+
+  it("--json prints the report with its exit code; exit 0 when clean even if pulumi's status were non-zero", async () => {
+    const c = capture();
+    const code = await driftMain(["--json"], {
+      ...c.deps,
+      runPulumi: async () => ({ code: 255, stdout: stream(toolkitEvents("t", "local", [])), stderr: "" }),
+    });
+    expect(code).toBe(0);
+    const parsed = JSON.parse(c.text());
+    expect(parsed.exitCode).toBe(0);
+    expect(parsed.hosts[0].status).toBe("clean");
+  });
+
+  it("an engine that cannot start is exit 2 with the reason", async () => {
+    const c = capture();
+    const code = await driftMain([], {
+      ...c.deps,
+      runPulumi: async () => {
+        throw new Error(".gpuhost/engine/bin/pulumi is missing: run `npm run setup`");
+      },
+    });
+    expect(code).toBe(2);
+    expect(c.text()).toContain("error: .gpuhost/engine/bin/pulumi is missing");
+  });
+
+  it("bad arguments are exit 2 with usage; --help is exit 0", async () => {
+    const c = capture();
+    expect(await driftMain(["--frobnicate"], c.deps)).toBe(2);
+    expect(c.errText()).toContain("usage: gpuhost drift");
+    expect(await driftMain(["--stack", "a b;rm"], c.deps)).toBe(2);
+    expect(await driftMain(["--help"], c.deps)).toBe(0);
+    expect(refreshArgs(undefined)).toEqual(["refresh", "--preview-only", "--expect-no-changes", "--json"]);
+  });
+});

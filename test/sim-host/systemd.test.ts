@@ -1,0 +1,126 @@
+// The simulated host's systemctl/journalctl shims, driven as the services' scripts drive them.
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { execOnHost } from "../../components/host/exec";
+import { prepareSimulatedHost } from "../../sim-host/platform";
+
+let root: string;
+const sh = (cmd: string) => execOnHost({ kind: "simulated", root }, cmd, []);
+const unit = (name: string, text: string) => fs.writeFileSync(path.join(root, "etc/systemd/system", name), text);
+const wait = async (cond: () => Promise<boolean>) => {
+  for (let i = 0; i < 100; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("condition not reached");
+};
+
+beforeEach(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-simd-"));
+  prepareSimulatedHost(root);
+  fs.mkdirSync(path.join(root, "opt/app"), { recursive: true });
+  // Run on the simulated host's own files: /opt/app/serve lives under the root.
+  fs.writeFileSync(
+    path.join(root, "opt/app/serve"),
+    '#!/bin/bash\necho "serving $GREETING key=$API_KEY args=$*"\n[ -n "${CRASH:-}" ] && { echo "fatal error: curand.h: No such file or directory"; exit 1; }\nexec sleep 300\n',
+    { mode: 0o755 },
+  );
+  fs.writeFileSync(path.join(root, "etc/gpuhost.env"), "API_KEY=s3cret\n", { mode: 0o600 });
+  const base = (extra: string) =>
+    `[Unit]\nDescription=test\n${extra}\n[Service]\nEnvironment="GREETING=hello world"\nEnvironmentFile=/etc/gpuhost.env\nExecStart=/opt/app/serve --port 30001\nRestart=on-failure\nRestartSec=0.1\n[Install]\nWantedBy=multi-user.target\n`;
+  unit("ar.service", base("Conflicts=eagle.service"));
+  unit("eagle.service", base("Conflicts=ar.service"));
+  unit("crashy.service", base("StartLimitBurst=3").replace("Environment=", "Environment=CRASH=1\nEnvironment="));
+});
+afterEach(async () => {
+  await sh("systemctl stop ar eagle crashy");
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe("simulated systemctl/journalctl", () => {
+  it("enable, start with Environment= and EnvironmentFile=, is-active, show, journalctl", async () => {
+    expect((await sh("systemctl daemon-reload && systemctl enable ar.service && systemctl start ar")).code).toBe(0);
+    expect((await sh("systemctl is-enabled ar")).stdout).toBe("enabled\n");
+    expect((await sh("systemctl is-enabled eagle")).code).toBe(1);
+    expect(fs.readlinkSync(path.join(root, "etc/systemd/system/multi-user.target.wants/ar.service"))).toBe(
+      "../ar.service",
+    );
+    expect(await sh("systemctl is-active ar")).toMatchObject({ code: 0, stdout: "active\n" });
+    expect((await sh("systemctl show -p NRestarts,ActiveState ar")).stdout).toBe("NRestarts=0\nActiveState=active\n");
+    await wait(async () => (await sh("journalctl -u ar -n 1")).stdout.includes("serving"));
+    expect((await sh("journalctl -u ar -n 1 --no-pager")).stdout).toBe(
+      "serving hello world key=s3cret args=--port 30001\n",
+    );
+    expect((await sh("systemctl stop ar; systemctl is-active ar")).stdout).toBe("inactive\n");
+  });
+
+  it("Conflicts= leaves exactly one of two services active", async () => {
+    await sh("systemctl start ar");
+    expect((await sh("systemctl start eagle; systemctl is-active ar eagle")).stdout).toBe("inactive\nactive\n");
+    expect((await sh("systemctl start ar; systemctl is-active ar eagle")).stdout).toBe("active\ninactive\n");
+  });
+
+  it("Restart=on-failure restarts a crashing service, counts NRestarts, then gives up at StartLimitBurst", async () => {
+    expect((await sh("systemctl start crashy")).code).toBe(0); // Type=simple: a later crash is not a start failure
+    await wait(async () => (await sh("systemctl is-active crashy")).stdout === "failed\n");
+    expect((await sh("systemctl show -p NRestarts,ActiveState,Result crashy")).stdout).toBe(
+      "NRestarts=2\nActiveState=failed\nResult=start-limit-hit\n",
+    );
+    const log = (await sh("journalctl -u crashy -n 50")).stdout;
+    expect(log.match(/fatal error: curand\.h: No such file or directory/g)).toHaveLength(3);
+    expect(log).toContain("Scheduled restart job, restart counter is at 2.");
+    expect((await sh("journalctl -u crashy -n 2")).stdout.split("\n").filter(Boolean)).toHaveLength(2);
+  });
+
+  it("a missing ExecStart binary fails the start job like systemd's 203/EXEC; unknown units fail", async () => {
+    unit("broken.service", "[Service]\nExecStart=/opt/nothing/here\n");
+    const r = await sh("systemctl start broken");
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("Job for broken.service failed");
+    expect((await sh("journalctl -u broken")).stdout).toContain("status=203/EXEC");
+    expect((await sh("systemctl start nope")).code).toBe(5);
+  });
+
+  it("daemon-reload decides which unit content start uses", async () => {
+    await sh("systemctl daemon-reload");
+    unit(
+      "ar.service",
+      fs.readFileSync(path.join(root, "etc/systemd/system/ar.service"), "utf8").replace("hello world", "edited"),
+    );
+    await sh("systemctl start ar");
+    await wait(async () => (await sh("journalctl -u ar")).stdout.includes("serving"));
+    expect((await sh("journalctl -u ar")).stdout).toContain("serving hello world");
+    await sh("systemctl daemon-reload && systemctl restart ar");
+    await wait(async () => (await sh("journalctl -u ar")).stdout.includes("serving edited"));
+  });
+
+  it("a started service finds the shims first on its PATH (the source bin folder, found from the compiled supervisor)", async () => {
+    fs.writeFileSync(
+      path.join(root, "opt/app/which"),
+      '#!/bin/bash\necho "systemctl=$(command -v systemctl)"\nexec sleep 300\n',
+      { mode: 0o755 },
+    );
+    unit("which.service", "[Service]\nExecStart=/opt/app/which\n");
+    try {
+      expect((await sh("systemctl start which")).code).toBe(0);
+      await wait(async () => (await sh("journalctl -u which")).stdout.includes("systemctl="));
+      expect((await sh("journalctl -u which")).stdout).toContain(
+        `systemctl=${path.resolve(__dirname, "../../sim-host/bin/systemctl")}\n`,
+      );
+    } finally {
+      await sh("systemctl stop which");
+    }
+  });
+
+  it("refuses to run without GPUHOST_ROOT (never the real /)", async () => {
+    const r = await execOnHost(
+      { kind: "local" },
+      `${path.join(__dirname, "../../sim-host/bin/systemctl")} is-active ar`,
+      [],
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("GPUHOST_ROOT must name the simulated root folder");
+  });
+});

@@ -1,1 +1,0 @@
-export { acceptsConnections as isListening, freeLocalPort as freePort } from "../../components/host/ports";
