@@ -162,6 +162,8 @@ describe("drift on a simulated host under the real engine", () => {
     expect(toolkitState.inputs.onDrift).toBe("repair");
     const scripts = toolkitState.inputs.repairs.map((s: { script: string }) => s.script);
     expect(scripts).toEqual([
+      // The simulated platform's preparation first (the folder's repository the toolkit installs from).
+      "sim-host/scripts/prepare.sh",
       "components/cuda-toolkit/scripts/repository.sh",
       "components/cuda-toolkit/scripts/install.sh",
       "components/cuda-toolkit/scripts/verify.sh",
