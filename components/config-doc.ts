@@ -129,9 +129,11 @@ the package and service layers simulated (sim-host). What differs, honestly:
 - the Python environment is not installed: \`python-env.sh\` checks the torch pin against the
   toolkit (+cu130 for 13.0) as on a real host, then records the lock in
   \`<venv>/gpuhost-env.lock\` with \`platform=simulated\`; nothing is downloaded;
-- the unit's ExecStart runs the SGLang simulator (\`node <project>/dist/simulator/main.js
-  --profile ... --host ... --port ...\`) instead of \`python3 -m sglang.launch_server\`, in a unit
-  with the same structure, environment and hardening;
+- the unit's ExecStart runs SGLang's own command line (the same flags as on a real host) through the
+  simulator's stand-in \`sglang\` (\`node <project>/dist/simulator/sglang.js --model-path ...\`), which
+  refuses unknown flags as SGLang does and serves what the flags describe (EAGLE-3 or DFlash drafts,
+  their settings, --tp); the profile, time scale and faults come from the unit's environment
+  (GPUHOST_SIM_PROFILE, GPUHOST_SIM_TIME_SCALE, GPUHOST_SIM_FAULTS);
 - the JIT pre-warm reports itself skipped (no GPU).
 `;
 

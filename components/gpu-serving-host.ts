@@ -135,6 +135,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
         verifyPolicy: config.verification,
         benchPlan: config.benchmark,
         workload: config.workload,
+        speculative: speculativeOf(config),
         serviceStateCommand: probe?.state,
         serviceLogsCommand: probe?.logs,
         hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
@@ -213,6 +214,21 @@ export class GpuServingHost extends pulumi.ComponentResource {
       model: this.model,
     });
   }
+}
+
+/** The active service's draft and acceptance floor; undefined for the autoregressive service. */
+export function speculativeOf(
+  config: GpuhostConfig,
+): { algorithm: string; draftModelPath: string; acceptanceFloor: number } | undefined {
+  const active = config.services.active;
+  if (active === "autoregressive") return undefined;
+  const spec = config.services[active];
+  if (!spec) return undefined;
+  return {
+    algorithm: active === "eagle3" ? "EAGLE3" : "DFLASH",
+    draftModelPath: spec.draftModelPath,
+    acceptanceFloor: spec.acceptanceFloor,
+  };
 }
 
 /**

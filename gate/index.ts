@@ -22,6 +22,7 @@ export {
   type BenchSummary,
 } from "./bench";
 export { capacity, type CapacityPlan } from "./capacity";
+export { acceptanceFailure, AcceptanceFloorSchema, measureAcceptance, type AcceptanceMeasurement } from "./acceptance";
 export { installProcessGuard, engineAddress, type ProcessGuard } from "./process-guard";
 export { checkGenerating, type GenerationCheck } from "./check";
 export { commandHooks, parseServiceState } from "./service-hooks";

@@ -50,6 +50,13 @@ export const SpeculativeSchema = z
       .describe(
         "--mem-fraction-static for this service only (the draft model needs room); default: services.memFractionStatic.",
       ),
+    acceptanceFloor: z
+      .number()
+      .min(1)
+      .default(1.5)
+      .describe(
+        "Least mean tokens per verify step (measured after readiness on a realistic prompt) for this service to count as ready; below it verification fails naming the draft model. At ~1 token per step speculation is slower than none.",
+      ),
   })
   .strict();
 

@@ -30,6 +30,11 @@ export interface VerifiedGenerationArgs {
   benchPlan?: pulumi.Input<BenchPlan>;
   /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
   workload?: pulumi.Input<Workload>;
+  /**
+   * The active service's speculative decoding (EAGLE-3, DFlash): after readiness its acceptance is
+   * measured, and below acceptanceFloor the resource fails, naming the draft model.
+   */
+  speculative?: pulumi.Input<{ algorithm: string; draftModelPath: string; acceptanceFloor: number }>;
   /** argv run locally to read the unit's state, e.g. ["ssh", "root@h", "systemctl show -p NRestarts,ActiveState sglang"]. */
   serviceStateCommand?: pulumi.Input<pulumi.Input<string>[]>;
   /** argv run locally for the unit's last log lines, e.g. ["ssh", "root@h", "journalctl -u sglang -n 50 --no-pager"]. */
@@ -80,6 +85,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       verifyPolicy: args.verifyPolicy,
       benchPlan: args.benchPlan,
       workload: args.workload,
+      speculative: args.speculative,
       serviceStateCommand: args.serviceStateCommand,
       serviceLogsCommand: args.serviceLogsCommand,
       refreshTimeoutSeconds: args.refreshTimeoutSeconds,

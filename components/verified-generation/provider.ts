@@ -32,6 +32,7 @@ const INPUT_KEY_LIST = [
   "verifyPolicy",
   "benchPlan",
   "workload",
+  "speculative",
   "serviceStateCommand",
   "serviceLogsCommand",
   "refreshTimeoutSeconds",
@@ -51,6 +52,8 @@ export interface VerifiedGenerationInputs {
   verifyPolicy?: VerifyPolicy;
   benchPlan?: BenchPlan;
   workload?: Workload;
+  /** The active service's speculative decoding: its acceptance is checked against the floor. */
+  speculative?: { algorithm: string; draftModelPath: string; acceptanceFloor: number };
   serviceStateCommand?: string[];
   serviceLogsCommand?: string[];
   refreshTimeoutSeconds?: number;
@@ -248,6 +251,14 @@ async function verifyAndMeasure(
   const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis ?? "the readiness gate failed");
+  // Speculation that collapsed to ~1 token per step generates, but slower than none: not ready.
+  const spec = input.speculative;
+  if (spec) {
+    const measured = await gate.measureAcceptance(endpoint, { signal });
+    const failure = gate.acceptanceFailure(measured, spec.acceptanceFloor, spec);
+    if (failure) throw new Error(failure);
+    say(`speculative acceptance ${(measured.perRequest ?? measured.serverWide ?? 0).toFixed(2)} tokens per step`);
+  }
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
     signal,

@@ -12,6 +12,7 @@ import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
 import { tinyVariant } from "../gate/sim-fixture";
+import { derivedProfile } from "../simulator/helpers";
 import { neverAnswering } from "../gate/misbehaving-servers";
 
 const repo = path.resolve(__dirname, "../..");
@@ -133,6 +134,24 @@ describe("VerifiedGeneration provider", () => {
       /phase "generate"[\s\S]*ActiveState=failed[\s\S]*fatal error: curand\.h: No such file or directory/,
     );
     expect((performance.now() - t0) / 1000).toBeLessThan(21);
+  });
+
+  it("create fails naming the draft model when speculative acceptance is below the floor; passes above it", async () => {
+    const poor = derivedProfile("tiny", (p) => {
+      p.speculative = { algorithm: "EAGLE3" };
+      p.drafts.EAGLE3.acceptLength = [{ batch: 1, value: 1.05 }];
+    });
+    const bad = await sim([], poor);
+    const speculative = { algorithm: "EAGLE3", draftModelPath: "/models/Kimi-K2.6-EAGLE3", acceptanceFloor: 1.5 };
+    await expect(create(inputs(bad.url, { speculative }))).rejects.toThrow(
+      /below the floor 1\.5 for the EAGLE3 draft model \/models\/Kimi-K2\.6-EAGLE3/,
+    );
+    const good = derivedProfile("tiny", (p) => {
+      p.speculative = { algorithm: "EAGLE3" };
+    });
+    const ok = await sim([], good);
+    const res = await create(inputs(ok.url, { speculative }));
+    expect((res.outs as Record<string, unknown>).speculative).toEqual(speculative);
   });
 
   it("create fails, publishing no plan, when a sweep level breaks the error budget (HTTP 500 at C=4)", async () => {
