@@ -10,6 +10,10 @@ import { provider } from "./provider";
 export const VERSION = "1.2.1";
 
 if (require.main === module) {
+  // The engine's address (the first argument) for the runtime's engine client, which carries the
+  // warnings this provider reports on a resource (log.ts).
+  const engine = process.argv.slice(2).find((a) => !a.startsWith("-"));
+  if (engine && !process.env.PULUMI_NODEJS_ENGINE) process.env.PULUMI_NODEJS_ENGINE = engine;
   pulumi.provider.main({ version: VERSION, ...provider }, process.argv.slice(2)).catch((err: unknown) => {
     process.stderr.write(`pulumi-resource-command: ${(err as Error)?.stack ?? err}\n`);
     process.exit(1);

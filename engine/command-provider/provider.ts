@@ -14,7 +14,13 @@
  *   - no read: refresh never detects drift on a Command (as upstream: pulumi-command#432); gpuhost's
  *     ToolkitState resource exists for that;
  *   - remote: one SSH session per command, no PTY, host key checked only when `hostKey` is given,
- *     dialing retried up to dialErrorLimit times with perDialTimeout each.
+ *     dialing retried up to dialErrorLimit times with perDialTimeout each;
+ *   - `environment` (and PULUMI_COMMAND_STDOUT/STDERR) over SSH travel as SSH environment requests,
+ *     as upstream's setenv: a server whose AcceptEnv refuses a variable runs the command without it,
+ *     and the resource gets upstream's warning for each one;
+ *   - state as upstream stores it: the connection's privateKey/password/privateKeyPassword are secrets
+ *     of their own inside the (secret) connection, so a stack moves between this provider and
+ *     upstream's without a diff.
  * Not implemented (gpuhost does not use them): CopyToRemote, local assets/archives, interpreter
  * other than /bin/sh, proxies other than one jump host, agent sockets and passwords.
  */
@@ -23,6 +29,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
 export const REMOTE = "command:remote:Command";
@@ -59,6 +66,28 @@ export interface RunResult {
   stderr: string;
 }
 
+const CREDENTIALS = ["privateKey", "password", "privateKeyPassword"];
+const isSecret = (v: unknown) =>
+  !!v && typeof v === "object" && (v as Record<string, unknown>)[SECRET_SIG] === SECRET_VALUE;
+const secret = (v: unknown) => (isSecret(v) ? v : { [SECRET_SIG]: SECRET_VALUE, value: v });
+
+/**
+ * The connection as upstream's provider stores it: its schema marks the credentials secret, so each is
+ * a secret of its own inside the connection (itself secret: the SDK marks it). A connection stored
+ * otherwise reads as changed (`~connection`) to the other provider.
+ */
+export function withSecretCredentials(inputs: Record<string, unknown>): Record<string, unknown> {
+  const mark = (c: unknown): unknown => {
+    if (isSecret(c)) return secret(mark((c as { value: unknown }).value));
+    if (!c || typeof c !== "object" || Array.isArray(c)) return c;
+    const out: Record<string, unknown> = { ...(c as Record<string, unknown>) };
+    for (const k of CREDENTIALS) if (out[k] !== undefined && out[k] !== null) out[k] = secret(out[k]);
+    if (out.proxy !== undefined) out.proxy = mark(out.proxy);
+    return out;
+  };
+  return inputs.connection === undefined ? inputs : { ...inputs, connection: mark(inputs.connection) };
+}
+
 /** Strips the engine's secret wrappers: the provider needs plain values to run commands. */
 export function reveal<T>(v: T): T {
   if (Array.isArray(v)) return v.map(reveal) as unknown as T;
@@ -76,6 +105,7 @@ export async function runCommand(
   inputs: CommandInputs,
   command: string,
   extraEnv: Record<string, string>,
+  warn: (message: string) => void = () => undefined,
 ): Promise<RunResult> {
   const env = { ...(inputs.environment ?? {}), ...extraEnv };
   if (type === LOCAL) {
@@ -87,31 +117,66 @@ export async function runCommand(
     );
   }
   if (!inputs.connection) throw new Error("remote command without a connection");
-  return runRemote(inputs.connection, command, env, inputs.stdin);
+  return runRemote(inputs.connection, command, env, Object.keys(inputs.environment ?? {}), inputs.stdin, warn);
 }
+
+/** Marks the line the command's shell prints for a variable the server did not accept. */
+const REFUSED = "gpuhost-command-setenv-refused:";
+/** The exit status of a command whose own `environment` did not all arrive (it did not run). */
+const REFUSED_EXIT = 254;
+
+/** Upstream's message for a variable an SSH server refused (pulumi-command 1.2.1, remote). */
+export const setenvMessage = (name: string) =>
+  `Unable to set '${name}'. This only works if your SSH server is configured to accept\n` +
+  "\tthese variables via AcceptEnv. Alternatively, if a Bash-like shell runs the command on the remote host, you could\n" +
+  "\tprefix the command itself with the variables in the form 'VAR=value command'";
+
+/** Thrown, as upstream fails, when the server refused a variable of the resource's `environment`. */
+export class SetenvRefused extends Error {}
 
 async function runRemote(
   conn: Connection,
   command: string,
   env: Record<string, string>,
-  stdin?: string,
+  required: string[],
+  stdin: string | undefined,
+  warn: (message: string) => void,
 ): Promise<RunResult> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-"));
   try {
-    const args = sshArgs(conn, dir);
-    // SSH setenv is refused by most sshd configs (AcceptEnv); sending the variables as part of the
-    // command line reaches every server. Values are single-quoted.
-    const prefix = Object.entries(env)
-      .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
+    // As upstream: each variable is an SSH environment request (SendEnv takes the value verbatim from
+    // the ssh client's own environment), which sshd honours only where AcceptEnv lists it. OpenSSH
+    // asks for no reply, so the command's shell first reports each variable that did not arrive: one
+    // of the resource's own `environment` stops it before it runs (upstream fails the step), the
+    // previous-output variables only warn (as upstream does).
+    const names = Object.keys(env);
+    const args = [...names.flatMap((k) => ["-o", `SendEnv=${k}`]), ...sshArgs(conn, dir)];
+    const check = names
+      .filter((k) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k))
+      .map((k) =>
+        required.includes(k)
+          ? `[ "\${${k}+set}" = set ] || { echo ${REFUSED}${k} >&2; exit ${REFUSED_EXIT}; }; `
+          : `[ "\${${k}+set}" = set ] || echo ${REFUSED}${k} >&2; `,
+      )
       .join("");
     const limit = Math.max(1, conn.dialErrorLimit ?? 10);
     let last: RunResult = { code: 255, stdout: "", stderr: "" };
     for (let attempt = 1; attempt <= limit; attempt++) {
-      last = await spawnCollect("ssh", [...args, prefix + command], { env: process.env }, stdin);
-      if (!(last.code === 255 && isDialError(last.stderr))) return last;
+      last = await spawnCollect("ssh", [...args, check + command], { env: { ...process.env, ...env } }, stdin);
+      if (!(last.code === 255 && isDialError(last.stderr))) break;
+      if (attempt === limit) return { ...last, stderr: `${last.stderr}\ndial failed ${limit} times` };
       await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 5000)));
     }
-    return { ...last, stderr: `${last.stderr}\ndial failed ${limit} times` };
+    const lines = last.stderr.split("\n");
+    const refused = lines.filter((l) => l.startsWith(REFUSED)).map((l) => l.slice(REFUSED.length));
+    const fatal = refused.find((k) => required.includes(k));
+    if (fatal !== undefined && last.code === REFUSED_EXIT) {
+      throw new SetenvRefused(
+        `${setenvMessage(fatal)}\ncould not set environment variable "${fatal}": ssh: setenv failed`,
+      );
+    }
+    for (const k of refused) warn(setenvMessage(k));
+    return { ...last, stderr: lines.filter((l) => !l.startsWith(REFUSED)).join("\n") };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -208,7 +273,7 @@ function failure(what: string, r: RunResult): Error {
 function outputsOf(inputs: Record<string, unknown>, r: RunResult) {
   // With logging "none" upstream still records stdout/stderr in outputs; logging only governs what is
   // streamed. Outputs repeat the inputs, as upstream does.
-  return { ...inputs, stdout: trimOutput(r.stdout), stderr: trimOutput(r.stderr) };
+  return { ...withSecretCredentials(inputs), stdout: trimOutput(r.stdout), stderr: trimOutput(r.stderr) };
 }
 
 const DRIFT_KEYS = [
@@ -225,7 +290,7 @@ const DRIFT_KEYS = [
 
 export const provider = {
   async check(_urn: string, _olds: unknown, news: Record<string, unknown>) {
-    return { inputs: news };
+    return { inputs: withSecretCredentials(news) };
   },
 
   async diff(_id: string, _urn: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
@@ -241,7 +306,9 @@ export const provider = {
     const plain = reveal(inputs) as CommandInputs;
     const id = crypto.randomBytes(8).toString("hex");
     if (!plain.create) return { id, outs: { ...inputs, stdout: "", stderr: "" } };
-    const r = await runCommand(type, plain, plain.create, {});
+    const warnings: Promise<void>[] = [];
+    const r = await runCommand(type, plain, plain.create, {}, (m) => warnings.push(engineWarn(urn, m)));
+    await Promise.all(warnings);
     if (r.code !== 0) throw failure("create", r);
     return { id, outs: outputsOf(inputs, r) };
   },
@@ -252,7 +319,11 @@ export const provider = {
     const prev = reveal(olds) as Record<string, string>;
     const command = plain.update || plain.create;
     if (!command) return { outs: { ...news, stdout: "", stderr: "" } };
-    const r = await runCommand(type, plain, command, previousOutputEnv(plain, prev));
+    const warnings: Promise<void>[] = [];
+    const r = await runCommand(type, plain, command, previousOutputEnv(plain, prev), (m) =>
+      warnings.push(engineWarn(urn, m)),
+    );
+    await Promise.all(warnings);
     if (r.code !== 0) throw failure("update", r);
     return { outs: outputsOf(news, r) };
   },
@@ -260,7 +331,11 @@ export const provider = {
   async delete(_id: string, urn: string, props: Record<string, unknown>) {
     const plain = reveal(props) as CommandInputs & { stdout?: string; stderr?: string };
     if (!plain.delete) return;
-    const r = await runCommand(typeOf(urn), plain, plain.delete, previousOutputEnv(plain, plain));
+    const warnings: Promise<void>[] = [];
+    const r = await runCommand(typeOf(urn), plain, plain.delete, previousOutputEnv(plain, plain), (m) =>
+      warnings.push(engineWarn(urn, m)),
+    );
+    await Promise.all(warnings);
     if (r.code !== 0) throw failure("delete", r);
   },
 };

@@ -24,7 +24,8 @@ export interface TestSshd {
 export const SSHD = "/usr/sbin/sshd";
 export const canRunSshd = (): boolean => process.getuid?.() === 0 && fs.existsSync(SSHD);
 
-export async function startSshd(): Promise<TestSshd> {
+/** EXTRA: further sshd_config lines (e.g. `AcceptEnv GREETING`); the default accepts no environment. */
+export async function startSshd(extra: string[] = []): Promise<TestSshd> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sshd-"));
   const keygen = (file: string) => execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", file]);
   keygen(path.join(dir, "host_key"));
@@ -45,6 +46,7 @@ export async function startSshd(): Promise<TestSshd> {
       "PasswordAuthentication no",
       "PermitRootLogin prohibit-password",
       "LogLevel ERROR",
+      ...extra,
       "",
     ].join("\n"),
   );
