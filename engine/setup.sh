@@ -130,15 +130,22 @@ fi
 # checkout: a moved or second clone needs nothing re-registered.
 PLUGINS="$ROOT/.gpuhost/engine/plugins"
 mkdir -p "$PLUGINS"
+# Its node is chosen when it starts (PATH's when >= 22, else the pinned one engine/run.sh installs),
+# so every checkout writes the same file, whichever node its shell has.
+PINNED_NODE="${GPUHOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost}/node/v$(sed -n 's/^NODE_VERSION="\(.*\)"$/\1/p' "$ROOT/engine/run.sh")/bin/node"
 write_if_changed "$PLUGINS/pulumi-resource-command" <<LAUNCHER
 #!/bin/sh
 $MARK: stand-in for pulumi-resource-command $COMMAND_VERSION (gpuhost's engine/README.md).
 # The official provider replaces it: pulumi plugin install resource command $COMMAND_VERSION --reinstall
+node=node
+if [ "\$(node -p 'process.versions.node.split(".")[0] >= 22' 2>/dev/null)" != true ] && [ -x "$PINNED_NODE" ]; then
+  node="$PINNED_NODE"
+fi
 d="\$PWD"
 while :; do
   for main in "\$d/node_modules/gpuhost/dist/engine/command-provider/main.js" "\$d/dist/engine/command-provider/main.js"; do
     if [ -f "\$main" ] && grep -qs '"name": "gpuhost"' "\${main%/dist/engine/command-provider/main.js}/package.json"; then
-      exec "$NODE" "\$main" "\$@"
+      exec "\$node" "\$main" "\$@"
     fi
   done
   [ "\$d" = / ] && break

@@ -340,10 +340,16 @@ export const provider = {
   },
 };
 
-/** PULUMI_COMMAND_STDOUT/STDERR from the last create or update, as upstream sets them. */
+/**
+ * PULUMI_COMMAND_STDOUT/STDERR from the last create or update, as upstream sets them: only those with
+ * content (over SSH upstream sends, and warns about, an empty one never).
+ */
 function previousOutputEnv(inputs: CommandInputs, prev: { stdout?: string; stderr?: string }): Record<string, string> {
   if (inputs.addPreviousOutputInEnv === false) return {};
-  return { PULUMI_COMMAND_STDOUT: prev.stdout ?? "", PULUMI_COMMAND_STDERR: prev.stderr ?? "" };
+  const env: Record<string, string> = {};
+  if (prev.stdout) env.PULUMI_COMMAND_STDOUT = prev.stdout;
+  if (prev.stderr) env.PULUMI_COMMAND_STDERR = prev.stderr;
+  return env;
 }
 
 function typeOf(urn: string): string {
