@@ -1,0 +1,85 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { commandArgv, compareMain } from "../../gate/compare-cli";
+import { startSimulator } from "../../simulator/index";
+
+const closers: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const c of closers) await c();
+});
+
+function io() {
+  let out = "";
+  let err = "";
+  return {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+    out: () => out,
+    err: () => err,
+  };
+}
+
+describe("gpuhost compare", () => {
+  it("command templates become argv without a shell; {unit} is replaced in place", () => {
+    expect(commandArgv("ssh root@h systemctl start {unit}", "sglang-eagle3.service")).toEqual([
+      "ssh",
+      "root@h",
+      "systemctl",
+      "start",
+      "sglang-eagle3.service",
+    ]);
+    expect(commandArgv("echo $(id) {unit};", "u")).toEqual(["echo", "$(id)", "u;"]);
+  });
+
+  it("measures, prints the table and the recommendation, writes JSON, CSV and chart", async () => {
+    const sim = await startSimulator({ profile: "tiny", port: 0, timeScale: 10, log: () => undefined });
+    closers.push(() => sim.close());
+    const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-compare-cli-"));
+    const o = io();
+    const code = await compareMain(
+      [
+        "--endpoint",
+        sim.url,
+        "--services",
+        "autoregressive",
+        "--activate-command",
+        "true {unit}",
+        "--concurrency",
+        "2,4",
+        "--output-tokens",
+        "64",
+        "--repeats",
+        "2",
+        "--thinking",
+        "off",
+        "--cache",
+        path.join(dir, "cache.json"),
+        "--json",
+        path.join(dir, "c.json"),
+        "--csv",
+        path.join(dir, "c.csv"),
+        "--chart",
+        path.join(dir, "c.svg"),
+      ],
+      o,
+    );
+    expect(o.err()).toContain("[compare] autoregressive: concurrency 4:");
+    expect(code).toBe(0);
+    expect(o.out()).toContain("Run autoregressive:");
+    expect(o.out()).toMatch(/level\s+tok\/s \(95% CI\)/);
+    const json = JSON.parse(readFileSync(path.join(dir, "c.json"), "utf8"));
+    expect(json.services[0].sweep.map((l: { level: number }) => l.level)).toEqual([2, 4]);
+    expect(json.services[0].sweep[0].throughput.n).toBe(2);
+    expect(readFileSync(path.join(dir, "c.csv"), "utf8").trim().split("\n")).toHaveLength(3);
+    expect(readFileSync(path.join(dir, "c.svg"), "utf8")).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
+  }, 60_000);
+
+  it("usage errors exit 2 with the usage", async () => {
+    const o = io();
+    expect(await compareMain(["--endpoint", "http://127.0.0.1:9"], o)).toBe(2);
+    expect(o.err()).toContain("--activate-command is required");
+    expect(await compareMain(["--endpoint", "x", "--activate-command", "true", "--services", "medusa"], io())).toBe(2);
+  });
+});
