@@ -6,7 +6,8 @@
 import { SERVICE_LABEL, type Comparison } from "./compare";
 import type { CompareResult, ServiceOutcome } from "./compare-run";
 
-const sec = (v: number | null) => (v === null ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`);
+const sec = (v: number | null | undefined) =>
+  v === null || v === undefined ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`;
 const num = (v: number, digits = 0) =>
   v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
@@ -27,11 +28,13 @@ export function compareText(r: CompareResult): string {
       lines.push(`  left out: ${o.failure}`, "");
       continue;
     }
-    lines.push("  level   tok/s (95% CI)        goodput   TTFT p95   ITL p50/tok  E2E p50    accept  errors");
+    lines.push(
+      "  level   tok/s (95% CI)        goodput   TTFT p95   TTFA p95   ITL p50/tok  E2E p50    accept  errors",
+    );
     for (const l of o.sweep) {
       const ci = l.throughput.halfWidth === null ? "" : ` ± ${num(l.throughput.halfWidth)}`;
       lines.push(
-        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}`,
+        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.ttfaP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}`,
       );
     }
     lines.push("");
@@ -66,6 +69,7 @@ export function comparisonLines(c: Comparison): string[] {
       `  ${SERVICE_LABEL[p.service].padEnd(16)} ${num(p.sustainedOutputTokensPerSecond).padEnd(16)} ${String(p.atLevel ?? "-").padEnd(4)} ${(p.daysOnOneHost?.toFixed(1) ?? "never").padEnd(15)} ${String(p.hostsForDeadline ?? "n/a").padEnd(19)} ${p.costPerMillionTokens === null ? "-" : p.costPerMillionTokens.toFixed(2)}`,
     );
   }
+  for (const p of c.plans) if (p.knee) out.push(`  ${SERVICE_LABEL[p.service]}: ${p.knee.verdict}`);
   out.push("", c.sentence);
   return out;
 }
@@ -82,6 +86,7 @@ export function compareCsv(r: CompareResult): string {
     "goodput_tok_s",
     "ttft_p50_s",
     "ttft_p95_s",
+    "ttfa_p95_s",
     "itl_per_token_p50_s",
     "itl_per_token_p95_s",
     "e2e_p50_s",
@@ -104,6 +109,7 @@ export function compareCsv(r: CompareResult): string {
         l.goodput.mean,
         l.ttftP50Seconds,
         l.ttftP95Seconds,
+        l.ttfaP95Seconds,
         l.itlPerTokenP50Seconds,
         l.itlPerTokenP95Seconds,
         l.e2eP50Seconds,

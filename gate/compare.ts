@@ -6,6 +6,8 @@
  */
 import { z } from "zod";
 import { SECONDS_PER_DAY } from "./capacity";
+import { findKnee, type Knee } from "./saturation";
+import { BenchPlanSchema } from "./schema";
 import type { SweepLevel } from "./sweep";
 
 export const SERVICE_NAMES = ["autoregressive", "eagle3", "dflash"] as const;
@@ -48,9 +50,11 @@ export interface ServiceMeasurement {
 
 export interface ServicePlan {
   service: ServiceName;
-  /** Best mean throughput over the levels, and where. */
+  /** The sustained figure (gate/saturation.ts: the knee's, or the last counted level's), and where. */
   sustainedOutputTokensPerSecond: number;
   atLevel: number | null;
+  /** Where the sweep saturates, by the gate's one knee definition (closed loop only). */
+  knee: Knee | null;
   bestGoodputTokensPerSecond: number;
   daysOnOneHost: number | null;
   hostsForDeadline: number | null;
@@ -102,16 +106,34 @@ export function crossover(ar: SweepLevel[], spec: SweepLevel[], service: Service
   return { service, firstLevelNotBetter: null, estimatedLevel: null, winsAtLowest };
 }
 
+const KNEE = { errorBudget: BenchPlanSchema.parse({}).errorBudget, minGain: BenchPlanSchema.parse({}).kneeMinGain };
+
 export function planService(m: ServiceMeasurement, job: Job): ServicePlan {
+  // Failure is never capacity: levels over the error budget count for nothing (saturation.ts).
+  const closed = m.sweep.length > 0 && m.sweep.every((l) => l.mode === "closed");
+  const knee = closed
+    ? findKnee(
+        m.sweep.map((l) => ({
+          concurrency: l.level,
+          requests: l.requests,
+          errors: l.errors,
+          outputTokensPerSecond: mean(l),
+          ttftP95Seconds: l.ttftP95Seconds,
+        })),
+        KNEE,
+      )
+    : null;
   let best: SweepLevel | null = null;
   for (const l of m.sweep) if (!best || mean(l) > mean(best)) best = l;
-  const rate = best ? mean(best) : 0;
+  const rate = knee ? knee.sustainedOutputTokensPerSecond : best ? mean(best) : 0;
+  const at = knee ? knee.sustainedConcurrency : (best?.level ?? null);
   const total = job.completions * job.outputTokensPerCompletion;
   const days = rate > 0 ? total / (rate * SECONDS_PER_DAY) : null;
   return {
     service: m.service,
     sustainedOutputTokensPerSecond: rate,
-    atLevel: best?.level ?? null,
+    atLevel: at,
+    knee,
     bestGoodputTokensPerSecond: Math.max(0, ...m.sweep.map((l) => l.goodput.mean)),
     daysOnOneHost: days,
     hostsForDeadline: days === null ? null : Math.max(1, Math.ceil(days / job.deadlineDays - 1e-9)),

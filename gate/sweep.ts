@@ -64,6 +64,7 @@ export function toHostTime(s: RequestSample, timeScale: number): RequestSample {
     ...s,
     startedAtSeconds: s.startedAtSeconds * timeScale,
     ttftSeconds: s.ttftSeconds === null ? null : s.ttftSeconds * timeScale,
+    ttfaSeconds: s.ttfaSeconds === null ? null : s.ttfaSeconds * timeScale,
     itlSeconds: s.itlSeconds.map((v) => v * timeScale),
     e2eSeconds: s.e2eSeconds * timeScale,
   };

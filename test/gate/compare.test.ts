@@ -27,6 +27,9 @@ const level = (l: number, tokps: number, goodput = tokps): SweepLevel =>
     level: l,
     throughput: { mean: tokps, halfWidth: null, low: null, high: null, n: 1 },
     goodput: { mean: goodput, halfWidth: null, low: null, high: null, n: 1 },
+    requests: l,
+    errors: 0,
+    ttftP95Seconds: 1,
   }) as SweepLevel;
 
 describe("comparison arithmetic (hand-computed)", () => {
