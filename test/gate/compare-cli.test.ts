@@ -83,3 +83,32 @@ describe("gpuhost compare", () => {
     expect(await compareMain(["--endpoint", "x", "--activate-command", "true", "--services", "medusa"], io())).toBe(2);
   });
 });
+
+describe("open loop", () => {
+  it("--rate sends Poisson arrivals whatever the server's state; levels are request rates", async () => {
+    const sim = await startSimulator({ profile: "tiny", port: 0, timeScale: 10, log: () => undefined });
+    closers.push(() => sim.close());
+    const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-compare-open-"));
+    const o = io();
+    const code = await compareMain(
+      [
+        ...["--endpoint", sim.url, "--services", "autoregressive", "--activate-command", "true"],
+        ...["--rate", "20,80", "--output-tokens", "64", "--repeats", "1", "--requests-per-level", "1"],
+        ...["--cache", path.join(dir, "cache.json"), "--json", path.join(dir, "o.json")],
+      ],
+      o,
+    );
+    expect(code).toBe(0);
+    const sweep = JSON.parse(readFileSync(path.join(dir, "o.json"), "utf8")).services[0].sweep;
+    expect(sweep.map((l: { mode: string; level: number }) => [l.mode, l.level])).toEqual([
+      ["open", 20],
+      ["open", 80],
+    ]);
+    // rate x requests-per-level x 10 requests per level: 200 and 800, all answered.
+    expect(sweep.map((l: { requests: number; errors: number }) => [l.requests, l.errors])).toEqual([
+      [200, 0],
+      [800, 0],
+    ]);
+    expect(o.out()).toContain("Run autoregressive:");
+  }, 120_000);
+});
