@@ -219,7 +219,8 @@ class GateRun {
         if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
         const fatal = fatalNetworkError(err, this.base);
         if (fatal !== null) throw new GateFailure(fatal);
-        wait = describeError(err);
+        // Named with the request (and so its full URL): "TCP connect to http://h:p: connect ECONNREFUSED".
+        wait = this.lastWhat === null ? describeError(err) : `${this.lastWhat}: ${describeError(err)}`;
         this.lastError = wait;
         connectionError = true;
         this.noteConnectionError(err);
@@ -269,7 +270,10 @@ class GateRun {
     );
   }
 
+  private lastWhat: string | null = null;
+
   private async track<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    this.lastWhat = what;
     this.inFlight = { what, since: this.elapsed() };
     try {
       const value = await fn();

@@ -212,6 +212,7 @@ describe("verify against the simulator", () => {
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("connect");
     expect(result.lastError).toContain("ECONNREFUSED");
+    expect(result.diagnosis).toContain("last error: TCP connect to http://127.0.0.1:9: ");
     expect((performance.now() - t0) / 1000).toBeLessThan(2);
   });
 
