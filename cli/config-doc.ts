@@ -9,11 +9,19 @@ export function configDocPath(): string {
   return path.join(projectRoot(), "docs", "configuration.md");
 }
 
+const USAGE = `usage: gpuhost config-doc [--write]
+
+Prints docs/configuration.md as rendered from the stack-config schema; --write writes it there.`;
+
 export async function configDocMain(argv: string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   const unknown = argv.filter((a) => a !== "--write");
   if (unknown.length > 0) {
     process.stderr.write(
-      `gpuhost config-doc: unexpected argument ${JSON.stringify(unknown[0])}\nusage: gpuhost config-doc [--write]\n`,
+      `gpuhost config-doc: unexpected argument ${JSON.stringify(unknown[0])}\n${USAGE.split("\n")[0]}\n`,
     );
     return 2;
   }

@@ -7,7 +7,7 @@
  */
 type Main = (argv: string[]) => Promise<number>;
 
-const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
+export const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
   sim: {
     summary: "serve the SGLang simulator (--profile, --fault, --port, --time-scale, --list)",
     load: () => require("../simulator/cli").simMain,

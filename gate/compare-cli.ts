@@ -76,6 +76,10 @@ export async function compareMain(
   argv: string[],
   io: CliIo = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   try {
     const { values } = parseArgs({
       args: argv,
