@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Readable } from "node:stream";
 import { errorText, fail, hostPath, root, shimDir } from "./common";
+import { alive, withLock } from "./lock";
 
 /** A parsed unit file: `Section.Key` -> every value given, in order. */
 type Unit = Record<string, string[] | undefined>;
@@ -32,20 +33,6 @@ function writeState(u: string, key: string, value: string | number): void {
   fs.renameSync(path.join(stateDir(u), `${key}.new`), path.join(stateDir(u), key));
 }
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-// A supervisor that has exited may linger as a zombie until its adoptive parent reaps it.
-const alive = (pid: number | undefined): boolean => {
-  if (pid === undefined || !(pid > 0)) return false;
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return true; // no /proc (not Linux): trust kill(0)
-  }
-};
 function journal(u: string, line: string): void {
   fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
   fs.appendFileSync(logFile(u), line.endsWith("\n") ? line : `${line}\n`);
@@ -227,6 +214,10 @@ async function supervise(u: string): Promise<void> {
   }
 }
 
+// The manager's lock (sim-host/lock.ts): commands that change state run one at a time.
+const withManagerLock = <T>(fn: () => Promise<T>): Promise<T> =>
+  withLock(hostPath("/run/gpuhost-sim/systemd.lock"), fn);
+
 // ---- systemctl ----
 function activeState(u: string): string {
   const state = readState(u, "state", "inactive");
@@ -247,7 +238,11 @@ async function stop(u: string): Promise<void> {
 async function start(u: string): Promise<number> {
   const unit = parseUnit(u);
   if (!unit) return fail(`Failed to start ${u}: Unit ${u} not found.`, 5);
-  if (activeState(u) === "active") return 0;
+  // Active, or activating under a live supervisor (starting, or waiting to restart): the unit
+  // already has its one supervisor; a second would run a second copy of the service.
+  const state = activeState(u);
+  if (state === "active") return 0;
+  if (state === "activating" && alive(Number(readState(u, "supervisor.pid", "0")))) return 0;
   // Conflicts= works both ways: stop what this unit names and what names this unit.
   const others = fs.readdirSync(hostPath("/etc/systemd/system")).filter((f) => f.endsWith(".service") && f !== u);
   for (const o of others) {
@@ -327,14 +322,31 @@ async function systemctl(argv: string[]): Promise<number> {
     else words.push(a);
   }
   const [cmd, ...units] = words;
-  const us = units.map(unitName);
+  const changes = ["daemon-reload", "start", "stop", "restart", "enable", "disable", "reset-failed"];
+  if (changes.includes(cmd))
+    return withManagerLock(() => systemctlCommand(cmd, units.map(unitName), flags, props, argv));
+  return systemctlCommand(cmd, units.map(unitName), flags, props, argv);
+}
+
+async function systemctlCommand(
+  cmd: string,
+  us: string[],
+  flags: Set<string>,
+  props: string[],
+  argv: string[],
+): Promise<number> {
   let code = 0;
   switch (cmd) {
     case "daemon-reload":
       for (const f of fs.readdirSync(hostPath("/etc/systemd/system"))) {
-        if (!/\.(service|target)$/.test(f) || !fs.statSync(unitFile(f)).isFile()) continue;
+        // A unit file removed while listing (by a script not under the lock) is simply gone.
+        if (!/\.(service|target)$/.test(f) || !fs.statSync(unitFile(f), { throwIfNoEntry: false })?.isFile()) continue;
         fs.mkdirSync(stateDir(f), { recursive: true });
-        fs.copyFileSync(unitFile(f), path.join(stateDir(f), "loaded.unit"));
+        try {
+          fs.copyFileSync(unitFile(f), path.join(stateDir(f), "loaded.unit"));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+        }
       }
       return 0;
     case "start":

@@ -123,4 +123,55 @@ describe("simulated systemctl/journalctl", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("GPUHOST_ROOT must name the simulated root folder");
   });
+
+  describe("concurrent operations (the manager lock)", () => {
+    /** Live processes of this test's root whose command line contains every word. */
+    const processes = (...words: string[]): number[] =>
+      fs
+        .readdirSync("/proc")
+        .filter((d) => /^\d+$/.test(d))
+        .filter((pid) => {
+          try {
+            const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+            const env = fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+            const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+            return (
+              words.every((w) => cmd.includes(w)) && env.includes(`GPUHOST_ROOT=${root}`) && !/^\d+ \(.*\) Z/.test(stat)
+            );
+          } catch {
+            return false;
+          }
+        })
+        .map(Number);
+
+    it("five concurrent starts of one unit, and a start while it is activating: exactly one supervisor", async () => {
+      const runs = await Promise.all(Array.from({ length: 5 }, () => sh("systemctl start ar")));
+      expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0, 0]);
+      expect(processes("__supervise", "ar.service")).toHaveLength(1);
+      // A crashing unit spends its RestartSec in "activating": starting it then must not add a supervisor.
+      unit(
+        "slowcrash.service",
+        "[Service]\nEnvironment=CRASH=1\nExecStart=/opt/app/serve\nRestart=on-failure\nRestartSec=20\n",
+      );
+      await sh("systemctl daemon-reload && systemctl start slowcrash");
+      await wait(async () => (await sh("systemctl show -p ActiveState --value slowcrash")).stdout === "activating\n");
+      await Promise.all([sh("systemctl start slowcrash"), sh("systemctl start slowcrash")]);
+      expect(processes("__supervise", "slowcrash.service")).toHaveLength(1);
+      await sh("systemctl stop slowcrash");
+    });
+
+    it("three units deleted concurrently (stop, remove the file, daemon-reload), ten rounds: every command succeeds", async () => {
+      for (let round = 0; round < 10; round++) {
+        for (const n of [1, 2, 3]) unit(`tmp${n}.service`, "[Service]\nExecStart=/opt/app/serve\n");
+        expect((await sh("systemctl daemon-reload && systemctl start tmp1 tmp2 tmp3")).code).toBe(0);
+        const deletes = await Promise.all(
+          [1, 2, 3].map((n) =>
+            sh(`systemctl stop tmp${n} && rm -f /etc/systemd/system/tmp${n}.service && systemctl daemon-reload`),
+          ),
+        );
+        expect(deletes.map((d) => `${d.code} ${d.stderr}`)).toEqual(["0 ", "0 ", "0 "]);
+      }
+      expect(processes("__supervise")).toEqual([]);
+    }, 120_000);
+  });
 });
