@@ -123,26 +123,6 @@ export class GpuServingHost extends pulumi.ComponentResource {
 
     const unit = unitName(config.services.active);
     const probe = platform.serviceProbes(unit);
-    this.verification = new VerifiedGeneration(
-      `${name}-verified`,
-      {
-        url: gateUrl(connection, config.services.host, config.services.port),
-        model: service.servedModelName,
-        apiKey: args.apiKey,
-        serviceIdentity: service.activeUnitHash,
-        toolkitFingerprint: toolkit.fingerprint,
-        environmentLock: environment.environmentLock,
-        verifyPolicy: config.verification,
-        benchPlan: config.benchmark,
-        workload: config.workload,
-        speculative: speculativeOf(config),
-        serviceStateCommand: probe?.state,
-        serviceLogsCommand: probe?.logs,
-        hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
-      },
-      { parent: this, dependsOn: [service] },
-    );
-
     // What repairs drift, in provisioning order: the toolkit first (the units run its nvcc), then
     // each unit file, a restart of the active unit when its file was restored, and the activation
     // (which also repairs enabled/active and keeps exactly the active service running).
@@ -191,6 +171,28 @@ export class GpuServingHost extends pulumi.ComponentResource {
         repairs,
       },
       { parent: this, dependsOn: [service] },
+    );
+
+    this.verification = new VerifiedGeneration(
+      `${name}-verified`,
+      {
+        url: gateUrl(connection, config.services.host, config.services.port),
+        model: service.servedModelName,
+        apiKey: args.apiKey,
+        serviceIdentity: service.activeUnitHash,
+        toolkitFingerprint: toolkit.fingerprint,
+        environmentLock: environment.environmentLock,
+        verifyPolicy: config.verification,
+        benchPlan: config.benchmark,
+        workload: config.workload,
+        speculative: speculativeOf(config),
+        serviceStateCommand: probe?.state,
+        serviceLogsCommand: probe?.logs,
+        hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
+      },
+      // Explicit order: ToolkitState's repair may restart the unit, so it runs first; the gate
+      // never verifies a unit that a repair is about to restart, and verifies the repaired one.
+      { parent: this, dependsOn: [service, this.toolkitState] },
     );
 
     this.toolkitFingerprint = toolkit.fingerprint;

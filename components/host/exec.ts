@@ -4,11 +4,11 @@
 // behave alike. No Pulumi import: providers require() this from dist/components/host/exec.js.
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { needsSudo, renderInvocation } from "./invocation";
 import { shellJoin } from "./quote";
+import { secretTempDir } from "./secret-dirs";
 import { simulatedEnvironment } from "../../sim-host/platform";
 
 export interface ExecResult {
@@ -102,7 +102,8 @@ export async function execOnHost(
   const scriptName = opts.scriptName ?? "gpuhost-script";
   const timeoutMs = opts.timeoutMs ?? 600_000;
   if (conn.kind === "ssh") {
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-ssh-"));
+    const secrets = secretTempDir("gpuhost-ssh-");
+    const tmp = secrets.dir;
     try {
       const command = renderInvocation({
         scriptText,
@@ -113,7 +114,7 @@ export async function execOnHost(
       });
       return await run("ssh", sshArgs(conn, tmp, command), timeoutMs);
     } finally {
-      fs.rmSync(tmp, { recursive: true, force: true });
+      secrets.remove();
     }
   }
   const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;

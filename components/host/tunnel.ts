@@ -4,11 +4,9 @@
 // operator would, through the SSH connection it already has. No Pulumi import: the VerifiedGeneration
 // provider requires this from dist/components/host/tunnel.js at call time.
 import { spawn } from "node:child_process";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { sshBaseArgs } from "./exec";
+import { secretTempDir } from "./secret-dirs";
 import { acceptsConnections, freeLocalPort } from "../../ports";
 
 export interface Tunnel {
@@ -30,7 +28,8 @@ export async function openTunnel(
 ): Promise<Tunnel> {
   const conn = parseConnection(connection);
   if (conn.kind !== "ssh") throw new Error(`a tunnel needs an ssh connection, not ${conn.kind}`);
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-tunnel-"));
+  const secrets = secretTempDir("gpuhost-tunnel-");
+  const tmp = secrets.dir;
   const localPort = await freeLocalPort();
   // A forward-only session (-N) has no remote command: the options and user@host alone.
   const base = sshBaseArgs(conn, tmp);
@@ -51,7 +50,7 @@ export async function openTunnel(
       child.kill("SIGTERM");
       await exited;
     }
-    fs.rmSync(tmp, { recursive: true, force: true });
+    secrets.remove();
   };
   const deadline = Date.now() + timeoutMs;
   while (!(await acceptsConnections(localPort))) {

@@ -67,6 +67,14 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     expect(preview.code, preview.stdout + preview.stderr).toBe(0);
   }, 300_000);
 
+  it("ToolkitState (whose repair may restart the unit) is ordered before VerifiedGeneration", async () => {
+    const state = JSON.parse((await s.ok("stack", "export")).stdout);
+    const resources: { urn: string; type: string; dependencies?: string[] }[] = state.deployment.resources;
+    const verified = resources.find((r) => r.type === "pulumi-nodejs:dynamic:Resource" && r.urn.endsWith("-verified"));
+    const toolkitState = resources.find((r) => r.urn.endsWith("-toolkit-state"));
+    expect(verified?.dependencies ?? []).toContain(toolkitState!.urn);
+  }, 60_000);
+
   it("the API key is in neither state nor outputs in plaintext", async () => {
     const state = (await s.ok("stack", "export")).stdout;
     expect(state).not.toContain(apiKey);
