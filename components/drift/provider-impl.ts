@@ -18,6 +18,7 @@ import { describeConnection, type HostConnection, parseConnection } from "../hos
 import { baselineOf, findDrift } from "./drift";
 import { probeHost } from "./probe";
 import { planRepairs, repairScriptPath, runRepairs } from "./repair";
+import { installProcessGuard } from "../../gate/process-guard";
 import {
   type Baseline,
   type Drift,
@@ -31,6 +32,10 @@ import {
   repairStepSchema,
   repairsSchema,
 } from "./schema";
+
+// In the dynamic-provider host the engine started, this process must not outlive the engine (an
+// EPIPE loop after `kill -9` of pulumi, key folders left behind): gate/process-guard.ts.
+if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) installProcessGuard();
 
 /** What the program passes (pulumi.Input values resolved). */
 export interface ToolkitStateInputs {
