@@ -70,8 +70,9 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
   it("ToolkitState (whose repair may restart the unit) is ordered before VerifiedGeneration", async () => {
     const state = JSON.parse((await s.ok("stack", "export")).stdout);
     const resources: { urn: string; type: string; dependencies?: string[] }[] = state.deployment.resources;
-    const verified = resources.find((r) => r.type === "pulumi-nodejs:dynamic:Resource" && r.urn.endsWith("-verified"));
-    const toolkitState = resources.find((r) => r.urn.endsWith("-toolkit-state"));
+    const verified = resources.find((r) => r.type.endsWith("gpuhost:VerifiedGeneration"));
+    const toolkitState = resources.find((r) => r.type.endsWith("gpuhost:ToolkitState"));
+    expect(verified && toolkitState).toBeTruthy();
     expect(verified?.dependencies ?? []).toContain(toolkitState!.urn);
   }, 60_000);
 
