@@ -2,7 +2,7 @@
 // --expect-no-changes --json` (every ToolkitState re-probes its host; the engine runs the reads
 // of several hosts concurrently) and prints what drifted, grouped by host, with the expected
 // value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error.
-import { runPulumi } from "../engine/pulumi";
+import { EMBEDDED_STACK, runPulumi, secretsProviderProblem } from "../engine/pulumi";
 import { type DriftReport, exitCodeOf, formatReport, parseRefreshOutput } from "../components/drift/report";
 
 export const DRIFT_USAGE = `usage: gpuhost drift [--stack NAME] [--json]
@@ -17,6 +17,8 @@ Exit status: 0 clean, 1 drift, 2 error (a host could not be probed, or the engin
 export interface DriftDeps {
   /** Runs the engine (default: engine/pulumi.ts runPulumi). */
   runPulumi?: typeof runPulumi;
+  /** Why the stack cannot run with the secrets at hand (default: with the real engine only). */
+  secretsProblem?: (stack: string | undefined) => string | undefined;
   out?: (text: string) => void;
   err?: (text: string) => void;
 }
@@ -49,11 +51,23 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
     return 2;
   }
 
+  // The embedded sim stack on its own backend and passphrase; any other on the user's backend and
+  // secrets provider, refused in one sentence when it needs a passphrase and none is set.
+  const embedded = stack === EMBEDDED_STACK;
+  const check =
+    deps.secretsProblem ?? (deps.runPulumi ? undefined : (s: string | undefined) => secretsProviderProblem(s));
+  const problem = embedded ? undefined : check?.(stack);
+  if (problem) {
+    err(`gpuhost drift: ${problem}\n`);
+    return 2;
+  }
+
   let report: DriftReport;
   try {
     const run = deps.runPulumi ?? runPulumi;
     // Streaming JSON: one event per line, and the refresh's output events carry the fresh read.
-    const result = await run(refreshArgs(stack), { env: { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" } });
+    const env = { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" };
+    const result = await run(refreshArgs(stack), embedded ? { embedded, env } : { env });
     report = parseRefreshOutput(result.stdout, stack);
     const stderr = result.stderr.trim();
     // pulumi exits non-zero both for drift (--expect-no-changes) and for errors (pulumi#8992):

@@ -6,6 +6,7 @@
  * by PULUMI_BACKEND_URL), never in .gpuhost/state. Run with the set-up plugins and, where
  * GPUHOST_UPSTREAM_PLUGINS names upstream builds, with those.
  */
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -84,6 +85,21 @@ describe("stacks other than the embedded one use the user's backend and secrets"
     fs.writeFileSync(path.join(project, `Pulumi.${stack}.yaml`), "secretsprovider: awskms://alias/team-key\n");
     expect(secretsProviderProblem(stack, { cwd: project, env: { PULUMI_CONFIG_PASSPHRASE: "" } })).toBeUndefined();
   }, 120_000);
+
+  it("gpuhost drift on such a stack without a passphrase: exit 2 and one sentence, before the engine runs", () => {
+    const r = spawnSync("node", [path.join(PROJECT_ROOT, "dist", "cli", "gpuhost.js"), "drift", "--stack", stack], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: "" },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toMatch(
+      new RegExp(
+        `^gpuhost drift: stack ${stack} uses the passphrase secrets provider and no passphrase is set: [^\n]*\.$`,
+      ),
+    );
+  }, 60_000);
 
   it("the sim stack never takes the user's own passphrase, nor another stack the documented one", async () => {
     const { engineEnv, EMBEDDED_PASSPHRASE } = await import("../../engine/pulumi");
