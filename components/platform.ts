@@ -2,6 +2,7 @@
 // handed to GpuServingHost: the components below it take plain facts (a connection, a program for
 // the units, a repository) and never ask which platform they run on. Two implementations:
 // connectedPlatform (SSH or this machine, below) and simulatedPlatform (sim-host/platform-resource.ts).
+import type * as pulumi from "@pulumi/pulumi";
 import type { HostConnectionInput } from "./host/script";
 import type { ServingServiceArgs } from "./services/serving-service";
 
@@ -26,7 +27,7 @@ export interface HostPlatform {
    */
   preparation?: { step: PlatformStep; triggers: string[] };
   /** argv run where `pulumi up` runs to read a unit's state and logs; undefined: read over the connection (SSH). */
-  serviceProbes(unit: string): { state: string[]; logs: string[] } | undefined;
+  serviceProbes(unit: string): { state: pulumi.Input<string>[]; logs: pulumi.Input<string>[] } | undefined;
 }
 
 /** A real host, over SSH or this machine: SGLang runs from the venv, NVIDIA's (or the stack's) repository. */

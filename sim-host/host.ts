@@ -3,6 +3,7 @@
 // simulator, whose CUDA repository is the catalogue laid out in the folder, and whose preparation
 // (scripts/prepare.sh) lays that folder out as a resource step at `pulumi up`, never at preview.
 import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
 import { descriptionHash } from "../components/cuda-catalog/catalog";
 import type { SimulatorConfig } from "../components/config";
 import type { HostPlatform } from "../components/platform";
@@ -11,9 +12,12 @@ import { SIM_REPO_URL, simShimDir } from "./platform";
 
 export const PREPARE_SCRIPT = "sim-host/scripts/prepare.sh";
 
-/** The platform of a simulated host whose folder (standing for /) is `root`. */
-export function simulatedPlatform(root: string, simulator: SimulatorConfig): HostPlatform {
-  const abs = path.resolve(root);
+/**
+ * The platform of a simulated host whose folder (standing for /) is `root`: an Input, so a resource
+ * standing for a VM can make the folder and hand it over (examples/).
+ */
+export function simulatedPlatform(root: pulumi.Input<string>, simulator: SimulatorConfig): HostPlatform {
+  const abs = pulumi.output(root).apply((r) => path.resolve(r));
   return {
     connection: { kind: "simulated", root: abs },
     serverProgram: {
@@ -32,7 +36,7 @@ export function simulatedPlatform(root: string, simulator: SimulatorConfig): Hos
     serviceProbes: (unit) => {
       const shims = simShimDir();
       // No PATH here: it would land in the resource's inputs and make every run a diff.
-      const env = ["env", `GPUHOST_ROOT=${abs}`];
+      const env = ["env", pulumi.interpolate`GPUHOST_ROOT=${abs}`];
       return {
         state: [...env, path.join(shims, "systemctl"), "show", "-p", "NRestarts,ActiveState", unit],
         logs: [...env, path.join(shims, "journalctl"), "-u", unit, "-n", "50", "--no-pager"],

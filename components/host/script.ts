@@ -19,8 +19,12 @@ import { simulatedEnvironment } from "../../sim-host/platform";
 
 /** A host connection as components take it: the private keys may be Pulumi secrets (Outputs). */
 export type HostConnectionInput =
-  | Exclude<HostConnection, { kind: "ssh" }>
-  | (Omit<Extract<HostConnection, { kind: "ssh" }>, "privateKey" | "bastion"> & {
+  | Exclude<HostConnection, { kind: "ssh" | "simulated" }>
+  /** A simulated host's folder; an Input, so another resource (a VM stand-in) can make it. */
+  | { kind: "simulated"; root: pulumi.Input<string> }
+  | (Omit<Extract<HostConnection, { kind: "ssh" }>, "host" | "privateKey" | "bastion"> & {
+      /** The address; an Input, so a host made by another resource (a VM's public IP) can be given. */
+      host: pulumi.Input<string>;
       privateKey: pulumi.Input<string>;
       bastion?: { host: string; port: number; user: string; privateKey: pulumi.Input<string> };
     });
@@ -56,9 +60,13 @@ export function readScript(script: string): { text: string; name: string; hash: 
   return { text, name: path.basename(file), hash: crypto.createHash("sha256").update(text).digest("hex") };
 }
 
+/** A connection whose simulated root is known (the SSH fields may still be Inputs: they are not rendered). */
+export type RenderableConnection =
+  Exclude<HostConnectionInput, { kind: "simulated" }> | { kind: "simulated"; root: string };
+
 /** The command line a Command runs for a script, given resolved args (pure; golden-tested). */
 export function hostCommandLine(
-  conn: HostConnectionInput,
+  conn: RenderableConnection,
   script: { text: string; name: string },
   args: readonly string[],
   environment: Readonly<Record<string, string>> = {},
@@ -80,9 +88,12 @@ function render(
   args: pulumi.Input<string>[],
   environment: Record<string, pulumi.Input<string>>,
 ): pulumi.Output<string> {
+  const root = conn.kind === "simulated" ? conn.root : "";
   return pulumi
-    .all([pulumi.all(args), pulumi.all(environment)])
-    .apply(([a, env]) => hostCommandLine(conn, script, a, env));
+    .all([pulumi.all(args), pulumi.all(environment), root])
+    .apply(([a, env, r]) =>
+      hostCommandLine(conn.kind === "simulated" ? { kind: "simulated", root: r } : conn, script, a, env),
+    );
 }
 
 /** The remote.Command connection for an SSH host (the provider marks it secret as a whole). */

@@ -1,0 +1,24 @@
+/**
+ * gpuhost as a library: what another Pulumi program imports (`import { GpuServingHost } from "gpuhost"`).
+ * The package's `main` is the gpuhost program itself (Pulumi.yaml `main: .` runs it); `exports` gives
+ * importers this file instead (README "Use it from your own program" lists the API).
+ */
+export { GpuServingHost, type GpuServingHostArgs } from "./components/gpu-serving-host";
+export { connectedPlatform, type HostPlatform, type PlatformStep } from "./components/platform";
+export { simulatedPlatform } from "./sim-host/host";
+export type { HostConnectionInput } from "./components/host/script";
+export {
+  ConfigSchema,
+  loadConfig,
+  parseConfig,
+  hostConnection,
+  type GpuhostConfig,
+  type GpuhostConfigInput,
+  type HostConfig,
+  type SimulatorConfig,
+} from "./components/config";
+export { CudaToolkit, type CudaToolkitArgs } from "./components/cuda-toolkit";
+export { ServingEnvironment, type ServingEnvironmentArgs } from "./components/serving-env/serving-environment";
+export { ServingService, type ServingServiceArgs } from "./components/services/serving-service";
+export { VerifiedGeneration, type VerifiedGenerationArgs } from "./components/verified-generation";
+export { ToolkitState, type ToolkitStateArgs } from "./components/drift";
