@@ -14,13 +14,13 @@ import { simulatedPlatform } from "./sim-host/host";
 const { config, apiKey, secret } = loadConfig();
 const root = projectRoot();
 
-const hosts = config.hosts.map((host) => {
+const hosts = config.hosts.map((host, index) => {
   const h = new GpuServingHost(host.name, {
     host,
     platform:
       host.connection.kind === "simulated"
-        ? simulatedPlatform(simulatedRoot(host, root), config.simulator)
-        : connectedPlatform(hostConnection(host, root, secret)),
+        ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
+        : connectedPlatform(hostConnection(host, root, secret, index)),
     config,
     apiKey,
   });

@@ -124,8 +124,10 @@ the environment and unit names are restricted to safe characters.
 ## Simulated platform
 
 A host with \`connection.kind: simulated\` is a folder of the project (default
-\`.gpuhost/sim-hosts/<host>\`) standing for \`/\`. The same scripts and unit files run there, with
-the package and service layers simulated (sim-host). What differs, honestly:
+\`.gpuhost/sim-hosts/<host>\`) standing for \`/\`; its \`root\` must lie under the project's
+\`.gpuhost/\` (no \`..\`, no absolute path elsewhere, no symlink leading out). The folder is laid
+out by a preparation step at \`pulumi up\`; \`pulumi preview\` writes nothing. The same scripts and
+unit files run there, with the package and service layers simulated (sim-host). What differs, honestly:
 - the Python environment is not installed: \`python-env.sh\` checks the torch pin against the
   toolkit (+cu130 for 13.0) as on a real host, then records the lock in
   \`<venv>/gpuhost-env.lock\` with \`platform=simulated\`; nothing is downloaded;

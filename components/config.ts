@@ -9,6 +9,7 @@
  * object, and everything computed from it, secret): `gpuhost:apiKey`, and the private keys that
  * `privateKeySecret` names.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
@@ -17,6 +18,7 @@ import { faultNameSchema } from "../simulator/faults";
 import { cudaToolkitOptionsSchema } from "./cuda-toolkit/options";
 import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./host/connection";
 import type { HostConnectionInput } from "./host/script";
+import { projectRoot } from "../project-files";
 import { EnvironmentSchema } from "./serving-env/schema";
 import { ServicesSchema } from "./services/schema";
 
@@ -56,15 +58,33 @@ const sshConnectionConfig = sshConnectionSchema
   .strict()
   .describe("Over SSH; commands run through `sudo -n` unless the user is root.");
 
+/**
+ * The folder every simulated host lives in: the project's own .gpuhost/. A simulated host writes its
+ * packages, units and users under its root, so a root elsewhere (`/..`, /var, a home) would let a
+ * stack file write outside the project.
+ */
+const SIM_HOME = ".gpuhost";
+
+/** Whether `root` (relative to `project`, or absolute) names a folder strictly inside project/.gpuhost. */
+function underSimHome(root: string, project: string): boolean {
+  const home = path.join(project, SIM_HOME);
+  return path.resolve(project, root).startsWith(`${home}${path.sep}`);
+}
+
 const simulatedConnectionConfig = z
   .object({
     kind: z.literal("simulated"),
     root: z
       .string()
       .regex(/^[A-Za-z0-9._+@/-]+$/, "must be a folder path of letters, digits and ._+@-/")
+      .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
+      .refine(
+        (p) => underSimHome(p, projectRoot()),
+        `must be a folder under the project's ${SIM_HOME}/ (e.g. ${SIM_HOME}/sim-hosts/a), relative to the project or absolute`,
+      )
       .optional()
       .describe(
-        "Folder standing for / (relative paths are relative to the project); default .gpuhost/sim-hosts/<host name>.",
+        `Folder standing for /: a folder under the project's ${SIM_HOME}/ (relative paths are relative to the project); default ${SIM_HOME}/sim-hosts/<host name>.`,
       ),
   })
   .strict()
@@ -243,10 +263,31 @@ export function parseConfig(raw: Record<string, unknown>): GpuhostConfig {
   return result.data;
 }
 
-/** The simulated host's folder: absolute, under the project unless configured elsewhere. */
-export function simulatedRoot(host: HostConfig, projectRoot: string): string {
+/**
+ * The simulated host's folder, absolute: under the project's .gpuhost/ (the schema checks the path
+ * as written; this checks it again against `project` with symlinks resolved, so a link inside
+ * .gpuhost/ cannot lead out of it). `index` is the host's place in `hosts`, for the error's path.
+ */
+export function simulatedRoot(host: HostConfig, project: string, index = 0): string {
   if (host.connection.kind !== "simulated") throw new Error(`host ${host.name} is not simulated`);
-  return path.resolve(projectRoot, host.connection.root ?? path.join(".gpuhost", "sim-hosts", host.name));
+  const root = path.resolve(project, host.connection.root ?? path.join(SIM_HOME, "sim-hosts", host.name));
+  const home = realPathOfExisting(path.join(project, SIM_HOME));
+  if (!underSimHome(root, project) || !realPathOfExisting(root).startsWith(`${home}${path.sep}`)) {
+    throw new ConfigError([
+      {
+        path: configPath(["hosts", index, "connection", "root"]),
+        message: `${root} is not a folder under the project's ${SIM_HOME}/ (${path.join(project, SIM_HOME)})`,
+      },
+    ]);
+  }
+  return root;
+}
+
+/** `p` with symlinks resolved as far as it exists (reading only: nothing is created). */
+function realPathOfExisting(p: string): string {
+  let existing = p;
+  while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing);
+  return path.join(fs.realpathSync(existing), path.relative(existing, p));
 }
 
 /** The connection components take: secrets looked up by name (Pulumi secrets in the program). */
@@ -254,13 +295,14 @@ export function hostConnection(
   host: HostConfig,
   projectRoot: string,
   secret: (key: string) => pulumi.Input<string>,
+  index = 0,
 ): HostConnectionInput {
   const c = host.connection;
   switch (c.kind) {
     case "local":
       return c;
     case "simulated":
-      return { kind: "simulated", root: simulatedRoot(host, projectRoot) };
+      return { kind: "simulated", root: simulatedRoot(host, projectRoot, index) };
     case "ssh":
       return {
         kind: "ssh",

@@ -11,17 +11,19 @@
  */
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EngineResult, runPulumi } from "../../engine/pulumi";
+import { type EngineResult, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { execOnHost } from "../../components/host/exec";
 import { driftMain } from "../../cli/drift";
 import type { DriftReport } from "../../components/drift/report";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import { createTestStack, type TestStack } from "../support/stack";
 
-const hostRoot = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-drift-host-"));
+// A simulated host's root must lie under the project's .gpuhost/ (#12.6).
+const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
+fs.mkdirSync(simHosts, { recursive: true });
+const hostRoot = fs.mkdtempSync(path.join(simHosts, "drift-"));
 const apiKey = `sim-drift-${randomBytes(16).toString("hex")}`;
 const host = { kind: "simulated" as const, root: hostRoot };
 
