@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|gpuhost [args...]`.
+# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|unit|gpuhost [args...]`.
 # It first makes sure a supported Node.js (>= 22, what @pulumi/pulumi 3.276 declares) is first on PATH,
 # so npm, tsc, vitest, the demo, the Pulumi engine's plugins and every process they start run on it:
 #   - the machine's `node` when it is new enough;
@@ -93,10 +93,14 @@ case "$mode" in
     tsc -p .
     exec vitest run "$@"
     ;;
+  unit)
+    bash engine/setup.sh --npm-only
+    exec vitest run --config vitest.unit.config.ts "$@"
+    ;;
   gpuhost) exec node dist/cli/gpuhost.js "$@" ;;
   node) exec node "$@" ;;
   *)
-    echo "usage: bash engine/run.sh setup|build|demo|test|gpuhost|node [args...]" >&2
+    echo "usage: bash engine/run.sh setup|build|demo|test|unit|gpuhost|node [args...]" >&2
     exit 2
     ;;
 esac
