@@ -8,6 +8,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { connectedPlatform } from "./components/platform";
+import type { HostOutputs } from "./components/stack-outputs";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 
@@ -27,6 +28,7 @@ const hosts = config.hosts.map((host, index) => {
   const v = h.verification;
   return {
     name: host.name,
+    // Typed by the one output schema: every key it names, nothing else.
     outputs: {
       gpus: host.gpus,
       toolkitFingerprint: h.toolkitFingerprint,
@@ -50,7 +52,7 @@ const hosts = config.hosts.map((host, index) => {
       benchComplete: v.benchComplete,
       capacity: v.capacity,
       drift: h.toolkitState.drift,
-    },
+    } satisfies { [K in keyof HostOutputs]: pulumi.Input<HostOutputs[K]> },
   };
 });
 
@@ -61,3 +63,4 @@ export const fleetSustainedOutputTokensPerSecond = pulumi
   .all(hosts.map((h) => h.outputs.sustainedOutputTokensPerSecond))
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
 export const activeService = config.services.active;
+// StackOutputsSchema (components/stack-outputs.ts) describes these three exports.

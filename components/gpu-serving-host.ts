@@ -25,7 +25,7 @@ import type { HostPlatform } from "./platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
 import { toolkitKey } from "./serving-env/lock";
 import { ServingService } from "./services/serving-service";
-import { SERVICE_KINDS } from "./services/schema";
+import { SERVICE_KINDS, type ServiceKind } from "./services/schema";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {
@@ -55,7 +55,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
   public readonly toolkitProof: pulumi.Output<string>;
   public readonly environmentLock: pulumi.Output<string>;
   public readonly jitWorkspace: pulumi.Output<string>;
-  public readonly activeService: pulumi.Output<string>;
+  public readonly activeService: pulumi.Output<ServiceKind>;
   public readonly activeUnit: pulumi.Output<string>;
   public readonly endpoint: pulumi.Output<string>;
   public readonly model: pulumi.Output<string>;
@@ -237,7 +237,7 @@ export function speculativeOf(
  * The URL of the service as seen on the host. The gate runs where `pulumi up` runs: for local and
  * simulated hosts that is the host itself; for SSH hosts the gate reaches this URL through an SSH
  * tunnel (see hostAccess), because the serving port is bound to the host's loopback by default and,
- * as in the story, a machine that reaches SSH may not reach the serving port.
+ * as in the story (docs/story.md), a machine that reaches SSH may not reach the serving port.
  */
 export function gateUrl(connection: HostConnectionInput, bindHost: string, port: number): string {
   if (connection.kind !== "ssh") return `http://127.0.0.1:${port}`;

@@ -1,5 +1,5 @@
 /**
- * `npm run demo`: the story, rehearsed on a simulated host (engine/story.ts): Kimi K2.6 on
+ * `npm run demo`: the story (docs/story.md), rehearsed on a simulated host (engine/story.ts): Kimi K2.6 on
  * 8x RTX PRO 6000, its autoregressive, EAGLE-3 and DFlash services compared with the same
  * workload, ending with which to run and the plan for 900,000 completions x 2,000 tokens.
  * Every figure is in the simulated host's own time. Options:

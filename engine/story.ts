@@ -1,5 +1,5 @@
 /**
- * The story, rehearsed: Kimi K2.6 on 8x RTX PRO 6000 Blackwell, its autoregressive, EAGLE-3 and
+ * The story (docs/story.md), rehearsed: Kimi K2.6 on 8x RTX PRO 6000 Blackwell, its autoregressive, EAGLE-3 and
  * DFlash services (the units' real command lines from stacks/Pulumi.story.yaml, through the
  * stand-in sglang on one simulated host, one service at a time), the same realistic workload on
  * each, then which to run and the plan for the story's job: 900,000 completions x 2,000 tokens.

@@ -134,7 +134,7 @@ export const BenchPlanSchema = z
       .int()
       .positive()
       .default(2048)
-      .describe("max_tokens of each sweep request (the story's completions were about 2,000 tokens)."),
+      .describe("max_tokens of each sweep request (the story's (docs/story.md) completions were about 2,000 tokens)."),
     requestsPerConcurrency: z
       .number()
       .int()

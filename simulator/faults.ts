@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * The failures the story lived through, by the names used on the command line (`--fault NAME`)
+ * The failures the story (docs/story.md) lived through, by the names used on the command line (`--fault NAME`)
  * and in profiles (`faults: [NAME]`). Each one is a behaviour a readiness gate or benchmark must
  * notice; none of them is a crash of the simulator itself.
  */

@@ -20,7 +20,7 @@ export interface DoctorReport {
   /** The CUDA folder FlashInfer would use, and which rule found it. */
   cudaHome: string | null;
   resolvedBy: "--cuda-home" | "CUDA_HOME" | "CUDA_PATH" | "nvcc on PATH" | "/usr/local/cuda" | null;
-  /** What each lookup rule points at (disagreements are how the story's 12.8 trap hides). */
+  /** What each lookup rule points at (disagreements are how the story's (docs/story.md) 12.8 trap hides). */
   candidates: { rule: string; path: string | null }[];
   release: string | null;
   nvccVersion: string | null;

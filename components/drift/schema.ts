@@ -104,13 +104,19 @@ export interface Baseline {
 }
 
 /** One drifted field: what was expected, what was found, and how to repair it. */
-export interface Drift {
-  /** Path of the field, e.g. `packages.libcurand-dev-13-0` or `units./etc/systemd/system/x.service.sha256`. */
-  field: string;
-  expected: string | null;
-  found: string | null;
-  repair: string;
-}
+export const driftSchema = z
+  .object({
+    field: z
+      .string()
+      .describe(
+        "Path of the field, e.g. `packages.libcurand-dev-13-0` or `units./etc/systemd/system/x.service.sha256`",
+      ),
+    expected: z.string().nullable(),
+    found: z.string().nullable(),
+    repair: z.string(),
+  })
+  .describe("One drifted field: what was expected, what was found, and how to repair it");
+export type Drift = z.infer<typeof driftSchema>;
 
 export const onDriftSchema = z
   .enum(["fail", "record", "repair"])

@@ -1,5 +1,5 @@
 // An SSH local forward from this machine to a port on the host, for the readiness gate and the
-// benchmark. In the story the benchmark machine reached the host over SSH while the serving port
+// benchmark. In the story (docs/story.md) the benchmark machine reached the host over SSH while the serving port
 // was another matter: services bind 127.0.0.1 by default, so gpuhost reaches them the way an
 // operator would, through the SSH connection it already has. No Pulumi import: the VerifiedGeneration
 // provider requires this from dist/components/host/tunnel.js at call time.

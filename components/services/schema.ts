@@ -138,7 +138,9 @@ export const ServicesSchema = z
       .int()
       .min(1)
       .default(600)
-      .describe("TimeoutStartSec=: how long systemd lets a start take (loading the story's 548 GB took 330-630 s)."),
+      .describe(
+        "TimeoutStartSec=: how long systemd lets a start take (loading the story's (docs/story.md) 548 GB took 330-630 s).",
+      ),
     restart: RestartPolicySchema.prefault({}).describe("Restart=on-failure limits."),
     eagle3: Eagle3Schema.optional(),
     dflash: DflashSchema.optional(),

@@ -33,7 +33,11 @@ export type Stdout = (name: string) => string;
  * Installs the mocks and the recorder. Call once per test file (vitest runs each file in its own
  * process, so the runtime starts clean).
  */
-export function recordResources(stdout: Stdout = () => ""): {
+export function recordResources(
+  stdout: Stdout = () => "",
+  /** Extra state a mocked resource reports (a dynamic resource's outputs), by type and name. */
+  outputs: (type: string, name: string) => Record<string, unknown> = () => ({}),
+): {
   resources: Registered[];
   /** Waits until every registration so far has been answered. */
   settle(): Promise<Registered[]>;
@@ -44,7 +48,10 @@ export function recordResources(stdout: Stdout = () => ""): {
     {
       newResource: (args) => {
         inputsByKey.set(`${args.type}::${args.name}`, args.inputs);
-        return { id: `${args.name}-id`, state: { ...args.inputs, stdout: stdout(args.name) } };
+        return {
+          id: `${args.name}-id`,
+          state: { ...args.inputs, stdout: stdout(args.name), ...outputs(args.type, args.name) },
+        };
       },
       call: (args) => args.inputs,
     },
