@@ -13,14 +13,18 @@
  *     when addPreviousOutputInEnv (default true);
  *   - no read: refresh never detects drift on a Command (as upstream: pulumi-command#432); gpuhost's
  *     ToolkitState resource exists for that;
- *   - remote: one SSH session per command, no PTY, host key checked only when `hostKey` is given,
- *     dialing retried up to dialErrorLimit times with perDialTimeout each;
+ *   - remote: one SSH session per command, no PTY, dialing retried up to dialErrorLimit times with
+ *     perDialTimeout each;
  *   - `environment` (and PULUMI_COMMAND_STDOUT/STDERR) over SSH travel as SSH environment requests,
  *     as upstream's setenv: a server whose AcceptEnv refuses a variable runs the command without it,
  *     and the resource gets upstream's warning for each one;
  *   - state as upstream stores it: the connection's privateKey/password/privateKeyPassword are secrets
  *     of their own inside the (secret) connection, so a stack moves between this provider and
  *     upstream's without a diff.
+ * Where it departs from upstream, on purpose (gpuhost issue #12): the host key is always checked, and a
+ * connection without `hostKey` is refused with the key the host presented in the error (upstream does
+ * not check it at all); every session sends keepalives and a command has a step timeout (upstream has
+ * neither, so a half-open session waits forever).
  * Not implemented (gpuhost does not use them): CopyToRemote, local assets/archives, interpreter
  * other than /bin/sh, proxies other than one jump host, agent sockets and passwords.
  */
@@ -134,6 +138,28 @@ export const setenvMessage = (name: string) =>
 /** Thrown, as upstream fails, when the server refused a variable of the resource's `environment`. */
 export class SetenvRefused extends Error {}
 
+/** Seconds between SSH keepalives (ServerAliveInterval); GPUHOST_SSH_KEEPALIVE_S overrides it. */
+export function keepaliveSeconds(): number {
+  return positiveEnv("GPUHOST_SSH_KEEPALIVE_S", 15);
+}
+/** Unanswered keepalives before a session counts as dead (ServerAliveCountMax). */
+export const KEEPALIVE_COUNT = 4;
+/**
+ * The longest one remote command may run, in seconds; GPUHOST_COMMAND_TIMEOUT_S overrides it. The
+ * default covers the slowest step (pip downloading a multi-GB torch build, apt installing the toolkit).
+ */
+export function stepTimeoutSeconds(): number {
+  return positiveEnv("GPUHOST_COMMAND_TIMEOUT_S", 7200);
+}
+
+function positiveEnv(name: string, dflt: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return dflt;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number of seconds, got '${raw}'`);
+  return n;
+}
+
 async function runRemote(
   conn: Connection,
   command: string,
@@ -160,9 +186,27 @@ async function runRemote(
       )
       .join("");
     const limit = Math.max(1, conn.dialErrorLimit ?? 10);
-    let last: RunResult = { code: 255, stdout: "", stderr: "" };
+    const timeoutS = stepTimeoutSeconds();
+    let last: RunResult & { timedOut?: boolean } = { code: 255, stdout: "", stderr: "" };
     for (let attempt = 1; attempt <= limit; attempt++) {
-      last = await spawnCollect("ssh", [...args, check + command], { env: { ...process.env, ...env } }, stdin);
+      last = await spawnCollect(
+        "ssh",
+        [...args, check + command],
+        { env: { ...process.env, ...env } },
+        stdin,
+        timeoutS * 1000,
+      );
+      if (last.timedOut) {
+        throw new Error(
+          `${target(conn)}: the command ran past the step timeout of ${timeoutS} s (GPUHOST_COMMAND_TIMEOUT_S) and was stopped; its outcome on the host is unknown, and the next \`pulumi up\` runs it again`,
+        );
+      }
+      if (last.code === 255) hostKeyProblem(conn, dir, last.stderr);
+      if (last.code === 255 && /Timeout, server .* not responding/.test(last.stderr)) {
+        throw new Error(
+          `${target(conn)}: the SSH session stopped answering (${KEEPALIVE_COUNT} keepalives ${keepaliveSeconds()} s apart went unanswered); the command's outcome on the host is unknown, and the next \`pulumi up\` runs it again`,
+        );
+      }
       if (!(last.code === 255 && isDialError(last.stderr))) break;
       if (attempt === limit) return { ...last, stderr: `${last.stderr}\ndial failed ${limit} times` };
       await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 5000)));
@@ -182,17 +226,101 @@ async function runRemote(
   }
 }
 
-function sshArgs(conn: Connection, dir: string): string[] {
-  const common = (c: { host: string; hostKey?: string }, name: string) => {
-    const out = ["-o", "BatchMode=yes", "-o", `ConnectTimeout=${conn.perDialTimeout ?? 15}`, "-o", "LogLevel=ERROR"];
-    if (c.hostKey) {
-      const kh = path.join(dir, `${name}.known_hosts`);
-      fs.writeFileSync(kh, `${c.host} ${c.hostKey.trim()}\n[${c.host}]:* ${c.hostKey.trim()}\n`, { mode: 0o600 });
-      out.push("-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${kh}`);
-    } else {
-      out.push("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null");
+const target = (c: { host: string; port?: number; user?: string }) => `${c.user ?? "root"}@${c.host}:${c.port ?? 22}`;
+
+/** The SHA256 fingerprint of a public key line (`ssh-ed25519 AAAA...`), as ssh-keygen -l prints it. */
+export function fingerprint(keyLine: string): string {
+  const blob = Buffer.from(keyLine.trim().split(/\s+/)[1] ?? "", "base64");
+  return `SHA256:${crypto.createHash("sha256").update(blob).digest("base64").replace(/=+$/, "")}`;
+}
+
+/**
+ * After a failed session: when the host key was the reason, throws the error that says which host
+ * presented which key, so the user can pin it (or see that it changed). The keys come from the
+ * KnownHostsCommand recorder below, which sees exactly what the server presented.
+ */
+function hostKeyProblem(conn: Connection, dir: string, stderr: string): void {
+  if (!/Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No .* host key is known/i.test(stderr))
+    return;
+  const hops: Array<[string, { host: string; port?: number; user?: string; hostKey?: string }, string]> = [
+    ["target", conn, "connection.hostKey"],
+  ];
+  if (conn.proxy) hops.unshift(["proxy", conn.proxy, "connection.proxy.hostKey"]);
+  for (const [name, hop, field] of hops) {
+    const presented = presentedKey(dir, name);
+    if (presented === undefined) continue;
+    const pinned = hop.hostKey?.trim();
+    if (pinned && sameKey(pinned, presented)) continue;
+    const shown = `${presented.split(" ")[0]} ${fingerprint(presented)}`;
+    if (!pinned) {
+      throw new Error(
+        `${target(hop)}: refused, ${field} is unset, so this host cannot be told from an impostor. It presented ${shown}; if that is your host's key (check it on the host: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), pin it: ${field} = "${presented}"`,
+      );
     }
-    return out;
+    throw new Error(
+      `${target(hop)}: refused, the host presented ${shown} but ${field} pins ${pinned.split(" ")[0]} ${fingerprint(pinned)}. Either someone is in between, or the host's key was changed: pin the new key only after checking it on the host`,
+    );
+  }
+}
+
+function sameKey(a: string, b: string): boolean {
+  const words = (k: string) => k.trim().split(/\s+/).slice(0, 2).join(" ");
+  return words(a) === words(b);
+}
+
+function presentedKey(dir: string, name: string): string | undefined {
+  const f = path.join(dir, `${name}.presented`);
+  if (!fs.existsSync(f)) return undefined;
+  const lines = fs
+    .readFileSync(f, "utf8")
+    .split("\n")
+    .filter((l) => /^\S+ \S+$/.test(l));
+  return lines[lines.length - 1];
+}
+
+/**
+ * A KnownHostsCommand that records the key the server presents (type and base64) and vouches for
+ * nothing: ssh still decides against the pinned known_hosts file alone. ssh runs it without a shell.
+ */
+function recorder(dir: string, name: string): string {
+  const script = path.join(dir, `${name}.record`);
+  const out = path.join(dir, `${name}.presented`);
+  fs.writeFileSync(script, `#!/bin/sh\n[ -n "$2" ] && printf '%s %s\\n' "$1" "$2" >> ${shQuote(out)}\nexit 0\n`, {
+    mode: 0o700,
+  });
+  return script;
+}
+
+function sshArgs(conn: Connection, dir: string): string[] {
+  // Inside ProxyCommand, ssh expands % tokens once more: the inner ssh's tokens are written %%.
+  const common = (c: { host: string; hostKey?: string }, name: string, pct: string) => {
+    const kh = path.join(dir, `${name}.known_hosts`);
+    // Unset hostKey: an empty known_hosts, so every key is refused (the error then shows it).
+    const key = c.hostKey?.trim();
+    fs.writeFileSync(kh, key ? `${c.host} ${key}\n[${c.host}]:* ${key}\n` : "", { mode: 0o600 });
+    return [
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      `ConnectTimeout=${conn.perDialTimeout ?? 15}`,
+      "-o",
+      // INFO, not ERROR: ssh reports a dead session ("Timeout, server ... not responding") at INFO.
+      "LogLevel=INFO",
+      "-o",
+      `ServerAliveInterval=${keepaliveSeconds()}`,
+      "-o",
+      `ServerAliveCountMax=${KEEPALIVE_COUNT}`,
+      "-o",
+      "StrictHostKeyChecking=yes",
+      "-o",
+      `UserKnownHostsFile=${kh}`,
+      "-o",
+      "GlobalKnownHostsFile=/dev/null",
+      "-o",
+      "CheckHostIP=no",
+      "-o",
+      `KnownHostsCommand=${recorder(dir, name)} ${pct}t ${pct}K`,
+    ];
   };
   const keyFile = (key: string | undefined, name: string) => {
     if (!key) return [];
@@ -202,7 +330,7 @@ function sshArgs(conn: Connection, dir: string): string[] {
   };
   const args = [
     "-T",
-    ...common(conn, "target"),
+    ...common(conn, "target", "%"),
     ...keyFile(conn.privateKey, "target.key"),
     "-p",
     String(conn.port ?? 22),
@@ -211,7 +339,7 @@ function sshArgs(conn: Connection, dir: string): string[] {
     const p = conn.proxy;
     const jump = [
       "ssh",
-      ...common(p, "proxy"),
+      ...common(p, "proxy", "%%"),
       ...keyFile(p.privateKey, "proxy.key"),
       "-p",
       String(p.port ?? 22),
@@ -240,11 +368,30 @@ function spawnCollect(
   args: string[],
   opts: { cwd?: string; env: NodeJS.ProcessEnv },
   stdin?: string,
-): Promise<RunResult> {
+  timeoutMs?: number,
+): Promise<RunResult & { timedOut?: boolean }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ["pipe", "pipe", "pipe"] });
+    // Own process group, so a timeout also stops the ProxyCommand's ssh.
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: timeoutMs !== undefined,
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
+    let timedOut = false;
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            try {
+              process.kill(-child.pid!, "SIGKILL");
+            } catch {
+              child.kill("SIGKILL");
+            }
+          }, timeoutMs);
     child.stdout.on("data", (b: Buffer) => out.push(b));
     child.stderr.on("data", (b: Buffer) => {
       err.push(b);
@@ -252,10 +399,19 @@ function spawnCollect(
       // engine's log, so long installs stay visible with -v.
       process.stderr.write(b);
     });
-    child.on("error", reject);
-    child.on("close", (code) =>
-      resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
-    );
+    child.on("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({
+        code: code ?? 1,
+        stdout: Buffer.concat(out).toString(),
+        stderr: Buffer.concat(err).toString(),
+        timedOut,
+      });
+    });
     child.stdin.on("error", () => undefined);
     child.stdin.end(stdin ?? "");
   });

@@ -1,10 +1,13 @@
 /**
- * Remote commands through a real OpenSSH server on loopback: host key checking, stdin, environment (as
- * upstream: SSH environment requests, refused by a server without AcceptEnv), dial retries.
+ * Remote commands through a real OpenSSH server on loopback: host key checking (unpinned refused,
+ * a swapped key refused), stdin, environment (as upstream: SSH environment requests, refused by a
+ * server without AcceptEnv), dial retries, keepalives against a half-open session, the step timeout.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REMOTE, provider, withSecretCredentials } from "../../engine/command-provider/provider";
+import * as fs from "node:fs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { REMOTE, fingerprint, provider, withSecretCredentials } from "../../engine/command-provider/provider";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
+import { startStallProxy } from "../support/stall-proxy";
 
 const urn = `urn:pulumi:s::p::${REMOTE}::r`;
 let sshd: TestSshd;
@@ -64,12 +67,88 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
     expect(withSecretCredentials(checked.inputs)).toEqual(checked.inputs);
   });
 
+  afterEach(() => {
+    delete process.env.GPUHOST_SSH_KEEPALIVE_S;
+    delete process.env.GPUHOST_COMMAND_TIMEOUT_S;
+  });
+
+  it("refuses a host without a pinned key, runs nothing on it, and shows the key it presented", async () => {
+    const marker = `/tmp/gpuhost-unpinned-${process.pid}`;
+    const { hostKey: _unset, ...unpinned } = conn();
+    const err = await provider.create(urn, { connection: unpinned, create: `touch ${marker}` }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(Error);
+    const msg = (err as Error).message;
+    expect(msg).toContain("connection.hostKey is unset");
+    expect(msg).toContain(fingerprint(sshd.hostKey));
+    expect(msg).toContain(`connection.hostKey = "${sshd.hostKey}"`);
+    expect(fs.existsSync(marker)).toBe(false);
+  }, 30_000);
+
+  it("refuses an unpinned jump host, naming connection.proxy.hostKey", async () => {
+    const { hostKey: _unset, ...bastion } = conn();
+    const viaProxy = { ...conn(), proxy: bastion };
+    const msg = await provider
+      .create(urn, { connection: viaProxy, create: "true" })
+      .then(() => "ran")
+      .catch((e: Error) => e.message);
+    expect(msg).toContain("connection.proxy.hostKey is unset");
+    expect(msg).toContain(fingerprint(sshd.hostKey));
+    // Pinned on both hops, the same path works.
+    const ok = await provider.create(urn, { connection: { ...conn(), proxy: conn() }, create: "echo via-jump" });
+    expect(ok.outs.stdout).toBe("via-jump");
+  }, 30_000);
+
+  it("refuses the host once its key was swapped between two runs, naming both fingerprints", async () => {
+    const before = conn();
+    expect((await provider.create(urn, { connection: before, create: "echo first" })).outs.stdout).toBe("first");
+    const old = sshd.hostKey;
+    await sshd.swapHostKey();
+    const msg = await provider
+      .create(urn, { connection: before, create: "echo second" })
+      .then(() => "ran")
+      .catch((e: Error) => e.message);
+    expect(msg).toContain(`presented ssh-ed25519 ${fingerprint(sshd.hostKey)}`);
+    expect(msg).toContain(`pins ssh-ed25519 ${fingerprint(old)}`);
+  }, 30_000);
+
+  it("fails a half-open session in bounded time with a clear error (keepalives)", async () => {
+    process.env.GPUHOST_SSH_KEEPALIVE_S = "1";
+    const proxy = await startStallProxy(sshd.port);
+    try {
+      const started = Date.now();
+      const run = provider.create(urn, {
+        connection: { ...conn(), port: proxy.port },
+        create: "echo started; sleep 60",
+      });
+      await new Promise((r) => setTimeout(r, 2000));
+      proxy.stall();
+      const msg = await run.then(() => "finished").catch((e: Error) => e.message);
+      expect(msg).toMatch(/SSH session stopped answering \(4 keepalives 1 s apart went unanswered\)/);
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it("stops a command that runs past the step timeout", async () => {
+    process.env.GPUHOST_COMMAND_TIMEOUT_S = "2";
+    const started = Date.now();
+    const msg = await provider
+      .create(urn, { connection: conn(), create: "sleep 60" })
+      .then(() => "finished")
+      .catch((e: Error) => e.message);
+    expect(msg).toContain("ran past the step timeout of 2 s");
+    expect(Date.now() - started).toBeLessThan(10_000);
+  }, 30_000);
+
   it("refuses a host whose key does not match", async () => {
     const wrong = {
       ...conn(),
       hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn4bVX1nZt0G5u9i4S2o9pC1VjV1t2pA0v6tO3nB7hM",
     };
-    await expect(provider.create(urn, { connection: wrong, create: "true" })).rejects.toThrow(/exit status 255/);
+    await expect(provider.create(urn, { connection: wrong, create: "true" })).rejects.toThrow(
+      /refused, the host presented ssh-ed25519 SHA256:.* but connection.hostKey pins/,
+    );
   }, 30_000);
 
   it("gives up after dialErrorLimit attempts on a closed port", async () => {

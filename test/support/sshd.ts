@@ -18,6 +18,8 @@ export interface TestSshd {
   privateKeyPath: string;
   /** The server's public host key, as `ssh-ed25519 AAAA...`. */
   hostKey: string;
+  /** Restarts the server on the same port with a freshly generated host key (an impostor, or a reinstall); updates hostKey. */
+  swapHostKey(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -50,40 +52,56 @@ export async function startSshd(extra: string[] = []): Promise<TestSshd> {
       "",
     ].join("\n"),
   );
-  const proc: ChildProcess = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  proc.stderr?.on("data", (b: Buffer) => {
-    stderr += b;
-  });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = net.connect(port, "127.0.0.1", () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.on("error", () => resolve(false));
+  const launch = async (): Promise<ChildProcess> => {
+    const proc: ChildProcess = spawn(SSHD, ["-D", "-e", "-f", path.join(dir, "sshd_config")], {
+      stdio: ["ignore", "ignore", "pipe"],
     });
-    if (up) break;
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").trim().split(/\s+/).slice(0, 2).join(" ");
-  return {
+    let stderr = "";
+    proc.stderr?.on("data", (b: Buffer) => {
+      stderr += b;
+    });
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const up = await new Promise<boolean>((resolve) => {
+        const s = net.connect(port, "127.0.0.1", () => {
+          s.destroy();
+          resolve(true);
+        });
+        s.on("error", () => resolve(false));
+      });
+      if (up) return proc;
+      if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const stopProc = async (p: ChildProcess) => {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill("SIGTERM");
+      await new Promise((r) => p.once("exit", r));
+    }
+  };
+  const readHostKey = () =>
+    fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").trim().split(/\s+/).slice(0, 2).join(" ");
+  let proc = await launch();
+  const server: TestSshd = {
     host: "127.0.0.1",
     port,
     user: "root",
-    hostKey,
+    hostKey: readHostKey(),
     privateKey: fs.readFileSync(path.join(dir, "client_key"), "utf8"),
     privateKeyPath: path.join(dir, "client_key"),
+    async swapHostKey() {
+      await stopProc(proc);
+      fs.rmSync(path.join(dir, "host_key"));
+      fs.rmSync(path.join(dir, "host_key.pub"));
+      keygen(path.join(dir, "host_key"));
+      server.hostKey = readHostKey();
+      proc = await launch();
+    },
     async stop() {
-      if (proc.exitCode === null) {
-        proc.kill("SIGTERM");
-        await new Promise((r) => proc.once("exit", r));
-      }
+      await stopProc(proc);
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+  return server;
 }

@@ -43,6 +43,8 @@ export interface TestHost {
   user: "root";
   privateKeyPath: string;
   privateKey: string;
+  /** The host's sshd public key (`ssh-ed25519 AAAA...`), made fresh per boot: what a stack pins. */
+  hostKey: string;
   machineName: string;
   /** Where boot time went: extracting the tarball, until SSH answered, until systemd settled. */
   timings: { extractSeconds: number; sshSeconds: number; settledSeconds: number };
@@ -105,13 +107,12 @@ async function ensureNspawnRunDir(): Promise<void> {
   });
 }
 
+// The harness checks the host key too (a known_hosts with the key it generated), as gpuhost does.
 const SSH_OPTIONS = [
   "-o",
   "BatchMode=yes",
   "-o",
-  "StrictHostKeyChecking=no",
-  "-o",
-  "UserKnownHostsFile=/dev/null",
+  "StrictHostKeyChecking=yes",
   "-o",
   "LogLevel=ERROR",
   "-o",
@@ -162,7 +163,9 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
     const extracted = Date.now();
     const port = await freeLocalPort();
-    await configureSsh(rootDir, privateKeyPath, port);
+    const hostKey = await configureSsh(rootDir, privateKeyPath, port);
+    const knownHosts = path.join(work, "known_hosts");
+    await fs.writeFile(knownHosts, `[127.0.0.1]:${port} ${hostKey}\n`, { mode: 0o600 });
 
     const log = createWriteStream(path.join(work, "nspawn.log"));
     child = spawn(
@@ -173,7 +176,16 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     live.add(child);
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
-    const sshArgs = [...SSH_OPTIONS, "-i", privateKeyPath, "-p", String(port), "root@127.0.0.1"];
+    const sshArgs = [
+      ...SSH_OPTIONS,
+      "-o",
+      `UserKnownHostsFile=${knownHosts}`,
+      "-i",
+      privateKeyPath,
+      "-p",
+      String(port),
+      "root@127.0.0.1",
+    ];
     const exec = (cmd: string, o: { timeoutMs?: number; input?: string } = {}) =>
       run("ssh", [...sshArgs, cmd], { allowFailure: true, timeoutMs: o.timeoutMs ?? 300_000, input: o.input });
     const phases = await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
@@ -191,6 +203,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
       user: "root",
       privateKeyPath,
       privateKey: await fs.readFile(privateKeyPath, "utf8"),
+      hostKey,
       machineName,
       rootDir,
       sshArgs,
@@ -212,7 +225,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
 }
 
 /** A client key pair, sshd host key, and a drop-in making sshd listen on our port on loopback only. */
-async function configureSsh(rootDir: string, privateKeyPath: string, port: number): Promise<void> {
+async function configureSsh(rootDir: string, privateKeyPath: string, port: number): Promise<string> {
   await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "gpuhost-testhost", "-f", privateKeyPath]);
   const sshDir = path.join(rootDir, "root/.ssh");
   await fs.mkdir(sshDir, { recursive: true, mode: 0o700 });
@@ -232,6 +245,7 @@ async function configureSsh(rootDir: string, privateKeyPath: string, port: numbe
       "",
     ].join("\n"),
   );
+  return (await fs.readFile(`${hostKey}.pub`, "utf8")).trim().split(/\s+/).slice(0, 2).join(" ");
 }
 
 async function waitForBoot(

@@ -44,7 +44,8 @@ export function testHostConfig(p: {
     hosts: [
       {
         name: "testhost",
-        connection: { kind: "ssh", host: p.host.host, port: p.host.port, user: "root" },
+        // The host's key is pinned, as on a real stack (an unpinned host is refused).
+        connection: { kind: "ssh", host: p.host.host, port: p.host.port, user: "root", hostKey: p.host.hostKey },
         gpus: { count: 0 },
       },
     ],
