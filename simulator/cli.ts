@@ -1,13 +1,18 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { parse as parseYaml } from "yaml";
 import { FAULTS } from "./faults";
 import { startSimulator, UnknownFaultError } from "./index";
 import { listProfiles, ProfileError } from "./profile";
 
 const USAGE = `usage: gpuhost sim [--profile NAME|PATH] [--fault NAME]... [--port N] [--host H] [--time-scale X]
-                  [--api-key K] [--served-model-name ID] [--max-queued-requests N]
+                  [--api-key K] [--served-model-name ID] [--max-queued-requests N] [--config FILE.yaml]
        gpuhost sim --list
 
 An SGLang-faithful simulated server. --fault may repeat or take a comma-separated list.
 Defaults: --profile tiny --port 30000 --host 127.0.0.1 --time-scale 1.
+--config FILE.yaml (or .yml/.json) takes flags from a file, as SGLang's launch_server does: a flat
+mapping such as \`api-key: "..."\`; flags on the command line win. That keeps the API key out of argv.
 --time-scale X runs X simulated seconds per wall second; reported durations are simulated.`;
 
 interface SimArgs {
@@ -25,7 +30,52 @@ interface SimArgs {
 
 class UsageError extends Error {}
 
-export function parseSimArgs(argv: string[]): SimArgs {
+/** Flags a --config file may set: what this simulator takes on its command line, minus the meta flags. */
+const CONFIG_FLAGS = new Set([
+  "--max-queued-requests",
+  "--profile",
+  "--fault",
+  "--port",
+  "--host",
+  "--time-scale",
+  "--api-key",
+  "--served-model-name",
+]);
+
+/**
+ * SGLang's --config (python/sglang/srt/server_args_config_parser.py, ConfigArgumentMerger): the file's
+ * keys become flags (`api_key` and `api-key` alike), placed BEFORE the command line's own flags so
+ * those win; only .yaml/.yml/.json; one --config at most; the root must be a mapping.
+ */
+export function mergeConfigFile(argv: string[]): string[] {
+  const at = argv.flatMap((a, i) => (a === "--config" ? [i] : []));
+  if (at.length === 0) return argv;
+  if (at.length > 1) throw new UsageError("Multiple config files specified! Only one allowed.");
+  const file = argv[at[0] + 1];
+  if (file === undefined) throw new UsageError("No config file specified after --config flag!");
+  const ext = path.extname(file).toLowerCase();
+  if (![".yaml", ".yml", ".json"].includes(ext))
+    throw new UsageError(`Config file must be YAML or JSON format, got: ${ext || "(no suffix)"}`);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  const data: unknown = ext === ".json" ? JSON.parse(text) : (parseYaml(text) ?? {});
+  if (typeof data !== "object" || data === null || Array.isArray(data))
+    throw new UsageError("Config file must contain a dictionary at root level");
+  const flags: string[] = [];
+  for (const [key, value] of Object.entries(data as Record<string, unknown>)) {
+    const flag = `--${key.replace(/_/g, "-")}`;
+    if (!CONFIG_FLAGS.has(flag)) throw new UsageError(`Option '${key}' cannot be specified in config file`);
+    for (const v of Array.isArray(value) ? value : [value]) flags.push(flag, String(v));
+  }
+  return [...flags, ...argv.slice(0, at[0]), ...argv.slice(at[0] + 2)];
+}
+
+export function parseSimArgs(argvIn: string[]): SimArgs {
+  const argv = mergeConfigFile(argvIn);
   const args: SimArgs = {
     list: false,
     help: false,

@@ -6,6 +6,8 @@
  * ValueErrors (exit 1). Only the flags a gpuhost unit renders, and the common ones around them,
  * are known: anything else is refused, so a unit the simulator accepts is one SGLang parses too.
  */
+import * as fs from "node:fs";
+import { parse as parseYaml } from "yaml";
 import { ALGORITHMS, type Algorithm } from "./speculative";
 
 type Kind = "str" | "int" | "float" | "bool";
@@ -102,7 +104,49 @@ export class ServerArgsError extends Error {
 export const USAGE =
   "usage: launch_server.py [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE] [--speculative-algorithm SPECULATIVE_ALGORITHM] ...";
 
-export function parseSglangArgs(argv: string[]): SglangArgs {
+/**
+ * SGLang's `--config FILE` (prepare_server_args + ConfigArgumentMerger,
+ * python/sglang/srt/server_args_config_parser.py): a .yaml/.yml/.json mapping whose keys (`api-key`
+ * or `api_key`) become flags placed BEFORE the command line's, so the command line wins; a boolean
+ * adds a store_true flag only when true; a list repeats the values; one --config at most; an option
+ * SGLang does not know is warned about and ignored. gpuhost hands the API key over this way (a
+ * systemd credential), so it is never in argv. Failures are SGLang's ValueErrors.
+ */
+export function mergeSglangConfig(argv: string[], warn: (msg: string) => void = () => undefined): string[] {
+  const at = argv.flatMap((a, i) => (a === "--config" ? [i] : []));
+  if (at.length === 0) return argv;
+  if (at.length > 1) throw new ServerArgsError("Multiple config files specified! Only one allowed.");
+  const file = argv[at[0] + 1];
+  if (file === undefined) throw new ServerArgsError("No config file specified after --config flag!");
+  const ext = (/\.[^./]*$/.exec(file)?.[0] ?? "").toLowerCase();
+  if (!fs.existsSync(file)) throw new ServerArgsError(`Config file not found: ${file}`);
+  if (![".yaml", ".yml", ".json"].includes(ext))
+    throw new ServerArgsError(`Config file must be YAML or JSON format, got: ${ext}`);
+  const text = fs.readFileSync(file, "utf8");
+  const data: unknown = ext === ".json" ? JSON.parse(text) : (parseYaml(text) ?? {});
+  if (typeof data !== "object" || data === null || Array.isArray(data))
+    throw new ServerArgsError("Config file must contain a dictionary at root level");
+  const flags: string[] = [];
+  for (const [key, value] of Object.entries(data as Record<string, unknown>)) {
+    const spec = BY_FLAG.get(`--${key.replace(/_/g, "-")}`);
+    if (key === "config" || key === "help")
+      throw new ServerArgsError(`Option '${key}' cannot be specified in config file`);
+    if (!spec) {
+      warn(`Unknown config option '${key}' will be ignored. Check if the option name is correct.`);
+      continue;
+    }
+    const flag = `--${spec.dest.replace(/_/g, "-")}`;
+    if (spec.kind === "bool") {
+      if (typeof value !== "boolean")
+        throw new ServerArgsError(`Invalid value for '${key}': ${String(value)}. Expected boolean (true/false)`);
+      if (value) flags.push(flag);
+    } else for (const v of Array.isArray(value) ? value : [value]) flags.push(flag, String(v));
+  }
+  return [...flags, ...argv.slice(0, at[0]), ...argv.slice(at[0] + 2)];
+}
+
+export function parseSglangArgs(argvIn: string[], warn?: (msg: string) => void): SglangArgs {
+  const argv = mergeSglangConfig(argvIn, warn);
   const raw: Record<string, string | number | boolean> = {};
   const unknown: string[] = [];
   for (let i = 0; i < argv.length; i++) {

@@ -59,7 +59,7 @@ export function profileFor(args: SglangArgs, env: StandinEnv): { profile: Profil
 export async function sglangMain(argv: string[], env: StandinEnv = process.env as StandinEnv): Promise<number> {
   let args: SglangArgs;
   try {
-    args = parseSglangArgs(argv);
+    args = parseSglangArgs(argv, (msg) => process.stderr.write(`WARNING ${msg}\n`));
   } catch (err) {
     if (err instanceof ArgparseError) {
       process.stderr.write(`${USAGE}\nlaunch_server.py: error: ${err.message}\n`);

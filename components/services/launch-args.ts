@@ -27,13 +27,20 @@ export interface SglangServerArgs {
   memFractionStatic?: number;
   contextLength?: number;
   enableMetrics: boolean;
-  /** Name of the environment variable (from the root-only EnvironmentFile) holding the API key. */
-  apiKeyEnv?: string;
+  /**
+   * The credential (LoadCredential= id) holding `api-key: "..."`: the server reads it with --config,
+   * so the key never appears in any process's argv or environment.
+   */
+  apiKeyCredential?: string;
   speculative?: SpeculativeArgs;
 }
 
-/** The environment variable the API key reaches the server through. */
-export const API_KEY_ENV = "SGLANG_API_KEY";
+/**
+ * The credential id the API key reaches the server through. SGLang's `--config` (ConfigArgumentMerger,
+ * python/sglang/srt/server_args_config_parser.py) reads flags from a .yaml/.yml/.json file, so the
+ * name must keep the .yaml suffix. ServerArgs reads no environment variable for the key.
+ */
+export const API_KEY_CREDENTIAL = "sglang-server-args.yaml";
 
 /** The typed args of one service kind, from the services config. */
 export function serverArgsFor(
@@ -53,7 +60,7 @@ export function serverArgsFor(
     memFractionStatic: services.memFractionStatic,
     contextLength: services.contextLength,
     enableMetrics: services.enableMetrics,
-    apiKeyEnv: opts.apiKey ? API_KEY_ENV : undefined,
+    apiKeyCredential: opts.apiKey ? API_KEY_CREDENTIAL : undefined,
   };
   if (kind === "autoregressive") return base;
   const spec = kind === "eagle3" ? services.eagle3 : services.dflash;
@@ -86,7 +93,7 @@ export function sglangArgv(a: SglangServerArgs): ExecWord[] {
   opt("--port", a.port);
   opt("--tp", a.tp);
   opt("--mem-fraction-static", a.memFractionStatic);
-  if (a.apiKeyEnv) argv.push("--api-key", { env: a.apiKeyEnv });
+  if (a.apiKeyCredential) argv.push("--config", { credential: a.apiKeyCredential });
   opt("--reasoning-parser", a.reasoningParser);
   opt("--tool-call-parser", a.toolCallParser);
   if (a.enableMetrics) argv.push("--enable-metrics");

@@ -8,7 +8,13 @@
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, projectRoot, type HostConnectionInput } from "../host/script";
-import { execStartArgv, serverArgsFor, simulatorEnvironment, type ServerProgram } from "./launch-args";
+import {
+  API_KEY_CREDENTIAL,
+  execStartArgv,
+  serverArgsFor,
+  simulatorEnvironment,
+  type ServerProgram,
+} from "./launch-args";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
 
@@ -42,7 +48,7 @@ export interface ServingServiceArgs {
   environmentLock: pulumi.Input<string>;
   /** The API key (a Pulumi secret); unset: no --api-key. */
   apiKey?: pulumi.Input<string>;
-  /** Root-only EnvironmentFile holding the key. Default /etc/gpuhost/sglang-api-key.env. */
+  /** Root-only (0600) file holding the key as SGLang config (`api-key: "..."`). Default /etc/gpuhost/sglang-api-key.yaml. */
   apiKeyFile?: string;
 }
 
@@ -93,7 +99,7 @@ export function renderServiceUnits(
         }),
         ...simulatorEnvironment(programFor(kind)),
       ],
-      environmentFile: a.apiKey ? apiKeyFile : undefined,
+      apiKeyCredential: a.apiKey ? { name: API_KEY_CREDENTIAL, file: apiKeyFile } : undefined,
       readWritePaths: [a.serviceHome, a.jitWorkspace],
       timeoutStartSec: a.services.timeoutStartSec,
       restart: a.services.restart,
@@ -101,7 +107,7 @@ export function renderServiceUnits(
   }));
 }
 
-export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.env";
+export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
 
 /** A host script (relative to the project root) and its arguments, as a Command runs it. */
 export interface ServiceStep<A = string> {

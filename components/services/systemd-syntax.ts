@@ -9,8 +9,21 @@
  * the directive and start a new one).
  */
 
-/** One word of a command line: a literal, or a reference systemd expands from the unit's environment. */
-export type ExecWord = string | { readonly env: string };
+/**
+ * One word of a command line: a literal, a reference systemd expands from the unit's environment,
+ * or the path of one of the unit's credentials (LoadCredential=), `%d/<name>`: the private folder
+ * systemd copies the credential into, readable by the service's user only.
+ */
+export type ExecWord = string | { readonly env: string } | { readonly credential: string };
+
+const CREDENTIAL_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** A credential id as LoadCredential= and `%d/<id>` take it. */
+export function credentialName(name: string): string {
+  if (!CREDENTIAL_NAME.test(name) || name === "." || name === "..")
+    throw new Error(`not a credential name: ${JSON.stringify(name)}`);
+  return name;
+}
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Characters that never need quoting in a systemd word (none is special to systemd's parser). */
@@ -34,6 +47,7 @@ function cEscape(value: string, opts: { dollar: boolean }): string {
 
 /** One command-line word as systemd reads it back unchanged (after its own `$$` -> `$`). */
 export function quoteExecWord(word: ExecWord): string {
+  if (typeof word !== "string" && "credential" in word) return `%d/${credentialName(word.credential)}`;
   if (typeof word !== "string") {
     if (!ENV_NAME.test(word.env)) throw new Error(`not an environment variable name: ${JSON.stringify(word.env)}`);
     // ${NAME} (braces) expands to exactly one word, whatever the value holds.

@@ -7,7 +7,14 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { projectFile } from "../../project-files";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
-import { quoteEnvironmentAssignment, renderExecLine, unitPath, unitText, type ExecWord } from "./systemd-syntax";
+import {
+  credentialName,
+  quoteEnvironmentAssignment,
+  renderExecLine,
+  unitPath,
+  unitText,
+  type ExecWord,
+} from "./systemd-syntax";
 
 /** The unit file name of a service kind; fixed, so Conflicts= can name units that are not configured. */
 export function unitName(kind: ServiceKind): string {
@@ -27,8 +34,11 @@ export interface UnitSpec {
   workingDirectory: string;
   /** Pinned into the unit in this order. */
   environment: Array<[string, string]>;
-  /** Root-only file with the API key; unset when no API key is configured. */
-  environmentFile?: string;
+  /**
+   * The API key: a root-only (0600) file on the host, handed to the service as the credential
+   * `name` (LoadCredential=); unset when no API key is configured.
+   */
+  apiKeyCredential?: { name: string; file: string };
   readWritePaths: string[];
   timeoutStartSec: number;
   restart: ServicesConfig["restart"];
@@ -77,8 +87,13 @@ export function renderUnit(spec: UnitSpec, template = fs.readFileSync(templatePa
     group: spec.group,
     workingDirectory: unitPath("WorkingDirectory", spec.workingDirectory),
     environment: spec.environment.map(([k, v]) => quoteEnvironmentAssignment(k, v)).join(" "),
-    environmentFileLine: spec.environmentFile
-      ? `# The API key: a root-only (0600) file, read by systemd before dropping to User=.\nEnvironmentFile=${unitPath("EnvironmentFile", spec.environmentFile)}\n`
+    credentialLines: spec.apiKeyCredential
+      ? [
+          "# The API key: systemd copies this root-only (0600) file into a private credentials folder that",
+          "# only User= can read (%d); SGLang reads it with --config, so the key is in no argv or environment.",
+          `LoadCredential=${credentialName(spec.apiKeyCredential.name)}:${unitPath("LoadCredential", spec.apiKeyCredential.file)}`,
+          "",
+        ].join("\n")
       : "",
     execStart: renderExecLine(spec.execStart),
     timeoutStartSec: String(spec.timeoutStartSec),

@@ -171,18 +171,25 @@ describe("remove-unit.sh", () => {
 });
 
 describe("api-key-file.sh", () => {
-  it("writes a 0600 file from standard input; the same key again changes nothing", () => {
+  it("writes a 0600 SGLang config file from standard input; the same key again changes nothing", () => {
     const key = "0123456789abcdef0123456789abcdef";
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, `${key}\n`).stdout).toBe(
+    const legacy = `${root}/etc/gpuhost/sglang-api-key.env`;
+    fs.mkdirSync(path.dirname(legacy), { recursive: true });
+    fs.writeFileSync(legacy, `SGLANG_API_KEY=${key}\n`);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.yaml"], {}, `${key}\n`).stdout).toBe(
       "changed=true\n",
     );
-    const file = `${root}/etc/gpuhost/sglang-api-key.env`;
-    expect(fs.readFileSync(file, "utf8")).toBe(`SGLANG_API_KEY=${key}\n`);
+    const file = `${root}/etc/gpuhost/sglang-api-key.yaml`;
+    expect(fs.readFileSync(file, "utf8")).toMatch(new RegExp(`^api-key: "${key}"$`, "m"));
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
-    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"], {}, key).stdout).toBe(
+    // the EnvironmentFile of earlier versions is gone: no second copy of the key
+    expect(fs.existsSync(legacy)).toBe(false);
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.yaml"], {}, key).stdout).toBe(
       "changed=false\n",
     );
-    expect(run(`${SCRIPTS}/remove-api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.env"]).stdout).toBe("changed=true\n");
+    expect(run(`${SCRIPTS}/remove-api-key-file.sh`, ["/etc/gpuhost/sglang-api-key.yaml"]).stdout).toBe(
+      "changed=true\n",
+    );
     expect(fs.existsSync(file)).toBe(false);
   });
 

@@ -59,14 +59,16 @@ describe("rendered units: content", () => {
     expect(u).not.toMatch(/^MemoryDenyWriteExecute=/m);
   });
 
-  it("the API key comes from the root-only EnvironmentFile, never the unit text", () => {
+  it("the API key reaches SGLang as a credential file read with --config: never argv, environment or unit text", () => {
     const u = unit("autoregressive");
-    expect(u).toMatch(/^EnvironmentFile=\/etc\/gpuhost\/sglang-api-key\.env$/m);
-    expect(u).toContain(" --api-key ${SGLANG_API_KEY} ");
+    expect(u).toMatch(/^LoadCredential=sglang-server-args\.yaml:\/etc\/gpuhost\/sglang-api-key\.yaml$/m);
+    expect(u).toContain(" --config %d/sglang-server-args.yaml ");
+    expect(u).not.toContain("--api-key");
+    expect(u).not.toContain("EnvironmentFile=");
     expect(u).not.toContain(API_KEY);
     const none = unitsOf("sim", { apiKey: false })[0]!.content;
-    expect(none).not.toContain("EnvironmentFile=");
-    expect(none).not.toContain("--api-key");
+    expect(none).not.toContain("LoadCredential=");
+    expect(none).not.toContain("--config");
   });
 
   it("binds 127.0.0.1 unless told otherwise", () => {
@@ -158,9 +160,9 @@ describe("launch args", () => {
       faults: ["jit-crash"],
       timeScale: 4,
     };
-    const args = { ...base, apiKeyEnv: "SGLANG_API_KEY" };
+    const args = { ...base, apiKeyCredential: "sglang-server-args.yaml" };
     expect(execStartArgv(program, args)).toEqual(["/usr/bin/node", "/p/dist/simulator/sglang.js", ...sglangArgv(args)]);
-    expect(execStartArgv(program, args)).toContainEqual({ env: "SGLANG_API_KEY" });
+    expect(execStartArgv(program, args)).toContainEqual({ credential: "sglang-server-args.yaml" });
     expect(simulatorEnvironment(program)).toEqual([
       ["GPUHOST_SIM_PROFILE", "tiny"],
       ["GPUHOST_SIM_TIME_SCALE", "4"],
@@ -205,7 +207,8 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
     expect(r.status).toBe(0);
     const line = /^ExecStart=(.*)$/m.exec(u.content)![1]!;
     expect(r.argv.length).toBeGreaterThan(5);
-    expect(r.argv.join(" ")).toBe(line.replace(/%%/g, "%"));
+    // %d is the unit's credentials folder (systemd.unit(5) SPECIFIERS): systemd's parser says where.
+    expect(r.argv.join(" ")).toBe(line.replace(/%d\//g, `/run/credentials/${u.name}/`).replace(/%%/g, "%"));
     expect(r.environment.some((e) => e === "CUDA_HOME=/usr/local/cuda-13.0")).toBe(true);
   });
 
@@ -244,5 +247,6 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
         expect(content.split("\n").filter((l) => l.startsWith("ExecStart"))).toHaveLength(1);
       }
     }
-  });
+    // Dozens of systemd-analyze runs: about 1 s each alone, several on a loaded 2-core machine.
+  }, 240_000);
 });

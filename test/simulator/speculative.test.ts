@@ -1,5 +1,7 @@
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
 import * as net from "node:net";
+import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { sglangArgv, type SglangServerArgs } from "../../components/services/launch-args";
@@ -116,9 +118,18 @@ describe("stand-in sglang: SGLang's flags (python/sglang/srt/server_args.py)", (
   });
 
   it("parses every unit gpuhost renders for the story host, each with its own algorithm and settings", () => {
-    const words = (a: SglangServerArgs) => sglangArgv(a).map((w) => (typeof w === "string" ? w : "KEY"));
-    const plain = parseSglangArgs(words({ ...storyArgs, apiKeyEnv: "SGLANG_API_KEY" }));
-    expect(plain).toMatchObject({ model_path: "/models/moonshotai/Kimi-K2.6", tp_size: 8, api_key: "KEY" });
+    // the credential systemd would hand over (%d/sglang-server-args.yaml), written as gpuhost writes it
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cred-"));
+    const credential = path.join(dir, "sglang-server-args.yaml");
+    fs.writeFileSync(credential, '# written by gpuhost\napi-key: "KEY-from-file"\n');
+    const words = (a: SglangServerArgs) => sglangArgv(a).map((w) => (typeof w === "string" ? w : credential));
+    const plain = parseSglangArgs(words({ ...storyArgs, apiKeyCredential: "sglang-server-args.yaml" }));
+    expect(plain).toMatchObject({ model_path: "/models/moonshotai/Kimi-K2.6", tp_size: 8, api_key: "KEY-from-file" });
+    // as in SGLang: the command line wins over the file; a non-YAML file is refused
+    expect(parseSglangArgs(["--model-path", "m", "--config", credential, "--api-key", "cli"]).api_key).toBe("cli");
+    fs.writeFileSync(path.join(dir, "k.env"), "api-key: x\n");
+    expect(() => parseSglangArgs(["--model-path", "m", "--config", path.join(dir, "k.env")])).toThrow(ServerArgsError);
+    fs.rmSync(dir, { recursive: true, force: true });
     expect(plain.speculative).toBeUndefined();
     const e = parseSglangArgs(
       words({

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Writes the API key's EnvironmentFile, root-only (0600): systemd reads it as root before dropping to
-# the service user, and the key reaches SGLang as --api-key ${SGLANG_API_KEY}. The key arrives on
-# standard input (hostScript's `stdin`), never in an argument or the environment, which any user of
-# the host can read from the process list while the script runs.
+# Writes the API key file, root-only (0600), as SGLang config (`api-key: "..."`): the unit hands it to
+# the service with LoadCredential= (systemd, as root, copies it into a folder only the service user
+# can read) and SGLang reads it with --config, so the key is never in a process's argv. The key
+# arrives on standard input (hostScript's `stdin`), never in an argument or the environment, which
+# any user of the host can read from the process list while the script runs.
 # Usage: api-key-file.sh PATH <<<"$key"
 set -euo pipefail
 
@@ -15,7 +16,7 @@ if [[ ! "$path" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
   echo "api-key-file: refusing path '$path'" >&2
   exit 2
 fi
-# Restricted so the file needs no quoting rules of systemd's EnvironmentFile= parser.
+# Restricted so the YAML double-quoted scalar needs no escaping.
 if [[ ! "$key" =~ ^[A-Za-z0-9._~+/=-]+$ ]]; then
   echo "api-key-file: the key on standard input must be letters, digits and ._~+/=- only" >&2
   exit 2
@@ -30,11 +31,13 @@ mkdir -p "$(dirname "$target")"
 umask 077
 tmp="$(mktemp "$(dirname "$target")/.gpuhost-env.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-printf 'SGLANG_API_KEY=%s\n' "$key" >"$tmp"
+printf '# written by gpuhost (api-key-file.sh): SGLang --config, read through LoadCredential=\napi-key: "%s"\n' "$key" >"$tmp"
 if [[ -f "$target" ]] && cmp -s "$tmp" "$target"; then
   echo "changed=false"
   exit 0
 fi
 chmod 0600 "$tmp"
 mv "$tmp" "$target"
+# Before the key moved to --config, gpuhost kept it as an EnvironmentFile here: no copy stays behind.
+rm -f "$root/etc/gpuhost/sglang-api-key.env"
 echo "changed=true"

@@ -5,6 +5,12 @@ FlashInfer's (stand-in) JIT compile with this host's real nvcc and headers befor
 simulator; when that compile fails, the simulator is started with the `jit-crash` fault, so the
 first generation prints the curand.h line and the process dies, as it did in the story.
 
+The API key: like the pinned SGLang, `--config FILE.yaml` takes flags from a file (SGLang's
+ConfigArgumentMerger: keys become flags placed before the command line's, so the command line wins;
+.yaml/.yml/.json only). gpuhost's unit passes `--config` with a systemd credential holding
+`api-key: "..."`, so the key is never in any process's argv: the stand-in forwards `--config` (the
+path, not the key) to the simulator, which reads it the same way.
+
 Which simulator profile plays which model comes from a small JSON file the test host writes
 (default /etc/gpuhost-standin/sglang.json, env GPUHOST_STANDIN_SGLANG_CONFIG):
   {"simulatorMain": ".../main.js", "node": "/usr/bin/node", "timeScale": 1, "faults": [],
@@ -33,6 +39,47 @@ def load_config():
     return config
 
 
+def parse_flat_yaml(text):
+    """The flat `key: value` mappings gpuhost writes (Debian's minimal python3 has no PyYAML)."""
+    data = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError("Config file must contain a dictionary at root level")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        data[key.strip()] = value
+    return data
+
+
+def merge_config(argv):
+    """SGLang's --config: the file's keys as flags, before the command line's own (which win)."""
+    at = [i for i, a in enumerate(argv) if a == "--config"]
+    if not at:
+        return argv, None
+    if len(at) > 1:
+        raise ValueError("Multiple config files specified! Only one allowed.")
+    if at[0] == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = argv[at[0] + 1]
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise ValueError(f"Config file must be YAML or JSON format, got: {suffix}")
+    if not os.path.exists(path):
+        raise ValueError(f"Config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    data = json.loads(text) if suffix == ".json" else parse_flat_yaml(text)
+    flags = []
+    for key, value in data.items():
+        flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags + argv[: at[0]] + argv[at[0] + 2 :], path
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="sglang.launch_server (gpuhost stand-in)")
     p.add_argument("--model-path", required=True)
@@ -56,7 +103,8 @@ def jit_faults():
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    merged, config_path = merge_config(sys.argv[1:] if argv is None else argv)
+    args = parse_args(merged)
     config = load_config()
     profiles = config["profiles"]
     profile = profiles.get(args.speculative_algorithm or "default", profiles.get("default", "tiny"))
@@ -70,7 +118,10 @@ def main(argv=None):
         cmd += ["--fault", fault]
     cmd += ["--host", args.host, "--port", str(args.port),
             "--served-model-name", args.served_model_name or args.model_path]
-    if args.api_key:
+    if config_path is not None:
+        # the path, never the key: the simulator reads the file itself
+        cmd += ["--config", config_path]
+    elif args.api_key:
         cmd += ["--api-key", args.api_key]
     shown = [("***" if i > 0 and cmd[i - 1] == "--api-key" else w) for i, w in enumerate(cmd)]
     print("gpuhost stand-in sglang.launch_server: exec " + " ".join(shown), file=sys.stderr, flush=True)
