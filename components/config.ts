@@ -183,7 +183,7 @@ const apiKey = z
   .regex(/^[A-Za-z0-9._~+/=-]{16,256}$/, "must be 16-256 characters of letters, digits and ._~+/=-")
   .optional()
   .describe(
-    "The services' API key (`--api-key`), a secret: `pulumi config set --secret apiKey ...`. Written to a root-only EnvironmentFile; unset: no key (keep host 127.0.0.1).",
+    "The services' API key (`--api-key`), a secret: `pulumi config set --secret apiKey ...`. Written to a root-only (0600) file the service reads as a systemd credential through SGLang's --config, never argv; unset: no key (keep host 127.0.0.1).",
   );
 
 export const ConfigSchema = z

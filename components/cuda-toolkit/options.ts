@@ -7,10 +7,18 @@ export function defaultRepositoryUrl(distribution: string, architecture: string)
   return `https://developer.download.nvidia.com/compute/cuda/repos/${distribution}/${architecture}/`;
 }
 
+// https only (file:// for a repository on the host itself): over http:// anyone on the path can swap
+// the keyring or the packages apt installs as root.
 const urlSchema = z
   .string()
-  .regex(/^(https?|file):\/\/[A-Za-z0-9._~:/?#@!$&()*+,;=%-]+$/, "must be an http(s):// or file:// URL")
+  .refine(
+    (u) => !/^http:\/\//i.test(u),
+    "must be https:// (or file:// for a repository on the host): http:// is refused",
+  )
+  .regex(/^(https|file):\/\/[A-Za-z0-9._~:/?#@!$&()*+,;=%-]+$/, "must be an https:// or file:// URL")
   .refine((u) => !/['"`\s\\]/.test(u), "must not contain quotes, spaces or backslashes");
+
+const isFileUrl = (u: string | undefined) => u !== undefined && u.startsWith("file://");
 
 export const cudaRepositorySchema = z
   .object({
@@ -32,13 +40,29 @@ export const cudaRepositorySchema = z
       .enum(["keyring", "trusted"])
       .default("keyring")
       .describe(
-        "keyring: install the cuda-keyring package and sign the source with it; trusted: a local repository marked [trusted=yes]",
+        "keyring: install the cuda-keyring package and sign the source with it; trusted: [trusted=yes], allowed only for a file:// repository on the host",
       ),
     keyringUrl: urlSchema
       .optional()
       .describe("Where the cuda-keyring .deb is fetched from; default <url>cuda-keyring_1.1-1_all.deb"),
+    keyringSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, "must be 64 lowercase hex digits (sha256sum's output)")
+      .optional()
+      .describe(
+        "sha256 of the cuda-keyring .deb, checked before `dpkg -i`. Required for an https:// keyring: unset, `up` refuses and prints the sha256 it downloaded, to pin after checking it",
+      ),
   })
-  .strict();
+  .strict()
+  .superRefine((r, ctx) => {
+    if (r.trust === "trusted" && !isFileUrl(r.url))
+      ctx.addIssue({
+        code: "custom",
+        path: ["trust"],
+        message:
+          "'trusted' ([trusted=yes], no signature check) is allowed only for a file:// repository on the host; use 'keyring' for a remote one",
+      });
+  });
 
 export const cudaToolkitOptionsSchema = z
   .object({
@@ -47,7 +71,7 @@ export const cudaToolkitOptionsSchema = z
       .regex(/^[0-9]+\.[0-9]+$/)
       .default("13.0")
       .describe("CUDA release; must be a toolkit in components/cuda-catalog/cuda.yaml"),
-    repository: cudaRepositorySchema.default(() => cudaRepositorySchema.parse({})),
+    repository: cudaRepositorySchema.prefault({}),
     minDriverBranch: z
       .number()
       .int()

@@ -54,7 +54,7 @@ export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {
     sourcesList,
     repository: {
       script: `${SCRIPTS}/repository.sh`,
-      args: [repo.trust, base, repo.distribution, repo.architecture, keyringUrl],
+      args: [repo.trust, base, repo.distribution, repo.architecture, keyringUrl, repo.keyringSha256 ?? ""],
     },
     install: {
       script: `${SCRIPTS}/install.sh`,

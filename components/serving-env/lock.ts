@@ -41,13 +41,58 @@ export function checkTorchMatchesToolkit(torchVersion: string, toolkitVersion: s
     throw new Error(`torch ${torchVersion} is built for CUDA ${cuda}, but the toolkit is ${toolkitVersion}`);
 }
 
-/** sha256 over what the venv holds (pinned set, indexes, interpreter, path): `sha256:<hex>`. */
-export function pinsLock(env: EnvironmentConfig): string {
+/** True when pip would download from anywhere but the host itself (pip's default index included). */
+export function hasRemoteIndex(env: EnvironmentConfig): boolean {
+  const urls = [env.pipIndexUrl, ...env.pipExtraIndexUrls];
+  return env.pipIndexUrl === undefined || urls.some((u) => u !== undefined && !u.startsWith("file://"));
+}
+
+const normalizeName = (n: string) => n.toLowerCase().replace(/[-_.]+/g, "-");
+
+/**
+ * Checks a hash lock (a pip requirements file) before anything is installed: every requirement has
+ * a --hash=sha256, and each configured pin appears with exactly its version. Returns the lock text.
+ * `where` names the config key in errors.
+ */
+export function checkHashLock(text: string, env: EnvironmentConfig, where: string): string {
+  const entries = text
+    .replace(/\\\r?\n/g, " ")
+    .split(/\r?\n/)
+    .map((l) => l.replace(/(^|\s)#.*$/, "").trim())
+    .filter((l) => l.length > 0);
+  const pinned = new Map<string, string>();
+  for (const line of entries) {
+    if (line.startsWith("-")) {
+      // Options such as --index-url would send pip elsewhere than the configured indexes.
+      throw new Error(`${where}: only requirement lines are allowed, not '${line.split(/\s/)[0]}'`);
+    }
+    const m = /^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;]+)/.exec(line);
+    if (!m) throw new Error(`${where}: '${line.slice(0, 60)}' is not pinned with ==`);
+    if (!/--hash=sha256:[0-9a-f]{64}/.test(line))
+      throw new Error(
+        `${where}: ${m[1]}==${m[2]} has no --hash=sha256:... (pip-compile --generate-hashes writes them)`,
+      );
+    pinned.set(normalizeName(m[1]), m[2]);
+  }
+  for (const r of requirements(env)) {
+    const [name, version] = r.split("==");
+    const got = pinned.get(normalizeName(name));
+    if (got !== version)
+      throw new Error(
+        `${where}: must pin ${name}==${version} (from environment.packages), it ${got ? `pins ${got}` : "does not"}`,
+      );
+  }
+  return text;
+}
+
+/** sha256 over what the venv holds (pinned set, indexes, hash lock, interpreter, path): `sha256:<hex>`. */
+export function pinsLock(env: EnvironmentConfig, hashLock?: string): string {
   const canonical = JSON.stringify({
     requirements: requirements(env),
     indexes: indexArgs(env),
     python: env.python,
     venv: env.venvPath,
+    ...(hashLock === undefined ? {} : { hashLock: createHash("sha256").update(hashLock).digest("hex") }),
   });
   return `sha256:${createHash("sha256").update(canonical).digest("hex")}`;
 }
@@ -56,9 +101,9 @@ export function pinsLock(env: EnvironmentConfig): string {
  * The environment lock: the venv's pins and the toolkit fingerprint, `sha256:<hex>`. The venv is
  * recorded on the host under pinsLock alone, so its install does not wait for the toolkit's.
  */
-export function environmentLock(env: EnvironmentConfig, toolkitFingerprint: string): string {
+export function environmentLock(env: EnvironmentConfig, toolkitFingerprint: string, hashLock?: string): string {
   return `sha256:${createHash("sha256")
-    .update(`${pinsLock(env)}\0${toolkitFingerprint}`)
+    .update(`${pinsLock(env, hashLock)}\0${toolkitFingerprint}`)
     .digest("hex")}`;
 }
 

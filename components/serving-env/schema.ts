@@ -13,8 +13,12 @@ export const systemPath = z
 /** A PEP 440 version, optionally with a local label (+cu130). */
 const pipVersion = z.string().regex(/^[0-9][0-9A-Za-z.!+_-]*$/, "must be a version such as 2.14.1 or 2.14.1+cu130");
 
+// https only (file:// for an index on the host itself): over http:// anyone on the path can swap the
+// wheels pip installs as root.
 const indexUrl = z
-  .url({ protocol: /^https?$/ })
+  .string()
+  .refine((u) => !/^http:\/\//i.test(u), "must be https:// (or file:// for an index on the host): http:// is refused")
+  .pipe(z.url({ protocol: /^(https|file)$/, error: "must be an https:// or file:// URL" }))
   .refine((u) => !/[\s'"\\]/.test(u), "must not contain whitespace, quotes or backslashes");
 
 export const PinnedPackagesSchema = z
@@ -59,6 +63,14 @@ export const EnvironmentSchema = z
       .default([])
       .describe(
         "pip --extra-index-url: where the CUDA 13.0 torch build and flashinfer-jit-cache wheels are published.",
+      ),
+    requirementsLock: z
+      .string()
+      .min(1)
+      .refine((p) => !/[\0\n]/.test(p), "must be a file path")
+      .optional()
+      .describe(
+        "A pip requirements file pinning every package with --hash=sha256:... (`pip-compile --generate-hashes`), relative to the project folder; pip then installs with --require-hashes. Required on a real host whenever an index is remote (pip's default, or an https:// one); it must pin the `packages` versions.",
       ),
     jitCacheBase: systemPath
       .default("/var/cache/gpuhost/flashinfer")

@@ -7,10 +7,14 @@
  * docs/configuration.md "Simulated platform").
  */
 import * as pulumi from "@pulumi/pulumi";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
 import {
   checkTorchMatchesToolkit,
   environmentLock,
+  checkHashLock,
+  hasRemoteIndex,
   indexArgs,
   jitWorkspace,
   pinsLock,
@@ -52,8 +56,20 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     // Fails at preview, before any download, when the pin cannot match the toolkit.
     checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
 
+    // Wheels from a remote index are installed only against a hash lock (pip --require-hashes).
+    let hashLock: string | undefined;
+    if (env.requirementsLock !== undefined) {
+      const file = path.resolve(env.requirementsLock);
+      if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
+      hashLock = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+    } else if (args.connection.kind !== "simulated" && hasRemoteIndex(env)) {
+      throw new Error(
+        "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
+      );
+    }
+
     const fingerprint = pulumi.output(args.toolkitFingerprint);
-    const lock = fingerprint.apply((f) => environmentLock(env, f));
+    const lock = fingerprint.apply((f) => environmentLock(env, f, hashLock));
     const workspace = fingerprint.apply((f) => jitWorkspace(env, args.toolkitVersion, f));
 
     const user = hostScript(
@@ -73,11 +89,14 @@ export class ServingEnvironment extends pulumi.ComponentResource {
           env.venvPath,
           env.python,
           args.toolkitVersion,
-          pinsLock(env),
+          pinsLock(env, hashLock),
           ...indexArgs(env),
+          ...(hashLock === undefined ? [] : ["--require-hashes"]),
           "--",
           ...requirements(env),
         ],
+        // The lock reaches the host on standard input: too long for an argument, and not a secret.
+        ...(hashLock === undefined ? {} : { stdin: hashLock }),
       },
       { parent: this, dependsOn: [user] },
     );
@@ -104,7 +123,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     }
 
     const venvReport = venv.stdout.apply(parseKeyValues);
-    const pins = pinsLock(env);
+    const pins = pinsLock(env, hashLock);
     this.environmentLock = pulumi.all([lock, venvReport]).apply(([l, r]) => {
       if (r.lock !== undefined && r.lock !== pins)
         throw new Error(`the host recorded venv lock ${r.lock}, expected ${pins}`);

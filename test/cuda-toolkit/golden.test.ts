@@ -31,10 +31,10 @@ describe("CudaToolkit rendering", () => {
     golden("plan-default.json", `${JSON.stringify(readablePlan({}), null, 2)}\n`);
   });
 
-  it("the test host: a local trusted repository on loopback, ubuntu2404/sbsa naming", () => {
+  it("a trusted repository on the host (file:// only), ubuntu2404/sbsa naming", () => {
     golden(
       "plan-local-repo.json",
-      `${JSON.stringify(readablePlan({ release: "13.0", repository: { url: "http://127.0.0.1:8631/", trust: "trusted", distribution: "ubuntu2404", architecture: "sbsa" }, proofByExecution: false }), null, 2)}\n`,
+      `${JSON.stringify(readablePlan({ release: "13.0", repository: { url: "file:///srv/cuda-repo/", trust: "trusted", distribution: "ubuntu2404", architecture: "sbsa" }, proofByExecution: false }), null, 2)}\n`,
     );
   });
 
@@ -50,6 +50,24 @@ describe("CudaToolkit rendering", () => {
       "install-ssh-ubuntu.txt",
       `${line.replace(Buffer.from(script.text).toString("base64"), `<install.sh sha256:${sha(script.text)}>`)}\n`,
     );
+  });
+
+  it("package sources: https or file:// only, trusted=yes only for file://, the config path named", () => {
+    const issue = (repository: unknown) => {
+      const r = cudaToolkitOptionsSchema.safeParse({ repository });
+      return r.success ? "ok" : r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    };
+    expect(issue({ url: "http://mirror.example/cuda/" })).toMatch(
+      /^repository\.url: must be https:\/\/ .*http:\/\/ is refused/,
+    );
+    expect(issue({ keyringUrl: "http://mirror.example/k.deb" })).toMatch(/^repository\.keyringUrl: must be https/);
+    expect(issue({ url: "https://mirror.example/cuda/", trust: "trusted" })).toMatch(
+      /^repository\.trust: 'trusted' .* only for a file:\/\/ repository/,
+    );
+    expect(issue({ url: "file:///srv/repo/", trust: "trusted" })).toBe("ok");
+    expect(issue({ keyringSha256: "ABC" })).toMatch(/^repository\.keyringSha256: must be 64 lowercase hex/);
+    const pinned = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { keyringSha256: "a".repeat(64) } }));
+    expect(pinned.repository.args.at(-1)).toBe("a".repeat(64));
   });
 
   it("never installs a subset: the install step names the meta package only", () => {

@@ -8,8 +8,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../components/config";
 import { renderInvocation } from "../../components/host/invocation";
 import {
+  checkHashLock,
   checkTorchMatchesToolkit,
   environmentLock,
+  hasRemoteIndex,
   indexArgs,
   jitWorkspace,
   pinsLock,
@@ -32,8 +34,43 @@ describe("pins, lock and JIT workspace", () => {
       "ninja==1.13.2",
     ]);
     expect(
-      indexArgs(envOf({ pipIndexUrl: "http://127.0.0.1:1/simple/", pipExtraIndexUrls: ["http://127.0.0.1:2/"] })),
-    ).toEqual(["--index-url", "http://127.0.0.1:1/simple/", "--extra-index-url", "http://127.0.0.1:2/"]);
+      indexArgs(
+        envOf({ pipIndexUrl: "file:///srv/pypi/simple/", pipExtraIndexUrls: ["https://wheels.example/cu130/"] }),
+      ),
+    ).toEqual(["--index-url", "file:///srv/pypi/simple/", "--extra-index-url", "https://wheels.example/cu130/"]);
+  });
+
+  it("refuses http:// indexes, naming the config path", () => {
+    expect(() => envOf({ pipIndexUrl: "http://127.0.0.1:1/simple/" })).toThrow(
+      /environment\.pipIndexUrl: must be https:\/\/ \(or file:\/\/ for an index on the host\): http:\/\/ is refused/,
+    );
+    expect(() => envOf({ pipExtraIndexUrls: ["https://ok.example/", "http://x.example/"] })).toThrow(
+      /environment\.pipExtraIndexUrls\[1\]: must be https:\/\//,
+    );
+  });
+
+  it("a remote index needs a hash lock that pins every configured package with a sha256", () => {
+    expect(hasRemoteIndex(envOf())).toBe(true); // pip's default index
+    expect(hasRemoteIndex(envOf({ pipIndexUrl: "file:///srv/pypi/simple/" }))).toBe(false);
+    expect(hasRemoteIndex(envOf({ pipIndexUrl: "file:///srv/p/", pipExtraIndexUrls: ["https://x.example/"] }))).toBe(
+      true,
+    );
+    const e = envOf();
+    const h = (c: string) => `--hash=sha256:${c.repeat(64)}`;
+    const good = requirements(e)
+      .map((r, i) => `${r} \\\n    ${h(String(i))}`)
+      .concat([`nvidia-cublas==13.0.1 ${h("a")}  # via torch`])
+      .join("\n");
+    expect(checkHashLock(good, e, "k")).toBe(good);
+    expect(pinsLock(e, good)).not.toBe(pinsLock(e));
+    expect(() => checkHashLock(good.replace(/--hash=sha256:0+/, ""), e, "k")).toThrow(
+      "k: torch==2.14.1+cu130 has no --hash=sha256",
+    );
+    expect(() => checkHashLock(good.replace("sglang==0.5.23", "sglang==0.5.22"), e, "k")).toThrow(
+      "k: must pin sglang==0.5.23 (from environment.packages), it pins 0.5.22",
+    );
+    expect(() => checkHashLock(`--index-url http://evil/\n${good}`, e, "k")).toThrow("only requirement lines");
+    expect(() => checkHashLock(`requests>=2 ${h("b")}\n${good}`, e, "k")).toThrow("is not pinned with ==");
   });
 
   it("torch must be the CUDA build of the toolkit, checked before any download", () => {

@@ -36,6 +36,8 @@ export interface AptRepo {
   port: number;
   /** URL of the cuda-keyring .deb (download and `dpkg -i`, as NVIDIA's instructions say). */
   keyringDebUrl: string;
+  /** sha256 of that .deb: what a stack pins as toolkit.repository.keyringSha256. */
+  keyringSha256: string;
   /** The keyring file the cuda-keyring package installs (from the toolkit description). */
   keyringPath: string;
   sourcesListPath: string;
@@ -178,7 +180,18 @@ async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
  * Serves the stand-in repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
  * with dpkg-scanpackages, writes Release with apt-ftparchive and signs it (InRelease, Release.gpg).
  */
-export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string } = {}): Promise<AptRepo> {
+export async function serveAptRepo(
+  opts: {
+    cacheDir?: string;
+    workRoot?: string;
+    /**
+     * The repository as the host will reach it when it is copied onto the host (copyOntoHost), e.g.
+     * file:///srv/gpuhost-apt/: gpuhost takes package sources over https or file:// only. The
+     * loopback HTTP server still runs for tests of the stand-ins themselves.
+     */
+    fileUrl?: string;
+  } = {},
+): Promise<AptRepo> {
   const debs = await buildStandinDebs(opts.cacheDir);
   const dir = await fs.mkdtemp(path.join(opts.workRoot ?? "/tmp", "gpuhost-aptrepo-"));
   let server: StaticServer | undefined;
@@ -192,7 +205,8 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
     }
 
     const keyringPath = keyringFilePath();
-    const sourcesLine = `deb [signed-by=${keyringPath}] ${server.url} /`;
+    const base = opts.fileUrl ?? server.url;
+    const sourcesLine = `deb [signed-by=${keyringPath}] ${base} /`;
     const trees = path.join(dir, ".keyring-tree");
     toolkitDescription.writeStandinTrees(trees, ["cuda-keyring"]);
     // the description's stand-in keyring is a marker file; apt needs the real public key here
@@ -226,10 +240,14 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
 
     const keyringDeb = (await fs.readdir(dir)).find((f) => f.startsWith("cuda-keyring_") && f.endsWith(".deb"));
     const srv = server;
+    const keyringSha256 = createHash("sha256")
+      .update(await fs.readFile(path.join(dir, keyringDeb ?? "")))
+      .digest("hex");
     return {
-      url: srv.url,
+      url: base,
       port: srv.port,
-      keyringDebUrl: `${srv.url}${keyringDeb}`,
+      keyringDebUrl: `${base}${keyringDeb}`,
+      keyringSha256,
       keyringPath,
       sourcesListPath: CUDA_SOURCES_LIST,
       sourcesLine,
@@ -245,4 +263,11 @@ export async function serveAptRepo(opts: { cacheDir?: string; workRoot?: string 
     await fs.rm(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** Copies a package source folder onto the test host at the path of its file:// URL. */
+export async function copyOntoHost(dir: string, rootDir: string, fileUrl: string): Promise<void> {
+  const target = path.join(rootDir, new URL(fileUrl).pathname);
+  await fs.mkdir(target, { recursive: true });
+  await run("cp", ["-a", `${dir}/.`, target]);
 }

@@ -28,6 +28,8 @@ export interface PythonIndex {
   /** Requirement lines for exactly these versions, e.g. torch==2.14.1+cu130. */
   requirements: string[];
   requests: string[];
+  /** The index folder (simple/ and files/), to copy onto a host for a file:// index. */
+  dir: string;
   close(): Promise<void>;
 }
 
@@ -154,6 +156,7 @@ export async function servePythonIndex(
         `ninja==${versions.ninja}`,
       ],
       requests: server.requests,
+      dir,
       close: async () => {
         await server.close();
         await fs.rm(dir, { recursive: true, force: true });

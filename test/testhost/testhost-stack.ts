@@ -10,13 +10,19 @@ import * as path from "node:path";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { testEngineOptions } from "../support/engine";
-import { AptRepo, serveAptRepo } from "./apt-repo";
+import { AptRepo, copyOntoHost, serveAptRepo } from "./apt-repo";
 import { freeLocalPort } from "../../ports";
 import { bootTestHost, TestHost } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
 import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
 
 export const STACK = "testhost";
+/**
+ * Where the stand-in package sources sit on the host: gpuhost takes them over https or file:// only
+ * (never http://), so the harness copies them into the container instead of serving them on loopback.
+ */
+export const APT_FILE_URL = "file:///srv/gpuhost-apt/";
+export const PYPI_FILE_URL = "file:///srv/gpuhost-pypi/simple/";
 
 export interface TestHostStack {
   dir: string;
@@ -49,8 +55,17 @@ export function testHostConfig(p: {
         gpus: { count: 0 },
       },
     ],
-    toolkit: { release: "13.0", repository: { url: p.repo.url, trust: "keyring", keyringUrl: p.repo.keyringDebUrl } },
-    environment: { pipIndexUrl: p.index.indexUrl },
+    toolkit: {
+      release: "13.0",
+      repository: {
+        url: p.repo.url,
+        trust: "keyring",
+        keyringUrl: p.repo.keyringDebUrl,
+        keyringSha256: p.repo.keyringSha256,
+      },
+    },
+    // a file:// index on the host: pip needs no hash lock (nothing is downloaded from elsewhere)
+    environment: { pipIndexUrl: PYPI_FILE_URL },
     services: {
       active: "autoregressive",
       modelPath: "sim/tiny-reasoner",
@@ -106,7 +121,7 @@ export async function startTestHostFixture(
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   };
   try {
-    const repo = await serveAptRepo();
+    const repo = await serveAptRepo({ fileUrl: APT_FILE_URL });
     cleanups.push(() => repo.close());
     const index = await servePythonIndex();
     cleanups.push(() => index.close());
@@ -116,6 +131,8 @@ export async function startTestHostFixture(
     const host = await bootTestHost({ name });
     cleanups.push(() => host.stop());
     await installSimulator(bundle, host.rootDir);
+    await copyOntoHost(repo.dir, host.rootDir, APT_FILE_URL);
+    await copyOntoHost(index.dir, host.rootDir, new URL("..", PYPI_FILE_URL).href);
     await writeStandinSglangConfig(host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
     const servicePort = await freeLocalPort();
     const config = testHostConfig({ host, repo, index, servicePort });

@@ -3,7 +3,11 @@
 # torch was built for the installed toolkit, and records the environment lock. Idempotent: when the
 # recorded lock matches, nothing is installed again; the lock is written last, so an install that
 # was interrupted (a dropped SSH session) is simply redone by the next run.
-# Usage: python-env.sh VENV PYTHON TOOLKIT_VERSION LOCK [--index-url URL] [--extra-index-url URL]... -- REQUIREMENT...
+# Usage: python-env.sh VENV PYTHON TOOLKIT_VERSION LOCK [--index-url URL] [--extra-index-url URL]...
+#          [--require-hashes] -- REQUIREMENT...
+# --require-hashes: standard input is a requirements file with --hash=sha256 for every package, and pip
+# installs exactly that file with --require-hashes (a wheel whose hash differs is refused). Indexes
+# are https:// or file:// only.
 #
 # Simulated host (GPUHOST_ROOT set): nothing is downloaded. The simulated server is the SGLang
 # simulator, which needs no Python; the venv folder holds only the recorded lock, marked
@@ -17,9 +21,16 @@ toolkit="$3"
 lock="$4"
 shift 4
 pip_index=()
+require_hashes=no
 while [[ $# -gt 0 && "$1" != "--" ]]; do
   case "$1" in
-    --index-url | --extra-index-url) pip_index+=("$1" "$2"); shift 2 ;;
+    --index-url | --extra-index-url)
+      if [[ ! "${2:-}" =~ ^(https|file):// ]]; then
+        echo "python-env: refusing index '${2:-}': only https:// (or file:// on the host)" >&2
+        exit 2
+      fi
+      pip_index+=("$1" "$2"); shift 2 ;;
+    --require-hashes) require_hashes=yes; shift ;;
     *) echo "python-env: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -81,8 +92,16 @@ fi
 if [[ ! -x "$venv/bin/python3" ]]; then
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python3" -m pip install --disable-pip-version-check --no-input \
-  "${pip_index[@]}" "${requirements[@]}"
+if [[ "$require_hashes" == yes ]]; then
+  hash_lock="$(mktemp)"
+  trap 'rm -f "$hash_lock"' EXIT
+  cat >"$hash_lock"
+  "$venv/bin/python3" -m pip install --disable-pip-version-check --no-input \
+    "${pip_index[@]}" --require-hashes -r "$hash_lock"
+else
+  "$venv/bin/python3" -m pip install --disable-pip-version-check --no-input \
+    "${pip_index[@]}" "${requirements[@]}"
+fi
 
 # The installed torch, not the pin, is what the server loads.
 torch_cuda="$("$venv/bin/python3" -c 'import torch; print(torch.version.cuda or "none")')"

@@ -1,0 +1,89 @@
+/**
+ * Security on a real Debian host (issue #12), with the real program under the real engine:
+ *   - the API key is in no process's argv (/proc/PID/cmdline of the service and every child), the
+ *     gate authenticates with it, and a wrong key gets 401;
+ *   - rotation: `pulumi config set --secret apiKey NEW` + `pulumi up` reaches the host, the old key
+ *     stops working and the new one works.
+ * The host key is pinned (testhost-stack.ts), and the package sources are file:// on the host.
+ */
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requireTestHost } from "./harness";
+import { startTestHostFixture, TestHostFixture } from "./testhost-stack";
+
+const enabled = requireTestHost();
+const STEP = 10 * 60_000;
+const KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
+
+describe.runIf(enabled)("testhost stack: secrets on the host", () => {
+  let f: TestHostFixture;
+  const oldKey = `sk-old-${randomBytes(16).toString("hex")}`;
+  const newKey = `sk-new-${randomBytes(16).toString("hex")}`;
+  const sh = (cmd: string) => f.host.execOk(cmd).then((r) => r.stdout.trim());
+  /** HTTP status of GET /v1/models on the service, from the host itself. */
+  const statusWith = (key: string) =>
+    sh(
+      `curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer ${key}' http://127.0.0.1:${f.servicePort}/v1/models`,
+    );
+  /** Every process's argv on the host, NUL-separated words joined by spaces, one line each. */
+  const allArgv = () => sh("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done");
+
+  beforeAll(async () => {
+    f = await startTestHostFixture("security");
+    await f.stack.pulumiOk("config", "set", "--secret", "gpuhost:apiKey", oldKey);
+  }, 30 * 60_000);
+
+  afterAll(async () => {
+    await f?.stop();
+  }, 120_000);
+
+  it(
+    "the key is in no process's argv; the gate authenticated with it; a wrong key gets 401",
+    async () => {
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(up.code, up.stdout + up.stderr).toBe(0); // VerifiedGeneration's gate sent the key and got answers
+      const pid = await sh("systemctl show -p MainPID --value sglang-autoregressive.service");
+      expect(Number(pid)).toBeGreaterThan(0);
+      const cmdline = await sh(`tr '\\0' ' ' < /proc/${pid}/cmdline`);
+      expect(cmdline).toContain("--config /run/credentials/sglang-autoregressive.service/sglang-server-args.yaml");
+      expect(cmdline).not.toContain(oldKey);
+      expect(await allArgv()).not.toContain(oldKey);
+      // nor in the service's environment (systemd's EnvironmentFile= would have put it there)
+      expect(await sh(`tr '\\0' '\\n' < /proc/${pid}/environ`)).not.toContain(oldKey);
+      // the key file: root-only; the service's copy: its user's only
+      expect(await sh(`stat -c '%a %U' ${KEY_FILE}`)).toBe("600 root");
+      expect(await statusWith(oldKey)).toBe("200");
+      expect(await statusWith(`${oldKey}x`)).toBe("401");
+      expect(await sh(`curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:${f.servicePort}/v1/models`)).toBe(
+        "401",
+      );
+      // a local user who is not the service's cannot read the key from anywhere the service uses
+      const asNobody = await f.host.exec(
+        `runuser -u nobody -- cat ${KEY_FILE} /run/credentials/sglang-autoregressive.service/sglang-server-args.yaml`,
+      );
+      expect(asNobody.code).not.toBe(0);
+      expect(asNobody.stdout).not.toContain(oldKey);
+    },
+    STEP,
+  );
+
+  it(
+    "rotation: config set --secret apiKey + up reaches the host; the old key stops working",
+    async () => {
+      await f.stack.pulumiOk("config", "set", "--secret", "gpuhost:apiKey", newKey);
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(up.code, up.stdout + up.stderr).toBe(0);
+      expect(await statusWith(newKey)).toBe("200");
+      expect(await statusWith(oldKey)).toBe("401");
+      const file = await sh(`cat ${KEY_FILE}`);
+      expect(file).toContain(newKey);
+      expect(file).not.toContain(oldKey);
+      expect(await allArgv()).not.toContain(newKey);
+      // neither key reached the state or the outputs in plaintext
+      const state = (await f.stack.pulumiOk("stack", "export")).stdout;
+      expect(state).not.toContain(newKey);
+      expect(state).not.toContain(oldKey);
+    },
+    STEP,
+  );
+});
