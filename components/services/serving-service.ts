@@ -16,6 +16,7 @@ import {
   type ServerProgram,
 } from "./launch-args";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import { keyedHash, StampKey } from "./stamp-key";
 import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
 
 const SCRIPTS = "components/services/scripts";
@@ -200,9 +201,13 @@ export class ServingService extends pulumi.ComponentResource {
       ),
     );
 
-    const apiKeyHash = args.apiKey
-      ? pulumi.secret(args.apiKey).apply((k) => createHash("sha256").update(k).digest("hex"))
-      : pulumi.output("");
+    // The stamp follows the API key (a rotated key must restart the service), keyed with the stack's
+    // secret StampKey: a plain sha256 of the key in state and on the host would be an offline oracle.
+    const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
+    const apiKeyHash =
+      args.apiKey && stampKey
+        ? pulumi.all([pulumi.secret(args.apiKey), stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
+        : pulumi.output("");
     const stamp = pulumi
       .all([units, args.environmentLock, apiKeyHash])
       .apply(([u, lock, keyHash]) => unitHash(contentOf(u, s.active), `${lock}\0${keyHash}`));
@@ -221,7 +226,7 @@ export class ServingService extends pulumi.ComponentResource {
     this.unitHashes = units.apply((u) =>
       Object.fromEntries(u.map((x) => [x.name, createHash("sha256").update(x.content).digest("hex")])),
     );
-    // The stamp is a hash (of the unit, the lock and the API key's hash), public like activeUnitHash.
+    // The stamp is a hash (of the unit, the lock and the API key's keyed hash), public like activeUnitHash.
     this.steps = pulumi.all([units, this.activeUnitHash]).apply(([u, st]) => ({
       units: Object.fromEntries(u.map((x) => [x.name, unitInstallStep(x.name, unitContentArg(x.content))])),
       activate: activationStep(s.active, st),

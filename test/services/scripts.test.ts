@@ -113,6 +113,10 @@ describe("activate.sh: exactly one service, restarted only when its stamp change
       "restart sglang-autoregressive.service",
       "restart sglang-autoregressive.service",
     ]);
+    // the stamp (it follows a keyed hash of the API key) is root-only on the host
+    const stamps = `${root}/var/lib/gpuhost/units`;
+    expect(fs.statSync(stamps).mode & 0o777).toBe(0o700);
+    expect(fs.statSync(`${stamps}/sglang-autoregressive.service.stamp`).mode & 0o777).toBe(0o600);
   });
 
   it("a stopped service with an unchanged stamp is started, not restarted", () => {

@@ -6,7 +6,7 @@
  *     stops working and the new one works.
  * The host key is pinned (testhost-stack.ts), and the package sources are file:// on the host.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireTestHost } from "./harness";
 import { startTestHostFixture, TestHostFixture } from "./testhost-stack";
@@ -63,6 +63,13 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
       );
       expect(asNobody.code).not.toBe(0);
       expect(asNobody.stdout).not.toContain(oldKey);
+      // no offline oracle: neither the state nor the host's stamp holds a bare sha256 of the key
+      const bare = createHash("sha256").update(oldKey).digest("hex");
+      const state = (await f.stack.pulumiOk("stack", "export")).stdout;
+      expect(state).not.toContain(bare);
+      expect(
+        await sh("stat -c '%a' /var/lib/gpuhost/units /var/lib/gpuhost/units/sglang-autoregressive.service.stamp"),
+      ).toBe("700\n600");
     },
     STEP,
   );

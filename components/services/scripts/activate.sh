@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes ACTIVE the one running service: stops and disables the others (they share the GPUs), enables
 # ACTIVE, and restarts it only when its stamp (hash of the rendered unit, the environment lock and
-# the API key file) differs from the one recorded at its last start, or when it is not running.
+# a keyed hash of the API key) differs from the one recorded at its last start, or when it is not running.
 # A `pulumi up` that changes nothing therefore restarts nothing.
 # Usage: activate.sh ACTIVE_UNIT STAMP [OTHER_UNIT...]
 set -euo pipefail
@@ -35,7 +35,10 @@ done
 
 stamps="$root/var/lib/gpuhost/units"
 stampfile="$stamps/$active.stamp"
+# Root-only: the stamps are keyed hashes, but nobody else needs to read them.
+umask 077
 mkdir -p "$stamps"
+chmod 0700 "$stamps"
 systemctl enable "$active"
 
 previous=""
@@ -53,4 +56,5 @@ else
   echo "restarted=false"
 fi
 printf '%s\n' "$stamp" >"$stampfile.tmp"
+chmod 0600 "$stampfile.tmp"
 mv "$stampfile.tmp" "$stampfile"
