@@ -109,6 +109,22 @@ function environmentOf(unit: Unit): Record<string, string | undefined> {
   return env;
 }
 
+function loadCredentials(specs: string[], dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true });
+  if (specs.length === 0) return;
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const spec of specs) {
+    const i = spec.indexOf(":");
+    const id = i > 0 ? spec.slice(0, i) : spec;
+    const source = i > 0 ? spec.slice(i + 1) : "";
+    if (!/^[A-Za-z0-9_.-]+$/.test(id) || !source.startsWith("/")) throw new Error(`invalid LoadCredential=${spec}`);
+    const from = hostPath(source);
+    if (!fs.existsSync(from)) throw new Error(`${source}: No such file or directory`);
+    fs.copyFileSync(from, path.join(dir, id));
+    fs.chmodSync(path.join(dir, id), 0o400);
+  }
+}
+
 const underRoot = (p: string): string => (p.startsWith("/") && fs.existsSync(hostPath(p)) ? hostPath(p) : p);
 
 // ---- the supervisor: one detached process per started unit ----
@@ -145,11 +161,28 @@ async function supervise(u: string): Promise<void> {
       .join(":");
     env.GPUHOST_ROOT = root();
     env.HOME ??= process.env.HOME ?? "/";
+    // LoadCredential=ID:PATH, as systemd does it: each file copied into the unit's own credentials
+    // folder (%d, $CREDENTIALS_DIRECTORY), readable by the service only; a missing file fails the start.
+    const credDir = hostPath(`/run/credentials/${u}`);
+    const credentials = unit["Service.LoadCredential"] ?? [];
+    try {
+      loadCredentials(credentials, credDir);
+    } catch (err) {
+      journal(u, `${u}: Failed to set up credentials: ${(err as Error).message}`);
+      journal(u, `${u}: Main process exited, code=exited, status=243/CREDENTIALS`);
+      writeState(u, "result", "exit-code");
+      writeState(u, "state", "failed");
+      return;
+    }
+    if (credentials.length) env.CREDENTIALS_DIRECTORY = credDir;
     const words = splitWords((last(unit, "Service.ExecStart", "") ?? "").replace(/^[-@+!:]+/, "")).map((w) =>
-      w.replace(
-        /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
-        (_m: string, a: string | undefined, b: string | undefined) => env[a ?? b ?? ""] ?? "",
-      ),
+      w
+        // specifiers (systemd.unit(5)): %% is a literal %, %d the credentials folder
+        .replace(/%([%d])/g, (_m: string, c: string) => (c === "%" ? "%" : credDir))
+        .replace(
+          /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+          (_m: string, a: string | undefined, b: string | undefined) => env[a ?? b ?? ""] ?? "",
+        ),
     );
     const exe = words[0] ? underRoot(words[0]) : "";
     const wd = last(unit, "Service.WorkingDirectory");

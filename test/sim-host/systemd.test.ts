@@ -35,7 +35,7 @@ beforeEach(() => {
   unit("crashy.service", base("StartLimitBurst=3").replace("Environment=", "Environment=CRASH=1\nEnvironment="));
 });
 afterEach(async () => {
-  await sh("systemctl stop ar eagle crashy");
+  await sh("systemctl stop ar eagle crashy cred");
   fs.rmSync(root, { recursive: true, force: true });
 });
 
@@ -54,6 +54,28 @@ describe("simulated systemctl/journalctl", () => {
       "serving hello world key=s3cret args=--port 30001\n",
     );
     expect((await sh("systemctl stop ar; systemctl is-active ar")).stdout).toBe("inactive\n");
+  });
+
+  it("LoadCredential= hands a root-only file to the service as %d/<id> (a private copy); a missing one fails the start", async () => {
+    fs.mkdirSync(path.join(root, "etc/gpuhost"), { recursive: true });
+    fs.writeFileSync(path.join(root, "etc/gpuhost/k.yaml"), 'api-key: "s3cret"\n', { mode: 0o600 });
+    unit(
+      "cred.service",
+      "[Service]\nLoadCredential=server-args.yaml:/etc/gpuhost/k.yaml\nExecStart=/opt/app/serve --config %d/server-args.yaml --pct 100%%\n",
+    );
+    expect((await sh("systemctl start cred")).code).toBe(0);
+    await wait(async () => (await sh("journalctl -u cred -n 1")).stdout.includes("serving"));
+    const copy = path.join(root, "run/credentials/cred.service/server-args.yaml");
+    expect((await sh("journalctl -u cred -n 1 --no-pager")).stdout).toBe(
+      `serving  key= args=--config ${copy} --pct 100%\n`,
+    );
+    expect(fs.readFileSync(copy, "utf8")).toBe('api-key: "s3cret"\n');
+    expect(fs.statSync(copy).mode & 0o777).toBe(0o400);
+    await sh("systemctl stop cred");
+    fs.rmSync(path.join(root, "etc/gpuhost/k.yaml"));
+    await sh("systemctl start cred");
+    await wait(async () => (await sh("systemctl is-active cred")).stdout === "failed\n");
+    expect((await sh("journalctl -u cred --no-pager")).stdout).toContain("status=243/CREDENTIALS");
   });
 
   it("Conflicts= leaves exactly one of two services active", async () => {
