@@ -27,12 +27,19 @@ const privateKeySchema = z
   .refine((k) => k.includes("PRIVATE KEY"), "must be an OpenSSH/PEM private key (the key text, not a path)")
   .describe("Private key text; keep it a Pulumi secret (`pulumi config set --secret`)");
 
+const hostKeySchema = z
+  .string()
+  .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts");
+
 export const bastionSchema = z
   .object({
     host: hostNameSchema,
     port: portSchema.default(22),
     user: userSchema.default("root"),
     privateKey: privateKeySchema,
+    hostKey: hostKeySchema
+      .optional()
+      .describe("The bastion's host key ('ssh-ed25519 AAAA...'), checked strictly; unset, the connection is refused"),
   })
   .strict()
   .describe("Jump host the SSH connection goes through");
@@ -44,11 +51,11 @@ export const sshConnectionSchema = z
     port: portSchema.default(22),
     user: userSchema.default("root"),
     privateKey: privateKeySchema,
-    hostKey: z
-      .string()
-      .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts")
+    hostKey: hostKeySchema
       .optional()
-      .describe("Expected host key ('ssh-ed25519 AAAA...'); checked strictly when set, not checked when unset."),
+      .describe(
+        "Expected host key ('ssh-ed25519 AAAA...'), checked strictly; unset, the connection is refused with the key the host presented",
+      ),
     bastion: bastionSchema.optional(),
   })
   .strict();

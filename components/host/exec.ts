@@ -9,6 +9,7 @@ import { type HostConnection, parseConnection } from "./connection";
 import { needsSudo, renderInvocation } from "./invocation";
 import { shellJoin } from "./quote";
 import { secretTempDir } from "./secret-dirs";
+import { fingerprint, keyWords } from "../host-key/probe";
 import { simulatedEnvironment } from "../../sim-host/platform";
 
 export interface ExecResult {
@@ -28,27 +29,97 @@ export interface ExecOptions {
 
 type SshConnection = Extract<HostConnection, { kind: "ssh" }>;
 
+/** Seconds between keepalives, and how many may go unanswered before ssh gives up on the session. */
+export const KEEPALIVE_SECONDS = 15;
+export const KEEPALIVE_COUNT = 4;
+
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * Host key checking for one hop: always strict, against a known_hosts holding only the pinned key
+ * (empty when none is: every key is then refused). A KnownHostsCommand records the key the server
+ * presented, vouching for nothing, so a refusal can say which key that was (hostKeyRefusal).
+ */
+function hostKeyOptions(
+  tmp: string,
+  hop: string,
+  host: string,
+  port: number,
+  hostKey: string | undefined,
+  pct: string,
+) {
+  const known = path.join(tmp, `${hop}.known_hosts`);
+  const name = port === 22 ? host : `[${host}]:${port}`;
+  fs.writeFileSync(known, hostKey ? `${name} ${hostKey}\n` : "", { mode: 0o600 });
+  const recorder = path.join(tmp, `${hop}.record`);
+  fs.writeFileSync(
+    recorder,
+    `#!/bin/sh\n[ -n "$2" ] && printf '%s %s\\n' "$1" "$2" >> ${q(path.join(tmp, `${hop}.presented`))}\nexit 0\n`,
+    { mode: 0o700 },
+  );
+  return [
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    `UserKnownHostsFile=${known}`,
+    "-o",
+    "GlobalKnownHostsFile=/dev/null",
+    "-o",
+    "CheckHostIP=no",
+    "-o",
+    `KnownHostsCommand=${recorder} ${pct}t ${pct}K`,
+  ];
+}
+
+/**
+ * When a session failed on the host key: which hop presented which key, and what to do. Undefined
+ * when the key was not the reason.
+ */
+export function hostKeyRefusal(conn: SshConnection, tmp: string, stderr: string): string | undefined {
+  if (!/Host key verification failed|No .* host key is known|REMOTE HOST IDENTIFICATION HAS CHANGED/i.test(stderr))
+    return undefined;
+  const hops: Array<[string, { host: string; port: number; hostKey?: string }, string]> = [["target", conn, "hostKey"]];
+  if (conn.bastion) hops.unshift(["bastion", conn.bastion, "bastion.hostKey"]);
+  for (const [hop, h, field] of hops) {
+    const f = path.join(tmp, `${hop}.presented`);
+    const seen = fs.existsSync(f) ? fs.readFileSync(f, "utf8").trim().split("\n").at(-1) : undefined;
+    if (!seen) continue;
+    if (h.hostKey && keyWords(h.hostKey) === keyWords(seen)) continue;
+    const shown = `${seen.split(" ")[0]} ${fingerprint(seen)}`;
+    return h.hostKey
+      ? `${h.host}:${h.port} presented ${shown}, but ${field} pins ${h.hostKey.split(" ")[0]} ${fingerprint(h.hostKey)}: refused (someone in between, or the host's key changed: pin the new key only after checking it on the host)`
+      : `${h.host}:${h.port}: refused, ${field} is unset; it presented ${shown} ("${keyWords(seen)}")`;
+  }
+  return undefined;
+}
+
 /**
  * The ssh options and `user@host` for a connection, without a remote command: what both a command
  * (sshArgs) and a forward-only session (tunnel.ts) start with. Key and known_hosts files live in `tmp`.
+ * Every session sends keepalives, so a half-open one ends in bounded time instead of hanging.
  */
 export function sshBaseArgs(conn: SshConnection, tmp: string): string[] {
   const keyFile = writeSecretFile(tmp, "id_target", conn.privateKey);
-  const hostChecking: string[] = [];
-  if (conn.hostKey) {
-    const known = path.join(tmp, "known_hosts");
-    const name = conn.port === 22 ? conn.host : `[${conn.host}]:${conn.port}`;
-    fs.writeFileSync(known, `${name} ${conn.hostKey}\n`, { mode: 0o600 });
-    hostChecking.push("-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${known}`);
-  } else {
-    hostChecking.push("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null");
-  }
-  const common = ["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=15", "-o", "LogLevel=ERROR"];
+  const common = [
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "IdentitiesOnly=yes",
+    "-o",
+    "ConnectTimeout=15",
+    "-o",
+    // INFO, not ERROR: a dead session ("Timeout, server ... not responding") is reported at INFO.
+    "LogLevel=INFO",
+    "-o",
+    `ServerAliveInterval=${KEEPALIVE_SECONDS}`,
+    "-o",
+    `ServerAliveCountMax=${KEEPALIVE_COUNT}`,
+  ];
   const proxy: string[] = [];
   if (conn.bastion) {
     const b = conn.bastion;
     const bastionKey = writeSecretFile(tmp, "id_bastion", b.privateKey);
-    // ProxyCommand is run by a shell: every word quoted.
+    // ProxyCommand is run by a shell: every word quoted; its % tokens are expanded once more (%%).
     const cmd = shellJoin([
       "ssh",
       "-i",
@@ -56,10 +127,7 @@ export function sshBaseArgs(conn: SshConnection, tmp: string): string[] {
       "-p",
       String(b.port),
       ...common,
-      "-o",
-      "StrictHostKeyChecking=no",
-      "-o",
-      "UserKnownHostsFile=/dev/null",
+      ...hostKeyOptions(tmp, "bastion", b.host, b.port, b.hostKey, "%%"),
       "-W",
       "%h:%p",
       `${b.user}@${b.host}`,
@@ -72,9 +140,7 @@ export function sshBaseArgs(conn: SshConnection, tmp: string): string[] {
     "-p",
     String(conn.port),
     ...common,
-    "-o",
-    "ServerAliveInterval=15",
-    ...hostChecking,
+    ...hostKeyOptions(tmp, "target", conn.host, conn.port, conn.hostKey, "%"),
     ...proxy,
     `${conn.user}@${conn.host}`,
   ];
@@ -112,7 +178,15 @@ export async function execOnHost(
         environment: opts.environment,
         sudo: needsSudo(conn.user),
       });
-      return await run("ssh", sshArgs(conn, tmp, command), timeoutMs);
+      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs);
+      const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
+      if (refused) return { ...r, stderr: `${r.stderr}\ngpuhost: ${refused}` };
+      if (r.code === 255 && /Timeout, server .* not responding/.test(r.stderr))
+        return {
+          ...r,
+          stderr: `${r.stderr}\ngpuhost: the SSH session stopped answering (${KEEPALIVE_COUNT} keepalives ${KEEPALIVE_SECONDS} s apart went unanswered); the command's outcome on the host is unknown`,
+        };
+      return r;
     } finally {
       secrets.remove();
     }

@@ -22,11 +22,19 @@ export type HostConnectionInput =
   | Exclude<HostConnection, { kind: "ssh" | "simulated" }>
   /** A simulated host's folder; an Input, so another resource (a VM stand-in) can make it. */
   | { kind: "simulated"; root: pulumi.Input<string> }
-  | (Omit<Extract<HostConnection, { kind: "ssh" }>, "host" | "privateKey" | "bastion"> & {
+  | (Omit<Extract<HostConnection, { kind: "ssh" }>, "host" | "privateKey" | "bastion" | "hostKey"> & {
       /** The address; an Input, so a host made by another resource (a VM's public IP) can be given. */
       host: pulumi.Input<string>;
       privateKey: pulumi.Input<string>;
-      bastion?: { host: string; port: number; user: string; privateKey: pulumi.Input<string> };
+      /** The key the host must present (pinned, or recorded on first use: components/host-key). */
+      hostKey?: pulumi.Input<string>;
+      bastion?: {
+        host: string;
+        port: number;
+        user: string;
+        privateKey: pulumi.Input<string>;
+        hostKey?: pulumi.Input<string>;
+      };
     });
 
 export interface HostScriptArgs {
@@ -114,6 +122,7 @@ export function commandConnection(
           port: conn.bastion.port,
           user: conn.bastion.user,
           privateKey: pulumi.secret(conn.bastion.privateKey),
+          hostKey: conn.bastion.hostKey,
         }
       : undefined,
   };

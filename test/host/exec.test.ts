@@ -7,6 +7,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fingerprint } from "../../components/host-key/probe";
 import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
@@ -91,7 +92,11 @@ describe("sshArgs", () => {
       );
       expect(fs.statSync(path.join(tmp, "id_target")).mode & 0o777).toBe(0o600);
       expect(strict).toContain("StrictHostKeyChecking=yes");
-      expect(fs.readFileSync(path.join(tmp, "known_hosts"), "utf8")).toBe("[h.example]:2222 ssh-ed25519 AAAAC3\n");
+      expect(strict).toContain("ServerAliveInterval=15");
+      expect(strict).toContain("ServerAliveCountMax=4");
+      expect(fs.readFileSync(path.join(tmp, "target.known_hosts"), "utf8")).toBe(
+        "[h.example]:2222 ssh-ed25519 AAAAC3\n",
+      );
       expect(strict.slice(-3)).toEqual(["ubuntu@h.example", "--", "cmd"]);
       const loose = sshArgs(
         {
@@ -105,8 +110,14 @@ describe("sshArgs", () => {
         tmp,
         "cmd",
       );
-      expect(loose).toContain("StrictHostKeyChecking=no");
+      // no pinned key: still strict, against an empty known_hosts (every key refused)
+      expect(loose).not.toContain("StrictHostKeyChecking=no");
+      expect(loose).toContain("StrictHostKeyChecking=yes");
+      expect(fs.readFileSync(path.join(tmp, "target.known_hosts"), "utf8")).toBe("");
       const proxy = loose.find((a) => a.startsWith("ProxyCommand="))!;
+      expect(proxy).toContain("StrictHostKeyChecking=yes");
+      expect(proxy).not.toContain("StrictHostKeyChecking=no");
+      expect(proxy).toContain("%%t %%K");
       expect(proxy).toContain(`-i ${path.join(tmp, "id_bastion")} -p 2200`);
       expect(proxy).toContain("-W %h:%p hop@jump");
       expect(fs.statSync(path.join(tmp, "id_bastion")).mode & 0o777).toBe(0o600);
@@ -215,7 +226,56 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     expect(r.code).toBe(255);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/host key|Host key verification failed/i);
-    const e = await execOnHost({ kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey }, "exit 3", []);
+    expect(r.stderr).toContain(`presented ssh-ed25519 ${fingerprint(hostKey)}, but hostKey pins`);
+    const e = await execOnHost(
+      { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey },
+      "exit 3",
+      [],
+    );
     expect(e.code).toBe(3);
+  });
+
+  it("refuses a host without a pinned key, runs nothing, and names the key it presented", async () => {
+    fs.rmSync(canary, { force: true });
+    const r = await execOnHost(
+      { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey },
+      `touch ${canary}`,
+      [],
+    );
+    expect(r.code).toBe(255);
+    expect(r.stderr).toContain(
+      `refused, hostKey is unset; it presented ssh-ed25519 ${fingerprint(hostKey)} ("${hostKey}")`,
+    );
+    expect(fs.existsSync(canary)).toBe(false);
+    // through an unpinned bastion (the same sshd as jump host): refused at the bastion
+    const b = await execOnHost(
+      {
+        kind: "ssh",
+        host: "127.0.0.1",
+        port,
+        user: "root",
+        privateKey,
+        hostKey,
+        bastion: { host: "127.0.0.1", port, user: "root", privateKey },
+      },
+      "echo ran",
+      [],
+    );
+    expect(b.code).toBe(255);
+    expect(b.stderr).toContain("refused, bastion.hostKey is unset");
+    const ok = await execOnHost(
+      {
+        kind: "ssh",
+        host: "127.0.0.1",
+        port,
+        user: "root",
+        privateKey,
+        hostKey,
+        bastion: { host: "127.0.0.1", port, user: "root", privateKey, hostKey },
+      },
+      "echo via-bastion",
+      [],
+    );
+    expect(ok).toMatchObject({ code: 0, stdout: "via-bastion\n" });
   });
 });
