@@ -7,6 +7,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
+import { trustConnection } from "./components/host-key";
 import { connectedPlatform } from "./components/platform";
 import type { HostOutputs } from "./components/stack-outputs";
 import { projectRoot } from "./project-files";
@@ -15,13 +16,20 @@ import { simulatedPlatform } from "./sim-host/host";
 const { config, apiKey, secret } = loadConfig();
 const root = projectRoot();
 
+/** The host's connection, with the host keys to check per its hostKeyPolicy (components/host-key). */
+function connectionOf(host: (typeof config.hosts)[number], index: number) {
+  const c = hostConnection(host, root, secret, index);
+  if (c.kind !== "ssh" || host.connection.kind !== "ssh") return c;
+  return trustConnection(host.name, c, host.connection, `gpuhost:hosts[${index}].connection`);
+}
+
 const hosts = config.hosts.map((host, index) => {
   const h = new GpuServingHost(host.name, {
     host,
     platform:
       host.connection.kind === "simulated"
         ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
-        : connectedPlatform(hostConnection(host, root, secret, index)),
+        : connectedPlatform(connectionOf(host, index)),
     config,
     apiKey,
   });

@@ -16,6 +16,7 @@ import { z } from "zod";
 import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
 import { faultNameSchema } from "../simulator/faults";
 import { cudaToolkitOptionsSchema } from "./cuda-toolkit/options";
+import { hostKeyPolicySchema } from "./host-key";
 import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./host/connection";
 import type { HostConnectionInput } from "./host/script";
 import { projectRoot } from "../project-files";
@@ -41,6 +42,7 @@ const secretKeyName = z
 const sshConnectionConfig = sshConnectionSchema
   .omit({ privateKey: true, bastion: true })
   .extend({
+    hostKeyPolicy: hostKeyPolicySchema,
     privateKeySecret: secretKeyName
       .default("sshPrivateKey")
       .describe(
@@ -50,12 +52,26 @@ const sshConnectionConfig = sshConnectionSchema
       .omit({ privateKey: true })
       .extend({
         privateKeySecret: secretKeyName.describe("Config key holding the bastion's private key as a secret."),
+        hostKeyPolicy: hostKeyPolicySchema,
       })
       .strict()
       .optional()
       .describe("Jump host the SSH connection goes through."),
   })
   .strict()
+  .superRefine((c, ctx) => {
+    for (const [hop, path] of [
+      [c, []],
+      [c.bastion, ["bastion"]],
+    ] as const) {
+      if (hop?.hostKey !== undefined && hop.hostKeyPolicy !== "pinned")
+        ctx.addIssue({
+          code: "custom",
+          path: [...path, "hostKeyPolicy"],
+          message: `is ${hop.hostKeyPolicy}, but hostKey is set: a set hostKey is always enforced (drop one of the two)`,
+        });
+    }
+  })
   .describe("Over SSH; commands run through `sudo -n` unless the user is root.");
 
 /**
@@ -317,6 +333,7 @@ export function hostConnection(
               port: c.bastion.port,
               user: c.bastion.user,
               privateKey: secret(c.bastion.privateKeySecret),
+              hostKey: c.bastion.hostKey,
             }
           : undefined,
       };

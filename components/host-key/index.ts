@@ -193,3 +193,50 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
   }
   return { hostKey, bastionHostKey };
 }
+
+/**
+ * The connection with the keys its Commands and providers check filled in per the policies of the
+ * config (`cfg`): what index.ts hands the host's components.
+ */
+export function trustConnection<
+  C extends {
+    host: string;
+    port: number;
+    user: string;
+    hostKey?: pulumi.Input<string>;
+    bastion?: {
+      host: string;
+      port: number;
+      user: string;
+      privateKey: pulumi.Input<string>;
+      hostKey?: pulumi.Input<string>;
+    };
+  },
+>(
+  name: string,
+  conn: C,
+  cfg: {
+    hostKey?: string;
+    hostKeyPolicy: HostKeyPolicy;
+    bastion?: { hostKey?: string; hostKeyPolicy: HostKeyPolicy };
+  },
+  configPath: string,
+): C {
+  const keys = trustedHostKeys(name, {
+    host: conn.host,
+    port: conn.port,
+    user: conn.user,
+    hostKey: cfg.hostKey,
+    hostKeyPolicy: cfg.hostKeyPolicy,
+    bastion:
+      conn.bastion && cfg.bastion
+        ? { ...conn.bastion, hostKey: cfg.bastion.hostKey, hostKeyPolicy: cfg.bastion.hostKeyPolicy }
+        : undefined,
+    configPath,
+  });
+  return {
+    ...conn,
+    hostKey: keys.hostKey,
+    bastion: conn.bastion ? { ...conn.bastion, hostKey: keys.bastionHostKey } : undefined,
+  };
+}

@@ -6,14 +6,19 @@
  *     stops working and the new one works.
  * The host key is pinned (testhost-stack.ts), and the package sources are file:// on the host.
  */
+import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fingerprint } from "../../components/host-key/probe";
 import { requireTestHost } from "./harness";
 import { startTestHostFixture, TestHostFixture } from "./testhost-stack";
 
 const enabled = requireTestHost();
 const STEP = 10 * 60_000;
 const KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 
 describe.runIf(enabled)("testhost stack: secrets on the host", () => {
   let f: TestHostFixture;
@@ -90,6 +95,58 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
       const state = (await f.stack.pulumiOk("stack", "export")).stdout;
       expect(state).not.toContain(newKey);
       expect(state).not.toContain(oldKey);
+    },
+    STEP,
+  );
+
+  // Last: it swaps the host's sshd key, after which the harness's own (pinned) client is refused too.
+  it(
+    "host keys: unpinned is refused naming the presented key; trust-on-first-use records it, says so, and refuses a swapped key; insecure warns",
+    async () => {
+      const first = f.host.hostKey;
+      const hostsWith = (connection: Record<string, unknown>) => ({
+        hosts: [
+          {
+            name: "testhost",
+            connection: { kind: "ssh", host: f.host.host, port: f.host.port, user: "root", ...connection },
+            gpus: { count: 0 },
+          },
+        ],
+      });
+      await f.stack.setConfig(hostsWith({}));
+      const unpinned = await f.stack.pulumi("preview");
+      expect(unpinned.code).not.toBe(0);
+      const refusal = unpinned.stdout + unpinned.stderr;
+      expect(refusal).toContain("gpuhost:hosts[0].connection.hostKey is unset and hostKeyPolicy is pinned");
+      expect(refusal).toContain(fingerprint(first));
+
+      await f.stack.setConfig(hostsWith({ hostKeyPolicy: "trust-on-first-use" }));
+      const tofu = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(tofu.code, tofu.stdout + tofu.stderr).toBe(0);
+      expect(tofu.stdout + tofu.stderr).toMatch(
+        new RegExp(`trusting 127\\.0\\.0\\.1's host key ${escape(fingerprint(first))}, recorded on first use`),
+      );
+
+      // an impostor, or a reinstall: a new sshd key on the same address
+      const keyFile = path.join(f.host.rootDir, "etc/ssh/ssh_host_ed25519_key");
+      fs.rmSync(keyFile);
+      fs.rmSync(`${keyFile}.pub`);
+      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", keyFile]);
+      const second = fs.readFileSync(`${keyFile}.pub`, "utf8").split(" ").slice(0, 2).join(" ");
+      await f.host.exec("systemctl restart ssh");
+      const swapped = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(swapped.code).not.toBe(0);
+      const out = swapped.stdout + swapped.stderr;
+      expect(out).toContain(fingerprint(second));
+      expect(out).toContain(fingerprint(first));
+      expect(out).toMatch(/refused/);
+
+      await f.stack.setConfig(hostsWith({ hostKeyPolicy: "insecure-accept-any" }));
+      const insecure = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(insecure.code, insecure.stdout + insecure.stderr).toBe(0);
+      expect(insecure.stdout + insecure.stderr).toContain(
+        `hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(second)}`,
+      );
     },
     STEP,
   );
