@@ -24,7 +24,7 @@ import { type HostConnectionInput, hostScript } from "./host/script";
 import type { HostPlatform } from "./platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
 import { toolkitKey } from "./serving-env/lock";
-import { ServingService } from "./services/serving-service";
+import { API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
 import { SERVICE_KINDS, type ServiceKind } from "./services/schema";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
@@ -135,6 +135,17 @@ export class GpuServingHost extends pulumi.ComponentResource {
       ...Object.entries(steps.units).map(([u, step]) => ({ fields: [unitContentField(`${UNIT_DIR}/${u}`)], ...step })),
       restartUnitStep(activeUnitFile),
       { fields: [UNIT_FIELDS], ...steps.activate },
+      // the API key file, deleted or changed on the host: rewritten from the secret (key on stdin)
+      ...(args.apiKey
+        ? [
+            {
+              fields: ["apiKeyFile"],
+              script: API_KEY_FILE_SCRIPT,
+              args: [service.apiKeyFile],
+              stdin: "apiKey" as const,
+            },
+          ]
+        : []),
     ]);
 
     const unitPath = pinnedEnvironment({
@@ -169,6 +180,9 @@ export class GpuServingHost extends pulumi.ComponentResource {
         ),
         onDrift: "repair",
         repairs,
+        ...(args.apiKey
+          ? { apiKey: args.apiKey, apiKeyFile: { path: service.apiKeyFile, script: API_KEY_FILE_SCRIPT } }
+          : {}),
       },
       { parent: this, dependsOn: [service] },
     );

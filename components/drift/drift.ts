@@ -160,5 +160,13 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       });
     }
   }
+  if (observed.apiKeyFile !== undefined && observed.apiKeyFile !== "match") {
+    drift.push({
+      field: "apiKeyFile",
+      expected: "the configured API key",
+      found: observed.apiKeyFile === "missing" ? null : "another content",
+      repair: "pulumi up rewrites it from the apiKey secret (api-key-file.sh)",
+    });
+  }
   return drift;
 }

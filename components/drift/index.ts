@@ -38,6 +38,9 @@ export interface ToolkitStateArgs {
    * plain text: never put a secret in `args` or `env`.
    */
   repairs?: pulumi.Input<RepairStepInput[]>;
+  /** The API key: its file on the host is compared with it on every probe, and rewritten by a repair. */
+  apiKey?: pulumi.Input<string>;
+  apiKeyFile?: { path: string; script: string };
   /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
   projectRoot?: string;
 }
@@ -95,12 +98,14 @@ export class ToolkitState extends pulumi.dynamic.Resource {
         expected: args.expected,
         onDrift: args.onDrift ?? "fail",
         repairs: args.repairs ?? [],
+        apiKey: args.apiKey === undefined ? undefined : pulumi.secret(args.apiKey),
+        apiKeyFile: args.apiKeyFile,
         hostLabel: undefined,
         observed: undefined,
         baseline: undefined,
         drift: undefined,
       },
-      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "connection"] },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "connection", "apiKey"] },
       "gpuhost",
       "ToolkitState",
     );

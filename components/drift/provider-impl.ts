@@ -15,6 +15,7 @@
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
+import { execOnHost } from "../host/exec";
 import { baselineOf, findDrift } from "./drift";
 import { probeHost } from "./probe";
 import { planRepairs, repairScriptPath, runRepairs } from "./repair";
@@ -46,6 +47,9 @@ export interface ToolkitStateInputs {
   onDrift?: OnDrift;
   /** The provisioning steps that repair drift (onDrift "repair"). */
   repairs?: RepairStepInput[];
+  /** The API key (a secret input: encrypted in the state) and its file on the host, compared on every probe. */
+  apiKey?: string;
+  apiKeyFile?: { path: string; script: string };
 }
 
 /** What the state holds. */
@@ -56,7 +60,16 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   drift: Drift[];
 }
 
-const INPUT_KEYS = ["projectRoot", "providerVersion", "connection", "expected", "onDrift", "repairs"] as const;
+const INPUT_KEYS = [
+  "projectRoot",
+  "providerVersion",
+  "connection",
+  "expected",
+  "onDrift",
+  "repairs",
+  "apiKey",
+  "apiKeyFile",
+] as const;
 
 /** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -114,6 +127,8 @@ export function stateId(connection: HostConnection, expected: ExpectedState): st
 async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefined): Promise<ToolkitStateOutputs> {
   const { connection, expected } = parsed(inputs);
   const observed = await probeHost(connection, expected);
+  if (inputs.apiKey !== undefined && inputs.apiKeyFile !== undefined)
+    observed.apiKeyFile = await checkApiKeyFile(connection, inputs.projectRoot, inputs.apiKeyFile, inputs.apiKey);
   const base = baseline ?? baselineOf(observed);
   return {
     ...inputsOf(inputs),
@@ -231,6 +246,7 @@ export async function update(
     const plan = planRepairs(outs.drift, expected, repairs);
     await runRepairs(connection, news.projectRoot, plan.steps, {
       log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`),
+      secrets: { apiKey: news.apiKey },
     });
     // The baseline is kept: a repaired host must match what was recorded before it drifted.
     outs = await observe(news, outs.baseline);
@@ -243,6 +259,29 @@ export async function update(
   }
   if (outs.drift.length > 0 && onDrift === "fail") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
   return { outs };
+}
+
+/**
+ * Compares the host's API key file with the configured key ON the host (the key goes over standard
+ * input to `api-key-file.sh --check`): the state records match/differs/missing, nothing derived
+ * from the key.
+ */
+async function checkApiKeyFile(
+  connection: HostConnection,
+  projectRoot: string,
+  file: { path: string; script: string },
+  apiKey: string,
+): Promise<"match" | "differs" | "missing"> {
+  const script = repairScriptPath(projectRoot, file.script);
+  const r = await execOnHost(connection, fs.readFileSync(script, "utf8"), ["--check", file.path], {
+    scriptName: "api-key-file.sh",
+    stdin: `${apiKey}\n`,
+    timeoutMs: 60_000,
+  });
+  const state = /^state=(match|differs|missing)$/m.exec(r.stdout)?.[1];
+  if (r.code !== 0 || state === undefined)
+    throw new Error(`api-key-file.sh --check exited ${r.code}: ${r.stderr.trim().slice(-300)}`);
+  return state as "match" | "differs" | "missing";
 }
 
 /** Recording only: deleting the record leaves the host as it is. */

@@ -93,6 +93,8 @@ export interface RepairOptions {
   timeoutMs?: number;
   /** Progress lines (one per step). */
   log?: (line: string) => void;
+  /** The secrets a step may ask for on standard input (RepairStep.stdin). */
+  secrets?: { apiKey?: string };
 }
 
 /** A script path from a step, resolved inside the project root (never outside it). */
@@ -119,10 +121,17 @@ export async function runRepairs(
         ? `${step.because.slice(0, 3).join(", ")} and ${step.because.length - 3} more`
         : step.because.join(", ");
     opts.log?.(`running ${name} to repair ${why}`);
+    let stdin: string | undefined;
+    if (step.stdin === "apiKey") {
+      if (opts.secrets?.apiKey === undefined)
+        throw new RepairError(`repair step ${step.script} needs the API key`, step, "");
+      stdin = `${opts.secrets.apiKey}\n`;
+    }
     const result = await execOnHost(connection, fs.readFileSync(file, "utf8"), step.args, {
       scriptName: name,
       environment: step.env,
       timeoutMs: opts.timeoutMs ?? 30 * 60_000,
+      stdin,
     });
     if (result.code !== 0) {
       const why = result.code === 124 ? "timed out" : `exited ${result.code}`;

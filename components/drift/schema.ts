@@ -89,6 +89,12 @@ export const observedStateSchema = z.object({
     z.object({ name: z.string(), sha256: z.string().nullable(), enabled: z.string(), active: z.string() }),
   ),
   errors: z.array(z.string()),
+  apiKeyFile: z
+    .enum(["match", "differs", "missing"])
+    .optional()
+    .describe(
+      "The API key file against the configured key, compared on the host (api-key-file.sh --check): no hash of the key is recorded anywhere",
+    ),
 });
 export type ObservedState = z.infer<typeof observedStateSchema>;
 
@@ -156,6 +162,10 @@ export const repairStepSchema = z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .optional()
       .describe("Environment for the script. Never a secret: inputs are stored in the state"),
+    stdin: z
+      .literal("apiKey")
+      .optional()
+      .describe("Feed the resource's (secret) apiKey input to the script on standard input"),
   })
   .strict();
 export type RepairStep = z.infer<typeof repairStepSchema>;

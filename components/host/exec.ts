@@ -25,6 +25,8 @@ export interface ExecOptions {
   environment?: Record<string, string>;
   /** Kill the command after this long (default 600 s); the result then has code 124. */
   timeoutMs?: number;
+  /** Standard input for the script (a secret goes here, never into arguments or the environment). */
+  stdin?: string;
 }
 
 type SshConnection = Extract<HostConnection, { kind: "ssh" }>;
@@ -178,7 +180,7 @@ export async function execOnHost(
         environment: opts.environment,
         sudo: needsSudo(conn.user),
       });
-      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs);
+      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
       if (refused) return { ...r, stderr: `${r.stderr}\ngpuhost: ${refused}` };
       if (r.code === 255 && /Timeout, server .* not responding/.test(r.stderr))
@@ -200,13 +202,20 @@ export async function execOnHost(
     pathPrefix: sim?.pathPrefix,
     sudo: conn.kind === "local" && process.getuid?.() !== 0,
   });
-  return run("/bin/sh", ["-c", command], timeoutMs);
+  return run("/bin/sh", ["-c", command], timeoutMs, opts.stdin);
 }
 
-function run(file: string, argv: string[], timeoutMs: number): Promise<ExecResult> {
+function run(file: string, argv: string[], timeoutMs: number, stdin?: string): Promise<ExecResult> {
   return new Promise((resolve) => {
     // Own process group, so a timeout kills the whole command tree, not just its shell.
-    const child = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const child = spawn(file, argv, {
+      stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      detached: true,
+    });
+    if (stdin !== undefined && child.stdin) {
+      child.stdin.on("error", () => undefined);
+      child.stdin.end(stdin);
+    }
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timedOut = false;
@@ -218,8 +227,8 @@ function run(file: string, argv: string[], timeoutMs: number): Promise<ExecResul
         child.kill("SIGKILL");
       }
     }, timeoutMs);
-    child.stdout.on("data", (b: Buffer) => out.push(b));
-    child.stderr.on("data", (b: Buffer) => err.push(b));
+    child.stdout?.on("data", (b: Buffer) => out.push(b));
+    child.stderr?.on("data", (b: Buffer) => err.push(b));
     child.on("error", (e) => {
       clearTimeout(timer);
       resolve({ code: 127, stdout: "", stderr: `${file}: ${e.message}` });

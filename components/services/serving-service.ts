@@ -121,6 +121,9 @@ export function unitContentArg(content: string): string {
   return Buffer.from(content).toString("base64");
 }
 
+/** The API key file's script: writes it from the key on stdin; `--check PATH` compares without writing. */
+export const API_KEY_FILE_SCRIPT = `${SCRIPTS}/api-key-file.sh`;
+
 /** The step that installs one unit file (content only, never a restart). */
 export function unitInstallStep<A = string>(unit: string, contentArg: A): ServiceStep<string | A> {
   return { script: `${SCRIPTS}/install-unit.sh`, args: [unit, contentArg] };
@@ -147,6 +150,8 @@ export class ServingService extends pulumi.ComponentResource {
   public readonly activeUnitHash: pulumi.Output<string>;
   /** The OpenAI-compatible endpoint as seen on the host itself. */
   public readonly endpoint: pulumi.Output<string>;
+  /** Where the API key file is on the host (only meaningful with an API key). */
+  public readonly apiKeyFile: string;
   /** The model id clients send (served model name, or the model path). */
   public readonly servedModelName: pulumi.Output<string>;
   /** sha256 of every configured unit's text, by unit name (the drift probe compares these). */
@@ -161,6 +166,7 @@ export class ServingService extends pulumi.ComponentResource {
     super("gpuhost:index:ServingService", name, {}, opts);
     const s = args.services;
     const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
+    this.apiKeyFile = apiKeyFile;
     const units = pulumi
       .output(args.jitWorkspace)
       .apply((jitWorkspace) =>
@@ -172,7 +178,7 @@ export class ServingService extends pulumi.ComponentResource {
           `${name}-api-key-file`,
           {
             connection: args.connection,
-            script: `${SCRIPTS}/api-key-file.sh`,
+            script: API_KEY_FILE_SCRIPT,
             args: [apiKeyFile],
             stdin: pulumi.secret(pulumi.output(args.apiKey).apply((k) => `${k}\n`)),
             deleteScript: `${SCRIPTS}/remove-api-key-file.sh`,

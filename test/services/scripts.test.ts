@@ -197,6 +197,25 @@ describe("api-key-file.sh", () => {
     expect(fs.existsSync(file)).toBe(false);
   });
 
+  it("--check compares the file with the key on stdin (missing, match, differs: content or mode) and writes nothing", () => {
+    const key = "0123456789abcdef0123456789abcdef";
+    const p = "/etc/gpuhost/sglang-api-key.yaml";
+    const file = `${root}${p}`;
+    const check = (k = key) => run(`${SCRIPTS}/api-key-file.sh`, ["--check", p], {}, `${k}\n`).stdout;
+    expect(check()).toBe("state=missing\n");
+    expect(fs.existsSync(file)).toBe(false);
+    run(`${SCRIPTS}/api-key-file.sh`, [p], {}, `${key}\n`);
+    expect(check()).toBe("state=match\n");
+    expect(check(`${key}x`)).toBe("state=differs\n");
+    fs.chmodSync(file, 0o644);
+    expect(check()).toBe("state=differs\n");
+    // the repair: the same write fixes the mode too
+    expect(run(`${SCRIPTS}/api-key-file.sh`, [p], {}, `${key}\n`).stdout).toBe("changed=true\n");
+    expect(check()).toBe("state=match\n");
+    fs.appendFileSync(file, "api-key: other\n");
+    expect(check()).toBe("state=differs\n");
+  });
+
   it("refuses a key that would need quoting, and a hostile path; nothing is executed or written", () => {
     const r = run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], {}, `abc$(touch ${marker}) X=1\n`);
     expect(r.code).toBe(2);

@@ -99,6 +99,30 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
     STEP,
   );
 
+  it(
+    "the API key file is watched: deleted or changed, refresh reports it and the next up rewrites it",
+    async () => {
+      await sh(`rm ${KEY_FILE}`);
+      const refresh = await f.stack.refreshPreview();
+      expect(refresh.code).not.toBe(0);
+      expect(refresh.stdout + refresh.stderr).toContain("apiKeyFile");
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(up.code, up.stdout + up.stderr).toBe(0);
+      expect(await sh(`stat -c '%a %U' ${KEY_FILE}`)).toBe("600 root");
+      expect(await sh(`cat ${KEY_FILE}`)).toContain(newKey);
+      await sh(`sed -i 's/sk-new-/sk-bad-/' ${KEY_FILE}`);
+      const again = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+      expect(await sh(`cat ${KEY_FILE}`)).toContain(newKey);
+      expect(await statusWith(newKey)).toBe("200");
+      // the comparison happened on the host: no hash of the key in the state
+      const state = (await f.stack.pulumiOk("stack", "export")).stdout;
+      expect(state).not.toContain(createHash("sha256").update(newKey).digest("hex"));
+      expect(state).not.toContain(newKey);
+    },
+    STEP,
+  );
+
   // Last: it swaps the host's sshd key, after which the harness's own (pinned) client is refused too.
   it(
     "host keys: unpinned is refused naming the presented key; trust-on-first-use records it, says so, and refuses a swapped key; insecure warns",

@@ -5,8 +5,15 @@
 # arrives on standard input (hostScript's `stdin`), never in an argument or the environment, which
 # any user of the host can read from the process list while the script runs.
 # Usage: api-key-file.sh PATH <<<"$key"
+#        api-key-file.sh --check PATH <<<"$key"   prints state=match|differs|missing, writes nothing
+#        (the drift probe: the comparison happens here, so no hash of the key is recorded anywhere)
 set -euo pipefail
 
+check=no
+if [[ "${1:-}" == "--check" ]]; then
+  check=yes
+  shift
+fi
 path="$1"
 root="${GPUHOST_ROOT:-}"
 key=""
@@ -21,21 +28,34 @@ if [[ ! "$key" =~ ^[A-Za-z0-9._~+/=-]+$ ]]; then
   echo "api-key-file: the key on standard input must be letters, digits and ._~+/=- only" >&2
   exit 2
 fi
+content() {
+  printf '# written by gpuhost (api-key-file.sh): SGLang --config, read through LoadCredential=\napi-key: "%s"\n' "$key"
+}
+target="$root$path"
+# The file as written: this content, mode 0600.
+current() {
+  [[ -f "$target" && "$(stat -c '%a' "$target")" == 600 ]] && cmp -s <(content) "$target"
+}
+if [[ "$check" == yes ]]; then
+  if [[ ! -f "$target" ]]; then echo "state=missing"
+  elif current; then echo "state=match"
+  else echo "state=differs"; fi
+  exit 0
+fi
 if [[ -z "$root" && $EUID -ne 0 ]]; then
   echo "api-key-file: must run as root (hostScript runs it through sudo -n for other users)" >&2
   exit 2
 fi
 
-target="$root$path"
+if current; then
+  echo "changed=false"
+  exit 0
+fi
 mkdir -p "$(dirname "$target")"
 umask 077
 tmp="$(mktemp "$(dirname "$target")/.gpuhost-env.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-printf '# written by gpuhost (api-key-file.sh): SGLang --config, read through LoadCredential=\napi-key: "%s"\n' "$key" >"$tmp"
-if [[ -f "$target" ]] && cmp -s "$tmp" "$target"; then
-  echo "changed=false"
-  exit 0
-fi
+content >"$tmp"
 chmod 0600 "$tmp"
 mv "$tmp" "$target"
 # Before the key moved to --config, gpuhost kept it as an EnvironmentFile here: no copy stays behind.
