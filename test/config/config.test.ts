@@ -39,6 +39,26 @@ describe("stack config schema", () => {
     ]);
   });
 
+  it("host key policy: pinned by default; a set hostKey with another policy is refused, naming the path", () => {
+    const ssh = (connection: Record<string, unknown>) => ({
+      hosts: [{ name: "h", connection: { kind: "ssh", host: "h", ...connection } }],
+    });
+    const c = parseConfig(ssh({ bastion: { host: "b", privateKeySecret: "bk" } })).hosts[0]!.connection;
+    expect(c).toMatchObject({ hostKeyPolicy: "pinned", bastion: { hostKeyPolicy: "pinned" } });
+    const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn4bVX1nZt0G5u9i4S2o9pC1VjV1t2pA0v6tO3nB7hM";
+    expect(issues(ssh({ hostKey: key, hostKeyPolicy: "trust-on-first-use" }))).toEqual([
+      "gpuhost:hosts[0].connection.hostKeyPolicy: is trust-on-first-use, but hostKey is set: a set hostKey is always enforced (drop one of the two)",
+    ]);
+    expect(issues(ssh({ hostKeyPolicy: "accept" }))[0]).toMatch(/^gpuhost:hosts\[0\]\.connection\.hostKeyPolicy: /);
+    expect(
+      issues(
+        ssh({ bastion: { host: "b", privateKeySecret: "bk", hostKey: key, hostKeyPolicy: "insecure-accept-any" } }),
+      ),
+    ).toEqual([
+      "gpuhost:hosts[0].connection.bastion.hostKeyPolicy: is insecure-accept-any, but hostKey is set: a set hostKey is always enforced (drop one of the two)",
+    ]);
+  });
+
   it("errors carry the config path inside lists", () => {
     const out = issues({ hosts: [{ name: "ok", connection: { kind: "ssh", host: "h", port: 0 } }] });
     expect(out).toEqual(["gpuhost:hosts[0].connection.port: Too small: expected number to be >=1"]);
