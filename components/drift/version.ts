@@ -3,4 +3,5 @@
 // `pulumi up` runs update with the new code and later refreshes use it. Bump it when the probe,
 // the drift rules or the state layout change.
 // 2: the `repairs` input and onDrift "repair" (update repairs drift instead of only failing).
-export const TOOLKIT_STATE_PROVIDER_VERSION = "2";
+// 3: the API key file (apiKey/apiKeyFile inputs, observed.apiKeyFile, repair steps with stdin).
+export const TOOLKIT_STATE_PROVIDER_VERSION = "3";
