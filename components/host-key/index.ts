@@ -45,12 +45,13 @@ const trustProvider: pulumi.dynamic.ResourceProvider = {
       throw new Error(
         `${inputs.host}:${inputs.port}: no host key to trust on first use: the host did not complete a key exchange (${seen.stderr})`,
       );
-    const outs = {
+    // No undefined values: the engine's struct encoding refuses them ("Unexpected struct type").
+    const outs: Record<string, unknown> = {
       ...inputs,
       hostKey: probe.keyWords(seen.target),
-      bastionHostKey: inputs.recordBastion && seen.bastion ? probe.keyWords(seen.bastion) : undefined,
       recordedAt: new Date().toISOString(),
     };
+    if (inputs.recordBastion && seen.bastion) outs.bastionHostKey = probe.keyWords(seen.bastion);
     return { id: require("crypto").randomBytes(8).toString("hex"), outs };
   },
   // Recorded once. Another host or port is another host: replaced, so its first key is recorded anew.
