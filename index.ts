@@ -8,6 +8,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { trustConnection } from "./components/host-key";
+import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
 import type { HostOutputs } from "./components/stack-outputs";
 import { projectRoot } from "./project-files";
@@ -17,10 +18,19 @@ const { config, apiKey, secret } = loadConfig();
 const root = projectRoot();
 
 /** The host's connection, with the host keys to check per its hostKeyPolicy (components/host-key). */
-function connectionOf(host: (typeof config.hosts)[number], index: number) {
-  const c = hostConnection(host, root, secret, index);
+function connectionOf(host: (typeof config.hosts)[number], i: number): HostConnectionInput {
+  const c = hostConnection(host, root, secret, i);
   if (c.kind !== "ssh" || host.connection.kind !== "ssh") return c;
-  return trustConnection(host.name, c, host.connection, `gpuhost:hosts[${index}].connection`);
+  // From the stack config the address is a plain string (the library takes an Input).
+  return {
+    ...trustConnection(
+      host.name,
+      { ...c, host: host.connection.host },
+      host.connection,
+      `gpuhost:hosts[${i}].connection`,
+    ),
+    kind: "ssh",
+  };
 }
 
 const hosts = config.hosts.map((host, index) => {
