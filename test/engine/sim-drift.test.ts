@@ -95,7 +95,8 @@ async function hostFacts() {
       echo "unit.$u=$(sha256sum <"$GPUHOST_ROOT${UNIT_DIR}/$u" | cut -d' ' -f1)"
       echo "active.$u=$(systemctl is-active "$u" || true)"
     done
-    echo "pid=$(systemctl show -p MainPID --value ${ACTIVE})"`);
+    echo "pid=$(systemctl show -p MainPID --value ${ACTIVE})"
+    echo "keyfile=$(stat -c %a "$GPUHOST_ROOT/etc/gpuhost/sglang-api-key.yaml" 2>/dev/null) $(grep -c "${apiKey}" "$GPUHOST_ROOT/etc/gpuhost/sglang-api-key.yaml" 2>/dev/null)"`);
   const kv = Object.fromEntries(
     out
       .trim()
@@ -172,6 +173,8 @@ describe("drift on a simulated host under the real engine", () => {
       ...UNITS.map(() => "components/services/scripts/install-unit.sh"),
       "components/drift/scripts/restart-unit.sh",
       "components/services/scripts/activate.sh",
+      // the API key file (its script, fed the key on stdin by ToolkitState)
+      "components/services/scripts/api-key-file.sh",
     ]);
   }, 60_000);
 
@@ -209,6 +212,12 @@ describe("drift on a simulated host under the real engine", () => {
         // Restarted on the restored unit: the new main process no longer has the edited environment.
         expect(fs.readFileSync(`/proc/${f.pid}/environ`, "utf8").split("\0")).not.toContain("GPUHOST_DRIFT=edited");
       },
+    },
+    {
+      kind: "the API key file deleted",
+      make: `rm -f "$GPUHOST_ROOT/etc/gpuhost/sglang-api-key.yaml"`,
+      fields: ["apiKeyFile"],
+      repaired: (f) => expect(f.keyfile).toBe("600 1"),
     },
     {
       kind: "curand.h replaced",
