@@ -166,7 +166,9 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
       expect(out).toMatch(/refused/);
 
       await f.stack.setConfig(hostsWith({ hostKeyPolicy: "insecure-accept-any" }));
-      const insecure = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      // A refresh reads with the inputs in the state, which pin the first key: the first up after
+      // trusting a new key skips it (README "Rotating the SSH key").
+      const insecure = await f.stack.pulumi("up", "--yes", "--skip-preview", "--refresh=false");
       expect(insecure.code, insecure.stdout + insecure.stderr).toBe(0);
       expect(insecure.stdout + insecure.stderr).toContain(
         `hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(second)}`,
