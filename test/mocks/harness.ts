@@ -50,7 +50,13 @@ export function recordResources(
         inputsByKey.set(`${args.type}::${args.name}`, args.inputs);
         return {
           id: `${args.name}-id`,
-          state: { ...args.inputs, stdout: stdout(args.name), ...outputs(args.type, args.name) },
+          state: {
+            ...args.inputs,
+            stdout: stdout(args.name),
+            // A StampKey's random key is its dynamic provider's output, which mocks never compute.
+            ...(args.name.endsWith("-stamp-key") ? { key: "0".repeat(64) } : {}),
+            ...outputs(args.type, args.name),
+          },
         };
       },
       call: (args) => args.inputs,

@@ -8,7 +8,8 @@ import { dependencyNames, named, parentName, recordResources, valueOf } from "./
 
 const rec = recordResources((name) => (name.endsWith("-jit-cache") ? "workspace=/var/cache/gpuhost/jit/k\n" : ""));
 const local = { kind: "local" as const };
-const env = EnvironmentSchema.parse({});
+// A file:// index on the host: a remote one needs a hash lock (environment.requirementsLock).
+const env = EnvironmentSchema.parse({ pipIndexUrl: "file:///srv/pypi/simple/" });
 
 describe("ServingEnvironment (mocks)", async () => {
   const e = new ServingEnvironment("env", {

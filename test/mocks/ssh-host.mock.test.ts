@@ -16,7 +16,8 @@ const API_KEY = "sk-0123456789abcdef0123456789abcdef";
 const config = parseConfig({
   hosts: [{ name: "gpu1", connection: { kind: "ssh", host: "10.0.0.5", user: "ops" }, gpus: { count: 8 } }],
   services: { tp: 8, host: "0.0.0.0", modelPath: "/models/kimi" },
-  environment: { prewarm: true },
+  // a file:// index on the host: a remote one needs a hash lock (environment.requirementsLock)
+  environment: { prewarm: true, pipIndexUrl: "file:///srv/pypi/simple/" },
   apiKey: API_KEY,
 });
 
@@ -59,7 +60,9 @@ describe("GpuServingHost on an SSH host (mocks)", async () => {
     expect(words.at(-2)).toBe("sglang-autoregressive.service");
     const unit = Buffer.from(words.at(-1)!, "base64").toString("utf8");
     expect(unit).toMatch(/^ExecStart=\/opt\/gpuhost\/venv\/bin\/python3 -m sglang\.launch_server .*--tp 8/m);
-    expect(unit).toContain(`EnvironmentFile=${DEFAULT_API_KEY_FILE}`);
+    // the key file as a systemd credential, read by SGLang with --config (never argv)
+    expect(unit).toContain(`LoadCredential=sglang-server-args.yaml:${DEFAULT_API_KEY_FILE}`);
+    expect(unit).toContain("--config %d/sglang-server-args.yaml");
     expect(unit).not.toContain(API_KEY);
   });
 
