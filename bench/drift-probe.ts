@@ -23,8 +23,8 @@ async function time(conn: HostConnection, runs: number): Promise<number[]> {
 }
 
 const summary = (label: string, ms: number[]): string => {
-  const q = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!.toFixed(0);
-  return `${label}: ${ms.length} probes, median ${q(0.5)} ms, p90 ${q(0.9)} ms, max ${ms[ms.length - 1]!.toFixed(0)} ms`;
+  const q = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))].toFixed(0);
+  return `${label}: ${ms.length} probes, median ${q(0.5)} ms, p90 ${q(0.9)} ms, max ${ms[ms.length - 1].toFixed(0)} ms`;
 };
 
 (async () => {
@@ -71,8 +71,8 @@ const summary = (label: string, ms: number[]): string => {
     if (!m) throw new Error("GPUHOST_TESTHOST_SSH must be user@host:port");
     const conn: HostConnection = {
       kind: "ssh",
-      user: m[1]!,
-      host: m[2]!,
+      user: m[1],
+      host: m[2],
       port: Number(m[3]),
       privateKey: fs.readFileSync(key, "utf8"),
     };

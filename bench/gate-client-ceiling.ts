@@ -64,7 +64,7 @@ async function main(): Promise<void> {
     },
   });
   if (values.child) return blaster(Number(values["events-per-write"]));
-  const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"]!], {
+  const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"]], {
     execArgv: process.execArgv,
   });
   const port = await new Promise<number>((resolve) => child.once("message", (m) => resolve(Number(m))));

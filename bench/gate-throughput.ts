@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const concurrency = Number(values.concurrency);
   const tokens = Number(values.tokens);
   const sim = await startSimulator({
-    profile: values.profile!,
+    profile: values.profile,
     port: 0,
     timeScale: Number(values["time-scale"]),
     log: () => undefined,

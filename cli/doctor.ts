@@ -29,7 +29,7 @@ export async function doctorMain(argv: string[], env: NodeJS.ProcessEnv = proces
   let root = env.GPUHOST_ROOT ?? "";
   let json = false;
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
+    const a = argv[i];
     const value = () => {
       const v = argv[++i];
       if (v === undefined) throw new Error(`${a} needs a value`);

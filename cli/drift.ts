@@ -34,9 +34,9 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
   let stack: string | undefined;
   let json = false;
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
+    const a = argv[i];
     if (a === "--json") json = true;
-    else if (a === "--stack" && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith("--")) stack = argv[++i];
+    else if (a === "--stack" && argv[i + 1] !== undefined && !argv[i + 1].startsWith("--")) stack = argv[++i];
     else if (a.startsWith("--stack=")) stack = a.slice("--stack=".length);
     else if (a === "--help" || a === "-h") {
       out(DRIFT_USAGE);
@@ -46,7 +46,7 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
       return 2;
     }
   }
-  if (stack !== undefined && !/^[A-Za-z0-9_.\/-]+$/.test(stack)) {
+  if (stack !== undefined && !/^[A-Za-z0-9_./-]+$/.test(stack)) {
     err(`gpuhost drift: invalid stack name ${JSON.stringify(stack)}\n`);
     return 2;
   }

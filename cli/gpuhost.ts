@@ -7,38 +7,39 @@
  */
 type Main = (argv: string[]) => Promise<number>;
 
-export const COMMANDS: Record<string, { summary: string; load: () => Main }> = {
+// `await import()` compiles to a require() at call time (CommonJS): typed, and still lazy.
+export const COMMANDS: Record<string, { summary: string; load: () => Promise<Main> }> = {
   sim: {
     summary: "serve the SGLang simulator (--profile, --fault, --port, --time-scale, --list)",
-    load: () => require("../simulator/cli").simMain,
+    load: async () => (await import("../simulator/cli")).simMain,
   },
   verify: {
     summary: "readiness gate against an endpoint: exit 0 only when it really generates",
-    load: () => require("../gate/cli").verifyMain,
+    load: async () => (await import("../gate/cli")).verifyMain,
   },
   bench: {
     summary: "benchmark an endpoint: single requests and a concurrency sweep",
-    load: () => require("../gate/cli").benchMain,
+    load: async () => (await import("../gate/cli")).benchMain,
   },
   compare: {
     summary: "measure each service of a host (autoregressive, EAGLE-3, DFlash) and say which to run",
-    load: () => require("../gate/compare-cli").compareMain,
+    load: async () => (await import("../gate/compare-cli")).compareMain,
   },
   plan: {
     summary: "capacity plan: days and hosts for N completions of T tokens",
-    load: () => require("../gate/cli").planMain,
+    load: async () => (await import("../gate/cli")).planMain,
   },
   doctor: {
     summary: "check the local CUDA toolkit the way FlashInfer finds it",
-    load: () => require("./doctor").doctorMain,
+    load: async () => (await import("./doctor")).doctorMain,
   },
   drift: {
     summary: "report drift of the hosts' toolkit state (pulumi refresh, read-only)",
-    load: () => require("./drift").driftMain,
+    load: async () => (await import("./drift")).driftMain,
   },
   "config-doc": {
     summary: "print (or --write) docs/configuration.md, rendered from the stack-config schema",
-    load: () => require("./config-doc").configDocMain,
+    load: async () => (await import("./config-doc")).configDocMain,
   },
 };
 
@@ -59,7 +60,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`gpuhost: unknown command '${name}'\n\n${usage()}`);
     return 2;
   }
-  return command.load()(rest);
+  return (await command.load())(rest);
 }
 
 if (require.main === module) {

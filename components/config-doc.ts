@@ -3,8 +3,6 @@
  * reference cannot fall behind the code: test/config/config-doc.test.ts fails when the committed
  * file differs from what this renders. `gpuhost config-doc --write` (cli/config-doc.ts) writes it.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { z } from "zod";
 import { CONFIG_NAMESPACE, ConfigSchema } from "./config";
 

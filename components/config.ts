@@ -348,7 +348,7 @@ export interface LoadedConfig {
   /** The API key as a Pulumi secret (the plain config holds it too, for validation only: never output it). */
   apiKey?: pulumi.Output<string>;
   /** A secret config value by key name (private keys). */
-  secret(key: string): pulumi.Output<string>;
+  secret: (key: string) => pulumi.Output<string>;
 }
 
 /**

@@ -170,7 +170,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
                 .map((u) => [
                   `${UNIT_DIR}/${u}`,
                   {
-                    sha256: hashes[u]!,
+                    sha256: hashes[u],
                     enabled: u === unit ? "enabled" : "disabled",
                     active: u === unit ? "active" : "inactive",
                   },
@@ -272,7 +272,7 @@ export function hostAccess(
   if (connection.kind !== "ssh") return undefined;
   const remoteHost = new URL(gateUrl(connection, bindHost, port)).hostname;
   return pulumi.all([pulumi.output(connection), unit]).apply(([conn, unitName]) => ({
-    connection: conn as unknown as Record<string, unknown>,
+    connection: conn,
     unit: unitName,
     remoteHost,
     remotePort: port,

@@ -100,11 +100,11 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
     let stderr = "";
     const timer = opts.timeoutMs ? setTimeout(() => child.kill("SIGTERM"), opts.timeoutMs) : undefined;
     child.stdout.on("data", (b: Buffer) => {
-      stdout += b;
+      stdout += b.toString();
       opts.onOutput?.(b.toString());
     });
     child.stderr.on("data", (b: Buffer) => {
-      stderr += b;
+      stderr += b.toString();
       opts.onOutput?.(b.toString());
     });
     child.on("error", reject);

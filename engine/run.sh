@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|unit|gpuhost [args...]`.
+# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost [args...]`.
 # It first makes sure a supported Node.js (>= 22, what @pulumi/pulumi 3.276 declares) is first on PATH,
 # so npm, tsc, vitest, the demo, the Pulumi engine's plugins and every process they start run on it:
 #   - the machine's `node` when it is new enough;
@@ -90,8 +90,14 @@ case "$mode" in
   test)
     bash engine/test-prereqs.sh
     bash engine/setup.sh
+    # Formatting first: a file Prettier would change fails the run before anything slow starts.
+    prettier --check "**/*.ts"
     tsc -p .
     exec vitest run "$@"
+    ;;
+  lint)
+    bash engine/setup.sh --npm-only
+    exec eslint . "$@"
     ;;
   unit)
     bash engine/setup.sh --npm-only
@@ -100,7 +106,7 @@ case "$mode" in
   gpuhost) exec node dist/cli/gpuhost.js "$@" ;;
   node) exec node "$@" ;;
   *)
-    echo "usage: bash engine/run.sh setup|build|demo|test|unit|gpuhost|node [args...]" >&2
+    echo "usage: bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|node [args...]" >&2
     exit 2
     ;;
 esac

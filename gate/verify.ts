@@ -159,7 +159,7 @@ class GateRun {
         if ((err as Error)?.name === "TimeoutError") err = new DeadlineExceeded(deadlineMessage);
         else if (!(err instanceof Error)) err = new Interrupted(`interrupted: ${String(err)}`);
         else {
-          const message = (err as Error).message;
+          const message = err.message;
           err = new Interrupted(message.startsWith("interrupted") ? message : `interrupted: ${message}`);
         }
       }

@@ -190,7 +190,7 @@ export async function simMain(argv: string[]): Promise<number> {
       return 2;
     }
     const known = err instanceof ProfileError || err instanceof UnknownFaultError;
-    process.stderr.write(`gpuhost sim: ${known ? (err as Error).message : ((err as Error).stack ?? String(err))}\n`);
+    process.stderr.write(`gpuhost sim: ${known ? err.message : ((err as Error).stack ?? String(err))}\n`);
     return known ? 2 : 1;
   }
   return new Promise<number>((resolve) => {

@@ -93,7 +93,7 @@ export function readJsonBody(req: IncomingMessage, limitBytes = MAX_BODY_BYTES):
  * the final chunk; the client sees a stream that ends without [DONE] and an incomplete body.
  */
 export function resetConnection(res: ServerResponse): void {
-  const socket = res.socket as (NonNullable<typeof res.socket> & { resetAndDestroy?: () => void }) | null;
+  const socket = res.socket;
   if (!socket) return;
   if (res.headersSent) {
     res.write("", () => socket.destroy());

@@ -115,7 +115,7 @@ function spawnStandin(argv: string[], env: Record<string, string>, log?: (line: 
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
-  child.stderr!.on("data", (d: Buffer) => {
+  child.stderr.on("data", (d: Buffer) => {
     for (const line of d.toString().split("\n")) if (line) log?.(line);
   });
   return child;

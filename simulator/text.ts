@@ -58,9 +58,7 @@ export function messageText(m: ChatMessageLike): string {
   if (typeof m.content === "string") return m.content;
   if (Array.isArray(m.content)) {
     return m.content
-      .map((part: unknown) =>
-        part && typeof part === "object" && "text" in part ? String((part as { text: unknown }).text) : "",
-      )
+      .map((part: unknown) => (part && typeof part === "object" && "text" in part ? String(part.text) : ""))
       .join("");
   }
   return "";

@@ -88,7 +88,7 @@ function gpus(env: NodeJS.ProcessEnv): { driver: string; computeCapability: stri
       .filter((l) => l.includes(","))
       .map((l) => {
         const [driver, cap] = l.split(",").map((s) => s.trim());
-        return { driver: driver!, computeCapability: cap! };
+        return { driver: driver, computeCapability: cap };
       });
   } catch {
     return [];
@@ -97,7 +97,7 @@ function gpus(env: NodeJS.ProcessEnv): { driver: string; computeCapability: stri
 
 const olderThan = (a: string, b: string) => {
   const [x, y] = [a, b].map((v) => v.split(".").map(Number));
-  return x![0]! < y![0]! || (x![0] === y![0] && (x![1] ?? 0) < (y![1] ?? 0));
+  return x[0] < y[0] || (x[0] === y[0] && (x[1] ?? 0) < (y[1] ?? 0));
 };
 
 export function doctor(opts: DoctorOptions): DoctorReport {

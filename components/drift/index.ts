@@ -45,28 +45,31 @@ export interface ToolkitStateArgs {
   projectRoot?: string;
 }
 
-// Each method loads the compiled implementation at call time: only `require` and this string are
-// captured. `projectRoot` (an input, so it is in the state) says where the implementation lives.
+// Each method loads the compiled implementation at call time: only `load`, `require` and this string
+// are captured. `projectRoot` (an input, so it is in the state) says where the implementation lives.
+// The types below are erased by tsc: nothing of provider-impl is captured.
 const implPath = "dist/components/drift/provider-impl.js";
-const toolkitStateProvider: pulumi.dynamic.ResourceProvider = {
-  async check(olds, news) {
-    return require(require("path").join(news.projectRoot, implPath)).check(olds, news);
+type Impl = typeof import("./provider-impl");
+type Inputs = import("./provider-impl").ToolkitStateInputs;
+type Outputs = import("./provider-impl").ToolkitStateOutputs;
+
+function load(props: { projectRoot: string }): Impl {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- by absolute path at call time, never captured (see above)
+  return require((require("path") as typeof import("node:path")).join(props.projectRoot, implPath)) as Impl;
+}
+
+const toolkitStateProvider: pulumi.dynamic.ResourceProvider<Inputs, Outputs> = {
+  check: (olds, news) => load(news).check(olds, news),
+  // A diff against a state written before projectRoot was an input still finds the code.
+  diff: (id, olds, news) => load(news.projectRoot ? news : olds).diff(id, olds, news),
+  create: (inputs) => load(inputs).create(inputs),
+  // The SDK types read's `inputs` like its outputs; ours are the inputs (a subset), which is what the engine takes.
+  read: async (id, props) => {
+    const stored = props as Outputs;
+    return (await load(stored).read(id, stored)) as unknown as pulumi.dynamic.ReadResult<Outputs>;
   },
-  async diff(id, olds, news) {
-    return require(require("path").join(news.projectRoot ?? olds.projectRoot, implPath)).diff(id, olds, news);
-  },
-  async create(inputs) {
-    return require(require("path").join(inputs.projectRoot, implPath)).create(inputs);
-  },
-  async read(id, props) {
-    return require(require("path").join(props.projectRoot, implPath)).read(id, props);
-  },
-  async update(id, olds, news) {
-    return require(require("path").join(news.projectRoot, implPath)).update(id, olds, news);
-  },
-  async delete(id, props) {
-    return require(require("path").join(props.projectRoot, implPath)).remove(id, props);
-  },
+  update: (id, olds, news) => load(news).update(id, olds, news),
+  delete: (id, props) => load(props).remove(id, props),
 };
 
 /**

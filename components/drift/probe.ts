@@ -1,7 +1,6 @@
 // Runs scripts/probe.sh on a host in ONE exec (one SSH round trip) and parses its JSON.
 // No Pulumi import: provider-impl.ts loads this from dist/ at call time.
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { projectFile } from "../../project-files";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";

@@ -37,6 +37,19 @@ interface ResourceMeta {
   new?: { outputs?: Record<string, unknown> } | null;
 }
 
+type Diagnostic = { urn?: string; message?: string; severity?: string };
+type StepState = { type?: string; outputs?: Record<string, unknown> };
+/** The parts of `pulumi refresh --json` events the report reads (the digest, or streamed events). */
+interface EngineEvent {
+  steps?: { op?: string; urn?: string; oldState?: StepState; newState?: StepState }[];
+  changeSummary?: unknown;
+  diagnostics?: Diagnostic[];
+  resOutputsEvent?: { metadata?: ResourceMeta };
+  resourcePreEvent?: { metadata?: ResourceMeta };
+  diagnosticEvent?: Diagnostic;
+  summaryEvent?: { result?: string };
+}
+
 const CLEAN_OPS = new Set(["same", "read", "refresh"]);
 const EXPECT_NO_CHANGES = /no changes were expected/i;
 
@@ -121,7 +134,7 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     }
   };
 
-  for (const ev of events as Record<string, any>[]) {
+  for (const ev of events as EngineEvent[]) {
     if (Array.isArray(ev.steps) || ev.changeSummary) {
       // The one-document digest (streaming disabled): ops only.
       sawSummary = true;
@@ -135,7 +148,7 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     }
     if (ev.resOutputsEvent?.metadata) onResult(ev.resOutputsEvent.metadata, true);
     else if (ev.resourcePreEvent?.metadata) {
-      const meta = ev.resourcePreEvent.metadata as ResourceMeta;
+      const meta = ev.resourcePreEvent.metadata;
       if ((meta.type ?? urnType(meta.urn ?? "")) === TOOLKIT_STATE_TYPE) hostOfUrn.set(meta.urn ?? "", labelOf(meta));
     } else if (ev.diagnosticEvent) onDiagnostic(ev.diagnosticEvent);
     else if (ev.summaryEvent) {
@@ -150,9 +163,10 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
   if (!sawSummary)
     report.errors.push("pulumi's output ended before the refresh summary (the engine failed or was killed)");
 
-  function onDiagnostic(d: { urn?: string; message?: string; severity?: string }): void {
+  function onDiagnostic(d: Diagnostic): void {
     if (d.severity !== "error") return;
-    const message = (d.message ?? "").replace(/\u001b\[[0-9;]*m/g, "").trim();
+    // Terminal colour codes (ESC [ ... m) are stripped: ESC is written as a code point, not a control character.
+    const message = (d.message ?? "").replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "").trim();
     if (EXPECT_NO_CHANGES.test(message)) return; // the drift signal itself, not an error
     const label = d.urn ? hostOfUrn.get(d.urn) : undefined;
     if (label !== undefined) {

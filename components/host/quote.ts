@@ -24,6 +24,6 @@ export function envAssignments(environment: Readonly<Record<string, string>>): s
     .map((name) => {
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
         throw new Error(`invalid environment variable name ${JSON.stringify(name)}`);
-      return `${name}=${shellQuote(environment[name]!)}`;
+      return `${name}=${shellQuote(environment[name])}`;
     });
 }

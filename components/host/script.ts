@@ -182,7 +182,7 @@ export function parseKeyValues(stdout: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of stdout.split("\n")) {
     const m = /^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$/.exec(line.trim());
-    if (m) out[m[1]!] = m[2]!;
+    if (m) out[m[1]] = m[2]!;
   }
   return out;
 }

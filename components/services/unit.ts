@@ -4,7 +4,6 @@
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { projectFile } from "../../project-files";
 import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import {

@@ -11,6 +11,7 @@
 // Types only (erased by tsc): the gate's module and schemas type the provider end to end without
 // being captured by closure serialization.
 import type * as GateModule from "../../gate/index";
+import type { HostConnection } from "../host/connection";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 
 /** Bump when the provider's behaviour changes. */
@@ -62,16 +63,27 @@ export interface VerifiedGenerationInputs {
    * the host's loopback, or firewalled) and reads the unit's state and logs over the same connection.
    * `endpoint.url` then names the service as seen on the host. Secret: it holds the private key.
    */
-  hostAccess?: { connection: Record<string, unknown>; unit: string; remoteHost: string; remotePort: number };
+  hostAccess?: { connection: HostConnection; unit: string; remoteHost: string; remotePort: number };
 }
 
 type Gate = typeof GateModule;
 
+/**
+ * require() at call time, the provider's one way to load code: closure serialization stores the
+ * provider in the state, so it names modules (and the project's compiled files by absolute path)
+ * when a method runs instead of capturing them. The type parameter is erased by tsc.
+ */
+function load<T>(id: string): T {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded at call time, never captured (see above)
+  return require(id) as T;
+}
+
+function compiled<T>(projectRoot: string, rel: string): T {
+  return load<T>(load<typeof import("node:path")>("path").join(projectRoot, rel));
+}
+
 function loadGate(projectRoot: string): Gate {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const path = require("path");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require(path.join(projectRoot, "dist/gate/index.js"));
+  return compiled<Gate>(projectRoot, "dist/gate/index.js");
 }
 
 /**
@@ -113,7 +125,7 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
   const failures: { property: string; reason: string }[] = [];
   const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
   for (const key of ["projectRoot", "serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
-    if (typeof news[key] !== "string" || (news[key] as string).length === 0)
+    if (typeof news[key] !== "string" || news[key].length === 0)
       failures.push({ property: key, reason: `${key} must be a non-empty string` });
   }
   const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
@@ -203,10 +215,8 @@ async function withHostAccess<T>(
       }),
     );
   }
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const path = require("path");
-  const { openTunnel } = require(path.join(input.projectRoot, "dist/components/host/tunnel.js"));
-  const { execOnHost } = require(path.join(input.projectRoot, "dist/components/host/exec.js"));
+  const { openTunnel } = compiled<typeof import("../host/tunnel")>(input.projectRoot, "dist/components/host/tunnel.js");
+  const { execOnHost } = compiled<typeof import("../host/exec")>(input.projectRoot, "dist/components/host/exec.js");
   const onHost = async (script: string) => {
     const r = await execOnHost(access.connection, script, [access.unit], {
       timeoutMs: 30_000,
@@ -299,7 +309,7 @@ async function verifyAndMeasure(
   }
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
-  const suffix = require("crypto").randomBytes(4).toString("hex");
+  const suffix = load<typeof import("node:crypto")>("crypto").randomBytes(4).toString("hex");
   return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
 }
 

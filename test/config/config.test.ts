@@ -166,8 +166,8 @@ describe("stack config schema", () => {
 
   it("a simulated host lives under .gpuhost/sim-hosts/<name> of the project by default", () => {
     const c = parseConfig(sim);
-    expect(simulatedRoot(c.hosts[0]!, "/srv/gpuhost")).toBe("/srv/gpuhost/.gpuhost/sim-hosts/sim-1");
-    expect(hostConnection(c.hosts[0]!, "/srv/gpuhost", () => "unused")).toEqual({
+    expect(simulatedRoot(c.hosts[0], "/srv/gpuhost")).toBe("/srv/gpuhost/.gpuhost/sim-hosts/sim-1");
+    expect(hostConnection(c.hosts[0], "/srv/gpuhost", () => "unused")).toEqual({
       kind: "simulated",
       root: "/srv/gpuhost/.gpuhost/sim-hosts/sim-1",
     });
@@ -176,7 +176,7 @@ describe("stack config schema", () => {
   it("an SSH host's private key comes from the secret key it names, never from the object", () => {
     const c = parseConfig({ hosts: [{ name: "t", connection: { kind: "ssh", host: "127.0.0.1", port: 2222 } }] });
     const asked: string[] = [];
-    const conn = hostConnection(c.hosts[0]!, "/p", (k) => {
+    const conn = hostConnection(c.hosts[0], "/p", (k) => {
       asked.push(k);
       return "KEY";
     });
@@ -202,7 +202,7 @@ describe("stack config schema", () => {
       toolCallParser: "kimi_k2",
       trustRemoteCode: true,
     });
-    expect(c.hosts[0]!.gpus).toMatchObject({ count: 8, computeCapability: "12.0" });
+    expect(c.hosts[0].gpus).toMatchObject({ count: 8, computeCapability: "12.0" });
     expect(c.services.eagle3).toBeDefined();
     expect(c.services.dflash).toBeDefined();
   });

@@ -32,7 +32,7 @@ describe("hosts[i].connection.root of a simulated host", () => {
   ])("accepts %s, a folder under the project's .gpuhost/", (root) => {
     expect(rootIssues(root)).toEqual([]);
     const c = parseConfig(withRoot(root));
-    expect(simulatedRoot(c.hosts[0]!, projectRoot())).toBe(path.resolve(projectRoot(), root));
+    expect(simulatedRoot(c.hosts[0], projectRoot())).toBe(path.resolve(projectRoot(), root));
   });
 
   it.each(["/..", "/../etc", ".gpuhost/../..", ".gpuhost/sim-hosts/../../x", "../elsewhere"])(
@@ -61,8 +61,8 @@ describe("hosts[i].connection.root of a simulated host", () => {
     fs.symlinkSync(outside, path.join(project, ".gpuhost", "link"));
     const host = { name: "s", connection: { kind: "simulated" as const, root: ".gpuhost/link/host" } };
     const c = parseConfig({ hosts: [host] });
-    expect(() => simulatedRoot(c.hosts[0]!, project, 3)).toThrow(ConfigError);
-    expect(() => simulatedRoot(c.hosts[0]!, project, 3)).toThrow(
+    expect(() => simulatedRoot(c.hosts[0], project, 3)).toThrow(ConfigError);
+    expect(() => simulatedRoot(c.hosts[0], project, 3)).toThrow(
       /gpuhost:hosts\[3\]\.connection\.root: .*link\/host is not a folder under the project's \.gpuhost\//,
     );
     // Checking wrote nothing: the folder it refused does not exist.

@@ -120,7 +120,7 @@ describe("stand-in contents", () => {
       kind: "link",
       target: "libcurand.so.10",
     });
-    const vj = standinContent(filesOf("cuda-toolkit-13-0-config-common")[0]!);
+    const vj = standinContent(filesOf("cuda-toolkit-13-0-config-common")[0]);
     expect(vj.kind === "file" && JSON.parse(vj.content).cuda.version).toBe("13.0.2");
   });
 

@@ -87,10 +87,10 @@ describe("gpuhost doctor", () => {
     const bare = doctor({ expectRelease: "13.0", env: noPath, root: trap });
     expect(bare.healthy).toBe(false);
     expect(bare.release).toBe("12.8");
-    expect(bare.problems[0]!.problem).toBe(
+    expect(bare.problems[0].problem).toBe(
       "CUDA found by /usr/local/cuda (/usr/local/cuda-12.8) is release 12.8, expected 13.0",
     );
-    expect(bare.problems[0]!.package).toBe("cuda-toolkit-13-0");
+    expect(bare.problems[0].package).toBe("cuda-toolkit-13-0");
   });
 
   it("with no toolkit at all names the meta package", () => {

@@ -22,7 +22,7 @@ function readablePlan(options: unknown) {
   const plan = toolkitPlan(cudaToolkitOptionsSchema.parse(options));
   const i = plan.verify.args.indexOf("--proof-b64");
   plan.verify.args[i + 1] =
-    `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1]!, "base64").toString("utf8"))}>`;
+    `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1], "base64").toString("utf8"))}>`;
   return plan;
 }
 

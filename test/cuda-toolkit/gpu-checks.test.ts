@@ -56,27 +56,27 @@ afterAll(() => [...roots, fake].forEach((r) => fs.rmSync(r, { recursive: true, f
 
 describe("verify.sh GPU checks (fake nvidia-smi)", () => {
   it("8x SM 12.0 on an R580 driver with CUDA 13.0 passes and runs the proof because GPUs exist", async () => {
-    const r = await run(hosts["13.0"]!, plans["13.0"].verify, Array(8).fill("580.82.07, 12.0").join("\n"));
+    const r = await run(hosts["13.0"], plans["13.0"].verify, Array(8).fill("580.82.07, 12.0").join("\n"));
     expect(r.stderr).toBe("");
     expect(parseKeyValues(r.stdout)).toMatchObject({ gpus: "8", verified: "yes" });
     expect(parseKeyValues(r.stdout).proof).toMatch(/^ran: /);
   });
 
   it("a driver older than R580 is named", async () => {
-    const r = await run(hosts["13.0"]!, plans["13.0"].verify, "575.57.08, 12.0");
+    const r = await run(hosts["13.0"], plans["13.0"].verify, "575.57.08, 12.0");
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("GPU 1: driver 575.57.08 is older than the R580 branch CUDA 13.0 needs");
   });
 
   it("Volta (7.0) is rejected for CUDA 13.0", async () => {
-    const r = await run(hosts["13.0"]!, plans["13.0"].verify, "580.82.07, 9.0\n580.82.07, 7.0");
+    const r = await run(hosts["13.0"], plans["13.0"].verify, "580.82.07, 9.0\n580.82.07, 7.0");
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("GPU 2: compute capability 7.0 is not supported by CUDA 13.0");
     expect(r.stderr).not.toContain("GPU 1:");
   });
 
   it("SM 12.0 with the 12.8 toolkit: FlashInfer needs CUDA >= 12.9", async () => {
-    const r = await run(hosts["12.8"]!, plans["12.8"].verify, "580.82.07, 12.0");
+    const r = await run(hosts["12.8"], plans["12.8"].verify, "580.82.07, 12.0");
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(
       "GPU 1: compute capability 12.0 (SM 12.x) needs CUDA >= 12.9 for FlashInfer, toolkit is 12.8",

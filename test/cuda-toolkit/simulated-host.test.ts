@@ -66,7 +66,7 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(kv.nvcc_version).toBe("V13.0.88");
     expect(kv.cuda_link).toBe("/usr/local/cuda-13.0");
     expect(kv.proof).toMatch(/^ran: gpuhost stand-in binary: .*proof\.cu compiled against .*cuda-13\.0/);
-    const versions = parsePackageVersions(kv.packages!);
+    const versions = parsePackageVersions(kv.packages);
     expect(Object.keys(versions).sort()).toEqual(plan.packages);
     expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
     expect(kv.fingerprint).toBe(toolkitFingerprint("13.0", versions));

@@ -4,21 +4,12 @@
 import { useSimulatedHosts } from "./sim-hosts-fixture";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { SimulatedConnection } from "../../components/host/connection";
 import * as impl from "../../components/drift/provider-impl";
 import type { ToolkitStateInputs, ToolkitStateOutputs } from "../../components/drift/provider-impl";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/drift/version";
-import {
-  copyHost,
-  expectedForSim,
-  JIT_BASE,
-  JIT_KEY,
-  onHost,
-  provisionGoldenHost,
-  removeHost,
-  UNIT_FILE,
-} from "./sim-host";
+import { expectedForSim, JIT_BASE, JIT_KEY, onHost, UNIT_FILE } from "./sim-host";
 
 const PROJECT_ROOT = path.resolve(__dirname, "../..");
 const host = useSimulatedHosts();
@@ -143,8 +134,8 @@ describe("ToolkitState provider on a simulated host", () => {
     );
     expect(changes).toBe(true);
     expect(fields(read.props)).toEqual([`units.${UNIT_FILE}.sha256`]);
-    const d = read.props.drift[0]!;
-    expect(d.expected).toBe(created.expected.units[UNIT_FILE]!.sha256);
+    const d = read.props.drift[0];
+    expect(d.expected).toBe(created.expected.units[UNIT_FILE].sha256);
     expect(d.found).toMatch(/^[0-9a-f]{64}$/);
     expect(d.found).not.toBe(d.expected);
     expect(d.repair).toContain("systemctl daemon-reload && systemctl restart sglang-test.service");
@@ -169,7 +160,7 @@ describe("ToolkitState provider on a simulated host", () => {
     );
     expect(changes).toBe(true);
     expect(fields(read.props)).toEqual([`files.${file}`]);
-    const d = read.props.drift[0]!;
+    const d = read.props.drift[0];
     expect(d.expected).toBe(created.baseline.files[file]);
     expect(d.found).toBe(read.props.observed.files[file]);
     expect(d.found).not.toBe(d.expected);

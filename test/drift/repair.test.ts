@@ -6,7 +6,7 @@ import { useSimulatedHosts } from "./sim-hosts-fixture";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SIM_REPO_URL } from "../../sim-host/platform";
 import { cudaToolkitPlan } from "../../components/cuda-toolkit/cuda-toolkit";
 import type { SimulatedConnection } from "../../components/host/connection";
@@ -23,17 +23,7 @@ import {
 } from "../../components/drift/repair";
 import { type Drift, type RepairStep, repairsSchema } from "../../components/drift/schema";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/drift/version";
-import {
-  copyHost,
-  expectedForSim,
-  JIT_BASE,
-  JIT_KEY,
-  onHost,
-  provisionGoldenHost,
-  removeHost,
-  UNIT_FILE,
-  UNIT_NAME,
-} from "./sim-host";
+import { expectedForSim, JIT_BASE, JIT_KEY, onHost, UNIT_FILE, UNIT_NAME } from "./sim-host";
 
 const PROJECT_ROOT = path.resolve(__dirname, "../..");
 const CURAND_H = "/usr/local/cuda-13.0/include/curand.h";
@@ -129,10 +119,10 @@ describe("ToolkitState's repair scripts", () => {
   it("refuse names that are not packages or units (exit 2) before touching anything", () => {
     const run = (script: string, ...args: string[]) =>
       spawnSync("bash", [script, ...args], { encoding: "utf8", env: { ...process.env, GPUHOST_ROOT: "/nonexistent" } });
-    expect(run(scripts[0]!).status).toBe(2);
-    expect(run(scripts[0]!, "libcurand-dev-13-0", "x;rm -rf /").stderr).toMatch(/refusing package name/);
-    expect(run(scripts[1]!, "--now.service").status).toBe(2);
-    expect(run(scripts[1]!, "sshd").stderr).toMatch(/refusing unit name/);
+    expect(run(scripts[0]).status).toBe(2);
+    expect(run(scripts[0], "libcurand-dev-13-0", "x;rm -rf /").stderr).toMatch(/refusing package name/);
+    expect(run(scripts[1], "--now.service").status).toBe(2);
+    expect(run(scripts[1], "sshd").stderr).toMatch(/refusing unit name/);
   });
 });
 
@@ -207,7 +197,7 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
     const { outs } = await impl.update(id, read.props, read.inputs);
     expect(outs.drift).toEqual([]);
     expect(outs.observed.cudaLink).toBe("/usr/local/cuda-13.0");
-    expect(await sha(conn, UNIT_FILE)).toBe(expectedForSim().units[UNIT_FILE]!.sha256);
+    expect(await sha(conn, UNIT_FILE)).toBe(expectedForSim().units[UNIT_FILE].sha256);
   });
 
   it("drift no step repairs: update fails naming it and the steps that ran", async () => {
@@ -217,7 +207,7 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
       `mv "$GPUHOST_ROOT${JIT_BASE}/${JIT_KEY}" "$GPUHOST_ROOT${JIT_BASE}/stale"\napt-get remove -y libcusparse-dev-13-0 >/dev/null`,
     );
     await expect(impl.update(id, read.props, read.inputs)).rejects.toThrow(
-      /still does not match what was provisioned after the repair steps \(install\.sh, verify\.sh\):\n  jit\.key: expected cuda13\.0-torch2\.9-sm120, found stale/,
+      /still does not match what was provisioned after the repair steps \(install\.sh, verify\.sh\):\n {2}jit\.key: expected cuda13\.0-torch2\.9-sm120, found stale/,
     );
     // The steps that apply did run: the package is back even though the update failed.
     expect((await impl.read(id, read.props)).props.drift.map((x) => x.field)).toEqual(["jit.key"]);
@@ -264,6 +254,6 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
       }),
     );
     expect([...new Set(failures.map((f) => f.property))]).toEqual(["repairs.2.script", "repairs.3.script"]);
-    expect(failures[0]!.reason).toMatch(/components\/nowhere\/fix\.sh does not exist/);
+    expect(failures[0].reason).toMatch(/components\/nowhere\/fix\.sh does not exist/);
   });
 });

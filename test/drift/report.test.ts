@@ -282,7 +282,7 @@ describe("drift report", () => {
     const changed = digest.replace('"op":"refresh"', '"op":"update"');
     const report = parseRefreshOutput(changed);
     expect(exitCodeOf(report)).toBe(1);
-    expect(report.hosts[0]!.drift[0]!.field).toBe("(details not reported)");
+    expect(report.hosts[0].drift[0].field).toBe("(details not reported)");
   });
 });
 

@@ -14,10 +14,10 @@ import { pluginSets, testEngineOptions } from "../support/engine";
 /** The oldest CLI engine/setup.sh accepts (its PULUMI_MIN_VERSION). */
 const minVersion = /^PULUMI_MIN_VERSION="([\d.]+)"$/m.exec(
   fs.readFileSync(path.join(PROJECT_ROOT, "engine", "setup.sh"), "utf8"),
-)![1]!;
+)![1];
 const atLeast = (have: string, min: string) => {
   const [a, b] = [have, min].map((v) => v.replace(/^v/, "").split(/[.-]/).slice(0, 3).map(Number));
-  for (let i = 0; i < 3; i++) if (a![i] !== b![i]) return a![i]! > b![i]!;
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] > b[i];
   return true;
 };
 

@@ -35,7 +35,7 @@ describe("a supported Node.js everywhere", () => {
     const [version, execPath] = r.stdout.trim().split(" ");
     expect(version).toMatch(/^v24\./);
     expect(execPath).toMatch(/\/node\/v24\.[\d.]+\/bin\/node$/);
-    expect(execPath!.startsWith(PROJECT_ROOT)).toBe(false); // the cache, not the checkout
+    expect(execPath.startsWith(PROJECT_ROOT)).toBe(false); // the cache, not the checkout
   }, 300_000);
 
   it("run.sh keeps the machine's node when it is supported", () => {

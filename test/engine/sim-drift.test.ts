@@ -103,7 +103,7 @@ async function hostFacts() {
       .split("\n")
       .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
   );
-  return { ...kv, link: kv.link!.slice(hostRoot.length) } as Record<string, string>;
+  return { ...kv, link: kv.link.slice(hostRoot.length) } as Record<string, string>;
 }
 
 const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => h.drift.map((d) => d.field));

@@ -116,7 +116,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     if (process.getuid?.() !== 0) return; // becoming another user needs root
     // The project folder open to all, as a checkout is: the state under it still is not.
     fs.chmodSync(s.dir, 0o755);
-    for (const target of [stateDir, stateFiles[0]!]) {
+    for (const target of [stateDir, stateFiles[0]]) {
       const r = spawnSync("runuser", ["-u", "nobody", "--", "cat", target], { encoding: "utf8" });
       expect(r.status, target).not.toBe(0);
       expect(r.stderr).toMatch(/Permission denied/);

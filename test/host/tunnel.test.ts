@@ -73,7 +73,7 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("ssh tunnel to a loop
       },
       verifyPolicy: { thinkingToggle: true },
     };
-    const r = await read("id", props as never);
+    const r = await read("id", props);
     expect(r.props.generating).toBe(true);
     expect(path.isAbsolute(PROJECT_ROOT)).toBe(true);
   }, 60_000);

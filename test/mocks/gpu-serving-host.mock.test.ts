@@ -20,7 +20,7 @@ const config = parseConfig({
 });
 
 describe("GpuServingHost on the simulated platform (mocks)", async () => {
-  new GpuServingHost("sim-1", { host: config.hosts[0]!, platform: simulatedPlatform(root, config.simulator), config });
+  new GpuServingHost("sim-1", { host: config.hosts[0], platform: simulatedPlatform(root, config.simulator), config });
   const all = await rec.settle();
   const deps = (name: string) => dependencyNames(all, named(all, name));
 

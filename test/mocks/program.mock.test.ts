@@ -30,7 +30,7 @@ describe("the program (index.ts) under mocks", async () => {
   it("exports exactly the keys of StackOutputsSchema, and per host those of HostOutputsSchema", () => {
     expect(Object.keys(program).sort()).toEqual(Object.keys(StackOutputsSchema.shape).sort());
     expect(Object.keys(hosts)).toEqual(["mock-1"]);
-    expect(Object.keys(hosts["mock-1"]!).sort()).toEqual(Object.keys(HostOutputsSchema.shape).sort());
+    expect(Object.keys(hosts["mock-1"]).sort()).toEqual(Object.keys(HostOutputsSchema.shape).sort());
     expect(program.activeService).toBe("autoregressive");
   });
 });

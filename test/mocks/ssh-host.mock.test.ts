@@ -22,8 +22,8 @@ const config = parseConfig({
 });
 
 describe("GpuServingHost on an SSH host (mocks)", async () => {
-  const platform = connectedPlatform(hostConnection(config.hosts[0]!, "/p", () => pulumi.secret(KEY)));
-  new GpuServingHost("gpu1", { host: config.hosts[0]!, platform, config, apiKey: pulumi.secret(API_KEY) });
+  const platform = connectedPlatform(hostConnection(config.hosts[0], "/p", () => pulumi.secret(KEY)));
+  new GpuServingHost("gpu1", { host: config.hosts[0], platform, config, apiKey: pulumi.secret(API_KEY) });
   const all = await rec.settle();
   const commands = all.filter((r) => r.type.startsWith("command:"));
 

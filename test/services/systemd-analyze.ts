@@ -33,7 +33,7 @@ export function splitDumpedCommandLine(line: string): string[] {
       i++;
       while (i < line.length && line[i] !== '"') {
         if (line[i] === "\\") {
-          const n = line[i + 1]!;
+          const n = line[i + 1];
           word += n === "n" ? "\n" : n === "t" ? "\t" : n;
           i += 2;
         } else word += line[i++];
@@ -69,7 +69,7 @@ export function verifyUnit(name: string, content: string, opts: { stubProgram?: 
     });
     const dump = debug.stderr + debug.stdout;
     const line = /-> ExecStart:\n\s*Command Line: (.*)\n/.exec(dump)?.[1] ?? "";
-    const environment = [...dump.matchAll(/^\s*Environment: (.*)$/gm)].map((m) => m[1]!);
+    const environment = [...dump.matchAll(/^\s*Environment: (.*)$/gm)].map((m) => m[1]);
     return { status: plain.status, stderr: plain.stderr, argv: splitDumpedCommandLine(line), environment };
   } finally {
     fs.rmSync(root, { recursive: true, force: true });

@@ -66,18 +66,18 @@ describe("rendered units: content", () => {
     expect(u).not.toContain("--api-key");
     expect(u).not.toContain("EnvironmentFile=");
     expect(u).not.toContain(API_KEY);
-    const none = unitsOf("sim", { apiKey: false })[0]!.content;
+    const none = unitsOf("sim", { apiKey: false })[0].content;
     expect(none).not.toContain("LoadCredential=");
     expect(none).not.toContain("--config");
   });
 
   it("binds 127.0.0.1 unless told otherwise", () => {
-    expect(unitsOf("testhost")[0]!.content).toContain(" --host 127.0.0.1 --port 30000 ");
+    expect(unitsOf("testhost")[0].content).toContain(" --host 127.0.0.1 --port 30000 ");
     expect(unit("autoregressive")).toContain(" --host 127.0.0.1 --port 30001 ");
     const exposed = unitsOf("story", {
       extra: { services: { ...(stackConfig("story").services as object), host: "0.0.0.0" } },
     });
-    expect(exposed[0]!.content).toContain(" --host 0.0.0.0 --port 30001 ");
+    expect(exposed[0].content).toContain(" --host 0.0.0.0 --port 30001 ");
   });
 
   it("the unit hash changes with the unit text and with the environment, and only then", () => {
@@ -205,7 +205,7 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
     const r = verifyUnit(u.name, u.content);
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
-    const line = /^ExecStart=(.*)$/m.exec(u.content)![1]!;
+    const line = /^ExecStart=(.*)$/m.exec(u.content)![1];
     expect(r.argv.length).toBeGreaterThan(5);
     // %d is the unit's credentials folder (systemd.unit(5) SPECIFIERS): systemd's parser says where.
     expect(r.argv.join(" ")).toBe(line.replace(/%d\//g, `/run/credentials/${u.name}/`).replace(/%%/g, "%"));
@@ -213,7 +213,7 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
   });
 
   it("really checks: a unit whose program is missing, or with a misspelt directive, fails", () => {
-    const u = story[0]!;
+    const u = story[0];
     expect(verifyUnit(u.name, u.content, { stubProgram: false }).status).not.toBe(0);
     const typo = verifyUnit(u.name, u.content.replace("TimeoutStartSec=", "TimeoutStartSecs="));
     expect(typo.stderr).toMatch(/Unknown key 'TimeoutStartSecs'/);
@@ -243,7 +243,7 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
         const at = r.argv.indexOf("--model-path");
         const expected = name === "direct.service" || !/[\n\t]/.test(hostile) ? hostile : "ok";
         // systemd keeps `$$` in its dump and turns it into `$` when it runs the program.
-        expect(r.argv[at + 1]!.replace(/\$\$/g, "$")).toBe(expected);
+        expect(r.argv[at + 1].replace(/\$\$/g, "$")).toBe(expected);
         expect(content.split("\n").filter((l) => l.startsWith("ExecStart"))).toHaveLength(1);
       }
     }
