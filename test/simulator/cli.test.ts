@@ -20,11 +20,13 @@ interface Run {
 }
 
 /**
- * `npx tsx simulator/main.ts ARGS` as a real child process. For signal tests the tsx binary is run
- * directly: npx itself dies on SIGTERM without passing it on, tsx forwards it to the server.
+ * `npx tsx simulator/main.ts ARGS` as a real child process. For signal tests the server runs in one
+ * node process with tsx as its loader (`node --import tsx`), so the signal reaches the server itself:
+ * npx dies on SIGTERM without passing it on, and the tsx wrapper, relaying it, reports its own exit
+ * status (143) on Node 24 whatever the server returned.
  */
-function run(args: string[], via: "npx" | "tsx" = "npx"): Run {
-  const [cmd, pre] = via === "npx" ? ["npx", ["tsx"]] : [path.join(ROOT, "node_modules", ".bin", "tsx"), []];
+function run(args: string[], via: "npx" | "node" = "npx"): Run {
+  const [cmd, pre] = via === "npx" ? ["npx", ["tsx"]] : [process.execPath, ["--import", "tsx"]];
   const child = spawn(cmd, [...pre, "simulator/main.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let out = "";
@@ -65,7 +67,7 @@ describe("gpuhost sim command line (real child processes)", () => {
   });
 
   it("serves, logs to stderr like a server, and exits 0 on SIGTERM", async () => {
-    const r = run(["--profile", "tiny", "--port", "0", "--time-scale", "10", "--served-model-name", "kimi"], "tsx");
+    const r = run(["--profile", "tiny", "--port", "0", "--time-scale", "10", "--served-model-name", "kimi"], "node");
     const url = await urlOf(r);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     await waitHealthy(url);

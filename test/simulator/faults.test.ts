@@ -33,9 +33,10 @@ describe("faults", () => {
   });
 
   it("models-before-ready: /v1/models answers while loading, health says 503, chat hangs until loaded", async () => {
+    // A load long enough that a busy test machine still reaches every check before it ends.
     const profile = derivedProfile("tiny", (p) => {
-      p.load.minSeconds = 0.6;
-      p.load.maxSeconds = 0.6;
+      p.load.minSeconds = 4;
+      p.load.maxSeconds = 4;
     });
     const sim = await startTestSim({ profile, faults: ["models-before-ready"], timeScale: 1 });
     const models = await json(`${sim.url}/v1/models`);
