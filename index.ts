@@ -70,6 +70,19 @@ const hosts = config.hosts.map((host, index) => {
       benchComplete: v.benchComplete,
       capacity: v.capacity,
       drift: h.toolkitState.drift,
+      // services.compare: per service the sweep, knee, acceptance and crossover, the recommendation.
+      comparison: h.comparison
+        ? pulumi.output({
+            services: h.comparison.services,
+            recommended: h.comparison.recommended,
+            runnerUp: h.comparison.runnerUp,
+            margin: h.comparison.margin,
+            recommendation: h.comparison.recommendation,
+            activeService: h.comparison.activeService,
+            timeNote: h.comparison.timeNote,
+            comparedAt: h.comparison.comparedAt,
+          })
+        : null,
     } satisfies { [K in keyof HostOutputs]: pulumi.Input<HostOutputs[K]> },
   };
 });

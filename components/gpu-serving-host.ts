@@ -24,8 +24,11 @@ import { type HostConnectionInput, hostScript } from "./host/script";
 import type { HostPlatform } from "./platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
 import { toolkitKey } from "./serving-env/lock";
-import { API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
-import { SERVICE_KINDS, type ServiceKind } from "./services/schema";
+import { activationStep, API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
+import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind } from "./services/schema";
+import { ServiceComparison } from "./service-comparison";
+import { SloSchema } from "../gate/goodput";
+import { WorkloadShapeSchema } from "../gate/workload";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {
@@ -60,6 +63,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
   public readonly endpoint: pulumi.Output<string>;
   public readonly model: pulumi.Output<string>;
   public readonly verification: VerifiedGeneration;
+  /** With `services.compare`: the comparison of the services (per-service table, recommendation). */
+  public readonly comparison?: ServiceComparison;
   public readonly toolkitState: ToolkitState;
 
   constructor(name: string, args: GpuServingHostArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -121,20 +126,37 @@ export class GpuServingHost extends pulumi.ComponentResource {
       { parent: this, dependsOn: [toolkit, environment] },
     );
 
-    const unit = unitName(config.services.active);
-    const probe = platform.serviceProbes(unit);
+    // With `services.compare` the comparison decides which service is left active; everything after
+    // it (verification, the drift probe and its repairs) follows that service, not the configured one.
+    this.comparison = config.services.compare
+      ? new ServiceComparison(
+          `${name}-compare`,
+          comparisonArgs(args, service, connection),
+          // After the activation Command, so the two never switch units at the same time.
+          { parent: this, dependsOn: [service, service.activation] },
+        )
+      : undefined;
+    const activeKind: pulumi.Output<ServiceKind> = this.comparison
+      ? this.comparison.activeService
+      : service.activeService;
+    const unit = activeKind.apply(unitName);
+    const activeStamp = pulumi.all([service.stamps, activeKind]).apply(([st, kind]) => st[kind]!);
+    const probe = unit.apply((u) => platform.serviceProbes(u));
+    const after = this.comparison ? [service, this.comparison] : [service];
     // What repairs drift, in provisioning order: the toolkit first (the units run its nvcc), then
     // each unit file, a restart of the active unit when its file was restored, and the activation
     // (which also repairs enabled/active and keeps exactly the active service running).
     const plan = cudaToolkitPlan(toolkitOptions);
-    const activeUnitFile = `${UNIT_DIR}/${unit}`;
     const preparation = platform.preparation ? [{ fields: [...TOOLKIT_FIELDS], ...platform.preparation.step }] : [];
-    const repairs = service.steps.apply((steps) => [
+    const repairs = pulumi.all([service.steps, unit, activeKind, activeStamp]).apply(([steps, u, kind, stamp]) => [
       ...preparation,
       ...[plan.repository, plan.install, plan.verify].map((step) => ({ fields: [...TOOLKIT_FIELDS], ...step })),
-      ...Object.entries(steps.units).map(([u, step]) => ({ fields: [unitContentField(`${UNIT_DIR}/${u}`)], ...step })),
-      restartUnitStep(activeUnitFile),
-      { fields: [UNIT_FIELDS], ...steps.activate },
+      ...Object.entries(steps.units).map(([f, step]) => ({
+        fields: [unitContentField(`${UNIT_DIR}/${f}`)],
+        ...step,
+      })),
+      restartUnitStep(`${UNIT_DIR}/${u}`),
+      { fields: [UNIT_FIELDS], ...activationStep(kind, stamp) },
       // the API key file, deleted or changed on the host: rewritten from the secret (key on stdin)
       ...(args.apiKey
         ? [
@@ -158,7 +180,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
       `${name}-toolkit-state`,
       {
         connection,
-        expected: pulumi.all([service.unitHashes, toolkit.fingerprint]).apply(([hashes, fingerprint]) =>
+        expected: pulumi.all([service.unitHashes, toolkit.fingerprint, unit]).apply(([hashes, fingerprint, active]) =>
           expectedToolkitState({
             release,
             unitPath,
@@ -171,8 +193,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
                   `${UNIT_DIR}/${u}`,
                   {
                     sha256: hashes[u],
-                    enabled: u === unit ? "enabled" : "disabled",
-                    active: u === unit ? "active" : "inactive",
+                    enabled: u === active ? "enabled" : "disabled",
+                    active: u === active ? "active" : "inactive",
                   },
                 ]),
             ),
@@ -184,7 +206,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
           ? { apiKey: args.apiKey, apiKeyFile: { path: service.apiKeyFile, script: API_KEY_FILE_SCRIPT } }
           : {}),
       },
-      { parent: this, dependsOn: [service] },
+      { parent: this, dependsOn: after },
     );
 
     this.verification = new VerifiedGeneration(
@@ -193,20 +215,20 @@ export class GpuServingHost extends pulumi.ComponentResource {
         url: gateUrl(connection, config.services.host, config.services.port),
         model: service.servedModelName,
         apiKey: args.apiKey,
-        serviceIdentity: service.activeUnitHash,
+        serviceIdentity: this.comparison ? activeStamp : service.activeUnitHash,
         toolkitFingerprint: toolkit.fingerprint,
         environmentLock: environment.environmentLock,
         verifyPolicy: config.verification,
         benchPlan: config.benchmark,
         workload: config.workload,
-        speculative: speculativeOf(config),
-        serviceStateCommand: probe?.state,
-        serviceLogsCommand: probe?.logs,
+        speculative: activeKind.apply((kind) => speculativeOf(config, kind)) as pulumi.Output<Speculative>,
+        serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
+        serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
         hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
       },
       // Explicit order: ToolkitState's repair may restart the unit, so it runs first; the gate
       // never verifies a unit that a repair is about to restart, and verifies the repaired one.
-      { parent: this, dependsOn: [service, this.toolkitState] },
+      { parent: this, dependsOn: [...after, this.toolkitState] },
     );
 
     this.toolkitFingerprint = toolkit.fingerprint;
@@ -214,8 +236,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
     this.toolkitProof = toolkit.proof;
     this.environmentLock = environment.environmentLock;
     this.jitWorkspace = environment.jitWorkspace;
-    this.activeService = service.activeService;
-    this.activeUnit = service.activeUnit;
+    this.activeService = activeKind;
+    this.activeUnit = unit;
     this.endpoint = service.endpoint;
     this.model = service.servedModelName;
     this.registerOutputs({
@@ -232,11 +254,13 @@ export class GpuServingHost extends pulumi.ComponentResource {
   }
 }
 
-/** The active service's draft and acceptance floor; undefined for the autoregressive service. */
+type Speculative = { algorithm: string; draftModelPath: string; acceptanceFloor: number };
+
+/** A service's draft and acceptance floor (default: the configured active one); undefined for autoregressive. */
 export function speculativeOf(
   config: GpuhostConfig,
-): { algorithm: string; draftModelPath: string; acceptanceFloor: number } | undefined {
-  const active = config.services.active;
+  active: ServiceKind = initialService(config.services),
+): Speculative | undefined {
   if (active === "autoregressive") return undefined;
   const spec = config.services[active];
   if (!spec) return undefined;
@@ -277,4 +301,59 @@ export function hostAccess(
     remoteHost,
     remotePort: port,
   }));
+}
+
+/**
+ * The comparison's inputs: the same gate policy and the benchmark's levels and request length as
+ * VerifiedGeneration, the capacity workload as the job, and the simulated host's time scale.
+ */
+function comparisonArgs(args: GpuServingHostArgs, service: ServingService, connection: HostConnectionInput) {
+  const { config, platform, host } = args;
+  const s = config.services;
+  const bench = config.benchmark;
+  const services = configuredServices(s);
+  const drafts: Partial<Record<ServiceKind, Speculative>> = {};
+  for (const kind of services) {
+    const spec = speculativeOf(config, kind);
+    if (spec) drafts[kind] = spec;
+  }
+  const perService = config.verification.deadlineSeconds + bench.deadlineSeconds + s.timeoutStartSec + 120;
+  return {
+    connection: pulumi.output(connection) as unknown as pulumi.Output<Record<string, unknown>>,
+    url: gateUrl(connection, s.host, s.port),
+    tunnel:
+      connection.kind === "ssh"
+        ? { remoteHost: new URL(gateUrl(connection, s.host, s.port)).hostname, remotePort: s.port }
+        : undefined,
+    model: service.servedModelName,
+    apiKey: args.apiKey,
+    stamps: service.stamps,
+    services,
+    drafts,
+    plan: {
+      shape: WorkloadShapeSchema.parse({
+        outputTokens: { distribution: "fixed", tokens: bench.sweepMaxTokens },
+        ignoreEos: bench.ignoreEos,
+      }),
+      slo: SloSchema.parse({}),
+      levels: [...bench.concurrency],
+      requestsPerLevel: bench.requestsPerConcurrency,
+      repeats: 1,
+      requestTimeoutSeconds: bench.requestTimeoutSeconds,
+      timeScale: platform.serverProgram.kind === "simulator" ? platform.serverProgram.timeScale : 1,
+      verifyPolicy: config.verification,
+      job: {
+        purpose: "batch" as const,
+        completions: config.workload.completions,
+        outputTokensPerCompletion: config.workload.outputTokensPerCompletion,
+        deadlineDays: config.workload.deadlineDays,
+        gpusPerHost: Math.max(1, host.gpus.count),
+      },
+      auto: s.active === "auto",
+      restore: initialService(s),
+      acceptanceFloor: 1.5,
+    },
+    activateTimeoutSeconds: s.timeoutStartSec + 120,
+    deadlineSeconds: services.length * perService,
+  };
 }

@@ -3,6 +3,7 @@
 // here does not compile), and readers of `pulumi stack output --json` (capacity plans, other stacks
 // through StackReference) can parse with it. No Pulumi import.
 import { z } from "zod";
+import { ServiceComparisonOutputsSchema } from "../gate/compare-outputs";
 import { VerifiedGenerationOutputsSchema } from "../gate/outputs";
 import { HostSchema } from "./config";
 import { driftSchema } from "./drift/schema";
@@ -21,6 +22,9 @@ export const HostOutputsSchema = z
     endpoint: z.string().describe("ServingService: the service's URL as seen on the host"),
     model: z.string().describe("ServingService: the served model name"),
     drift: z.array(driftSchema).describe("ToolkitState: fields in which the host differs from what was provisioned"),
+    comparison: ServiceComparisonOutputsSchema.omit({ activeUnit: true })
+      .nullable()
+      .describe("ServiceComparison (services.compare): per-service table and recommendation; null when off"),
   })
   .extend(
     VerifiedGenerationOutputsSchema.pick({
@@ -46,7 +50,9 @@ export const StackOutputsSchema = z
     fleetSustainedOutputTokensPerSecond: z
       .number()
       .describe("Sum of the hosts' sustained output throughput (tokens/s): the fleet's capacity"),
-    activeService: z.enum(SERVICE_KINDS).describe("The service every host runs"),
+    activeService: z
+      .enum([...SERVICE_KINDS, "auto"])
+      .describe("The configured service (auto: each host's comparison picks; see gpuHosts.<host>.activeService)"),
   })
   .describe("Everything index.ts exports");
 export type StackOutputs = z.infer<typeof StackOutputsSchema>;

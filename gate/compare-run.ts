@@ -37,8 +37,8 @@ export interface CompareHooks {
 export interface CompareOptions {
   endpoint: Endpoint;
   services: ServiceName[];
-  /** Draft of each speculative service, for the acceptance floor's message. */
-  drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>>;
+  /** Draft of each speculative service, for the acceptance floor's message; its own floor, if it has one. */
+  drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string; acceptanceFloor?: number }>>;
   acceptanceFloor: number;
   shape: WorkloadShape;
   slo: Slo;
@@ -155,7 +155,7 @@ async function measureService(
   if (draft) {
     const m = await measureAcceptance(opts.endpoint);
     out.acceptanceLength = m.perRequest ?? m.serverWide;
-    out.failure = acceptanceFailure(m, opts.acceptanceFloor, draft);
+    out.failure = acceptanceFailure(m, draft.acceptanceFloor ?? opts.acceptanceFloor, draft);
     say(`${SERVICE_LABEL[service]}: acceptance ${out.acceptanceLength?.toFixed(2) ?? "n/a"} tokens per step`);
     if (out.failure) {
       say(`${SERVICE_LABEL[service]}: ${out.failure}`);

@@ -57,3 +57,8 @@ export {
 } from "./stats";
 export type { RequestSample } from "./stream";
 export type { ProbeResult } from "./probe";
+export { runComparison, type CompareOptions, type CompareResult } from "./compare-run";
+export { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
+export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./compare-outputs";
+export { WorkloadShapeSchema } from "./workload";
+export { SloSchema } from "./goodput";

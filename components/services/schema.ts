@@ -105,10 +105,16 @@ export const RestartPolicySchema = z
 export const ServicesSchema = z
   .object({
     active: z
-      .enum(SERVICE_KINDS)
+      .enum([...SERVICE_KINDS, "auto"])
       .default("autoregressive")
       .describe(
-        "The one service that runs; `pulumi up` stops the others and starts this one. eagle3/dflash need their section set.",
+        "The one service that runs; `pulumi up` stops the others and starts this one. eagle3/dflash need their section set. auto (with compare): the comparison's recommendation.",
+      ),
+    compare: z
+      .boolean()
+      .default(false)
+      .describe(
+        "`pulumi up` measures every configured service in turn on the same GPUs with the benchmark's workload (one active at a time), records each one's sweep, knee, acceptance and crossover as outputs with a recommendation, then leaves active the winner (active: auto) or the configured service. Re-measured only when a unit, the workload or the policy changes.",
       ),
     modelPath: printable("modelPath")
       .default("moonshotai/Kimi-K2.6")
@@ -167,6 +173,13 @@ export const ServicesSchema = z
         });
       }
     }
+    if (s.active === "auto" && !s.compare) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["active"],
+        message: "active 'auto' picks the service by measurement: set services.compare: true",
+      });
+    }
     const d = s.dflash;
     if (d?.blockSize !== undefined && d.numDraftTokens !== undefined && d.blockSize !== d.numDraftTokens) {
       ctx.addIssue({
@@ -182,3 +195,16 @@ export const ServicesSchema = z
 
 export type ServicesConfig = z.infer<typeof ServicesSchema>;
 export type ServicesConfigInput = z.input<typeof ServicesSchema>;
+
+/**
+ * The service ServingService starts first: the configured one, or autoregressive under `auto`
+ * until the comparison (components/service-comparison) has measured and picked.
+ */
+export function initialService(s: Pick<ServicesConfig, "active">): ServiceKind {
+  return s.active === "auto" ? "autoregressive" : s.active;
+}
+
+/** The configured services: autoregressive always, EAGLE-3 and DFlash where their section is set. */
+export function configuredServices(s: ServicesConfig): ServiceKind[] {
+  return SERVICE_KINDS.filter((k) => k === "autoregressive" || s[k] !== undefined);
+}

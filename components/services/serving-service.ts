@@ -15,7 +15,7 @@ import {
   simulatorEnvironment,
   type ServerProgram,
 } from "./launch-args";
-import { SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import { initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { keyedHash, StampKey } from "./stamp-key";
 import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
 
@@ -161,6 +161,10 @@ export class ServingService extends pulumi.ComponentResource {
    * data: ToolkitState re-runs them when a unit drifted on the host (Commands have no read).
    */
   public readonly steps: pulumi.Output<ServiceSteps>;
+  /** Each configured service's activation stamp, by kind (what ServiceComparison activates them with). */
+  public readonly stamps: pulumi.Output<Partial<Record<ServiceKind, string>>>;
+  /** The activation Command: what a comparison of the services waits for. */
+  public readonly activation: pulumi.Resource;
 
   constructor(name: string, args: ServingServiceArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingService", name, {}, opts);
@@ -214,17 +218,26 @@ export class ServingService extends pulumi.ComponentResource {
       args.apiKey && stampKey
         ? pulumi.all([pulumi.secret(args.apiKey), stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
         : pulumi.output("");
-    const stamp = pulumi
+    // Each service's restart stamp (its unit, the lock, the API key's keyed hash): a hash, public.
+    const stamps = pulumi
       .all([units, args.environmentLock, apiKeyHash])
-      .apply(([u, lock, keyHash]) => unitHash(contentOf(u, s.active), `${lock}\0${keyHash}`));
-    hostScript(
+      .apply(([u, lock, keyHash]) =>
+        Object.fromEntries(u.map((x) => [x.kind, unitHash(x.content, `${lock}\0${keyHash}`)])),
+      ) as pulumi.Output<Partial<Record<ServiceKind, string>>>;
+    this.stamps = pulumi.unsecret(stamps);
+    const active = initialService(s);
+    const stamp = stamps.apply((st) => {
+      if (!st[active]) throw new Error(`service ${active} is not configured`);
+      return st[active];
+    });
+    this.activation = hostScript(
       `${name}-activate`,
-      { connection: args.connection, ...activationStep(s.active, stamp) },
+      { connection: args.connection, ...activationStep(active, stamp) },
       { parent: this, dependsOn: installs },
     );
 
-    this.activeService = pulumi.output(s.active);
-    this.activeUnit = pulumi.output(unitName(s.active));
+    this.activeService = pulumi.output(active);
+    this.activeUnit = pulumi.output(unitName(active));
     this.activeUnitHash = pulumi.unsecret(stamp);
     const reachable = s.host === "0.0.0.0" ? "127.0.0.1" : s.host;
     this.endpoint = pulumi.output(`http://${reachable}:${s.port}`);
@@ -235,7 +248,7 @@ export class ServingService extends pulumi.ComponentResource {
     // The stamp is a hash (of the unit, the lock and the API key's keyed hash), public like activeUnitHash.
     this.steps = pulumi.all([units, this.activeUnitHash]).apply(([u, st]) => ({
       units: Object.fromEntries(u.map((x) => [x.name, unitInstallStep(x.name, unitContentArg(x.content))])),
-      activate: activationStep(s.active, st),
+      activate: activationStep(active, st),
     }));
     this.registerOutputs({
       activeService: this.activeService,
@@ -245,6 +258,7 @@ export class ServingService extends pulumi.ComponentResource {
       servedModelName: this.servedModelName,
       unitHashes: this.unitHashes,
       steps: this.steps,
+      stamps: this.stamps,
     });
   }
 }

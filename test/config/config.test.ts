@@ -146,6 +146,17 @@ describe("stack config schema", () => {
     expect(ok.services.dflash?.blockSize).toBe(16);
   });
 
+  it("services.active auto picks by measurement: it needs services.compare", () => {
+    expect(issues({ ...sim, services: { active: "auto" } })).toEqual([
+      "gpuhost:services.active: active 'auto' picks the service by measurement: set services.compare: true",
+    ]);
+    expect(issues({ ...sim, services: { active: "best" } })[0]).toMatch(/^gpuhost:services\.active: /);
+    expect(issues({ ...sim, services: { compare: "yes" } })[0]).toMatch(/^gpuhost:services\.compare: /);
+    const auto = parseConfig({ ...sim, services: { active: "auto", compare: true } });
+    expect(auto.services.active).toBe("auto");
+    expect(parseConfig(sim).services.compare).toBe(false);
+  });
+
   it("binding beyond loopback requires an API key; the key's characters are restricted", () => {
     expect(issues({ ...sim, services: { host: "0.0.0.0" } })[0]).toMatch(
       /^gpuhost:apiKey: services.host 0.0.0.0 exposes the API/,

@@ -1,0 +1,239 @@
+/**
+ * The ServiceComparison dynamic provider, as plain functions (tests call them directly: the
+ * engine's closure serialization cannot run inside vitest).
+ *
+ * Like VerifiedGeneration's provider it stays tiny in the state: no imports are captured; every
+ * method loads the COMPILED gate and host layer by absolute path at call time (inputs.projectRoot/dist).
+ * Create runs the gate's comparison (gate/compare-run.ts): each service made the one active unit by
+ * the same activate.sh ServingService runs, verified, measured with the same workload; then the
+ * winner (auto) or the configured service is left active. Nothing is cached outside the state: the
+ * resource's inputs (each unit's stamp, the workload, the policy) are the cache key, so an `up` with
+ * nothing changed has no diff and re-measures nothing.
+ */
+
+// Types only (erased by tsc).
+import type * as GateModule from "../../gate/index";
+import type { CompareOptions } from "../../gate/compare-run";
+
+/** Bump when the provider's behaviour changes. */
+export const PROVIDER_VERSION = "1";
+
+/** What the measurement depends on: a change re-measures every service. */
+const MEASURE_KEY_LIST = ["endpoint", "stamps", "serviceKinds", "drafts", "plan"];
+export const MEASURE_KEYS: readonly string[] = MEASURE_KEY_LIST;
+
+const INPUT_KEY_LIST = [
+  "projectRoot",
+  "providerVersion",
+  "connection",
+  "tunnel",
+  "apiKey",
+  "activateTimeoutSeconds",
+  "deadlineSeconds",
+  ...MEASURE_KEY_LIST,
+];
+export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
+
+type ServiceName = "autoregressive" | "eagle3" | "dflash";
+
+/** The comparison's knobs, parsed by the stack config: the gate's CompareOptions minus the per-call parts. */
+export type ComparisonPlan = Pick<
+  CompareOptions,
+  | "shape"
+  | "slo"
+  | "levels"
+  | "requestsPerLevel"
+  | "repeats"
+  | "requestTimeoutSeconds"
+  | "timeScale"
+  | "verifyPolicy"
+  | "job"
+  | "auto"
+  | "restore"
+  | "acceptanceFloor"
+>;
+
+export interface ServiceComparisonInputs {
+  projectRoot: string;
+  providerVersion: string;
+  /** The host connection (components/host/connection.ts); secret: an SSH one holds the private key. */
+  connection: Record<string, unknown>;
+  /** SSH hosts: the service as seen on the host, reached through a tunnel over the connection. */
+  tunnel?: { remoteHost: string; remotePort: number };
+  endpoint: { url: string; model: string };
+  apiKey?: string;
+  /** Each configured service's activation stamp (its unit, the environment lock, the key's hash). */
+  stamps: Partial<Record<ServiceName, string>>;
+  /** The services to compare, in order (the output `services` is the per-service table). */
+  serviceKinds: ServiceName[];
+  drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string; acceptanceFloor: number }>>;
+  plan: ComparisonPlan;
+  /** How long one activation (stop the others, start one) may take on the host. */
+  activateTimeoutSeconds: number;
+  /** The whole comparison's deadline. */
+  deadlineSeconds: number;
+}
+
+type Gate = typeof GateModule;
+
+function load<T>(projectRoot: string, rel: string): T {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const path = require("path");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require(path.join(projectRoot, rel)) as T;
+}
+
+function guardOf(gate: Gate): { signal: AbortSignal; onLeave(fn: () => unknown): () => void } {
+  if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) return gate.installProcessGuard();
+  return { signal: new AbortController().signal, onLeave: () => () => undefined };
+}
+
+function pickInputs(props: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of INPUT_KEY_LIST) if (props[k] !== undefined) out[k] = props[k];
+  return out;
+}
+
+function pickMeasured(props: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(props)) if (!INPUT_KEY_LIST.includes(k)) out[k] = props[k];
+  return out;
+}
+
+/** Order-independent JSON, so that key order never reads as a change. */
+function stable(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${stable(o[k])}`)
+    .join(",")}}`;
+}
+
+export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const failures: { property: string; reason: string }[] = [];
+  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  if (typeof news.projectRoot !== "string" || news.projectRoot.length === 0)
+    failures.push({ property: "projectRoot", reason: "projectRoot must be a non-empty string" });
+  const kinds = news.serviceKinds;
+  if (kinds !== unknown && (!Array.isArray(kinds) || kinds.length === 0))
+    failures.push({ property: "serviceKinds", reason: "serviceKinds must list at least one service to compare" });
+  for (const key of ["activateTimeoutSeconds", "deadlineSeconds"]) {
+    const v = news[key];
+    if (v !== unknown && (typeof v !== "number" || !(v > 0)))
+      failures.push({ property: key, reason: `${key} must be a positive number of seconds` });
+  }
+  return { inputs: news, failures };
+}
+
+export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const replaces = MEASURE_KEY_LIST.filter((k) => stable(olds[k]) !== stable(news[k]));
+  const oldInputs = pickInputs(olds);
+  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter(
+    (k) => stable(oldInputs[k]) !== stable(news[k]),
+  );
+  return {
+    changes: replaces.length > 0 || changed.length > 0,
+    replaces,
+    deleteBeforeReplace: false,
+    stables: replaces.length === 0 ? ["activeService", "activeUnit", "recommended"] : [],
+  };
+}
+
+/** Measure every service in turn, compare, leave the winner (or the configured one) active. */
+export async function create(inputs: Record<string, unknown>) {
+  const input = inputs as unknown as ServiceComparisonInputs;
+  const gate = load<Gate>(input.projectRoot, "dist/gate/index.js");
+  const { execOnHost } = load<typeof import("../host/exec")>(input.projectRoot, "dist/components/host/exec.js");
+  const { openTunnel } = load<typeof import("../host/tunnel")>(input.projectRoot, "dist/components/host/tunnel.js");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const fs = require("fs");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const path = require("path");
+  const activateScript: string = fs.readFileSync(
+    path.join(input.projectRoot, "components/services/scripts/activate.sh"),
+    "utf8",
+  );
+  const all: ServiceName[] = ["autoregressive", "eagle3", "dflash"];
+  const say = (line: string) => process.stderr.write(`[ServiceComparison ${input.endpoint.url}] ${line}\n`);
+  const { signal, onLeave } = guardOf(gate);
+
+  const activate = async (service: ServiceName) => {
+    const stamp = input.stamps[service];
+    if (!stamp) throw new Error(`service ${service} is not configured on this host`);
+    const others = all.filter((s) => s !== service).map((s) => `sglang-${s}.service`);
+    const r = await execOnHost(
+      input.connection as never,
+      activateScript,
+      [`sglang-${service}.service`, stamp, ...others],
+      { timeoutMs: input.activateTimeoutSeconds * 1000, scriptName: "activate.sh" },
+    );
+    if (r.code !== 0)
+      throw new Error(`making ${service} the active service failed (exit ${r.code}): ${r.stderr.trim().slice(-2000)}`);
+  };
+
+  const tunnel =
+    input.tunnel && input.connection.kind === "ssh"
+      ? await openTunnel(input.connection as never, input.tunnel.remoteHost, input.tunnel.remotePort)
+      : undefined;
+  const off = onLeave(() => tunnel?.close());
+  try {
+    const url = tunnel ? `http://127.0.0.1:${tunnel.localPort}` : input.endpoint.url;
+    const run = gate.runComparison(
+      {
+        ...input.plan,
+        endpoint: { url, model: input.endpoint.model, apiKey: input.apiKey },
+        services: input.serviceKinds,
+        drafts: input.drafts,
+      },
+      { activate, identity: async (s) => input.stamps[s] ?? "", onProgress: say },
+    );
+    // Its own deadline: the gate's levels and readiness each have theirs, this bounds the whole.
+    const result = await gate.raceTimeout(
+      run,
+      [signal],
+      input.deadlineSeconds * 1000,
+      () => `the service comparison did not finish within its deadline of ${input.deadlineSeconds} s`,
+    );
+    if (!result.comparison)
+      throw new Error(
+        `no service could be measured: ${result.outcomes.map((o) => `${o.service}: ${o.failure ?? "no levels"}`).join("; ")}`,
+      );
+    const outs = { ...pickInputs(inputs), ...gate.comparisonOutputs(result) };
+    say(outs.recommendation);
+    const suffix = require("crypto").randomBytes(4).toString("hex");
+    return { id: `compare@${input.endpoint.url}#${suffix}`, outs };
+  } finally {
+    off();
+    await tunnel?.close();
+  }
+}
+
+/** Nothing the measurement depends on changed (a new key, a moved project): keep the measurements. */
+export async function update(
+  _id: string,
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+): Promise<{ outs: Record<string, unknown> }> {
+  return { outs: { ...pickMeasured(olds), ...pickInputs(news) } };
+}
+
+/**
+ * Refresh reads nothing from the host: the comparison is a record of what was measured. Whether the
+ * service it left active still runs is ToolkitState's probe (it expects this resource's activeUnit).
+ */
+export async function read(
+  id: string,
+  props: Record<string, unknown>,
+): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
+  return { id, props, inputs: pickInputs(props) };
+}
+
+export async function deleteResource(): Promise<void> {
+  // The units belong to ServingService; there is nothing of the comparison's own on the host.
+}
+
+export const serviceComparisonProvider = { check, diff, create, update, read, delete: deleteResource };

@@ -1,0 +1,56 @@
+/**
+ * ServiceComparison's diff is what makes a re-run measure nothing: the units' stamps, the services,
+ * the drafts, the endpoint and the plan are the cache key; anything else (a moved project, a new
+ * SSH key) updates the record without measuring.
+ */
+import { describe, expect, it } from "vitest";
+import { check, diff, update } from "../../components/service-comparison/provider";
+
+const inputs = {
+  projectRoot: "/p",
+  providerVersion: "1",
+  connection: { kind: "simulated", root: "/r" },
+  endpoint: { url: "http://127.0.0.1:30000", model: "tiny" },
+  stamps: { autoregressive: "a".repeat(64), eagle3: "b".repeat(64) },
+  serviceKinds: ["autoregressive", "eagle3"],
+  drafts: { eagle3: { algorithm: "EAGLE3", draftModelPath: "d", acceptanceFloor: 1.5 } },
+  plan: { levels: [1, 8], repeats: 1, auto: true, restore: "autoregressive" },
+  activateTimeoutSeconds: 720,
+  deadlineSeconds: 3600,
+};
+const olds = { ...inputs, recommended: "eagle3", activeService: "eagle3", services: [{ service: "eagle3" }] };
+
+describe("ServiceComparison provider", () => {
+  it("nothing changed: no diff (key order does not count)", async () => {
+    const reordered = { ...inputs, stamps: { eagle3: "b".repeat(64), autoregressive: "a".repeat(64) } };
+    expect((await diff("id", olds, reordered)).changes).toBe(false);
+  });
+
+  it("a unit, the services, the workload or the policy changed: measured again (replace)", async () => {
+    for (const [key, value] of [
+      ["stamps", { ...inputs.stamps, eagle3: "c".repeat(64) }],
+      ["serviceKinds", ["autoregressive"]],
+      ["plan", { ...inputs.plan, levels: [1, 8, 16] }],
+      ["plan", { ...inputs.plan, auto: false }],
+      ["drafts", { eagle3: { ...inputs.drafts.eagle3, acceptanceFloor: 2 } }],
+    ] as const) {
+      const d = await diff("id", olds, { ...inputs, [key]: value });
+      expect(d.changes, key).toBe(true);
+      expect(d.replaces, key).toEqual([key]);
+    }
+  });
+
+  it("a moved project or a new connection: an update that keeps the measurements", async () => {
+    const news = { ...inputs, projectRoot: "/q", connection: { kind: "simulated", root: "/s" } };
+    const d = await diff("id", olds, news);
+    expect(d.changes).toBe(true);
+    expect(d.replaces).toEqual([]);
+    const { outs } = await update("id", olds, news);
+    expect(outs).toMatchObject({ projectRoot: "/q", recommended: "eagle3", services: [{ service: "eagle3" }] });
+  });
+
+  it("check refuses an empty service list and non-positive deadlines, by property", async () => {
+    const r = await check({}, { ...inputs, serviceKinds: [], deadlineSeconds: 0 });
+    expect(r.failures.map((f) => f.property)).toEqual(["serviceKinds", "deadlineSeconds"]);
+  });
+});
