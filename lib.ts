@@ -21,4 +21,5 @@ export { CudaToolkit, type CudaToolkitArgs } from "./components/cuda-toolkit";
 export { ServingEnvironment, type ServingEnvironmentArgs } from "./components/serving-env/serving-environment";
 export { ServingService, type ServingServiceArgs } from "./components/services/serving-service";
 export { VerifiedGeneration, type VerifiedGenerationArgs } from "./components/verified-generation";
+export { ServiceComparison, type ServiceComparisonArgs } from "./components/service-comparison";
 export { ToolkitState, type ToolkitStateArgs } from "./components/drift";

@@ -143,6 +143,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
     const activeStamp = pulumi.all([service.stamps, activeKind]).apply(([st, kind]) => st[kind]!);
     const probe = unit.apply((u) => platform.serviceProbes(u));
     const after = this.comparison ? [service, this.comparison] : [service];
+
     // What repairs drift, in provisioning order: the toolkit first (the units run its nvcc), then
     // each unit file, a restart of the active unit when its file was restored, and the activation
     // (which also repairs enabled/active and keeps exactly the active service running).
