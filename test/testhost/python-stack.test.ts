@@ -125,7 +125,8 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
     expect(body.usage.completion_tokens).toBeGreaterThan(0);
     expect((await host.exec("systemctl is-active gpuhost-standin.service")).stdout.trim()).toBe("active");
     const journal = await host.execOk("journalctl -u gpuhost-standin.service --no-pager -o cat");
-    expect(journal.stdout).toContain("exec /usr/bin/node /opt/gpuhost-sim/dist/simulator/main.js --profile tiny");
+    expect(journal.stdout).toContain("exec /usr/bin/node /opt/gpuhost-sim/dist/simulator/sglang.js --model-path");
+    expect(journal.stdout).toContain("(profile tiny, faults none)");
     expect(journal.stdout).not.toContain("jit-crash");
     await host.execOk("systemctl stop gpuhost-standin.service");
   }, 180_000);

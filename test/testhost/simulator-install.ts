@@ -9,9 +9,11 @@ import { run } from "./proc";
 
 export const SIMULATOR_DIR = "/opt/gpuhost-sim";
 export const SIMULATOR_MAIN = `${SIMULATOR_DIR}/dist/simulator/main.js`;
+/** The simulator's stand-in `sglang.launch_server` (simulator/sglang.ts): SGLang's own flags in. */
+export const SIMULATOR_SGLANG = `${SIMULATOR_DIR}/dist/simulator/sglang.js`;
 const REPO = path.resolve(__dirname, "../..");
 
-/** Compiles simulator/main.ts (and what it imports) into `out`/dist, laid out as in the repository. */
+/** Compiles simulator/main.ts and simulator/sglang.ts (and what they import) into `out`/dist, laid out as in the repository. */
 export async function buildSimulatorBundle(out: string): Promise<string> {
   await fs.mkdir(out, { recursive: true });
   await run(
@@ -34,6 +36,7 @@ export async function buildSimulatorBundle(out: string): Promise<string> {
       "--outDir",
       path.join(out, "dist"),
       path.join(REPO, "simulator/main.ts"),
+      path.join(REPO, "simulator/sglang.ts"),
     ],
     { cwd: REPO, timeoutMs: 180_000 },
   );
@@ -68,6 +71,6 @@ export async function writeStandinSglangConfig(hostRootDir: string, cfg: Standin
   await fs.mkdir(path.dirname(file), { recursive: true });
   await fs.writeFile(
     file,
-    `${JSON.stringify({ simulatorMain: SIMULATOR_MAIN, node: "/usr/bin/node", ...cfg }, null, 2)}\n`,
+    `${JSON.stringify({ simulatorSglang: SIMULATOR_SGLANG, node: "/usr/bin/node", ...cfg }, null, 2)}\n`,
   );
 }

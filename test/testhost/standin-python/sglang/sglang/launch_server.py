@@ -1,4 +1,4 @@
-"""Stand-in `python -m sglang.launch_server`: maps SGLang's flags onto the simulator and execs it.
+"""Stand-in `python -m sglang.launch_server`: hands SGLang's flags to the simulator's sglang entry.
 
 Like the real server, the first generation needs FlashInfer's sampling kernels. The stand-in runs
 FlashInfer's (stand-in) JIT compile with this host's real nvcc and headers before it execs the
@@ -11,9 +11,14 @@ ConfigArgumentMerger: keys become flags placed before the command line's, so the
 `api-key: "..."`, so the key is never in any process's argv: the stand-in forwards `--config` (the
 path, not the key) to the simulator, which reads it the same way.
 
+The simulator's entry (simulator/sglang.js) takes the unit's own command line, as the simulated host
+runs it: --speculative-algorithm and the draft settings shape acceptance, and unknown flags are
+refused as SGLang refuses them. What flags cannot say (profile, time scale, faults) goes in its
+environment (GPUHOST_SIM_PROFILE, GPUHOST_SIM_TIME_SCALE, GPUHOST_SIM_FAULTS).
+
 Which simulator profile plays which model comes from a small JSON file the test host writes
 (default /etc/gpuhost-standin/sglang.json, env GPUHOST_STANDIN_SGLANG_CONFIG):
-  {"simulatorMain": ".../main.js", "node": "/usr/bin/node", "timeScale": 1, "faults": [],
+  {"simulatorSglang": ".../sglang.js", "node": "/usr/bin/node", "timeScale": 1, "faults": [],
    "profiles": {"default": "tiny", "EAGLE3": "tiny", "DFLASH": "tiny"}}
 """
 import argparse
@@ -22,7 +27,7 @@ import os
 import sys
 
 DEFAULTS = {
-    "simulatorMain": "/opt/gpuhost-sim/dist/simulator/main.js",
+    "simulatorSglang": "/opt/gpuhost-sim/dist/simulator/sglang.js",
     "node": "/usr/bin/node",
     "timeScale": 1,
     "faults": [],
@@ -112,20 +117,18 @@ def main(argv=None):
     for fault in jit_faults():
         if fault not in faults:
             faults.append(fault)
-    cmd = [config["node"], config["simulatorMain"], "--profile", profile,
-           "--time-scale", str(config["timeScale"])]
-    for fault in faults:
-        cmd += ["--fault", fault]
-    cmd += ["--host", args.host, "--port", str(args.port),
-            "--served-model-name", args.served_model_name or args.model_path]
-    if config_path is not None:
-        # the path, never the key: the simulator reads the file itself
-        cmd += ["--config", config_path]
-    elif args.api_key:
-        cmd += ["--api-key", args.api_key]
-    shown = [("***" if i > 0 and cmd[i - 1] == "--api-key" else w) for i, w in enumerate(cmd)]
-    print("gpuhost stand-in sglang.launch_server: exec " + " ".join(shown), file=sys.stderr, flush=True)
-    os.execv(cmd[0], cmd)
+    # The unit's own flags, --config FILE included (the path, never the key): the entry merges the
+    # file as SGLang does.
+    original = sys.argv[1:] if argv is None else argv
+    cmd = [config["node"], config["simulatorSglang"]] + original
+    env = dict(os.environ)
+    env["GPUHOST_SIM_PROFILE"] = profile
+    env["GPUHOST_SIM_TIME_SCALE"] = str(config["timeScale"])
+    env["GPUHOST_SIM_FAULTS"] = ",".join(faults)
+    print("gpuhost stand-in sglang.launch_server: exec " + " ".join(cmd)
+          + f" (profile {profile}, faults {env['GPUHOST_SIM_FAULTS'] or 'none'})",
+          file=sys.stderr, flush=True)
+    os.execve(cmd[0], cmd, env)
 
 
 if __name__ == "__main__":
