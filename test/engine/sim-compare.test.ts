@@ -7,15 +7,17 @@
  * Time scale 40 and short requests keep it to a couple of minutes. Nothing is mocked.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { execOnHost } from "../../components/host/exec";
 import { ServiceComparisonOutputsSchema } from "../../gate/compare-outputs";
 import { freeLocalPort } from "../../ports";
+import { projectRoot } from "../../project-files";
 import { createTestStack, type TestStack } from "../support/stack";
 
-const hostRoot = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-compare-host-"));
+// A simulated host's root must lie under the project's .gpuhost/ (the config refuses anything else).
+fs.mkdirSync(path.join(projectRoot(), ".gpuhost", "sim-hosts"), { recursive: true });
+const hostRoot = fs.mkdtempSync(path.join(projectRoot(), ".gpuhost", "sim-hosts", "compare-"));
 const UNITS = ["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"];
 let s: TestStack | undefined;
 
