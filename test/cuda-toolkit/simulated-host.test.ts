@@ -151,7 +151,7 @@ describe("CudaToolkit scripts on the simulated host", () => {
   });
 
   it("a repository the simulated host cannot reach makes install fail loudly", async () => {
-    const bad = { ...plan.repository, args: ["trusted", "file:///nowhere/", "debian12", "x86_64", "unused"] };
+    const bad = { ...plan.repository, args: ["trusted", "file:///nowhere/", "debian12", "x86_64", "file:///unused"] };
     expect((await run(bad)).code).toBe(0);
     const r = await run(plan.install);
     expect(r.code).not.toBe(0);

@@ -160,6 +160,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
         port: host.port,
         user: "root",
         privateKey: host.privateKey,
+        hostKey: host.hostKey,
       };
       const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
       expect(r.code, r.stderr).toBe(0);

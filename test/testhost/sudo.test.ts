@@ -36,6 +36,7 @@ describe.runIf(enabled)("sudo -n for a non-root SSH user (real Debian host)", ()
     port: host.port,
     user,
     privateKey: host.privateKey,
+    hostKey: host.hostKey,
   });
   const script = 'set -euo pipefail\necho "uid=$(id -u) arg=$1"\ntouch /root/written-by-"$1"\n';
 
