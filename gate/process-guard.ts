@@ -7,8 +7,9 @@
  * - answers EPIPE on stdout/stderr by going silent and leaving;
  * - notices the engine is gone (its gRPC port, argv's last host:port, refuses; or the parent
  *   changed) and leaves;
- * - turns SIGINT (Ctrl-C reaches the whole foreground process group) into an abort of the running
- *   gate and benchmark, so `pulumi up` stops within about a second instead of finishing the run;
+ * - turns the engine's Cancel call (the first Ctrl-C to `pulumi up`, see hookEngineCancel) and SIGINT
+ *   into an abort of the running gate and benchmark, so `pulumi up` stops within about a second
+ *   instead of finishing the run;
  * - on leaving, aborts, awaits the registered cleanups (tunnels, key folders) for a bounded time,
  *   then exits.
  */
@@ -23,6 +24,7 @@ export interface ProcessGuard {
 
 const KEY = Symbol.for("gpuhost.processGuard");
 const CLEANUP_BOUND_MS = 3_000;
+const ANSWER_GRACE_MS = 200;
 
 /** The engine's gRPC address the dynamic-provider host was started with (its last host:port argument). */
 export function engineAddress(argv: readonly string[]): { host: string; port: number } | null {
@@ -45,6 +47,73 @@ function refuses(addr: { host: string; port: number }): Promise<boolean> {
     socket.once("connect", () => done(false));
     socket.once("error", (e: NodeJS.ErrnoException) => done(e.code === "ECONNREFUSED"));
   });
+}
+
+/**
+ * Calls ON_GONE once when the engine that started this plugin process is gone: the parent changed
+ * (the engine was killed and the process re-parented), or the engine's gRPC address (argv's last
+ * host:port) refuses connections twice in a row. A plugin process the engine can no longer reach
+ * must leave on its own: nobody else will stop it. The poll does not keep the process alive.
+ */
+export function watchEngine(
+  opts: { pollMs?: number; argv?: readonly string[] },
+  onGone: (why: string) => void,
+): () => void {
+  const ppid = process.ppid;
+  const engine = engineAddress(opts.argv ?? process.argv);
+  let refusedInARow = 0;
+  let checking = false;
+  let gone = false;
+  const fire = (why: string) => {
+    if (gone) return;
+    gone = true;
+    clearInterval(watchdog);
+    onGone(why);
+  };
+  const watchdog = setInterval(() => {
+    if (process.ppid !== ppid) return fire("the engine process is gone (parent changed)");
+    if (engine === null || checking) return;
+    checking = true;
+    void refuses(engine).then((refused) => {
+      checking = false;
+      refusedInARow = refused ? refusedInARow + 1 : 0;
+      if (refusedInARow >= 2) fire(`the engine is gone (${engine.host}:${engine.port} refuses connections)`);
+    });
+  }, opts.pollMs ?? 1_000);
+  watchdog.unref();
+  return () => clearInterval(watchdog);
+}
+
+/**
+ * Calls ON_CANCEL when the engine sends this provider process the ResourceProvider Cancel call.
+ *
+ * Why: a terminal's Ctrl-C reaches the pulumi CLI alone, since the engine starts every plugin in a
+ * process group of its own. On the first Ctrl-C the engine cancels gracefully: it waits for the
+ * operations in flight and sends each provider Cancel. @pulumi/pulumi's dynamic-provider host answers
+ * Cancel and does nothing else, so a create waiting in the gate would run on to its deadline (measured:
+ * over 60 s, with gpuhost's plugins and with upstream's). The host serves gRPC with grpc-js, and every
+ * incoming call passes through its server's handler lookup (Server.prototype._retrieveHandler), which
+ * is wrapped here to notice Cancel and then defer to the original. grpc-js is resolved from the host's
+ * main module, so it is the instance the host's server runs on. Returns false where that lookup is not
+ * there (another host, another grpc-js): test/engine/interrupt.test.ts fails then.
+ */
+export function hookEngineCancel(onCancel: () => void): boolean {
+  let grpc: { Server?: { prototype: Record<string, unknown> } };
+  try {
+    const main = require.main;
+    if (!main) return false;
+    grpc = main.require("@grpc/grpc-js") as typeof grpc;
+  } catch {
+    return false;
+  }
+  const proto = grpc.Server?.prototype;
+  const original = proto?._retrieveHandler;
+  if (!proto || typeof original !== "function") return false;
+  proto._retrieveHandler = function (this: unknown, path: unknown, ...rest: unknown[]): unknown {
+    if (path === "/pulumirpc.ResourceProvider/Cancel") onCancel();
+    return (original as (...a: unknown[]) => unknown).call(this, path, ...rest);
+  };
+  return true;
 }
 
 export function installProcessGuard(opts: { pollMs?: number; argv?: readonly string[] } = {}): ProcessGuard {
@@ -70,7 +139,9 @@ export function installProcessGuard(opts: { pollMs?: number; argv?: readonly str
         .catch(() => undefined),
     );
     const bound = new Promise((r) => setTimeout(r, CLEANUP_BOUND_MS));
-    void Promise.race([Promise.all(all), bound]).then(() => process.exit(code));
+    // A moment for the aborted operation to answer the engine before the process goes.
+    const answer = new Promise((r) => setTimeout(r, ANSWER_GRACE_MS));
+    void Promise.all([Promise.race([Promise.all(all), bound]), answer]).then(() => process.exit(code));
   };
 
   for (const stream of [process.stdout, process.stderr]) {
@@ -83,23 +154,12 @@ export function installProcessGuard(opts: { pollMs?: number; argv?: readonly str
     });
   }
 
-  const ppid = process.ppid;
-  const engine = engineAddress(opts.argv ?? process.argv);
-  let refusedInARow = 0;
-  let checking = false;
-  const watchdog = setInterval(() => {
-    if (process.ppid !== ppid) return leave("the engine process is gone (parent changed)", 1);
-    if (engine === null || checking) return;
-    checking = true;
-    void refuses(engine).then((refused) => {
-      checking = false;
-      refusedInARow = refused ? refusedInARow + 1 : 0;
-      if (refusedInARow >= 2) leave(`the engine is gone (${engine.host}:${engine.port} refuses connections)`, 1);
-    });
-  }, opts.pollMs ?? 1_000);
-  watchdog.unref();
+  watchEngine(opts, (why) => leave(why, 1));
 
-  process.on("SIGINT", () => controller.abort(new Error("interrupted (SIGINT)")));
+  // The engine starts plugins in process groups of their own, so SIGINT is not a terminal's Ctrl-C:
+  // it is the engine closing its plugins (after SIGINT it waits a few seconds, then kills). Leave.
+  process.on("SIGINT", () => leave("interrupted (SIGINT)", 130));
+  hookEngineCancel(() => controller.abort(new Error("interrupted (pulumi is cancelling the update)")));
   process.on("SIGTERM", () => leave("terminated (SIGTERM)", 143));
 
   const guard: ProcessGuard = {

@@ -18,6 +18,7 @@ import * as grpc from "@grpc/grpc-js";
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { watchEngine } from "../../gate/process-guard";
 
 // The generated stubs ship with @pulumi/pulumi; they have no type declarations of the grpc-js kind we
 // need for addService, so they are loaded untyped and used through small local interfaces.
@@ -139,6 +140,9 @@ export function runArguments(
 }
 
 class LanguageHost {
+  /** The programs Run started and that have not exited: stopped when the engine is gone. */
+  readonly programs = new Set<ReturnType<typeof spawn>>();
+
   constructor(private readonly engineAddress: string) {}
 
   handshake(_call: Call<unknown>, cb: Callback<unknown>) {
@@ -201,12 +205,14 @@ class LanguageHost {
       env,
       stdio: ["ignore", "inherit", "inherit"],
     });
+    this.programs.add(child);
     const resp = new langproto.RunResponse();
     child.on("error", (err) => {
       resp.setError(`Problem executing program (could not run language executor): ${err.message}`);
       cb(null, resp);
     });
     child.on("exit", (code, signal) => {
+      this.programs.delete(child);
       if (code === 0) {
         // success
       } else if (code === BAIL_EXIT_CODE) {
@@ -307,6 +313,14 @@ export async function main(argv: string[]): Promise<void> {
     ),
   );
   process.stdout.write(`${port}\n`);
+  // After `kill -9` of pulumi nothing stops a plugin: it and the program it runs would wait forever
+  // (upstream's Go host notices within its 5-minute health check). Leave within about 2 s instead.
+  watchEngine({ argv: ["", "", engineAddress] }, (why) => {
+    process.stderr.write(`pulumi-language-nodejs: ${why}; stopping\n`);
+    for (const child of host.programs) child.kill("SIGTERM");
+    server.forceShutdown();
+    setTimeout(() => process.exit(1), 500).unref();
+  });
 }
 
 if (require.main === module) {
