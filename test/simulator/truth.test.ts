@@ -45,8 +45,8 @@ describe("ground truth", () => {
     const usages = await Promise.all(Array.from({ length: 8 }, () => streamOne(openai, 250)));
     const wallSeconds = (performance.now() - t0) / 1000;
     const promptTokens = usages[0].prompt_tokens;
-    const truth = // concurrency, prompt_tokens and output_tokens add `expected`; requests=1 adds `records`.
-    (
+    // concurrency, prompt_tokens and output_tokens add `expected`; requests=1 adds `records`.
+    const truth = (
       await json<Required<Truth>>(
         `${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`,
       )
