@@ -43,7 +43,7 @@ describe("stack config schema", () => {
     const ssh = (connection: Record<string, unknown>) => ({
       hosts: [{ name: "h", connection: { kind: "ssh", host: "h", ...connection } }],
     });
-    const c = parseConfig(ssh({ bastion: { host: "b", privateKeySecret: "bk" } })).hosts[0]!.connection;
+    const c = parseConfig(ssh({ bastion: { host: "b", privateKeySecret: "bk" } })).hosts[0].connection;
     expect(c).toMatchObject({ hostKeyPolicy: "pinned", bastion: { hostKeyPolicy: "pinned" } });
     const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn4bVX1nZt0G5u9i4S2o9pC1VjV1t2pA0v6tO3nB7hM";
     expect(issues(ssh({ hostKey: key, hostKeyPolicy: "trust-on-first-use" }))).toEqual([

@@ -121,7 +121,7 @@ describe("stand-in contents", () => {
       target: "libcurand.so.10",
     });
     const vj = standinContent(filesOf("cuda-toolkit-13-0-config-common")[0]);
-    expect(vj.kind === "file" && JSON.parse(vj.content).cuda.version).toBe("13.0.2");
+    expect(vj.kind === "file" && (JSON.parse(vj.content) as { cuda: { version: string } }).cuda.version).toBe("13.0.2");
   });
 
   it("the stand-in nvcc gets each toolkit's version lines", () => {

@@ -116,7 +116,9 @@ describe("gpuhost doctor", () => {
       expect(
         await doctorMain(["--json", "--cuda-home", "/usr/local/cuda-13.0"], { ...noPath, GPUHOST_ROOT: broken }),
       ).toBe(1);
-      expect(JSON.parse(out.join("")).problems[0].package).toBe("libcurand-dev-13-0");
+      expect((JSON.parse(out.join("")) as { problems: { package: string }[] }).problems[0].package).toBe(
+        "libcurand-dev-13-0",
+      );
       expect(await doctorMain(["--bogus"], noPath)).toBe(2);
       expect(await doctorMain(["--cuda-home"], noPath)).toBe(2);
       expect(await doctorMain(["--expect-release", "9.9"], noPath)).toBe(2);

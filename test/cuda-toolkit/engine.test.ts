@@ -66,7 +66,11 @@ afterAll(() => {
 describe("CudaToolkit under the real engine, simulated host", () => {
   it("pulumi up installs the full toolkit and outputs its fingerprint; a second preview changes nothing; destroy runs", async () => {
     await pulumi("up", "--yes", "--skip-preview");
-    const o = JSON.parse((await pulumi("stack", "output", "--json")).stdout);
+    const o = JSON.parse((await pulumi("stack", "output", "--json")).stdout) as {
+      packageVersions: Record<string, string>;
+      fingerprint: string;
+      proof: string;
+    };
     expect(o).toMatchObject({ cudaHome: "/usr/local/cuda-13.0", nvccVersion: "V13.0.88" });
     expect(o.packageVersions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
     expect(o.fingerprint).toBe(toolkitFingerprint("13.0", o.packageVersions));

@@ -328,7 +328,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
       runPulumi: async () => ({ code: 255, stdout: stream(toolkitEvents("t", "local", [])), stderr: "" }),
     });
     expect(code).toBe(0);
-    const parsed = JSON.parse(c.text());
+    const parsed = JSON.parse(c.text()) as { exitCode: number; hosts: { status: string }[] };
     expect(parsed.exitCode).toBe(0);
     expect(parsed.hosts[0].status).toBe("clean");
   });

@@ -53,7 +53,7 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
     ).rejects.toThrow(
       /Unable to set 'GREETING'[\s\S]*could not set environment variable "GREETING": ssh: setenv failed/,
     );
-    expect(require("node:fs").existsSync(marker)).toBe(false);
+    expect(fs.existsSync(marker)).toBe(false);
   }, 30_000);
 
   it("stores the connection's credentials as secrets inside the secret connection, as upstream does", async () => {

@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { type PluginSet, testEngineOptions, upstreamPluginDir } from "../support/engine";
+import { type PluginSet, type StateExport, testEngineOptions, upstreamPluginDir } from "../support/engine";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
 
 const available = upstreamPluginDir() !== undefined && canRunSshd();
@@ -25,9 +25,9 @@ describe.skipIf(!available)("remote.Command state: gpuhost's command provider vs
   };
   /** The stored connection of the one remote command, secrets shown (structure and secret markers). */
   const connectionOf = async (set: PluginSet, stack: string) => {
-    const state = JSON.parse((await pulumi(set, stack, "stack", "export", "--show-secrets")).stdout);
-    const res = state.deployment.resources.find((r: { type: string }) => r.type === "command:remote:Command");
-    return { inputs: res.inputs.connection, outputs: res.outputs.connection };
+    const state = JSON.parse((await pulumi(set, stack, "stack", "export", "--show-secrets")).stdout) as StateExport;
+    const res = state.deployment.resources.find((r) => r.type === "command:remote:Command");
+    return { inputs: res!.inputs!.connection, outputs: res!.outputs!.connection };
   };
 
   beforeAll(async () => {

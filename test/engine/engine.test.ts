@@ -56,7 +56,12 @@ describe.each(pluginSets())("the real Pulumi engine (%s)", (plugins) => {
 
   it("runs pulumi up: the command provider runs a shell, the dynamic provider's create runs, on Node >= 22", async () => {
     const up = await pulumi("up", "--yes", "--skip-preview");
-    const out = JSON.parse((await pulumi("stack", "output", "--json")).stdout);
+    const out = JSON.parse((await pulumi("stack", "output", "--json")).stdout) as {
+      greeting: string;
+      markerLabel: string;
+      programNode: string;
+      providerNode: string;
+    };
     expect(out.greeting).toBe(`hello from ${os.type()}`);
     expect(out.markerLabel).toBe("marker-1");
     expect(fs.readFileSync(path.join(evidence, "command.out"), "utf8")).toBe(`hello from ${os.type()}`);

@@ -28,7 +28,9 @@ async function pulumi(...args: string[]) {
 beforeAll(async () => {
   fs.cpSync(path.join(PROJECT_ROOT, "examples", "sim-vm"), example, { recursive: true });
   // the dependency on this checkout, wherever the copy is
-  const manifest = JSON.parse(fs.readFileSync(path.join(example, "package.json"), "utf8"));
+  const manifest = JSON.parse(fs.readFileSync(path.join(example, "package.json"), "utf8")) as {
+    dependencies: Record<string, string>;
+  };
   manifest.dependencies.gpuhost = `file:${PROJECT_ROOT}`;
   fs.writeFileSync(path.join(example, "package.json"), JSON.stringify(manifest, null, 2));
   // --install-links: a copy of the package as a registry install would give (its `files` only)
@@ -45,7 +47,7 @@ beforeAll(async () => {
   const config = fs
     .readFileSync(path.join(PROJECT_ROOT, "stacks", "Pulumi.sim.yaml"), "utf8")
     .replace(/^encryptionsalt: .*$/m, "")
-    .replace(/^    port: 30000$/m, `    port: ${await freeLocalPort()}`);
+    .replace(/^ {4}port: 30000$/m, `    port: ${await freeLocalPort()}`);
   fs.writeFileSync(path.join(example, `Pulumi.${stack}.yaml`), config);
   await ensureStack(stack, opts);
 }, 600_000);
@@ -72,7 +74,11 @@ describe("examples/sim-vm: another program using gpuhost as a library", () => {
 
   it("pulumi up: the stand-in VM's output becomes the simulated host GpuServingHost provisions and verifies", async () => {
     await pulumi("up", "--yes", "--skip-preview");
-    const out = JSON.parse((await pulumi("stack", "output", "--json")).stdout);
+    const out = JSON.parse((await pulumi("stack", "output", "--json")).stdout) as {
+      vmAddress: string;
+      generating: boolean;
+      sustainedOutputTokensPerSecond: number;
+    };
     expect(out.vmAddress).toBe(path.join(example, ".gpuhost", "vms", "vm-1"));
     expect(fs.existsSync(path.join(out.vmAddress, "etc", "systemd", "system"))).toBe(true);
     expect(out.generating).toBe(true);

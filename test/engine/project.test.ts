@@ -63,7 +63,7 @@ describe("stacks other than the embedded one use the user's backend and secrets"
     const init = await runPulumi(["stack", "init", stack], { cwd: project, env: user, timeoutMs: 60_000 });
     expect(init.code, init.stderr).toBe(0);
     const ls = await runPulumi(["stack", "ls", "--json"], { cwd: project, env: user, timeoutMs: 60_000 });
-    expect(JSON.parse(ls.stdout).map((s: { name: string }) => s.name)).toContain(stack);
+    expect((JSON.parse(ls.stdout) as { name: string }[]).map((s) => s.name)).toContain(stack);
     expect(
       fs
         .readdirSync(backend, { recursive: true })
@@ -96,7 +96,7 @@ describe("stacks other than the embedded one use the user's backend and secrets"
     expect(r.status).toBe(2);
     expect(r.stderr.trim()).toMatch(
       new RegExp(
-        `^gpuhost drift: stack ${stack} uses the passphrase secrets provider and no passphrase is set: [^\n]*\.$`,
+        `^gpuhost drift: stack ${stack} uses the passphrase secrets provider and no passphrase is set: [^\n]*\\.$`,
       ),
     );
   }, 60_000);

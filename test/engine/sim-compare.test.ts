@@ -42,7 +42,10 @@ async function unitStates(): Promise<Record<string, string>> {
     r.stdout
       .trim()
       .split("\n")
-      .map((l) => l.split("=")),
+      .map((l): [string, string] => {
+        const [unit, state] = l.split("=");
+        return [unit, state];
+      }),
   );
 }
 
@@ -99,11 +102,11 @@ it("pulumi up compares the three services, records the table and leaves the winn
 }, 400_000);
 
 it("a second pulumi up measures nothing, and a refresh finds no drift", async () => {
-  const before = (await s!.outputs()).gpuHosts["sim-1"].comparison.comparedAt;
+  const before = (await s!.outputs()).gpuHosts["sim-1"].comparison!.comparedAt;
   const r = await s!.ok("up", "--yes", "--skip-preview");
   expect(summary(r.stdout)).toMatch(/\d+ unchanged/);
   expect(summary(r.stdout)).not.toMatch(/created|updated|replaced|deleted/);
-  expect((await s!.outputs()).gpuHosts["sim-1"].comparison.comparedAt).toBe(before);
+  expect((await s!.outputs()).gpuHosts["sim-1"].comparison!.comparedAt).toBe(before);
   const preview = await s!.run("preview", "--expect-no-changes");
   expect(preview.code, preview.stdout + preview.stderr).toBe(0);
   const refresh = await s!.run("refresh", "--preview-only", "--expect-no-changes");

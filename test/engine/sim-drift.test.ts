@@ -18,6 +18,8 @@ import { execOnHost } from "../../components/host/exec";
 import { driftMain } from "../../cli/drift";
 import type { DriftReport } from "../../components/drift/report";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
+import type { StackOutputs } from "../../components/stack-outputs";
+import type { StateExport } from "../support/engine";
 import { createTestStack, type TestStack } from "../support/stack";
 
 // A simulated host's root must lie under the project's .gpuhost/ (#12.6).
@@ -41,6 +43,12 @@ async function ok(args: string[]): Promise<EngineResult> {
   return r;
 }
 
+/** The events of `pulumi up --json` this test reads. */
+interface UpEvent {
+  summaryEvent?: { result: string; resourceChanges: Record<string, number> };
+  resOutputsEvent?: { metadata?: { op: string; urn: string; diffs?: string[] } };
+}
+
 /**
  * `pulumi up --json`: the streamed events' summary, e.g. { same: 16, update: 1 }, and what changed
  * (resource name and the keys its diff named) so a failed expectation says why.
@@ -50,15 +58,15 @@ async function up(): Promise<{ changes: Record<string, number>; changed: string[
   const events = r.stdout
     .split("\n")
     .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l));
+    .map((l) => JSON.parse(l) as UpEvent);
   const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
   if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
   expect(summary.result).toBe("succeeded");
   const changed = events
     .map((e) => e.resOutputsEvent?.metadata)
-    .filter((m) => m && !["same", "refresh", "read"].includes(m.op))
+    .filter((m): m is NonNullable<typeof m> => !!m && !["same", "refresh", "read"].includes(m.op))
     .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)} [${(m.diffs ?? []).join(",")}]`);
-  return { changes: summary.resourceChanges as Record<string, number>, changed };
+  return { changes: summary.resourceChanges, changed };
 }
 
 /** `gpuhost drift --json` for this stack (the real refresh), and the refresh's own exit status. */
@@ -138,7 +146,7 @@ describe("drift on a simulated host under the real engine", () => {
   it("pulumi up provisions the host and the gate passes", async () => {
     const { changes } = await up();
     expect(changes.create).toBeGreaterThan(10);
-    const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout);
+    const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout) as StackOutputs;
     expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
     expect(outputs.gpuHosts["sim-1"].drift).toEqual([]);
     expect(await isListening(port)).toBe(true);
@@ -151,19 +159,18 @@ describe("drift on a simulated host under the real engine", () => {
 
   it("a second pulumi up changes nothing", async () => {
     const second = await up();
-    expect(second.changes, second.changed.join("; ")).toEqual({ same: expect.any(Number) });
+    expect(second.changes, second.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown });
   }, 120_000);
 
   it("the state holds the API key only encrypted, and ToolkitState carries its repair steps", async () => {
     const plain = (await ok(["stack", "export"])).stdout;
     expect(plain).not.toContain(apiKey);
     expect((await ok(["stack", "export", "--show-secrets"])).stdout).toContain(apiKey); // so the check above could fail
-    const state = JSON.parse(plain);
-    const toolkitState = state.deployment.resources.find((r: { urn: string }) =>
-      r.urn.endsWith("::sim-1-toolkit-state"),
-    );
-    expect(toolkitState.inputs.onDrift).toBe("repair");
-    const scripts = toolkitState.inputs.repairs.map((s: { script: string }) => s.script);
+    const state = JSON.parse(plain) as StateExport;
+    const toolkitState = state.deployment.resources.find((r) => r.urn.endsWith("::sim-1-toolkit-state"));
+    const inputs = toolkitState!.inputs!;
+    expect(inputs.onDrift).toBe("repair");
+    const scripts = (inputs.repairs as { script: string }[]).map((s) => s.script);
     expect(scripts).toEqual([
       // The simulated platform's preparation first (the folder's repository the toolkit installs from).
       "sim-host/scripts/prepare.sh",
@@ -237,7 +244,7 @@ describe("drift on a simulated host under the real engine", () => {
       expect(fieldsOf(report)).toEqual(expect.arrayContaining(drift.fields));
 
       const repair = await up();
-      expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number), update: 1 });
+      expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown, update: 1 });
       expect(repair.changed).toEqual([expect.stringMatching(/^update sim-1-toolkit-state /)]);
       const facts = await hostFacts();
       drift.repaired(facts);
@@ -246,7 +253,7 @@ describe("drift on a simulated host under the real engine", () => {
       expect(await isListening(port)).toBe(true);
 
       const next = await up();
-      expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) });
+      expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown });
       const after = await driftReport();
       expect(after.report.exitCode, JSON.stringify(after.report)).toBe(0);
       expect(after.pulumiCode).toBe(0);

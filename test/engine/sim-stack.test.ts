@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { PROJECT_ROOT } from "../../engine/pulumi";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
-import { pluginSets } from "../support/engine";
+import { pluginSets, type StateExport } from "../support/engine";
 import { TestStack, createTestStack } from "../support/stack";
 
 const stacks: TestStack[] = [];
@@ -51,7 +51,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     expect(out.benchComplete).toBe(true);
     expect(out.endpoint).toBe(`http://127.0.0.1:${port}`);
     expect(out.nvccVersion).toMatch(/^V13\.0\./);
-    expect(out.sweep.map((l: { concurrency: number }) => l.concurrency)).toEqual([4, 8, 16, 32]);
+    expect(out.sweep.map((l) => l.concurrency)).toEqual([4, 8, 16, 32]);
     for (const level of out.sweep) expect(level.outputTokensPerSecond).toBeGreaterThan(0);
     expect(out.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(out.capacity.totalOutputTokens).toBe(900_000 * 2_000);
@@ -68,8 +68,8 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
   }, 300_000);
 
   it("ToolkitState (whose repair may restart the unit) is ordered before VerifiedGeneration", async () => {
-    const state = JSON.parse((await s.ok("stack", "export")).stdout);
-    const resources: { urn: string; type: string; dependencies?: string[] }[] = state.deployment.resources;
+    const state = JSON.parse((await s.ok("stack", "export")).stdout) as StateExport;
+    const resources = state.deployment.resources;
     const verified = resources.find((r) => r.type.endsWith("gpuhost:VerifiedGeneration"));
     const toolkitState = resources.find((r) => r.type.endsWith("gpuhost:ToolkitState"));
     expect(verified && toolkitState).toBeTruthy();
@@ -82,8 +82,8 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     expect(JSON.stringify(await s.outputs())).not.toContain(apiKey);
     // Not even on a command line: the key travels on the script's stdin, since a command line is
     // visible in the host's process list. With secrets shown, no command contains it.
-    const shown = JSON.parse((await s.ok("stack", "export", "--show-secrets")).stdout);
-    const commands = shown.deployment.resources.flatMap((r: { inputs?: Record<string, unknown> }) =>
+    const shown = JSON.parse((await s.ok("stack", "export", "--show-secrets")).stdout) as StateExport;
+    const commands = shown.deployment.resources.flatMap((r) =>
       ["create", "update", "delete"].map((k) => r.inputs?.[k]).filter((c): c is string => typeof c === "string"),
     );
     expect(commands.length).toBeGreaterThan(0);

@@ -1,6 +1,8 @@
 /** The benchmark against the real simulator: faults become errors, throughput agrees with ground truth. */
 import { afterEach, describe, expect, it } from "vitest";
 import { bench, verify } from "../../gate/index";
+import type { FailureReason } from "../../simulator/state";
+import type { Truth } from "../simulator/helpers";
 import { startSim, tinyVariant, type SimHandle } from "./sim-fixture";
 
 let sim: SimHandle | null = null;
@@ -9,8 +11,8 @@ afterEach(async () => {
   sim = null;
 });
 
-async function truth(url: string, query = ""): Promise<any> {
-  return (await fetch(`${url}/sim/truth${query}`)).json();
+async function truth(url: string, query = ""): Promise<Truth> {
+  return (await (await fetch(`${url}/sim/truth${query}`)).json()) as Truth;
 }
 
 describe("bench against the simulator", () => {
@@ -40,7 +42,7 @@ describe("bench against the simulator", () => {
       r.sweep.reduce((a, l) => a + l.errors, 0) +
       r.singleRequest.reduce((a, s) => a + s.errors, 0) +
       (r.warmupError ? 1 : 0);
-    const failedBy = (k: string) => after.requests.failedBy[k] - before.requests.failedBy[k];
+    const failedBy = (k: FailureReason) => after.requests.failedBy[k] - before.requests.failedBy[k];
     expect(failedBy("reset-mid-stream")).toBeGreaterThan(0);
     expect(failedBy("overload-500")).toBeGreaterThan(0);
     // Every failure the simulator booked is an error in the report, and nothing else is.
@@ -73,7 +75,7 @@ describe("bench against the simulator", () => {
     );
     for (const level of r.sweep) {
       const t = await truth(sim.url, `?concurrency=${level.concurrency}&output_tokens=1024&prompt_tokens=20`);
-      const expected = t.expected.aggregateOutputTokensPerSecond * t.timeScale;
+      const expected = t.expected!.aggregateOutputTokensPerSecond * t.timeScale;
       expect(level.errors).toBe(0);
       expect(level.completionTokens).toBe(level.concurrency * 2 * 1024);
       // Loose here (the bench script measures the 1% target on a long run); this catches gross errors.

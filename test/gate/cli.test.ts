@@ -3,7 +3,10 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import type { BenchResult } from "../../gate/bench";
+import type { CapacityPlan } from "../../gate/capacity";
 import { benchMain, planMain, verifyMain, type CliIo } from "../../gate/cli";
+import type { VerifyResult } from "../../gate/verify";
 import { startSim, type SimHandle } from "./sim-fixture";
 
 function io(): CliIo & { out: () => string; err: () => string } {
@@ -28,7 +31,7 @@ describe("gpuhost verify", () => {
     sim = await startSim();
     const o = io();
     expect(await verifyMain(["--endpoint", sim.url, "--model", "tiny", "--json"], o)).toBe(0);
-    const json = JSON.parse(o.out());
+    const json = JSON.parse(o.out()) as Omit<VerifyResult, "serviceState">;
     expect(json).toMatchObject({ ready: true, phase: "ready", diagnosis: null, model: "tiny" });
     expect(typeof json.elapsedSeconds).toBe("number");
     expect(o.err()).toContain("[verify] generate");
@@ -37,7 +40,7 @@ describe("gpuhost verify", () => {
   it("exit 1 with a diagnosis when nothing serves, within the deadline", async () => {
     const o = io();
     expect(await verifyMain(["--endpoint", "http://127.0.0.1:9", "--deadline", "1", "--json"], o)).toBe(1);
-    const json = JSON.parse(o.out());
+    const json = JSON.parse(o.out()) as Omit<VerifyResult, "serviceState">;
     expect(json.ready).toBe(false);
     expect(json.phase).toBe("connect");
     expect(json.diagnosis).toContain("ECONNREFUSED");
@@ -78,10 +81,10 @@ describe("gpuhost bench", () => {
       o,
     );
     expect(code).toBe(0);
-    const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8"));
+    const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8")) as BenchResult;
     expect(json.singleRequest[0]).toMatchObject({ maxTokens: 64, requests: 2, errors: 0 });
     expect(json.singleRequest[0].outputTokensPerSecond).toBeGreaterThan(0);
-    expect(json.sweep.map((l: { concurrency: number }) => l.concurrency)).toEqual([2, 4]);
+    expect(json.sweep.map((l) => l.concurrency)).toEqual([2, 4]);
     expect(json.sweep[0]).toHaveProperty("ttftP50Seconds");
     expect(json.sweep[0].errors).toBe(0);
     // Two small levels: either a knee at 2 or "not saturated up to C=4", never a guess.
@@ -116,7 +119,7 @@ describe("gpuhost plan", () => {
   it("the story's plan as JSON", async () => {
     const o = io();
     expect(await planMain(["--throughput", "800", "--hosts", "2", "--deadline-days", "10", "--json"], o)).toBe(0);
-    const p = JSON.parse(o.out());
+    const p = JSON.parse(o.out()) as CapacityPlan;
     expect(p.totalOutputTokens).toBe(1.8e9);
     expect(p.daysOnOneHost).toBeCloseTo(26.04, 2);
     expect(p.daysOnHosts).toBeCloseTo(13.02, 2);

@@ -3,7 +3,13 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { commandArgv, compareMain } from "../../gate/compare-cli";
+import type { SweepLevel } from "../../gate/sweep";
 import { startSimulator } from "../../simulator/index";
+
+/** `--json` (compareJson) as far as these tests read it: each service's sweep, runs without samples. */
+interface CompareJson {
+  services: { sweep: Pick<SweepLevel, "mode" | "level" | "requests" | "errors" | "throughput">[] }[];
+}
 
 const closers: Array<() => Promise<void>> = [];
 afterAll(async () => {
@@ -69,8 +75,8 @@ describe("gpuhost compare", () => {
     expect(code).toBe(0);
     expect(o.out()).toContain("Run autoregressive:");
     expect(o.out()).toMatch(/level\s+tok\/s \(95% CI\)/);
-    const json = JSON.parse(readFileSync(path.join(dir, "c.json"), "utf8"));
-    expect(json.services[0].sweep.map((l: { level: number }) => l.level)).toEqual([2, 4]);
+    const json = JSON.parse(readFileSync(path.join(dir, "c.json"), "utf8")) as CompareJson;
+    expect(json.services[0].sweep.map((l) => l.level)).toEqual([2, 4]);
     expect(json.services[0].sweep[0].throughput.n).toBe(2);
     expect(readFileSync(path.join(dir, "c.csv"), "utf8").trim().split("\n")).toHaveLength(3);
     expect(readFileSync(path.join(dir, "c.svg"), "utf8")).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
@@ -99,13 +105,13 @@ describe("open loop", () => {
       o,
     );
     expect(code).toBe(0);
-    const sweep = JSON.parse(readFileSync(path.join(dir, "o.json"), "utf8")).services[0].sweep;
-    expect(sweep.map((l: { mode: string; level: number }) => [l.mode, l.level])).toEqual([
+    const sweep = (JSON.parse(readFileSync(path.join(dir, "o.json"), "utf8")) as CompareJson).services[0].sweep;
+    expect(sweep.map((l) => [l.mode, l.level])).toEqual([
       ["open", 20],
       ["open", 80],
     ]);
     // rate x requests-per-level x 10 requests per level: 200 and 800, all answered.
-    expect(sweep.map((l: { requests: number; errors: number }) => [l.requests, l.errors])).toEqual([
+    expect(sweep.map((l) => [l.requests, l.errors])).toEqual([
       [200, 0],
       [800, 0],
     ]);

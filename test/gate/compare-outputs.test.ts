@@ -53,19 +53,19 @@ describe("comparisonOutputs", () => {
     expect(out.recommendation).toBe(comparison.sentence);
     expect(out.timeNote).toMatch(/time scale 40/);
     const [a, e] = out.services;
-    expect(a!.sweep.map((l) => [l.level, l.outputTokensPerSecond])).toEqual([
+    expect(a.sweep.map((l) => [l.level, l.outputTokensPerSecond])).toEqual([
       [1, 42],
       [8, 240],
       [16, 384],
       [64, 832],
     ]);
-    expect(a!.crossoverConcurrency).toBeNull();
+    expect(a.crossoverConcurrency).toBeNull();
     // Differences +58, +40, -24: crossing between 8 and 16 at 8 + 40 / 64 x 8 = 13.
-    expect(e!.crossoverFirstLevel).toBe(16);
-    expect(e!.crossoverConcurrency).toBe(13);
-    expect(e!.acceptanceLength).toBe(3.2);
-    expect(e!.sweep[0]!.acceptanceLength).toBe(3.2);
-    expect(e!.sustainedOutputTokensPerSecond).toBe(comparison.plans[1]!.sustainedOutputTokensPerSecond);
+    expect(e.crossoverFirstLevel).toBe(16);
+    expect(e.crossoverConcurrency).toBe(13);
+    expect(e.acceptanceLength).toBe(3.2);
+    expect(e.sweep[0].acceptanceLength).toBe(3.2);
+    expect(e.sustainedOutputTokensPerSecond).toBe(comparison.plans[1].sustainedOutputTokensPerSecond);
   });
 
   it("nothing measured: no recommendation, said in words", () => {
@@ -79,6 +79,6 @@ describe("comparisonOutputs", () => {
     const out = ServiceComparisonOutputsSchema.parse(comparisonOutputs(result));
     expect(out.recommended).toBeNull();
     expect(out.recommendation).toMatch(/nothing to recommend/);
-    expect(out.services[0]!.failure).toBe("not ready: x");
+    expect(out.services[0].failure).toBe("not ready: x");
   });
 });

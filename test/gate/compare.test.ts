@@ -218,7 +218,7 @@ describe("comparison on the story's simulated host (three services, one port, on
   it("a draft whose acceptance collapsed fails the floor, naming the draft model, and is left out", async () => {
     const poor = derivedProfile("kimi-k2.6-8x-rtx-pro-6000", (p) => {
       p.load = { minSeconds: 20, maxSeconds: 20, warmupSeconds: 1 };
-      p.drafts.EAGLE3.acceptLength = [{ batch: 1, value: 1.05 }];
+      p.drafts!.EAGLE3!.acceptLength = [{ batch: 1, value: 1.05 }];
     });
     const p2 = await SwitchableSimHost.freePort();
     const bad = await storyHost(poor, p2);

@@ -164,10 +164,10 @@ describe("probe judgement (fake server)", () => {
   });
 
   it("sends chat_template_kwargs thinking:false and a small max_tokens only when the policy says the family supports it", async () => {
-    const bodies: any[] = [];
+    const bodies: { chat_template_kwargs?: unknown; max_tokens?: number; temperature?: number }[] = [];
     const url = await fake((req, body, res) => {
       if (req.url === "/v1/models") return models(res);
-      bodies.push(JSON.parse(body));
+      bodies.push(JSON.parse(body) as (typeof bodies)[number]);
       res.writeHead(200).end(JSON.stringify(chat({})));
     });
     expect((await verify({ url, model: "m" }, { thinkingToggle: true })).ready).toBe(true);

@@ -10,16 +10,11 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import type { BenchResult } from "../../gate/bench";
 import { benchMain, verifyMain } from "../../gate/cli";
 import { bench, EndpointError, verify } from "../../gate/index";
-import {
-  answering,
-  crashOnFirstGeneration,
-  htmlLoginPage,
-  neverAnswering,
-  type TestServer,
-} from "./misbehaving-servers";
-import { profileVariant, startSim, tinyVariant, type SimHandle } from "./sim-fixture";
+import { answering, crashOnFirstGeneration, htmlLoginPage, neverAnswering } from "./misbehaving-servers";
+import { profileVariant, startSim, tinyVariant } from "./sim-fixture";
 
 const repo = path.resolve(__dirname, "../..");
 let servers: { close(): Promise<void> }[] = [];
@@ -181,8 +176,7 @@ describe("11.7 nothing lost at the end of a bench run", () => {
   });
 
   it("the results table is printed even when the files cannot be written at the end", async () => {
-    let sim: SimHandle | null = null;
-    sim = await startSim();
+    const sim = await startSim();
     servers.push(sim);
     expect((await verify({ url: sim.url })).ready).toBe(true);
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-lost-"));
@@ -235,7 +229,7 @@ describe("11.3 failure is never capacity (command line)", () => {
       o,
     );
     expect(code).toBe(3);
-    const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8"));
+    const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8")) as BenchResult;
     expect(json.failedLevels).toEqual([4]);
     expect(json.sweep[1].withinErrorBudget).toBe(false);
     expect(json.saturationConcurrency).not.toBe(4);

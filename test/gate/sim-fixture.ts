@@ -54,7 +54,7 @@ export async function startSim(
     }),
     serviceLogs: async () => logs.slice(-50).join("\n"),
     close: () => sim.close(),
-  }) as SimHandle;
+  });
 }
 
 /** A profile file: tiny with changes (fault settings, load time), for faults whose defaults don't fit a test. */

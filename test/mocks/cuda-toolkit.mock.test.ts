@@ -46,7 +46,7 @@ describe("CudaToolkit (mocks)", async () => {
       expect(r.inputs.create).toMatch(/^sudo -n /);
       expect(r.inputs.create).not.toContain("PRIVATE KEY");
       // The script's hash is always a trigger: an edited script re-runs.
-      expect(r.inputs.triggers[0]).toBe(`${script.name}:${script.hash}`);
+      expect((r.inputs.triggers as string[])[0]).toBe(`${script.name}:${script.hash}`);
       expect(r.inputs.addPreviousOutputInEnv).toBe(false);
     }
   });

@@ -99,7 +99,7 @@ describe("GpuServingHost on the simulated platform (mocks)", async () => {
     const ts = named(all, "sim-1-toolkit-state").inputs;
     expect(ts.onDrift).toBe("repair");
     expect(ts.connection).toEqual({ kind: "simulated", root });
-    expect(ts.repairs.map((s: { script: string }) => s.script)).toEqual([
+    expect((ts.repairs as { script: string }[]).map((s) => s.script)).toEqual([
       PREPARE_SCRIPT,
       "components/cuda-toolkit/scripts/repository.sh",
       "components/cuda-toolkit/scripts/install.sh",

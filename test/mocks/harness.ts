@@ -13,7 +13,7 @@ export interface Registered {
   parent: string;
   /** URNs of the resources it waits for (dependsOn and inputs). */
   dependencies: string[];
-  inputs: Record<string, any>;
+  inputs: Record<string, unknown>;
 }
 
 interface RegisterRequest {
@@ -43,15 +43,18 @@ export function recordResources(
   settle(): Promise<Registered[]>;
 } {
   const resources: Registered[] = [];
-  const inputsByKey = new Map<string, Record<string, any>>();
-  pulumi.runtime.setMocks(
+  const inputsByKey = new Map<string, Record<string, unknown>>();
+  // setMocks is async only in name: it installs the mock monitor before it returns, which getMonitor()
+  // below relies on, and a failure still surfaces as an unhandled rejection.
+  void pulumi.runtime.setMocks(
     {
       newResource: (args) => {
-        inputsByKey.set(`${args.type}::${args.name}`, args.inputs);
+        const inputs = args.inputs as Record<string, unknown>;
+        inputsByKey.set(`${args.type}::${args.name}`, inputs);
         return {
           id: `${args.name}-id`,
           state: {
-            ...args.inputs,
+            ...inputs,
             stdout: stdout(args.name),
             // A StampKey's random key is its dynamic provider's output, which mocks never compute.
             ...(args.name.endsWith("-stamp-key") ? { key: "0".repeat(64) } : {}),
@@ -59,7 +62,7 @@ export function recordResources(
           },
         };
       },
-      call: (args) => args.inputs,
+      call: (args) => args.inputs as Record<string, unknown>,
     },
     "gpuhost",
     "mock",
@@ -117,7 +120,7 @@ const SECRET_SIG = "4dabf18193072939515e22adb298388d";
 const SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270";
 
 /** An input as the provider receives it: whether it is marked secret, and its value. */
-export function unwrap(input: unknown): { secret: boolean; value: any } {
+export function unwrap(input: unknown): { secret: boolean; value: unknown } {
   if (typeof input === "object" && input !== null && (input as Record<string, unknown>)[SECRET_SIG] === SECRET_VALUE)
     return { secret: true, value: (input as { value: unknown }).value };
   return { secret: false, value: input };

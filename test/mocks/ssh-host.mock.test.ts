@@ -75,7 +75,11 @@ describe("GpuServingHost on an SSH host (mocks)", async () => {
       remoteHost: "127.0.0.1",
       remotePort: config.services.port,
     });
-    expect(access.value.connection).toMatchObject({ kind: "ssh", host: "10.0.0.5", privateKey: KEY });
+    expect((access.value as { connection: unknown }).connection).toMatchObject({
+      kind: "ssh",
+      host: "10.0.0.5",
+      privateKey: KEY,
+    });
     expect(v.serviceStateCommand).toBeUndefined();
     expect(unwrap(v.apiKey)).toEqual({ secret: true, value: API_KEY });
   });
@@ -83,6 +87,6 @@ describe("GpuServingHost on an SSH host (mocks)", async () => {
   it("ToolkitState probes over the same connection, stored as a secret; no preparation among its repairs", () => {
     const ts = named(all, "gpu1-toolkit-state").inputs;
     expect(unwrap(ts.connection).secret).toBe(true);
-    expect(ts.repairs[0].script).toBe("components/cuda-toolkit/scripts/repository.sh");
+    expect((ts.repairs as { script: string }[])[0].script).toBe("components/cuda-toolkit/scripts/repository.sh");
   });
 });

@@ -3,7 +3,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseSimArgs } from "../../simulator/cli";
 import { FAULT_NAMES } from "../../simulator/faults";
-import { post, waitHealthy } from "./helpers";
+import { type ChatCompletion, post, waitHealthy } from "./helpers";
 
 const ROOT = path.join(__dirname, "..", "..");
 const children: ChildProcess[] = [];
@@ -71,7 +71,7 @@ describe("gpuhost sim command line (real child processes)", () => {
     const url = await urlOf(r);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     await waitHealthy(url);
-    const res = await post(`${url}/v1/chat/completions`, {
+    const res = await post<ChatCompletion>(`${url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "Say just 'OK'" }],
       max_tokens: 300,
     });

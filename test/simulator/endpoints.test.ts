@@ -1,5 +1,18 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
+import {
+  type ApiError,
+  type ChatCompletion,
+  closeAll,
+  derivedProfile,
+  json,
+  post,
+  type ServerInfo,
+  type SpeculativeGenerated,
+  sleep,
+  startTestSim,
+  type Truth,
+  waitHealthy,
+} from "./helpers";
 
 afterEach(closeAll);
 
@@ -13,13 +26,13 @@ describe("SGLang's native endpoints", () => {
     expect((await fetch(`${sim.url}/health`)).status).toBe(503);
     expect((await fetch(`${sim.url}/health_generate`)).status).toBe(503);
     expect((await json(`${sim.url}/v1/models`)).status).toBe(503);
-    const chat = await post(`${sim.url}/v1/chat/completions`, {
+    const chat = await post<ApiError>(`${sim.url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "hi" }],
       max_tokens: 4,
     });
     expect(chat.status).toBe(503);
     expect(chat.body.error.message).toMatch(/loading/);
-    expect((await json(`${sim.url}/sim/truth`)).body.status).toBe("loading");
+    expect((await json<Truth>(`${sim.url}/sim/truth`)).body.status).toBe("loading");
     await waitHealthy(sim.url);
     expect((await json(`${sim.url}/v1/models`)).status).toBe(200);
     expect(sim.logs.some((l) => l.includes("The server is fired up and ready to roll!"))).toBe(true);
@@ -37,7 +50,7 @@ describe("SGLang's native endpoints", () => {
   it("/generate: meta_info with e2e_latency; speculative profiles add spec_verify_ct and spec_accept_length", async () => {
     const sim = await startTestSim({ profile: "kimi-k2.6-8x-rtx-pro-6000-eagle3", timeScale: 2000 });
     await waitHealthy(sim.url);
-    const res = await post(`${sim.url}/generate`, {
+    const res = await post<SpeculativeGenerated>(`${sim.url}/generate`, {
       text: "Once upon a time",
       sampling_params: { max_new_tokens: 3000, ignore_eos: true },
     });
@@ -50,7 +63,7 @@ describe("SGLang's native endpoints", () => {
     expect(meta.spec_accept_length).toBeGreaterThan(3.0);
     expect(meta.spec_accept_length).toBeLessThan(3.4);
     expect(meta.e2e_latency).toBeGreaterThan(3000 / 100);
-    const info = (await json(`${sim.url}/get_server_info`)).body;
+    const info = (await json<ServerInfo>(`${sim.url}/get_server_info`)).body;
     expect(info.speculative_algorithm).toBe("EAGLE3");
     expect(info.internal_states[0].avg_spec_accept_length).toBeGreaterThan(3.0);
     expect(info.internal_states[0].avg_spec_accept_length).toBeLessThan(3.4);
@@ -61,7 +74,7 @@ describe("SGLang's native endpoints", () => {
   it("/get_server_info of an autoregressive profile has no acceptance length", async () => {
     const sim = await startTestSim({ timeScale: 10 });
     await waitHealthy(sim.url);
-    const info = (await json(`${sim.url}/get_server_info`)).body;
+    const info = (await json<ServerInfo>(`${sim.url}/get_server_info`)).body;
     expect(info.speculative_algorithm).toBeNull();
     expect(info.internal_states[0]).not.toHaveProperty("avg_spec_accept_length");
     expect(info.max_running_requests).toBe(32);
@@ -90,7 +103,7 @@ describe("SGLang's native endpoints", () => {
     const sim = await startTestSim({ timeScale: 0.5 });
     await waitHealthy(sim.url);
     const all = Array.from({ length: 40 }, () =>
-      post(`${sim.url}/v1/chat/completions`, {
+      post<ChatCompletion>(`${sim.url}/v1/chat/completions`, {
         messages: [{ role: "user", content: "essay" }],
         max_tokens: 600,
         chat_template_kwargs: { thinking: false },

@@ -1,7 +1,20 @@
 import OpenAI from "openai";
 import * as net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
+import {
+  type ApiError,
+  type ChatCompletion,
+  closeAll,
+  derivedProfile,
+  type Generated,
+  json,
+  type ModelList,
+  post,
+  sleep,
+  startTestSim,
+  type Truth,
+  waitHealthy,
+} from "./helpers";
 
 afterEach(closeAll);
 
@@ -39,18 +52,18 @@ describe("faults", () => {
       p.load.maxSeconds = 4;
     });
     const sim = await startTestSim({ profile, faults: ["models-before-ready"], timeScale: 1 });
-    const models = await json(`${sim.url}/v1/models`);
+    const models = await json<ModelList>(`${sim.url}/v1/models`);
     expect(models.status).toBe(200);
     expect(models.body.data[0].id).toBe("tiny");
     expect((await fetch(`${sim.url}/health`)).status).toBe(503);
     let settled = false;
-    const chat = post(`${sim.url}/v1/chat/completions`, CHAT).then((r) => {
+    const chat = post<ChatCompletion>(`${sim.url}/v1/chat/completions`, CHAT).then((r) => {
       settled = true;
       return r;
     });
     await sleep(300);
     expect(settled).toBe(false);
-    expect((await json(`${sim.url}/sim/truth`)).body.status).toBe("loading");
+    expect((await json<Truth>(`${sim.url}/sim/truth`)).body.status).toBe("loading");
     const res = await chat;
     expect(res.status).toBe(200);
     expect(res.body.usage.completion_tokens).toBe(200);
@@ -92,14 +105,14 @@ describe("faults", () => {
     // compile 90 simulated s at time scale 100 = 0.9 s of wall time
     const sim = await startTestSim({ faults: ["slow-first-request"], timeScale: 100 });
     await waitHealthy(sim.url);
-    const first = post(`${sim.url}/generate`, { text: "x", sampling_params: { max_new_tokens: 10 } });
+    const first = post<Generated>(`${sim.url}/generate`, { text: "x", sampling_params: { max_new_tokens: 10 } });
     await sleep(50);
     // SGLang's health check gives up after 20 s without output from the scheduler
     expect((await fetch(`${sim.url}/health`)).status).toBe(503);
     const res = await first;
     expect(res.status).toBe(200);
     expect(res.body.meta_info.e2e_latency).toBeGreaterThanOrEqual(90);
-    const second = await post(`${sim.url}/generate`, { text: "x", sampling_params: { max_new_tokens: 10 } });
+    const second = await post<Generated>(`${sim.url}/generate`, { text: "x", sampling_params: { max_new_tokens: 10 } });
     expect(second.body.meta_info.e2e_latency).toBeLessThan(5);
     expect((await fetch(`${sim.url}/health`)).status).toBe(200);
   });
@@ -120,7 +133,7 @@ describe("faults", () => {
     expect(res.usage?.completion_tokens).toBe(64);
     expect((res.usage as unknown as { reasoning_tokens: number }).reasoning_tokens).toBe(64);
     // thinking off: the answer comes
-    const off = await post(`${sim.url}/v1/chat/completions`, {
+    const off = await post<ChatCompletion>(`${sim.url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "Say just 'OK'" }],
       max_tokens: 64,
       chat_template_kwargs: { thinking: false },
@@ -147,7 +160,7 @@ describe("faults", () => {
     expect(tokens).toBe(32);
     const nonStream = await post(`${sim.url}/v1/chat/completions`, CHAT).catch((err: Error) => err);
     expect(nonStream).toBeInstanceOf(Error);
-    const truth = (await json(`${sim.url}/sim/truth`)).body;
+    const truth = (await json<Truth>(`${sim.url}/sim/truth`)).body;
     expect(truth.requests.failedBy["reset-mid-stream"]).toBe(2);
     expect(truth.requests.completed).toBe(0);
     expect(truth.tokensEmitted).toBe(64);
@@ -159,12 +172,14 @@ describe("faults", () => {
     });
     const sim = await startTestSim({ profile, faults: ["overload-500"], timeScale: 1 });
     await waitHealthy(sim.url);
-    const results = await Promise.all(Array.from({ length: 7 }, () => post(`${sim.url}/v1/chat/completions`, CHAT)));
+    const results = await Promise.all(
+      Array.from({ length: 7 }, () => post<ApiError>(`${sim.url}/v1/chat/completions`, CHAT)),
+    );
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([200, 200, 200, 200, 500, 500, 500]);
     const error = results.find((r) => r.status === 500)!.body.error;
     expect(error).toMatchObject({ type: "InternalServerError", code: 500 });
-    expect((await json(`${sim.url}/sim/truth`)).body.requests.failedBy["overload-500"]).toBe(3);
+    expect((await json<Truth>(`${sim.url}/sim/truth`)).body.requests.failedBy["overload-500"]).toBe(3);
   });
 
   it("silent: the connection is accepted, nothing ever answers, /health included", async () => {
@@ -181,7 +196,7 @@ describe("faults", () => {
     });
     const sim = await startTestSim({ profile, timeScale: 4 });
     await waitHealthy(sim.url);
-    const res = await post(`${sim.url}/v1/chat/completions`, {
+    const res = await post<ChatCompletion>(`${sim.url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "Hello" }],
       max_tokens: 20,
     });

@@ -7,7 +7,17 @@ import * as http from "node:http";
 import * as net from "node:net";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
+import {
+  type ApiError,
+  closeAll,
+  derivedProfile,
+  json,
+  post,
+  sleep,
+  startTestSim,
+  type Truth,
+  waitHealthy,
+} from "./helpers";
 
 afterEach(closeAll);
 
@@ -21,7 +31,7 @@ describe("request validation", () => {
   it("malformed messages are 400 with OpenAI's error shape, never a 500", async () => {
     const sim = await ready();
     for (const messages of [[null], [1], ["hi"], [{ content: "no role" }], [{ role: "user", content: 5 }]]) {
-      const r = await post(`${sim.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 });
+      const r = await post<ApiError>(`${sim.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 });
       expect(r.status, JSON.stringify(messages)).toBe(400);
       expect(r.body.error.type).toBe("BadRequestError");
       expect(r.body.error.message).toMatch(/^messages\.0/);
@@ -36,7 +46,7 @@ describe("request validation", () => {
   it("max_tokens and max_new_tokens are bounded by the context length (400 at once, not a generation without end)", async () => {
     const sim = await ready();
     const t0 = performance.now();
-    const g = await post(`${sim.url}/generate`, { text: "hi", sampling_params: { max_new_tokens: 1e12 } });
+    const g = await post<ApiError>(`${sim.url}/generate`, { text: "hi", sampling_params: { max_new_tokens: 1e12 } });
     expect(g.status).toBe(400);
     expect(g.body.error.message).toContain("maximum context length of 32768");
     const c = await post(`${sim.url}/v1/chat/completions`, {
@@ -51,7 +61,7 @@ describe("request validation", () => {
   it("a body over 16 MiB is answered 413, by Content-Length or while streaming, and the server goes on serving", async () => {
     const sim = await ready();
     const big = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "x".repeat(17 * 1024 * 1024) }] });
-    const r = await json(`${sim.url}/v1/chat/completions`, {
+    const r = await json<ApiError>(`${sim.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: big,
@@ -118,7 +128,7 @@ describe("connection limits", () => {
     });
     const sim = await ready({ profile, maxQueuedRequests: 2, timeScale: 1 });
     const ask = () =>
-      post(`${sim.url}/v1/chat/completions`, {
+      post<ApiError>(`${sim.url}/v1/chat/completions`, {
         model: "tiny",
         messages: [{ role: "user", content: "write" }],
         max_tokens: 20,
@@ -132,7 +142,7 @@ describe("connection limits", () => {
     expect(refused.body.error.message).toContain("The request queue is full");
     expect((performance.now() - t0) / 1000).toBeLessThan(0.3);
     expect((await Promise.all(first)).map((r) => r.status)).toEqual([200, 200, 200]);
-    const truth = await json(`${sim.url}/sim/truth`);
+    const truth = await json<Truth>(`${sim.url}/sim/truth`);
     expect(truth.body.requests.failedBy["queue-full"]).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, json, post, startTestSim, waitHealthy } from "./helpers";
+import { closeAll, json, post, startTestSim, type Truth, waitHealthy } from "./helpers";
 
 afterEach(closeAll);
 
@@ -94,7 +94,7 @@ describe("the official openai client against the simulator", () => {
     // tiny is autoregressive: one token per chunk, so chunks count tokens here (and only here).
     expect(reasoning + content).toBe(500);
     expect((usage as unknown as { reasoning_tokens: number }).reasoning_tokens).toBe(reasoning);
-    const truth = (await json(`${sim.url}/sim/truth`)).body;
+    const truth = (await json<Truth>(`${sim.url}/sim/truth`)).body;
     expect(truth.tokensEmitted).toBe(500);
     expect(truth.completed.reasoningTokens).toBe(reasoning);
   });
@@ -107,7 +107,7 @@ describe("the official openai client against the simulator", () => {
         messages: [{ role: "user", content: "hi" }],
         max_tokens: 40_000,
       }),
-    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("maximum context length") });
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("maximum context length") as unknown });
     await expect(openai.chat.completions.create({ model: "tiny", messages: [] })).rejects.toMatchObject({
       status: 400,
     });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { listProfiles, loadProfile, parseProfile, ProfileError } from "../../simulator/profile";
+import { listProfiles, loadProfile, parseProfile, type Profile, ProfileError } from "../../simulator/profile";
 import {
   curveAt,
   decodeRates,
@@ -39,8 +39,9 @@ describe("profiles", () => {
 
   it("a malformed profile is rejected with the path of the bad field", () => {
     const file = derivedProfile("tiny", (p) => {
-      p.decode.perRequestTokensPerSecond[1].value = "fast";
-      delete p.prefill.tokensPerSecond;
+      // Deliberately malformed: a string where the schema wants a number, a required field removed.
+      (p.decode.perRequestTokensPerSecond[1] as { value: unknown }).value = "fast";
+      delete (p.prefill as { tokensPerSecond?: number }).tokensPerSecond;
     });
     expect(() => loadProfile(file)).toThrow(ProfileError);
     let message = "";
@@ -54,10 +55,9 @@ describe("profiles", () => {
   });
 
   it("rejects unknown faults, unsorted curves and min > max load, naming the field", () => {
-    const base = loadProfile("tiny") as unknown as Record<string, any>;
-    const clone = () => JSON.parse(JSON.stringify(base));
-    const a = clone();
-    a.faults = ["no-such-fault"];
+    const base = loadProfile("tiny");
+    const clone = () => JSON.parse(JSON.stringify(base)) as Profile;
+    const a = { ...clone(), faults: ["no-such-fault"] };
     expect(() => parseProfile(a, "x")).toThrow(/faults\[0\]/);
     const b = clone();
     b.decode.perRequestTokensPerSecond = [

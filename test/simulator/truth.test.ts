@@ -1,6 +1,16 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeAll, derivedProfile, json, post, startTestSim, waitHealthy } from "./helpers";
+import {
+  type ChatCompletion,
+  closeAll,
+  derivedProfile,
+  type Generated,
+  json,
+  post,
+  startTestSim,
+  type Truth,
+  waitHealthy,
+} from "./helpers";
 
 afterEach(closeAll);
 
@@ -30,13 +40,16 @@ describe("ground truth", () => {
     const sim = await startTestSim({ profile, timeScale: 1 });
     await waitHealthy(sim.url);
     const openai = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: "none", maxRetries: 0 });
-    const before = (await json(`${sim.url}/sim/truth`)).body;
+    const before = (await json<Truth>(`${sim.url}/sim/truth`)).body;
     const t0 = performance.now();
     const usages = await Promise.all(Array.from({ length: 8 }, () => streamOne(openai, 250)));
     const wallSeconds = (performance.now() - t0) / 1000;
     const promptTokens = usages[0].prompt_tokens;
+    // concurrency, prompt_tokens and output_tokens add `expected`; requests=1 adds `records`.
     const truth = (
-      await json(`${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`)
+      await json<Required<Truth>>(
+        `${sim.url}/sim/truth?concurrency=8&output_tokens=250&prompt_tokens=${promptTokens}&requests=1`,
+      )
     ).body;
 
     const clientTokens = usages.reduce((a, u) => a + u.completion_tokens, 0);
@@ -48,8 +61,8 @@ describe("ground truth", () => {
     expect(truth.records).toHaveLength(8);
     expect(truth.timeScale).toBe(1);
 
-    const level8 = truth.theoretical.find((l: { concurrency: number }) => l.concurrency === 8);
-    expect(level8.aggregateTokensPerSecond).toBe(8 * 250);
+    const level8 = truth.theoretical.find((l) => l.concurrency === 8);
+    expect(level8?.aggregateTokensPerSecond).toBe(8 * 250);
     // Closed loop of one request each: the client measures about what the model says; loose
     // bounds because the wall clock of a shared test machine adds its own delays.
     const measured = clientTokens / wallSeconds / truth.timeScale;
@@ -61,7 +74,7 @@ describe("ground truth", () => {
     const sim = await startTestSim({ timeScale: 4 });
     await waitHealthy(sim.url);
     const t0 = performance.now();
-    const res = await post(`${sim.url}/generate`, {
+    const res = await post<Generated>(`${sim.url}/generate`, {
       text: "abcd",
       sampling_params: { max_new_tokens: 4000, ignore_eos: true },
     });
@@ -73,7 +86,7 @@ describe("ground truth", () => {
     // the client's wall-clock measurement times the scale is the reported latency
     expect((wall * 4) / reported).toBeGreaterThan(0.95);
     expect((wall * 4) / reported).toBeLessThan(1.15);
-    const truth = (await json(`${sim.url}/sim/truth`)).body;
+    const truth = (await json<Truth>(`${sim.url}/sim/truth`)).body;
     expect(truth.timeScale).toBe(4);
     expect(truth.simulatedSeconds / truth.wallSeconds).toBeCloseTo(4, 3);
     expect(truth.theoretical[0].wallAggregateTokensPerSecond).toBe(4 * truth.theoretical[0].aggregateTokensPerSecond);
@@ -85,7 +98,7 @@ describe("ground truth", () => {
       await waitHealthy(sim.url);
       const out: number[] = [];
       for (let i = 0; i < 4; i++) {
-        const r = await post(`${sim.url}/v1/chat/completions`, {
+        const r = await post<ChatCompletion>(`${sim.url}/v1/chat/completions`, {
           messages: [{ role: "user", content: "Say just 'OK'" }],
           max_tokens: 500,
         });

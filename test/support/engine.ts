@@ -22,6 +22,19 @@ export const TEST_PASSPHRASE = `gpuhost-test-${randomBytes(16).toString("hex")}`
 
 export type PluginSet = "stand-ins" | "upstream";
 
+/** `pulumi stack export` as far as the tests read it: each resource as the state stores it. */
+export interface StateExport {
+  deployment: {
+    resources: {
+      urn: string;
+      type: string;
+      inputs?: Record<string, unknown>;
+      outputs?: Record<string, unknown>;
+      dependencies?: string[];
+    }[];
+  };
+}
+
 /** The folder of upstream plugin builds, when the environment names one. */
 export function upstreamPluginDir(): string | undefined {
   const dir = process.env.GPUHOST_UPSTREAM_PLUGINS;

@@ -58,7 +58,7 @@ export async function startSshd(extra: string[] = []): Promise<TestSshd> {
     });
     let stderr = "";
     proc.stderr?.on("data", (b: Buffer) => {
-      stderr += b;
+      stderr += b.toString();
     });
     const deadline = Date.now() + 10_000;
     for (;;) {

@@ -8,6 +8,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import type { StackOutputs } from "../../components/stack-outputs";
 import { EngineOptions, EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
 import { type PluginSet, testEngineOptions } from "./engine";
 
@@ -19,7 +20,8 @@ export interface TestStack {
   run(...args: string[]): Promise<EngineResult>;
   /** Runs pulumi on this stack and throws (with the output) unless it exits 0. */
   ok(...args: string[]): Promise<EngineResult>;
-  outputs(): Promise<Record<string, any>>;
+  /** `pulumi stack output --json`, as the program declares it (not validated). */
+  outputs(): Promise<StackOutputs>;
   /** Destroys the stack (best effort) and removes the temporary folders. */
   dispose(): Promise<void>;
 }
@@ -68,7 +70,7 @@ export async function createTestStack(
     run,
     ok,
     async outputs() {
-      return JSON.parse((await ok("stack", "output", "--json")).stdout);
+      return JSON.parse((await ok("stack", "output", "--json")).stdout) as StackOutputs;
     },
     async dispose() {
       try {

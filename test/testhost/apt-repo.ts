@@ -170,7 +170,8 @@ export async function buildStandinDebs(
 async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
   const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) =>
-    execFile(cmd, args, { encoding: "buffer", maxBuffer: 1 << 24 }, (err, stdout) =>
+    // err: the Error execFile fails with (@types/node's ExecFileException is an Omit<> of one).
+    execFile(cmd, args, { encoding: "buffer", maxBuffer: 1 << 24 }, (err: Error | null, stdout: Buffer) =>
       err ? reject(err) : resolve(stdout),
     ),
   );

@@ -254,7 +254,8 @@ async function waitForBoot(
   logPath: string,
 ): Promise<{ sshAt: number; settledAt: number }> {
   const deadline = Date.now() + boundMs;
-  let exited: string | null = null;
+  // Typed by a cast: the exit listener sets it, which TypeScript's narrowing of `= null` cannot see.
+  let exited = null as string | null;
   child.once("exit", (code, signal) => (exited = `systemd-nspawn exited (${code ?? signal}) during boot`));
   const tail = () => (existsSync(logPath) ? readFileSync(logPath, "utf8").slice(-3000) : "");
   let last = "";

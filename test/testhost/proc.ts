@@ -89,7 +89,8 @@ export async function withLock<T>(lockPath: string, waitMs: number, fn: () => Pr
         await fs.rm(lockPath, { recursive: true, force: true });
         continue;
       }
-      if (Date.now() > deadline) throw new Error(`timed out waiting for lock ${lockPath} (held by pid ${owner})`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for lock ${lockPath} (held by pid ${owner})`, { cause: err });
       await new Promise((r) => setTimeout(r, 500));
     }
   }

@@ -139,7 +139,7 @@ describe("VerifiedGeneration provider", () => {
   it("create fails naming the draft model when speculative acceptance is below the floor; passes above it", async () => {
     const poor = derivedProfile("tiny", (p) => {
       p.speculative = { algorithm: "EAGLE3" };
-      p.drafts.EAGLE3.acceptLength = [{ batch: 1, value: 1.05 }];
+      p.drafts!.EAGLE3!.acceptLength = [{ batch: 1, value: 1.05 }];
     });
     const bad = await sim([], poor);
     const speculative = { algorithm: "EAGLE3", draftModelPath: "/models/Kimi-K2.6-EAGLE3", acceptanceFloor: 1.5 };
