@@ -3,10 +3,10 @@
 // (@pulumi/command has no read: commands alone never notice a host changing under them).
 //
 // Closure serialization captures the provider object into the state (pulumi#6490: refresh runs
-// the captured code). Each method therefore only require()s the compiled implementation by
-// absolute path at call time; nothing else (no zod, no clients) is captured.
+// the captured code), so the provider is components/call-time-provider.ts's: it finds the compiled
+// implementation (provider-impl.ts) when a method runs; no path and no code of ours is captured.
 import * as pulumi from "@pulumi/pulumi";
-import { projectRoot } from "../../project-files";
+import { callTimeProvider } from "../call-time-provider";
 import type { HostConnectionInput } from "../host/script";
 import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStepInput } from "./schema";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
@@ -41,36 +41,9 @@ export interface ToolkitStateArgs {
   /** The API key: its file on the host is compared with it on every probe, and rewritten by a repair. */
   apiKey?: pulumi.Input<string>;
   apiKeyFile?: { path: string; script: string };
-  /** The gpuhost project root, whose dist/ holds the provider code. Default: found from this file. */
-  projectRoot?: string;
 }
 
-// Each method loads the compiled implementation at call time: only `load`, `require` and this string
-// are captured. `projectRoot` (an input, so it is in the state) says where the implementation lives.
-// The types below are erased by tsc: nothing of provider-impl is captured.
-const implPath = "dist/components/drift/provider-impl.js";
-type Impl = typeof import("./provider-impl");
-type Inputs = import("./provider-impl").ToolkitStateInputs;
-type Outputs = import("./provider-impl").ToolkitStateOutputs;
-
-function load(props: { projectRoot: string }): Impl {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- by absolute path at call time, never captured (see above)
-  return require((require("path") as typeof import("node:path")).join(props.projectRoot, implPath)) as Impl;
-}
-
-const toolkitStateProvider: pulumi.dynamic.ResourceProvider<Inputs, Outputs> = {
-  check: (olds, news) => load(news).check(olds, news),
-  // A diff against a state written before projectRoot was an input still finds the code.
-  diff: (id, olds, news) => load(news.projectRoot ? news : olds).diff(id, olds, news),
-  create: (inputs) => load(inputs).create(inputs),
-  // The SDK types read's `inputs` like its outputs; ours are the inputs (a subset), which is what the engine takes.
-  read: async (id, props) => {
-    const stored = props as Outputs;
-    return (await load(stored).read(id, stored)) as unknown as pulumi.dynamic.ReadResult<Outputs>;
-  },
-  update: (id, olds, news) => load(news).update(id, olds, news),
-  delete: (id, props) => load(props).remove(id, props),
-};
+const toolkitStateProvider = callTimeProvider("dist/components/drift/provider-impl.js");
 
 /**
  * The toolkit state of one host. Create it after provisioning (dependsOn the toolkit, environment
@@ -95,7 +68,6 @@ export class ToolkitState extends pulumi.dynamic.Resource {
       toolkitStateProvider,
       name,
       {
-        projectRoot: args.projectRoot ?? projectRoot(),
         providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
         connection,
         expected: args.expected,

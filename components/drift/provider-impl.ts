@@ -1,7 +1,7 @@
-// ToolkitState's provider methods as plain functions. The serialized provider in index.ts holds
-// nothing but `require(<projectRoot>/dist/components/drift/provider-impl.js)` per method,
-// so this code (with zod and the host exec layer) is loaded at call time and never captured into
-// the state. Unit tests call these functions directly (the engine cannot run inside Vitest).
+// ToolkitState's provider methods as plain functions. The state stores only
+// components/call-time-provider.ts's small object, which loads the compiled copy of this module from
+// wherever gpuhost is when a method runs (a stack survives a move of its checkout), so this code
+// (with zod and the host exec layer) is never captured into the state. Unit tests call these functions directly (the engine cannot run inside Vitest).
 //
 // State layout (outputs): the inputs, plus
 //   hostLabel  where the probe ran (never the key)
@@ -20,6 +20,7 @@ import { baselineOf, findDrift } from "./drift";
 import { probeHost } from "./probe";
 import { planRepairs, repairScriptPath, runRepairs } from "./repair";
 import { installProcessGuard } from "../../gate/process-guard";
+import { projectRoot } from "../../project-files";
 import {
   type Baseline,
   type Drift,
@@ -40,7 +41,6 @@ if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) installProcessGuard(
 
 /** What the program passes (pulumi.Input values resolved). */
 export interface ToolkitStateInputs {
-  projectRoot: string;
   providerVersion: string;
   connection: HostConnection;
   expected: ExpectedState;
@@ -60,16 +60,7 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   drift: Drift[];
 }
 
-const INPUT_KEYS = [
-  "projectRoot",
-  "providerVersion",
-  "connection",
-  "expected",
-  "onDrift",
-  "repairs",
-  "apiKey",
-  "apiKeyFile",
-] as const;
+const INPUT_KEYS = ["providerVersion", "connection", "expected", "onDrift", "repairs", "apiKey", "apiKeyFile"] as const;
 
 /** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
@@ -128,7 +119,7 @@ async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefine
   const { connection, expected } = parsed(inputs);
   const observed = await probeHost(connection, expected);
   if (inputs.apiKey !== undefined && inputs.apiKeyFile !== undefined)
-    observed.apiKeyFile = await checkApiKeyFile(connection, inputs.projectRoot, inputs.apiKeyFile, inputs.apiKey);
+    observed.apiKeyFile = await checkApiKeyFile(connection, projectRoot(), inputs.apiKeyFile, inputs.apiKey);
   const base = baseline ?? baselineOf(observed);
   return {
     ...inputsOf(inputs),
@@ -144,12 +135,6 @@ export async function check(
   news: ToolkitStateInputs,
 ): Promise<{ inputs: ToolkitStateInputs; failures: { property: string; reason: string }[] }> {
   const failures: { property: string; reason: string }[] = [];
-  if (typeof news.projectRoot !== "string" || !news.projectRoot.startsWith("/")) {
-    failures.push({
-      property: "projectRoot",
-      reason: "must be the absolute path of the gpuhost project (its dist/ holds the provider code)",
-    });
-  }
   if (!JSON.stringify(news.expected ?? null).includes(UNKNOWN)) {
     const r = expectedStateSchema.safeParse(news.expected);
     if (!r.success)
@@ -159,12 +144,12 @@ export async function check(
   const d = onDriftSchema.safeParse(news.onDrift);
   if (!d.success) failures.push({ property: "onDrift", reason: d.error.issues[0]?.message ?? "invalid" });
   if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN))
-    failures.push(...checkRepairs(news.projectRoot, news.repairs));
+    failures.push(...checkRepairs(projectRoot(), news.repairs));
   return { inputs: news, failures };
 }
 
 /** Each repair step's shape, and that its script exists: a missing one would only fail the day a host drifted. */
-function checkRepairs(projectRoot: string, repairs: unknown): { property: string; reason: string }[] {
+function checkRepairs(root: string, repairs: unknown): { property: string; reason: string }[] {
   if (repairs === undefined) return [];
   if (!Array.isArray(repairs)) return [{ property: "repairs", reason: "must be a list of repair steps" }];
   const failures: { property: string; reason: string }[] = [];
@@ -175,10 +160,9 @@ function checkRepairs(projectRoot: string, repairs: unknown): { property: string
         failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
       return;
     }
-    if (typeof projectRoot !== "string" || !projectRoot.startsWith("/")) return;
     let file: string;
     try {
-      file = repairScriptPath(projectRoot, step.data.script);
+      file = repairScriptPath(root, step.data.script);
     } catch (e) {
       failures.push({ property: `repairs.${i}.script`, reason: (e as Error).message });
       return;
@@ -216,9 +200,8 @@ export async function diff(
   news: ToolkitStateInputs,
 ): Promise<{ changes: boolean; replaces: string[] }> {
   if (JSON.stringify(news).includes(UNKNOWN)) return { changes: true, replaces: [] };
-  const changedInputs = INPUT_KEYS.filter(
-    (k) => k !== "projectRoot" && JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null),
-  );
+  // Only today's input keys: a state written when the checkout's path was an input still diffs clean.
+  const changedInputs = INPUT_KEYS.filter((k) => JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null));
   if (changedInputs.length > 0) return { changes: true, replaces: [] };
   if (!olds.observed || !olds.baseline) return { changes: true, replaces: [] };
   const drift = findDrift(expectedStateSchema.parse(news.expected), olds.baseline, olds.observed);
@@ -244,7 +227,7 @@ export async function update(
   const { connection, expected, onDrift, repairs } = parsed(news);
   if (outs.drift.length > 0 && onDrift === "repair") {
     const plan = planRepairs(outs.drift, expected, repairs);
-    await runRepairs(connection, news.projectRoot, plan.steps, {
+    await runRepairs(connection, projectRoot(), plan.steps, {
       log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`),
       secrets: { apiKey: news.apiKey },
     });
@@ -286,3 +269,6 @@ async function checkApiKeyFile(
 
 /** Recording only: deleting the record leaves the host as it is. */
 export async function remove(_id: string, _props: ToolkitStateOutputs): Promise<void> {}
+
+/** What callTimeProvider("dist/components/drift/provider-impl.js") calls. */
+export const provider = { check, diff, create, read, update, delete: remove };

@@ -4,10 +4,10 @@
  * benchmark, then capacity plan; refresh = one cheap generation (drift when it fails).
  */
 import * as pulumi from "@pulumi/pulumi";
-import { projectRoot } from "../../project-files";
+import { callTimeProvider } from "../call-time-provider";
 import type { VerifiedGenerationOutputs } from "../../gate/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
-import { PROVIDER_VERSION, verifiedGenerationProvider } from "./provider";
+import { PROVIDER_VERSION } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, REPLACE_KEYS } from "./provider";
 
@@ -51,8 +51,6 @@ export interface VerifiedGenerationArgs {
     remoteHost: string;
     remotePort: number;
   }>;
-  /** Folder holding dist/gate (the compiled gate the provider loads at call time). Default: this project's root. */
-  projectRoot?: pulumi.Input<string>;
 }
 
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
@@ -75,7 +73,6 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
-      projectRoot: args.projectRoot ?? projectRoot(),
       providerVersion: PROVIDER_VERSION,
       endpoint: pulumi.all([args.url, args.model]).apply(([url, model]) => ({ url, model })),
       apiKey: args.apiKey,
@@ -107,7 +104,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       capacity: undefined,
     };
     super(
-      verifiedGenerationProvider,
+      callTimeProvider("dist/components/verified-generation/provider.js"),
       name,
       props,
       { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey", "hostAccess"] },

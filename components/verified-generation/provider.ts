@@ -2,20 +2,20 @@
  * The VerifiedGeneration dynamic provider, as plain functions (tests call them directly: the
  * engine's closure serialization cannot run inside vitest).
  *
- * Closure serialization stores this provider in the stack state, so it stays tiny: no imports are
- * captured; every method loads the COMPILED gate by absolute path at call time
- * (inputs.projectRoot/dist/gate/index.js). PROVIDER_VERSION travels as an input and shows in diff,
- * so a changed provider reaches stacks created by an older one (refresh runs the stored code).
+ * This module is not serialized: the state stores only components/call-time-provider.ts's small
+ * object, which loads the compiled copy of this module (dist/components/verified-generation/provider.js)
+ * from wherever gpuhost is when a method runs, so a stack survives a move of its checkout.
+ * PROVIDER_VERSION travels as an input and shows in diff.
  */
-
-// Types only (erased by tsc): the gate's module and schemas type the provider end to end without
-// being captured by closure serialization.
-import type * as GateModule from "../../gate/index";
+import { randomBytes } from "node:crypto";
+import * as GateModule from "../../gate/index";
 import type { HostConnection } from "../host/connection";
+import { execOnHost } from "../host/exec";
+import { openTunnel } from "../host/tunnel";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "2";
+export const PROVIDER_VERSION = "3";
 
 /** What defines the served thing: a change means a fresh verification and benchmark. */
 const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
@@ -23,7 +23,6 @@ export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
 
 // Module-local (not exported) so the serialized methods capture just this array, not `exports`.
 const INPUT_KEY_LIST = [
-  "projectRoot",
   "providerVersion",
   "endpoint",
   "apiKey",
@@ -42,7 +41,6 @@ const INPUT_KEY_LIST = [
 export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
 
 export interface VerifiedGenerationInputs {
-  projectRoot: string;
   providerVersion: string;
   endpoint: { url: string; model: string };
   apiKey?: string;
@@ -68,22 +66,8 @@ export interface VerifiedGenerationInputs {
 
 type Gate = typeof GateModule;
 
-/**
- * require() at call time, the provider's one way to load code: closure serialization stores the
- * provider in the state, so it names modules (and the project's compiled files by absolute path)
- * when a method runs instead of capturing them. The type parameter is erased by tsc.
- */
-function load<T>(id: string): T {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded at call time, never captured (see above)
-  return require(id) as T;
-}
-
-function compiled<T>(projectRoot: string, rel: string): T {
-  return load<T>(load<typeof import("node:path")>("path").join(projectRoot, rel));
-}
-
-function loadGate(projectRoot: string): Gate {
-  return compiled<Gate>(projectRoot, "dist/gate/index.js");
+function loadGate(): Gate {
+  return GateModule;
 }
 
 /**
@@ -124,7 +108,7 @@ function stable(v: unknown): string {
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
   const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
-  for (const key of ["projectRoot", "serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
+  for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
     if (typeof news[key] !== "string" || news[key].length === 0)
       failures.push({ property: key, reason: `${key} must be a non-empty string` });
   }
@@ -139,36 +123,25 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
   }
   const gateUrl = typeof endpoint === "object" && endpoint !== null ? endpoint.url : undefined;
-  if (typeof news.projectRoot === "string" && news.projectRoot !== unknown) {
-    let gate: Gate;
+  const gate = loadGate();
+  if (typeof gateUrl === "string" && gateUrl !== unknown) {
     try {
-      gate = loadGate(news.projectRoot);
+      gate.baseUrl(gateUrl);
     } catch (err) {
-      failures.push({
-        property: "projectRoot",
-        reason: `cannot load the compiled gate (run the build first): ${(err as Error).message}`,
-      });
-      return { inputs: news, failures };
+      failures.push({ property: "endpoint", reason: `endpoint.url: ${(err as Error).message}` });
     }
-    if (typeof gateUrl === "string" && gateUrl !== unknown) {
-      try {
-        gate.baseUrl(gateUrl);
-      } catch (err) {
-        failures.push({ property: "endpoint", reason: `endpoint.url: ${(err as Error).message}` });
-      }
-    }
-    const schemas: [string, Gate["VerifyPolicySchema"] | Gate["BenchPlanSchema"] | Gate["WorkloadSchema"]][] = [
-      ["verifyPolicy", gate.VerifyPolicySchema],
-      ["benchPlan", gate.BenchPlanSchema],
-      ["workload", gate.WorkloadSchema],
-    ];
-    for (const [key, schema] of schemas) {
-      if (news[key] === undefined || news[key] === unknown) continue;
-      const parsed = schema.safeParse(news[key]);
-      if (!parsed.success) {
-        for (const issue of parsed.error.issues)
-          failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
-      }
+  }
+  const schemas: [string, Gate["VerifyPolicySchema"] | Gate["BenchPlanSchema"] | Gate["WorkloadSchema"]][] = [
+    ["verifyPolicy", gate.VerifyPolicySchema],
+    ["benchPlan", gate.BenchPlanSchema],
+    ["workload", gate.WorkloadSchema],
+  ];
+  for (const [key, schema] of schemas) {
+    if (news[key] === undefined || news[key] === unknown) continue;
+    const parsed = schema.safeParse(news[key]);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues)
+        failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
     }
   }
   return { inputs: news, failures };
@@ -215,8 +188,6 @@ async function withHostAccess<T>(
       }),
     );
   }
-  const { openTunnel } = compiled<typeof import("../host/tunnel")>(input.projectRoot, "dist/components/host/tunnel.js");
-  const { execOnHost } = compiled<typeof import("../host/exec")>(input.projectRoot, "dist/components/host/exec.js");
   const onHost = async (script: string) => {
     const r = await execOnHost(access.connection, script, [access.unit], {
       timeoutMs: 30_000,
@@ -243,7 +214,7 @@ async function withHostAccess<T>(
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
-  const gate = loadGate(input.projectRoot);
+  const gate = loadGate();
   return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
 }
 
@@ -309,7 +280,7 @@ async function verifyAndMeasure(
   }
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
-  const suffix = load<typeof import("node:crypto")>("crypto").randomBytes(4).toString("hex");
+  const suffix = randomBytes(4).toString("hex");
   return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
 }
 
@@ -319,7 +290,7 @@ export async function update(
   olds: Record<string, unknown>,
   news: Record<string, unknown>,
 ): Promise<{ outs: Record<string, unknown> }> {
-  const gate = loadGate(news.projectRoot as string);
+  const gate = loadGate();
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
   const plan = gate.capacity(
     Number.isFinite(sustained) ? sustained : 0,
@@ -333,7 +304,7 @@ export async function read(
   id: string,
   props: Record<string, unknown>,
 ): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
-  const gate = loadGate(props.projectRoot as string);
+  const gate = loadGate();
   const input = props as unknown as VerifiedGenerationInputs;
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
@@ -350,4 +321,5 @@ export async function deleteResource(): Promise<void> {
   // A verification is a record of what was measured; there is nothing on the host to remove.
 }
 
-export const verifiedGenerationProvider = { check, diff, create, update, read, delete: deleteResource };
+/** What callTimeProvider("dist/components/verified-generation/provider.js") calls. */
+export const provider = { check, diff, create, update, read, delete: deleteResource };

@@ -11,12 +11,10 @@ import type { ToolkitStateInputs, ToolkitStateOutputs } from "../../components/d
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/drift/version";
 import { expectedForSim, JIT_BASE, JIT_KEY, onHost, UNIT_FILE } from "./sim-host";
 
-const PROJECT_ROOT = path.resolve(__dirname, "../..");
 const host = useSimulatedHosts();
 
 function inputs(conn: SimulatedConnection, extra: Partial<ToolkitStateInputs> = {}): ToolkitStateInputs {
   return {
-    projectRoot: PROJECT_ROOT,
     providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
     connection: conn,
     expected: expectedForSim(),
@@ -63,13 +61,7 @@ describe("ToolkitState provider on a simulated host", () => {
 
   it("read returns the inputs unchanged beside the fresh props, so diffs after a refresh stay precise", async () => {
     const { read } = await driftAfter("apt-get remove -y libcurand-dev-13-0 >/dev/null");
-    expect(Object.keys(read.inputs).sort()).toEqual([
-      "connection",
-      "expected",
-      "onDrift",
-      "projectRoot",
-      "providerVersion",
-    ]);
+    expect(Object.keys(read.inputs).sort()).toEqual(["connection", "expected", "onDrift", "providerVersion"]);
     expect(read.inputs.expected).toEqual(expectedForSim());
   });
 
@@ -246,11 +238,10 @@ describe("ToolkitState provider on a simulated host", () => {
   it("check names invalid inputs by path", async () => {
     const conn = host();
     const bad = inputs(conn, {
-      projectRoot: "relative",
       expected: { ...expectedForSim(), toolkitVersion: "thirteen" },
     });
     const { failures } = await impl.check({}, bad);
-    expect(failures.map((f) => f.property).sort()).toEqual(["expected.toolkitVersion", "projectRoot"]);
+    expect(failures.map((f) => f.property).sort()).toEqual(["expected.toolkitVersion"]);
   });
 
   it("an unreachable host makes read fail (a refresh error, not a clean result)", async () => {

@@ -140,7 +140,6 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
 
   function inputs(conn: SimulatedConnection, extra: Partial<ToolkitStateInputs> = {}): ToolkitStateInputs {
     return {
-      projectRoot: PROJECT_ROOT,
       providerVersion: TOOLKIT_STATE_PROVIDER_VERSION,
       connection: conn,
       expected: expectedForSim(),

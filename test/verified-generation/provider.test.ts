@@ -2,12 +2,12 @@
  * The VerifiedGeneration provider's methods as plain functions (the engine's closure serialization
  * cannot run inside vitest), loading the compiled gate by path as they do under the engine.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as net from "node:net";
-import { appendFileSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
@@ -16,38 +16,6 @@ import { derivedProfile } from "../simulator/helpers";
 import { neverAnswering } from "../gate/misbehaving-servers";
 
 const repo = path.resolve(__dirname, "../..");
-let projectRoot = "";
-
-beforeAll(() => {
-  // The provider requires <projectRoot>/dist/gate/index.js: build just the gate into a scratch root.
-  projectRoot = mkdtempSync(path.join(tmpdir(), "gpuhost-vg-"));
-  symlinkSync(path.join(repo, "node_modules"), path.join(projectRoot, "node_modules"));
-  const tsc = path.join(repo, "node_modules/typescript/bin/tsc");
-  execFileSync(
-    process.execPath,
-    [
-      tsc,
-      "--outDir",
-      path.join(projectRoot, "dist"),
-      "--rootDir",
-      repo,
-      "--module",
-      "commonjs",
-      "--moduleResolution",
-      "node",
-      "--target",
-      "ES2022",
-      "--strict",
-      "--esModuleInterop",
-      "--skipLibCheck",
-      "--types",
-      "node",
-      path.join(repo, "gate/index.ts"),
-    ],
-    { stdio: "pipe" },
-  );
-}, 120_000);
-
 let closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of closers) await c();
@@ -80,7 +48,6 @@ async function sim(faults: string[] = [], profile = "tiny") {
 
 function inputs(url: string, over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    projectRoot,
     providerVersion: PROVIDER_VERSION,
     endpoint: { url, model: "tiny" },
     serviceIdentity: "sglang-tiny.service@abc",
@@ -255,9 +222,6 @@ describe("VerifiedGeneration provider", () => {
     expect(bad.failures.map((f) => f.reason).join("\n")).toMatch(
       /verifyPolicy\.deadlineSeconds[\s\S]*benchPlan\.concurrency/,
     );
-    expect((await check({}, inputs("http://x", { projectRoot: "/nonexistent" }))).failures[0].reason).toContain(
-      "cannot load the compiled gate",
-    );
     expect((await check({}, inputs("http://x", { serviceIdentity: "" }))).failures[0].property).toBe("serviceIdentity");
     expect((await check({}, inputs("http://x"))).failures).toEqual([]);
     // A URL the gate could not use is refused before any request, in one sentence naming it.
@@ -279,14 +243,7 @@ describe("VerifiedGeneration provider", () => {
       closers.push(() => new Promise((r) => engine.close(() => r())));
       const child = spawn(
         process.execPath,
-        [
-          "--import",
-          "tsx",
-          path.join(__dirname, "fixtures/fake-dynamic-provider.ts"),
-          projectRoot,
-          silent.url,
-          address,
-        ],
+        ["--import", "tsx", path.join(__dirname, "fixtures/fake-dynamic-provider.ts"), silent.url, address],
         { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
       );
       closers.push(async () => void child.kill("SIGKILL"));
