@@ -41,7 +41,7 @@ function blaster(eventsPerWrite: number): void {
     req.on("end", () => {
       if (req.url === "/v1/models") return res.writeHead(200).end('{"data":[{"id":"blaster"}]}');
       if (req.url !== "/v1/chat/completions") return res.writeHead(404).end();
-      const parts = body(Number(JSON.parse(raw).max_tokens) || 16);
+      const parts = body(Number((JSON.parse(raw) as { max_tokens?: number }).max_tokens) || 16);
       res.writeHead(200, { "content-type": "text/event-stream" });
       let i = 0;
       const pump = () => {

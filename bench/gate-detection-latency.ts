@@ -41,7 +41,8 @@ async function main(): Promise<void> {
     options: { runs: { type: "string", default: "20" }, "load-seconds": { type: "string", default: "1.5" } },
   });
   const load = Number(values["load-seconds"]);
-  const base = parse(readFileSync(path.join(__dirname, "../simulator/profiles/tiny.yaml"), "utf8"));
+  const tiny = path.join(__dirname, "../simulator/profiles/tiny.yaml");
+  const base = parse(readFileSync(tiny, "utf8")) as Record<string, unknown>;
   const profile = path.join(mkdtempSync(path.join(tmpdir(), "gpuhost-detect-")), "tiny-slow-load.yaml");
   writeFileSync(profile, stringify({ ...base, load: { minSeconds: load, maxSeconds: load, warmupSeconds: 0.02 } }));
   const rows = [];

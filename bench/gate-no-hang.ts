@@ -73,7 +73,10 @@ function gcAccuracy(url: string, legacy = false): Promise<Record<string, { expec
         ...(legacy ? ["--legacy"] : []),
       ],
       { cwd: repo, timeout: 120_000 },
-      (e, out, errText) => (e ? reject(new Error(`${e.message}\n${errText}`)) : resolve(JSON.parse(out.trim()))),
+      (e, out, errText) =>
+        e
+          ? reject(new Error(`${e.message}\n${errText}`))
+          : resolve(JSON.parse(out.trim()) as Record<string, { expected: number; seconds: number }[]>),
     ),
   );
 }

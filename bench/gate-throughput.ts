@@ -8,6 +8,15 @@
 import { parseArgs } from "node:util";
 import { bench } from "../gate/index";
 import { startSimulator } from "../simulator/index";
+import type { ExpectedRun, TheoreticalLevel } from "../simulator/perf-model";
+
+/** GET /sim/truth with concurrency, output_tokens and prompt_tokens: the fields read here (simulator/info.ts). */
+interface Truth {
+  timeScale: number;
+  tokensEmitted: number;
+  expected: ExpectedRun;
+  theoretical: (TheoreticalLevel & { wallAggregateTokensPerSecond: number })[];
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -54,8 +63,7 @@ async function main(): Promise<void> {
       measuredOutputTokensPerSecond: level.outputTokensPerSecond,
       truthExpectedOutputTokensPerSecond: expected,
       truthSteadyStateOutputTokensPerSecond:
-        after.theoretical.find((t: { concurrency: number }) => t.concurrency === concurrency)
-          ?.wallAggregateTokensPerSecond ?? null,
+        after.theoretical.find((t) => t.concurrency === concurrency)?.wallAggregateTokensPerSecond ?? null,
       relativeError: error,
       tokensCountedFromUsage: level.completionTokens,
       tokensEmittedBySimulator: emitted,
@@ -69,11 +77,11 @@ async function main(): Promise<void> {
   }
 }
 
-async function truth(url: string, concurrency: number, tokens: number): Promise<any> {
+async function truth(url: string, concurrency: number, tokens: number): Promise<Truth> {
   const prompt = 20; // about the benchmark prompts' length; prefill is negligible beside 4096 decode steps
-  return (
+  return (await (
     await fetch(`${url}/sim/truth?concurrency=${concurrency}&output_tokens=${tokens}&prompt_tokens=${prompt}`)
-  ).json();
+  ).json()) as Truth;
 }
 
 async function waitReady(url: string): Promise<void> {

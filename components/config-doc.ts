@@ -84,7 +84,7 @@ function rows(s: JsonSchema, prefix: string, required: boolean, out: Row[]): voi
   if (variants) {
     for (const v of variants) {
       const kind = v.properties?.kind?.const;
-      const label = kind === undefined ? "" : ` (kind: ${String(kind)})`;
+      const label = kind === undefined ? "" : ` (kind: ${typeof kind === "string" ? kind : JSON.stringify(kind)})`;
       if (v.description)
         out.push({ key: `${prefix}${label}`, type: "object", default: "", description: v.description });
       for (const [k, p] of Object.entries(v.properties ?? {})) {

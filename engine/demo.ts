@@ -90,7 +90,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`${(err as Error)?.stack ?? err}\n`);
+    process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`);
     process.exit(2);
   },
 );

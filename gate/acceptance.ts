@@ -12,6 +12,7 @@ import { z } from "zod";
 import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "./http";
 import { withTimeout } from "./timers";
 import { CHAT_PROMPTS } from "./prompts";
+import type { GenerateReply, ServerInfo } from "./wire";
 
 export const AcceptanceFloorSchema = z
   .number()
@@ -64,7 +65,7 @@ export async function measureAcceptance(
     );
     if (reply.status !== 200)
       throw new Error(`POST /generate answered HTTP ${reply.status}: ${reply.text.slice(0, 200)}`);
-    const meta = JSON.parse(reply.text)?.meta_info ?? {};
+    const meta = (JSON.parse(reply.text) as GenerateReply | null)?.meta_info ?? {};
     out.completionTokens = Number(meta.completion_tokens) || 0;
     const verify = Number(meta.spec_verify_ct);
     if (Number.isFinite(verify) && verify > 0) {
@@ -79,7 +80,7 @@ export async function measureAcceptance(
         (signal) => fetchText(agent, `${base}${path}`, { apiKey: endpoint.apiKey, signal }),
       );
       if (info.status !== 200) continue;
-      const v = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
+      const v = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof v === "number" && Number.isFinite(v)) out.serverWide = v;
       break;
     }

@@ -16,6 +16,7 @@ import {
 } from "./stats";
 import { streamChat, type RequestSample } from "./stream";
 import { armTimeout, withTimeout } from "./timers";
+import type { ModelList, ServerInfo } from "./wire";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -270,7 +271,7 @@ async function firstModel(
   if (reply.status !== 200) throw new Error(`GET ${url} answered HTTP ${reply.status}`);
   let id: unknown;
   try {
-    id = JSON.parse(reply.text)?.data?.[0]?.id;
+    id = (JSON.parse(reply.text) as ModelList | null)?.data?.[0]?.id;
   } catch {
     throw new Error(`GET ${url} answered HTTP 200 with a body that is not JSON: ${reply.text.slice(0, 120)}`);
   }
@@ -297,7 +298,7 @@ export async function readAcceptanceLength(
       (s) => fetchText(agent, `${base}/get_server_info`, { apiKey, signal: s }),
     );
     if (info.status === 200) {
-      const value = JSON.parse(info.text)?.internal_states?.[0]?.avg_spec_accept_length;
+      const value = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof value === "number" && Number.isFinite(value)) return value;
     }
   } catch {

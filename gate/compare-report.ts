@@ -136,7 +136,7 @@ export function compareJson(r: CompareResult): unknown {
     comparison: r.comparison,
     services: r.outcomes.map((o) => ({
       ...o,
-      sweep: o.sweep.map(({ runs, ...l }) => ({ ...l, runs: runs.map(({ samples, ...run }) => run) })),
+      sweep: o.sweep.map(({ runs, ...l }) => ({ ...l, runs: runs.map(({ samples: _samples, ...run }) => run) })),
     })),
   };
 }

@@ -5,7 +5,7 @@
 import type { LevelSummary } from "./stats";
 
 export function benchCsv(sweep: LevelSummary[]): string {
-  const columns: Array<keyof LevelSummary> = [
+  const columns = [
     "concurrency",
     "requests",
     "errors",
@@ -23,8 +23,8 @@ export function benchCsv(sweep: LevelSummary[]): string {
     "e2eP95Seconds",
     "e2eP99Seconds",
     "acceptanceLength",
-  ];
-  const cell = (v: unknown) => (v === null || v === undefined ? "" : String(v));
+  ] as const satisfies ReadonlyArray<keyof LevelSummary>;
+  const cell = (v: LevelSummary[(typeof columns)[number]]) => (v === null || v === undefined ? "" : String(v));
   return [columns.join(","), ...sweep.map((l) => columns.map((c) => cell(l[c])).join(","))].join("\n") + "\n";
 }
 

@@ -5,7 +5,7 @@
  */
 import * as net from "node:net";
 import { Agent, request, type Dispatcher } from "undici";
-import { TimeoutError } from "./timers";
+import { abortReason, TimeoutError } from "./timers";
 
 export interface Endpoint {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:30000 (a trailing /v1 is accepted). */
@@ -101,16 +101,16 @@ export function tcpConnect(url: string, timeoutMs: number, signal: AbortSignal):
   const port = u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
   const host = u.hostname.replace(/^\[|\]$/g, "");
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
+    if (signal.aborted) return reject(abortReason(signal));
     const socket = net.connect({ host, port });
-    const done = (err?: unknown) => {
+    const done = (err?: Error) => {
       clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       socket.destroy();
       if (err) reject(err);
       else resolve();
     };
-    const onAbort = () => done(signal.reason);
+    const onAbort = () => done(abortReason(signal));
     const timer = setTimeout(
       () => done(new Error(`TCP connect to ${host}:${port} timed out after ${timeoutMs} ms`)),
       timeoutMs,
@@ -123,8 +123,8 @@ export function tcpConnect(url: string, timeoutMs: number, signal: AbortSignal):
 
 /** A short, stable description of a network error (undici wraps the socket error in `cause`). */
 export function describeError(err: unknown): string {
-  if (err === null || err === undefined) return "unknown error";
-  const e = err as { name?: string; message?: string; code?: string; cause?: unknown };
+  const e = err as { name?: string; message?: string; code?: string; cause?: unknown } | null | undefined;
+  if (e === null || e === undefined) return "unknown error";
   const cause = e.cause as { code?: string; message?: string } | undefined;
   const code = e.code ?? cause?.code;
   const msg = e.message ?? String(err);

@@ -10,6 +10,7 @@ import { describeError, errorKind, fatalNetworkError, headers, truncate } from "
 import type { VerifyPolicy } from "./schema";
 import { SseParser } from "./sse";
 import { armTimeout } from "./timers";
+import type { ChatCompletion, ChatCompletionChunk, Usage } from "./wire";
 
 export interface ProbeResult {
   /** usage.completion_tokens when the response ran to its end (the probe stops early otherwise). */
@@ -68,7 +69,7 @@ export function probeRequestBody(model: string, policy: VerifyPolicy, sampling: 
 class Answer {
   content = "";
   reasoning = "";
-  usage: any = null;
+  usage: Usage | null = null;
   finishReason: string | null = null;
   done = false;
   ttft: number | null = null;
@@ -166,14 +167,14 @@ export async function probeGeneration(
     return invalid("the body is an HTML page, not the OpenAI API (a login page or a proxy in front of it?)", false);
   if (!contentType.includes("text/event-stream")) {
     // A server that ignores `stream` answers one JSON completion: judge that the same way.
-    let json: any;
+    let json: ChatCompletion | null;
     try {
-      json = JSON.parse(raw);
+      json = JSON.parse(raw) as ChatCompletion | null;
     } catch {
       return invalid("the body is neither an event stream nor JSON");
     }
     const choice = json?.choices?.[0];
-    if (!choice) return invalid("no choices[0]");
+    if (json === null || !choice) return invalid("no choices[0]");
     answer.add(choice.message?.content, choice.message?.reasoning_content);
     answer.usage = json.usage ?? null;
     answer.finishReason = choice.finish_reason ?? null;
@@ -228,9 +229,9 @@ function onEvent(answer: Answer, payload: string): void {
     answer.done = true;
     return;
   }
-  let json: any;
+  let json: ChatCompletionChunk | null;
   try {
-    json = JSON.parse(payload);
+    json = JSON.parse(payload) as ChatCompletionChunk | null;
   } catch {
     answer.streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
     return;
@@ -256,7 +257,7 @@ function fail(
   return { ok: false, kind, retryable, summary, message, response, error: null };
 }
 
-export function reasoningTokensOf(usage: any): number | null {
+export function reasoningTokensOf(usage: Usage | null | undefined): number | null {
   const direct = usage?.reasoning_tokens;
   if (typeof direct === "number") return direct;
   const detailed = usage?.completion_tokens_details?.reasoning_tokens;

@@ -8,6 +8,7 @@ import { request, type Dispatcher } from "undici";
 import { describeError, headers, truncate } from "./http";
 import { reasoningTokensOf } from "./probe";
 import { SseParser } from "./sse";
+import type { ChatCompletionChunk, Usage } from "./wire";
 
 /** The raw measurement of one request. Summaries are computed from these, never the other way round. */
 export interface RequestSample {
@@ -64,7 +65,8 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     answerChunks: 0,
     error: null,
   };
-  let usage: any = null;
+  // Assigned inside onData, which flow analysis does not see: without the assertion TypeScript takes it for always null.
+  let usage = null as Usage | null;
   let done = false;
   let streamError: string | null = null;
   let last = t0;
@@ -73,9 +75,9 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
       done = true;
       return;
     }
-    let json: any;
+    let json: ChatCompletionChunk;
     try {
-      json = JSON.parse(payload);
+      json = JSON.parse(payload) as ChatCompletionChunk;
     } catch {
       streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
       return;
@@ -126,7 +128,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     sample.error = `${describeError(err)} after ${sample.outputChunks} output chunks`;
   }
   sample.e2eSeconds = (performance.now() - t0) / 1000;
-  if (sample.error === null) {
+  if (sample.error === null && usage !== null) {
     sample.completionTokens = Number(usage.completion_tokens) || 0;
     sample.promptTokens = Number(usage.prompt_tokens) || 0;
     sample.reasoningTokens = reasoningTokensOf(usage);

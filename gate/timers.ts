@@ -64,6 +64,16 @@ export function armTimeout(
   return { signal: controller.signal, clear };
 }
 
+/**
+ * Why the signal aborted, to reject a promise with. AbortSignal.reason is typed any; the gate's
+ * signals abort with Errors (a TimeoutError, the reasons the CLI and the process guard give, the
+ * DOMException of a bare abort()). A caller's signal that aborts with anything else has that value
+ * passed on unchanged.
+ */
+export function abortReason(signal: AbortSignal): Error {
+  return signal.reason as Error;
+}
+
 /** Runs fn with a signal bounded by `ms` and the parents; the timer is cleared however fn ends. */
 export async function withTimeout<T>(
   parents: readonly (AbortSignal | undefined)[],
@@ -91,7 +101,7 @@ export function raceTimeout<T>(
 ): Promise<T> {
   const t = armTimeout(parents, ms, message);
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(t.signal.reason);
+    const onAbort = () => reject(abortReason(t.signal));
     if (t.signal.aborted) return onAbort();
     t.signal.addEventListener("abort", onAbort, { once: true });
     promise.then(
@@ -103,6 +113,7 @@ export function raceTimeout<T>(
       (e) => {
         t.clear();
         t.signal.removeEventListener("abort", onAbort);
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on the raced promise's own rejection unchanged, whatever it is
         reject(e);
       },
     );
@@ -112,10 +123,10 @@ export function raceTimeout<T>(
 /** Resolves after ms, or rejects with the signal's reason as soon as it aborts. */
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
+    if (signal.aborted) return reject(abortReason(signal));
     const onAbort = () => {
       clearTimeout(timer);
-      reject(signal.reason);
+      reject(abortReason(signal));
     };
     const timer = setTimeout(() => {
       signal.removeEventListener("abort", onAbort);

@@ -19,6 +19,7 @@ import {
 import { probeGeneration, type ProbeResult } from "./probe";
 import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "./schema";
 import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "./timers";
+import type { ModelList } from "./wire";
 
 export type GatePhase = "connect" | "models" | "generate" | "stability" | "ready";
 
@@ -305,8 +306,8 @@ class GateRun {
     if (reply.status !== 200) return `GET ${url} answered HTTP ${reply.status}`;
     let ids: string[];
     try {
-      const json = JSON.parse(reply.text);
-      ids = (json?.data ?? []).map((m: { id?: unknown }) => String(m?.id));
+      const json = JSON.parse(reply.text) as ModelList | null;
+      ids = (json?.data ?? []).map((m) => String(m?.id));
     } catch {
       // A server that is starting answers 503 or nothing; a 200 that is not JSON is something else.
       const html = /text\/html/i.test(reply.contentType) || /^\s*</.test(reply.text);

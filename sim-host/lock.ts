@@ -39,7 +39,8 @@ export async function withLock<T>(dir: string, fn: () => Promise<T>): Promise<T>
         // Just created by another process, pid not written yet: wait for it.
       }
       if (owner > 0 && !alive(owner)) fs.rmSync(dir, { recursive: true, force: true });
-      else if (Date.now() > until) throw new Error(`systemd manager lock ${dir} held by pid ${owner} for 120 s`);
+      else if (Date.now() > until)
+        throw new Error(`systemd manager lock ${dir} held by pid ${owner} for 120 s`, { cause: e });
       else await sleep(10 + Math.random() * 20);
     }
   }

@@ -8,7 +8,7 @@ import {
   tokenJson,
   type CompletionPlan,
 } from "./generation";
-import { BodyError, optionalInt, resetConnection, sendError, sendJson } from "./http-util";
+import { BodyError, optionalInt, resetConnection, sendJson } from "./http-util";
 import { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
 import { classifyContent, countChatPromptTokens, messageText, type ChatMessageLike } from "./text";

@@ -200,7 +200,7 @@ export async function simMain(argv: string[]): Promise<number> {
       process.stderr.write(
         `[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${signal}, shutting down.\n`,
       );
-      sim.close().then(() => resolve(0));
+      void sim.close().then(() => resolve(0));
     };
     const onTerm = (): void => stop("SIGTERM");
     const onInt = (): void => stop("SIGINT");

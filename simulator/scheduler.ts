@@ -80,7 +80,7 @@ export class SimRequest {
     const capped = total < Math.floor(this.tokenAcc);
     const stepsNow = capped ? Math.ceil((this.stepAcc * total) / this.tokenAcc) : Math.floor(this.stepAcc);
     const k = Math.max(1, Math.min(n, stepsNow - this.steps));
-    const sizes: number[] = new Array(k);
+    const sizes = new Array<number>(k);
     // Spread n tokens over k steps as evenly as integers allow.
     for (let i = 0; i < k; i++) sizes[i] = Math.floor(((i + 1) * n) / k) - Math.floor((i * n) / k);
     this.emitted = total;

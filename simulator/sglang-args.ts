@@ -250,7 +250,7 @@ function speculative(raw: Record<string, string | number | boolean>): SglangArgs
   return { algorithm, draftModelPath: draft ?? "", numSteps: steps, eagleTopk: topk, numDraftTokens: draftTokens };
 }
 
-function optString(v: unknown): string | undefined {
+function optString(v: string | number | boolean | undefined): string | undefined {
   return v === undefined ? undefined : String(v);
 }
 function optNumber(v: unknown): number | undefined {

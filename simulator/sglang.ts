@@ -56,7 +56,7 @@ export function profileFor(args: SglangArgs, env: StandinEnv): { profile: Profil
   return { profile, faults };
 }
 
-export async function sglangMain(argv: string[], env: StandinEnv = process.env as StandinEnv): Promise<number> {
+export async function sglangMain(argv: string[], env: StandinEnv = process.env): Promise<number> {
   let args: SglangArgs;
   try {
     args = parseSglangArgs(argv, (msg) => process.stderr.write(`WARNING ${msg}\n`));
@@ -103,7 +103,7 @@ export async function sglangMain(argv: string[], env: StandinEnv = process.env a
     const stop = (): void => {
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
-      sim.close().then(() => resolve(0));
+      void sim.close().then(() => resolve(0));
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
@@ -114,7 +114,7 @@ if (require.main === module) {
   sglangMain(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (err: unknown) => {
-      process.stderr.write(`${(err as Error)?.stack ?? err}\n`);
+      process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`);
       process.exit(1);
     },
   );

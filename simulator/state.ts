@@ -42,7 +42,7 @@ export class Histogram {
   sum = 0;
   count = 0;
   constructor(readonly buckets: number[]) {
-    this.counts = new Array(buckets.length).fill(0);
+    this.counts = new Array<number>(buckets.length).fill(0);
   }
   observe(v: number): void {
     this.sum += v;

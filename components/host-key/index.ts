@@ -39,7 +39,11 @@ interface TrustInputs {
 /** Serialized into the state: no captured imports; the compiled probe is loaded by path at call time. */
 const trustProvider: pulumi.dynamic.ResourceProvider = {
   async create(inputs: TrustInputs) {
-    const probe = require(require("path").join(inputs.projectRoot, "dist/components/host-key/probe.js"));
+    /* eslint-disable @typescript-eslint/no-require-imports -- serialized into the state: the compiled probe is loaded by path at call time */
+    const probe = require(
+      (require("path") as typeof import("path")).join(inputs.projectRoot, "dist/components/host-key/probe.js"),
+    ) as typeof import("./probe");
+    /* eslint-enable @typescript-eslint/no-require-imports */
     const seen = await probe.presentedKeys({ host: inputs.host, port: inputs.port }, inputs.bastion);
     if (!seen.target)
       throw new Error(
@@ -52,7 +56,8 @@ const trustProvider: pulumi.dynamic.ResourceProvider = {
       recordedAt: new Date().toISOString(),
     };
     if (inputs.recordBastion && seen.bastion) outs.bastionHostKey = probe.keyWords(seen.bastion);
-    return { id: require("crypto").randomBytes(8).toString("hex"), outs };
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
+    return { id: (require("crypto") as typeof import("crypto")).randomBytes(8).toString("hex"), outs };
   },
   // Recorded once. Another host or port is another host: replaced, so its first key is recorded anew.
   async diff(_id: string, olds: TrustInputs, news: TrustInputs) {
@@ -127,8 +132,10 @@ const refusal = (configPath: string, key: string | undefined, stderr: string) =>
  */
 export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pulumi.Resource } = {}): TrustedKeys {
   const b = a.bastion;
-  const log = (msg: string, warn = false) =>
-    warn ? pulumi.log.warn(msg, opts.parent) : pulumi.log.info(msg, opts.parent);
+  // pulumi.log's promise only says when the engine took the message: nothing waits for it.
+  const log = (msg: string, warn = false): void => {
+    void (warn ? pulumi.log.warn(msg, opts.parent) : pulumi.log.info(msg, opts.parent));
+  };
   const bastionHop = (hostKey?: pulumi.Input<string>) =>
     b
       ? pulumi

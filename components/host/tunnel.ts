@@ -42,7 +42,7 @@ export async function openTunnel(
   );
   let stderr = "";
   child.stderr.on("data", (b: Buffer) => {
-    stderr += b;
+    stderr += b.toString();
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const close = async () => {

@@ -77,13 +77,13 @@ export interface ServiceComparisonInputs {
 type Gate = typeof GateModule;
 
 function load<T>(projectRoot: string, rel: string): T {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const path = require("path");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
+  const path = require("path") as typeof import("path");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
   return require(path.join(projectRoot, rel)) as T;
 }
 
-function guardOf(gate: Gate): { signal: AbortSignal; onLeave(fn: () => unknown): () => void } {
+function guardOf(gate: Gate): { signal: AbortSignal; onLeave: (fn: () => unknown) => () => void } {
   if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) return gate.installProcessGuard();
   return { signal: new AbortController().signal, onLeave: () => () => undefined };
 }
@@ -149,10 +149,10 @@ export async function create(inputs: Record<string, unknown>) {
   const gate = load<Gate>(input.projectRoot, "dist/gate/index.js");
   const { execOnHost } = load<typeof import("../host/exec")>(input.projectRoot, "dist/components/host/exec.js");
   const { openTunnel } = load<typeof import("../host/tunnel")>(input.projectRoot, "dist/components/host/tunnel.js");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const fs = require("fs");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const path = require("path");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
+  const fs = require("fs") as typeof import("fs");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
+  const path = require("path") as typeof import("path");
   const activateScript: string = fs.readFileSync(
     path.join(input.projectRoot, "components/services/scripts/activate.sh"),
     "utf8",
@@ -204,7 +204,8 @@ export async function create(inputs: Record<string, unknown>) {
       );
     const outs = { ...pickInputs(inputs), ...gate.comparisonOutputs(result) };
     say(outs.recommendation);
-    const suffix = require("crypto").randomBytes(4).toString("hex");
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
+    const suffix = (require("crypto") as typeof import("crypto")).randomBytes(4).toString("hex");
     return { id: `compare@${input.endpoint.url}#${suffix}`, outs };
   } finally {
     off();

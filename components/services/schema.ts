@@ -12,6 +12,7 @@ const printable = (what: string) =>
   z
     .string()
     .min(1)
+    // eslint-disable-next-line no-control-regex -- control characters are what this refuses
     .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), {
       message: `${what} must not contain control characters (newlines, tabs)`,
     });

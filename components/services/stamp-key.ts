@@ -12,6 +12,7 @@ import { createHmac } from "node:crypto";
 /** Serialized into the state: no captured imports, `require` at call time. */
 const stampKeyProvider: pulumi.dynamic.ResourceProvider = {
   async create() {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
     const crypto = require("crypto") as typeof import("crypto");
     return { id: crypto.randomBytes(8).toString("hex"), outs: { key: crypto.randomBytes(32).toString("hex") } };
   },

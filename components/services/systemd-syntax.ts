@@ -87,5 +87,6 @@ export function unitPath(field: string, value: string): string {
 
 /** Free text on one line (Description=): control characters removed, `%` doubled. */
 export function unitText(value: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this removes
   return value.replace(/[\u0000-\u001f\u007f]/g, " ").replace(/%/g, "%%");
 }

@@ -4,12 +4,16 @@
  * engine's verbose log). Without an engine (unit tests) they go to stderr.
  */
 import * as grpc from "@grpc/grpc-js";
+// Types only (erased by tsc).
+import type * as EngineGrpc from "@pulumi/pulumi/proto/engine_grpc_pb";
+import type * as EnginePb from "@pulumi/pulumi/proto/engine_pb";
 
 let engine: { log(req: unknown, cb: () => void): void } | undefined;
 
 /** The engine's address, the first argument the engine starts a provider with (main.ts). */
 export function connectEngine(address: string): void {
-  const enginerpc = require("@pulumi/pulumi/proto/engine_grpc_pb.js");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, as before: without an engine (unit tests) this module loads no generated protos
+  const enginerpc = require("@pulumi/pulumi/proto/engine_grpc_pb.js") as typeof EngineGrpc;
   engine = new enginerpc.EngineClient(address, grpc.credentials.createInsecure());
 }
 
@@ -18,7 +22,8 @@ export function engineWarn(urn: string, message: string): Promise<void> {
     process.stderr.write(`warning: ${message}\n`);
     return Promise.resolve();
   }
-  const enginepb = require("@pulumi/pulumi/proto/engine_pb.js");
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, as before: without an engine (unit tests) this module loads no generated protos
+  const enginepb = require("@pulumi/pulumi/proto/engine_pb.js") as typeof EnginePb;
   const req = new enginepb.LogRequest();
   req.setSeverity(enginepb.LogSeverity.WARNING);
   req.setMessage(message);

@@ -15,7 +15,7 @@ if (require.main === module) {
   const engine = process.argv.slice(2).find((a) => !a.startsWith("-"));
   if (engine) connectEngine(engine);
   pulumi.provider.main({ version: VERSION, ...provider }, process.argv.slice(2)).catch((err: unknown) => {
-    process.stderr.write(`pulumi-resource-command: ${(err as Error)?.stack ?? err}\n`);
+    process.stderr.write(`pulumi-resource-command: ${(err as Error)?.stack ?? String(err)}\n`);
     process.exit(1);
   });
 }
