@@ -17,8 +17,10 @@
 import type * as pulumi from "@pulumi/pulumi";
 
 /** The methods an implementation module exports as `provider` (dynamic-provider signatures). */
-export type ProviderImpl = Required<Pick<pulumi.dynamic.ResourceProvider, "check" | "diff" | "create">> &
-  Pick<pulumi.dynamic.ResourceProvider, "read" | "update" | "delete">;
+export type ProviderImpl = Pick<
+  pulumi.dynamic.ResourceProvider,
+  "check" | "diff" | "create" | "read" | "update" | "delete"
+>;
 
 /**
  * A provider whose every method loads `<gpuhost>/<impl>` (a compiled module exporting `provider`)
@@ -53,9 +55,16 @@ export function callTimeProvider(impl: string): pulumi.dynamic.ResourceProvider 
       `gpuhost's compiled ${impl} was not found above ${starts.join(" or ")}: build gpuhost (npm run build) where the program runs`,
     );
   };
+  // A method the implementation lacks behaves as the dynamic-provider host's default would.
   return {
-    check: (olds, news) => locate().check(olds, news),
-    diff: (id, olds, news) => locate().diff(id, olds, news),
+    check: (olds, news) => {
+      const p = locate();
+      return p.check ? p.check(olds, news) : Promise.resolve({ inputs: news as unknown });
+    },
+    diff: (id, olds, news) => {
+      const p = locate();
+      return p.diff ? p.diff(id, olds, news) : Promise.resolve({});
+    },
     create: (inputs) => locate().create(inputs),
     read: (id, props) => {
       const p = locate();

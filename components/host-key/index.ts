@@ -8,9 +8,9 @@
  *   - insecure-accept-any: whatever key the host presents is taken, with a warning on every run.
  * Commands and dynamic providers then always get a key and check it strictly.
  */
-import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
+import { callTimeProvider } from "../call-time-provider";
 import { fingerprint, keyWords, presentedKeys, type ProbeHop } from "./probe";
 
 export const HOST_KEY_POLICIES = ["pinned", "trust-on-first-use", "insecure-accept-any"] as const;
@@ -24,48 +24,11 @@ export const hostKeyPolicySchema = z
   );
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "1";
+export const PROVIDER_VERSION = "2";
 
-interface TrustInputs {
-  projectRoot: string;
-  providerVersion: string;
-  host: string;
-  port: number;
-  bastion?: ProbeHop;
-  /** The bastion's key to record as well (its own policy is trust-on-first-use). */
-  recordBastion: boolean;
-}
-
-/** Serialized into the state: no captured imports; the compiled probe is loaded by path at call time. */
-const trustProvider: pulumi.dynamic.ResourceProvider = {
-  async create(inputs: TrustInputs) {
-    /* eslint-disable @typescript-eslint/no-require-imports -- serialized into the state: the compiled probe is loaded by path at call time */
-    const probe = require(
-      (require("path") as typeof import("path")).join(inputs.projectRoot, "dist/components/host-key/probe.js"),
-    ) as typeof import("./probe");
-    /* eslint-enable @typescript-eslint/no-require-imports */
-    const seen = await probe.presentedKeys({ host: inputs.host, port: inputs.port }, inputs.bastion);
-    if (!seen.target)
-      throw new Error(
-        `${inputs.host}:${inputs.port}: no host key to trust on first use: the host did not complete a key exchange (${seen.stderr})`,
-      );
-    // No undefined values: the engine's struct encoding refuses them ("Unexpected struct type").
-    const outs: Record<string, unknown> = {
-      ...inputs,
-      hostKey: probe.keyWords(seen.target),
-      recordedAt: new Date().toISOString(),
-    };
-    if (inputs.recordBastion && seen.bastion) outs.bastionHostKey = probe.keyWords(seen.bastion);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-    return { id: (require("crypto") as typeof import("crypto")).randomBytes(8).toString("hex"), outs };
-  },
-  // Recorded once. Another host or port is another host: replaced, so its first key is recorded anew.
-  async diff(_id: string, olds: TrustInputs, news: TrustInputs) {
-    const where = (i: TrustInputs) => JSON.stringify([i.host, i.port, i.bastion?.host, i.bastion?.port]);
-    const moved = where(olds) !== where(news);
-    return { changes: moved, replaces: moved ? ["host"] : [], deleteBeforeReplace: true };
-  },
-};
+// The state holds only call-time-provider's object: the implementation (./provider.ts) is found
+// when a method runs, so no checkout path is stored.
+const trustProvider = callTimeProvider("dist/components/host-key/provider.js");
 
 export class TrustedHostKey extends pulumi.dynamic.Resource {
   declare public readonly hostKey: pulumi.Output<string>;
@@ -77,13 +40,10 @@ export class TrustedHostKey extends pulumi.dynamic.Resource {
     args: { host: string; port: number; bastion?: pulumi.Input<ProbeHop>; recordBastion: boolean },
     opts?: pulumi.CustomResourceOptions,
   ) {
-    // dist/components/host-key -> the project root
-    const projectRoot = path.resolve(__dirname, "..", "..", "..");
     super(
       trustProvider,
       name,
       {
-        projectRoot,
         providerVersion: PROVIDER_VERSION,
         host: args.host,
         port: args.port,

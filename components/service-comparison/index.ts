@@ -7,9 +7,9 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type { ServiceComparisonOutputs } from "../../gate/compare-outputs";
-import { projectRoot } from "../../project-files";
+import { callTimeProvider } from "../call-time-provider";
 import type { ServiceKind } from "../services/schema";
-import { PROVIDER_VERSION, serviceComparisonProvider, type ComparisonPlan } from "./provider";
+import { PROVIDER_VERSION, type ComparisonPlan } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, MEASURE_KEYS, type ComparisonPlan } from "./provider";
 
@@ -29,8 +29,6 @@ export interface ServiceComparisonArgs {
   plan: ComparisonPlan;
   activateTimeoutSeconds: number;
   deadlineSeconds: number;
-  /** Folder holding dist/ (the compiled gate and host layer). Default: this project's root. */
-  projectRoot?: pulumi.Input<string>;
 }
 
 type Out<K extends keyof ServiceComparisonOutputs> = pulumi.Output<ServiceComparisonOutputs[K]>;
@@ -48,7 +46,6 @@ export class ServiceComparison extends pulumi.dynamic.Resource {
 
   constructor(name: string, args: ServiceComparisonArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
-      projectRoot: args.projectRoot ?? projectRoot(),
       providerVersion: PROVIDER_VERSION,
       connection: pulumi.secret(args.connection),
       tunnel: args.tunnel,
@@ -72,7 +69,7 @@ export class ServiceComparison extends pulumi.dynamic.Resource {
       comparedAt: undefined,
     };
     super(
-      serviceComparisonProvider,
+      callTimeProvider("dist/components/service-comparison/provider.js"),
       name,
       props,
       { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey", "connection"] },

@@ -2,8 +2,9 @@
  * The ServiceComparison dynamic provider, as plain functions (tests call them directly: the
  * engine's closure serialization cannot run inside vitest).
  *
- * Like VerifiedGeneration's provider it stays tiny in the state: no imports are captured; every
- * method loads the COMPILED gate and host layer by absolute path at call time (inputs.projectRoot/dist).
+ * Like VerifiedGeneration's, this module is not serialized: the state holds only
+ * components/call-time-provider.ts's object, which loads the compiled copy of this module from
+ * wherever gpuhost is when a method runs (a stack survives a move of its checkout).
  * Create runs the gate's comparison (gate/compare-run.ts): each service made the one active unit by
  * the same activate.sh ServingService runs, verified, measured with the same workload; then the
  * winner (auto) or the configured service is left active. Nothing is cached outside the state: the
@@ -11,19 +12,23 @@
  * nothing changed has no diff and re-measures nothing.
  */
 
-// Types only (erased by tsc).
-import type * as GateModule from "../../gate/index";
+import { randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as gate from "../../gate/index";
 import type { CompareOptions } from "../../gate/compare-run";
+import { projectFile } from "../../project-files";
+import { execOnHost } from "../host/exec";
+import { openTunnel } from "../host/tunnel";
+import { omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "1";
+export const PROVIDER_VERSION = "2";
 
 /** What the measurement depends on: a change re-measures every service. */
 const MEASURE_KEY_LIST = ["endpoint", "stamps", "serviceKinds", "drafts", "plan"];
 export const MEASURE_KEYS: readonly string[] = MEASURE_KEY_LIST;
 
 const INPUT_KEY_LIST = [
-  "projectRoot",
   "providerVersion",
   "connection",
   "tunnel",
@@ -54,7 +59,6 @@ export type ComparisonPlan = Pick<
 >;
 
 export interface ServiceComparisonInputs {
-  projectRoot: string;
   providerVersion: string;
   /** The host connection (components/host/connection.ts); secret: an SSH one holds the private key. */
   connection: Record<string, unknown>;
@@ -74,50 +78,13 @@ export interface ServiceComparisonInputs {
   deadlineSeconds: number;
 }
 
-type Gate = typeof GateModule;
-
-function load<T>(projectRoot: string, rel: string): T {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-  const path = require("path") as typeof import("path");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-  return require(path.join(projectRoot, rel)) as T;
-}
-
-function guardOf(gate: Gate): { signal: AbortSignal; onLeave: (fn: () => unknown) => () => void } {
-  if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) return gate.installProcessGuard();
-  return { signal: new AbortController().signal, onLeave: () => () => undefined };
-}
-
-function pickInputs(props: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of INPUT_KEY_LIST) if (props[k] !== undefined) out[k] = props[k];
-  return out;
-}
-
-function pickMeasured(props: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of Object.keys(props)) if (!INPUT_KEY_LIST.includes(k)) out[k] = props[k];
-  return out;
-}
-
-/** Order-independent JSON, so that key order never reads as a change. */
-function stable(v: unknown): string {
-  if (v === undefined) return "undefined";
-  if (v === null || typeof v !== "object") return JSON.stringify(v);
-  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${stable(o[k])}`)
-    .join(",")}}`;
-}
+const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
+// projectRoot: an input of states written before the checkout's path left them (dropped on update).
+const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INPUT_KEY_LIST, "projectRoot"]);
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
   const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
-  if (typeof news.projectRoot !== "string" || news.projectRoot.length === 0)
-    failures.push({ property: "projectRoot", reason: "projectRoot must be a non-empty string" });
   const kinds = news.serviceKinds;
   if (kinds !== unknown && (!Array.isArray(kinds) || kinds.length === 0))
     failures.push({ property: "serviceKinds", reason: "serviceKinds must list at least one service to compare" });
@@ -146,20 +113,10 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
 /** Measure every service in turn, compare, leave the winner (or the configured one) active. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as ServiceComparisonInputs;
-  const gate = load<Gate>(input.projectRoot, "dist/gate/index.js");
-  const { execOnHost } = load<typeof import("../host/exec")>(input.projectRoot, "dist/components/host/exec.js");
-  const { openTunnel } = load<typeof import("../host/tunnel")>(input.projectRoot, "dist/components/host/tunnel.js");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-  const fs = require("fs") as typeof import("fs");
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-  const path = require("path") as typeof import("path");
-  const activateScript: string = fs.readFileSync(
-    path.join(input.projectRoot, "components/services/scripts/activate.sh"),
-    "utf8",
-  );
+  const activateScript = fs.readFileSync(projectFile("components/services/scripts/activate.sh"), "utf8");
   const all: ServiceName[] = ["autoregressive", "eagle3", "dflash"];
   const say = (line: string) => process.stderr.write(`[ServiceComparison ${input.endpoint.url}] ${line}\n`);
-  const { signal, onLeave } = guardOf(gate);
+  const { signal, onLeave } = providerGuard();
 
   const activate = async (service: ServiceName) => {
     const stamp = input.stamps[service];
@@ -204,8 +161,7 @@ export async function create(inputs: Record<string, unknown>) {
       );
     const outs = { ...pickInputs(inputs), ...gate.comparisonOutputs(result) };
     say(outs.recommendation);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- serialized into the state: modules are required at call time, never captured
-    const suffix = (require("crypto") as typeof import("crypto")).randomBytes(4).toString("hex");
+    const suffix = randomBytes(4).toString("hex");
     return { id: `compare@${input.endpoint.url}#${suffix}`, outs };
   } finally {
     off();
@@ -237,4 +193,5 @@ export async function deleteResource(): Promise<void> {
   // The units belong to ServingService; there is nothing of the comparison's own on the host.
 }
 
-export const serviceComparisonProvider = { check, diff, create, update, read, delete: deleteResource };
+/** What callTimeProvider("dist/components/service-comparison/provider.js") calls. */
+export const provider = { check, diff, create, update, read, delete: deleteResource };

@@ -12,6 +12,7 @@ import * as GateModule from "../../gate/index";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
+import { omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 
 /** Bump when the provider's behaviour changes. */
@@ -70,40 +71,9 @@ function loadGate(): Gate {
   return GateModule;
 }
 
-/**
- * The process guard (gate/process-guard.ts) in the dynamic-provider host the engine started:
- * Ctrl-C aborts the gate, a vanished engine ends the process. A caller that runs these functions
- * in its own process (the tests) keeps its own signal handling: a signal that never aborts.
- */
-function guardOf(gate: Gate): { signal: AbortSignal; onLeave(fn: () => unknown): () => void } {
-  if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) return gate.installProcessGuard();
-  return { signal: new AbortController().signal, onLeave: () => () => undefined };
-}
-
-function pickInputs(props: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of INPUT_KEY_LIST) if (props[k] !== undefined) out[k] = props[k];
-  return out;
-}
-
-function pickMeasured(props: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of Object.keys(props)) if (!INPUT_KEY_LIST.includes(k)) out[k] = props[k];
-  return out;
-}
-
-/** Order-independent JSON, so that key order never reads as a change. */
-function stable(v: unknown): string {
-  if (v === undefined) return "undefined";
-  if (v === null || typeof v !== "object") return JSON.stringify(v);
-  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${stable(o[k])}`)
-    .join(",")}}`;
-}
+const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
+// projectRoot: an input of states written before the checkout's path left them (dropped on update).
+const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INPUT_KEY_LIST, "projectRoot"]);
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
@@ -202,7 +172,7 @@ async function withHostAccess<T>(
   };
   const tunnel = await openTunnel(access.connection, access.remoteHost, access.remotePort);
   // The engine gone or SIGTERM: the tunnel (and its key folder) is closed before the process leaves.
-  const off = guardOf(gate).onLeave(() => tunnel.close());
+  const off = providerGuard().onLeave(() => tunnel.close());
   try {
     return await fn(`http://127.0.0.1:${tunnel.localPort}`, hooks);
   } finally {
@@ -226,7 +196,7 @@ async function verifyAndMeasure(
   hostHooks: Record<string, unknown>,
 ) {
   const endpoint = { url, model: input.endpoint.model, apiKey: input.apiKey };
-  const { signal } = guardOf(gate);
+  const { signal } = providerGuard();
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
   // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
   const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };

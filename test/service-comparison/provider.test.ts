@@ -1,13 +1,13 @@
 /**
  * ServiceComparison's diff is what makes a re-run measure nothing: the units' stamps, the services,
- * the drafts, the endpoint and the plan are the cache key; anything else (a moved project, a new
- * SSH key) updates the record without measuring.
+ * the drafts, the endpoint and the plan are the cache key; anything else (a new connection, a new
+ * key) updates the record without measuring, and a state from before the checkout's path left the
+ * inputs (it held projectRoot) diffs clean.
  */
 import { describe, expect, it } from "vitest";
 import { check, diff, update } from "../../components/service-comparison/provider";
 
 const inputs = {
-  projectRoot: "/p",
   providerVersion: "1",
   connection: { kind: "simulated", root: "/r" },
   endpoint: { url: "http://127.0.0.1:30000", model: "tiny" },
@@ -40,13 +40,23 @@ describe("ServiceComparison provider", () => {
     }
   });
 
-  it("a moved project or a new connection: an update that keeps the measurements", async () => {
-    const news = { ...inputs, projectRoot: "/q", connection: { kind: "simulated", root: "/s" } };
+  it("a new connection: an update that keeps the measurements", async () => {
+    const news = { ...inputs, connection: { kind: "simulated", root: "/s" } };
     const d = await diff("id", olds, news);
     expect(d.changes).toBe(true);
     expect(d.replaces).toEqual([]);
     const { outs } = await update("id", olds, news);
-    expect(outs).toMatchObject({ projectRoot: "/q", recommended: "eagle3", services: [{ service: "eagle3" }] });
+    expect(outs).toMatchObject({
+      connection: news.connection,
+      recommended: "eagle3",
+      services: [{ service: "eagle3" }],
+    });
+  });
+
+  it("a state written when the checkout's path was an input (projectRoot) diffs clean and loses it", async () => {
+    expect((await diff("id", { ...olds, projectRoot: "/old/checkout" }, inputs)).changes).toBe(false);
+    const { outs } = await update("id", { ...olds, projectRoot: "/old/checkout" }, inputs);
+    expect(outs).not.toHaveProperty("projectRoot");
   });
 
   it("check refuses an empty service list and non-positive deadlines, by property", async () => {
