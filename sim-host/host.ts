@@ -9,6 +9,7 @@ import type { SimulatorConfig } from "../components/config";
 import type { HostPlatform } from "../components/platform";
 import { projectRoot } from "../project-files";
 import { SIM_REPO_URL, simShimDir } from "./platform";
+import { workdirPath } from "../components/host/invocation";
 
 export const PREPARE_SCRIPT = "sim-host/scripts/prepare.sh";
 
@@ -17,9 +18,11 @@ export const PREPARE_SCRIPT = "sim-host/scripts/prepare.sh";
  * standing for a VM can make the folder and hand it over (examples/).
  */
 export function simulatedPlatform(root: pulumi.Input<string>, simulator: SimulatorConfig): HostPlatform {
-  const abs = pulumi.output(root).apply((r) => path.resolve(r));
+  // Relative to the program's folder where it lies inside it (workdirPath): the state then names no
+  // absolute folder of the checkout, and a moved checkout shows no diff.
+  const where = pulumi.output(root).apply((r) => workdirPath(r));
   return {
-    connection: { kind: "simulated", root: abs },
+    connection: { kind: "simulated", root: where },
     serverProgram: {
       kind: "simulator",
       profile: simulator.profile,
@@ -30,13 +33,14 @@ export function simulatedPlatform(root: pulumi.Input<string>, simulator: Simulat
     toolkitRepository: { url: SIM_REPO_URL, trust: "trusted" },
     // The catalogue's hash: an edited catalogue lays the repository out again.
     preparation: {
-      step: { script: PREPARE_SCRIPT, args: [path.join(projectRoot(), "dist", "sim-host", "prepare.js")] },
+      step: { script: PREPARE_SCRIPT, args: [workdirPath(path.join(projectRoot(), "dist", "sim-host", "prepare.js"))] },
       triggers: [descriptionHash()],
     },
     serviceProbes: (unit) => {
-      const shims = simShimDir();
-      // No PATH here: it would land in the resource's inputs and make every run a diff.
-      const env = ["env", pulumi.interpolate`GPUHOST_ROOT=${abs}`];
+      const shims = workdirPath(simShimDir());
+      // No PATH here: it would land in the resource's inputs and make every run a diff. The argv runs
+      // in the program's folder, where relative paths resolve.
+      const env = ["env", pulumi.interpolate`GPUHOST_ROOT=${where}`];
       return {
         state: [...env, path.join(shims, "systemctl"), "show", "-p", "NRestarts,ActiveState", unit],
         logs: [...env, path.join(shims, "journalctl"), "-u", unit, "-n", "50", "--no-pager"],

@@ -8,7 +8,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { writeStandinTrees } from "../components/cuda-catalog/catalog";
-import { projectFile } from "../project-files";
+import { projectFile, projectRoot } from "../project-files";
+import { SIM_GPUHOST_DIR } from "../components/services/launch-args";
+import { workdirPath } from "../components/host/invocation";
 
 /** Where the simulated host's apt repository lives, as the host sees it. */
 export const SIM_REPO_HOST_PATH = "/var/lib/gpuhost-sim/apt-repo";
@@ -23,9 +25,13 @@ export function simShimDir(): string {
   return path.dirname(projectFile("sim-host/bin/apt-get"));
 }
 
-/** Environment every host script gets on the simulated host. */
-export function simulatedEnvironment(root: string): { environment: Record<string, string>; pathPrefix: string } {
-  return { environment: { GPUHOST_ROOT: path.resolve(root) }, pathPrefix: simShimDir() };
+/**
+ * Environment every host script gets on the simulated host: GPUHOST_ROOT and the shims first on
+ * PATH, as paths relative to the working directory where they lie inside it (workdirPath), so
+ * the commands stored in the state name no absolute folder of the checkout.
+ */
+export function simulatedEnvironment(root: string): { pathEnvironment: Record<string, string>; pathPrefix: string } {
+  return { pathEnvironment: { GPUHOST_ROOT: workdirPath(root) }, pathPrefix: workdirPath(simShimDir()) };
 }
 
 /**
@@ -36,6 +42,7 @@ export function simulatedEnvironment(root: string): { environment: Record<string
 export function prepareSimulatedHost(root: string): string {
   const abs = path.resolve(root);
   for (const dir of [
+    "opt",
     "etc/apt/sources.list.d",
     "etc/systemd/system",
     "usr/local",
@@ -47,5 +54,25 @@ export function prepareSimulatedHost(root: string): string {
     fs.mkdirSync(path.join(abs, dir), { recursive: true });
   }
   writeStandinTrees(path.join(abs, SIM_REPO_HOST_PATH));
+  linkGpuhost(abs);
   return SIM_REPO_URL;
+}
+
+/**
+ * <root>/opt/gpuhost -> gpuhost's folder, as a RELATIVE link: the units name the host path
+ * SIM_GPUHOST_DIR instead of the checkout's, and a checkout moved elsewhere (its .gpuhost/ with it)
+ * keeps a link that still points at it. Rewritten only when it points elsewhere.
+ */
+function linkGpuhost(abs: string): void {
+  const link = path.join(abs, SIM_GPUHOST_DIR);
+  const target = path.relative(fs.realpathSync(path.dirname(link)), fs.realpathSync(projectRoot()));
+  let current: string | undefined;
+  try {
+    current = fs.readlinkSync(link);
+  } catch {
+    current = undefined;
+  }
+  if (current === target) return;
+  fs.rmSync(link, { force: true });
+  fs.symlinkSync(target, link);
 }

@@ -194,7 +194,9 @@ async function supervise(u: string): Promise<void> {
       writeState(u, "state", "failed");
       return;
     }
-    const proc = spawn(exe, words.slice(1), {
+    // The process runs "on the host": an absolute path in its arguments that exists under the root
+    // (/opt/gpuhost/dist/simulator/sglang.js, linked there by the preparation) is that file.
+    const proc = spawn(exe, words.slice(1).map(underRoot), {
       env,
       cwd: wd ? underRoot(wd) : root(),
       stdio: ["ignore", "pipe", "pipe"],

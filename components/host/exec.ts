@@ -198,7 +198,8 @@ export async function execOnHost(
     scriptText,
     scriptName,
     args,
-    environment: { ...(sim?.environment ?? {}), ...(opts.environment ?? {}) },
+    environment: opts.environment ?? {},
+    pathEnvironment: sim?.pathEnvironment,
     pathPrefix: sim?.pathPrefix,
     sudo: conn.kind === "local" && process.getuid?.() !== 0,
   });

@@ -2,6 +2,7 @@
 // and execOnHost (dynamic providers). The script travels inside the command as base64, so the
 // same text runs for create, delete and probes alike, stdin stays free for the script's own
 // tools, and nothing has to be copied to the host first. No Pulumi import.
+import * as path from "node:path";
 import { envAssignments, shellJoin, shellQuote } from "./quote";
 
 export interface ScriptInvocation {
@@ -13,7 +14,13 @@ export interface ScriptInvocation {
   args: readonly string[];
   /** Extra environment, set with `env NAME=value` (never SSH setenv, which sshd usually refuses). */
   environment?: Readonly<Record<string, string>>;
-  /** Folder put in front of PATH (the simulated platform's shims). */
+  /**
+   * Variables whose values are paths: a relative one is relative to the command's working directory
+   * and rendered as "$PWD"/<path>, so the command text names no absolute folder (the simulated
+   * platform's root and shims: a checkout moved elsewhere runs the same commands, see workdirPath).
+   */
+  pathEnvironment?: Readonly<Record<string, string>>;
+  /** Folder put in front of PATH (the simulated platform's shims); relative as in pathEnvironment. */
   pathPrefix?: string;
   /** Run through `sudo -n` (non-interactive: fails instead of prompting, since there is no PTY). */
   sudo?: boolean;
@@ -21,8 +28,14 @@ export interface ScriptInvocation {
 
 export function renderInvocation(inv: ScriptInvocation): string {
   const encoded = Buffer.from(inv.scriptText, "utf8").toString("base64");
-  const env = envAssignments(inv.environment ?? {});
-  if (inv.pathPrefix !== undefined) env.push(`PATH=${shellQuote(inv.pathPrefix)}:"$PATH"`);
+  const paths = inv.pathEnvironment ?? {};
+  // envAssignments checks the names; the values of path variables are then written as path words.
+  const pathAssignments = envAssignments(paths).map((a) => {
+    const name = a.slice(0, a.indexOf("="));
+    return `${name}=${pathWord(paths[name])}`;
+  });
+  const env = [...envAssignments(inv.environment ?? {}), ...pathAssignments];
+  if (inv.pathPrefix !== undefined) env.push(`PATH=${pathWord(inv.pathPrefix)}:"$PATH"`);
   const parts = [
     ...(inv.sudo ? ["sudo", "-n"] : []),
     ...(env.length > 0 ? ["env", ...env] : []),
@@ -33,6 +46,22 @@ export function renderInvocation(inv: ScriptInvocation): string {
   ];
   const args = shellJoin(inv.args);
   return args.length > 0 ? `${parts.join(" ")} ${args}` : parts.join(" ");
+}
+
+/** A path as one shell word: absolute as it is, relative as "$PWD"/<path> (resolved where it runs). */
+function pathWord(p: string): string {
+  return p.startsWith("/") ? shellQuote(p) : `"$PWD"/${shellQuote(p)}`;
+}
+
+/**
+ * P relative to this process's working directory when it lies inside it, else P absolute. Pulumi
+ * runs the program, the command provider and the dynamic providers in the program's folder, so a
+ * path inside that folder is stored relative and the stack survives a move of the folder.
+ */
+export function workdirPath(p: string): string {
+  const abs = path.resolve(p);
+  const rel = path.relative(process.cwd(), abs);
+  return rel === "" || rel.startsWith("..") || path.isAbsolute(rel) ? abs : rel;
 }
 
 /** Whether commands for this login user need sudo (everyone but root does). */

@@ -84,7 +84,8 @@ export function hostCommandLine(
     scriptText: script.text,
     scriptName: script.name,
     args,
-    environment: { ...(sim?.environment ?? {}), ...environment },
+    environment,
+    pathEnvironment: sim?.pathEnvironment,
     pathPrefix: sim?.pathPrefix,
     sudo: conn.kind === "ssh" ? needsSudo(conn.user) : conn.kind === "local" && process.getuid?.() !== 0,
   });

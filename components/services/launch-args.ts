@@ -109,6 +109,13 @@ export function sglangArgv(a: SglangServerArgs): ExecWord[] {
   return argv;
 }
 
+/**
+ * Where a simulated host sees gpuhost's own folder: its preparation (sim-host/platform.ts) links
+ * <root>/opt/gpuhost to the checkout with a relative link, so a unit names this host path and not
+ * the checkout's, and a checkout moved elsewhere renders the same units.
+ */
+export const SIM_GPUHOST_DIR = "/opt/gpuhost";
+
 /** What starts the server: SGLang in the venv, or the simulator on a simulated host. */
 export type ServerProgram =
   | { kind: "sglang"; venvPath: string }
@@ -116,8 +123,11 @@ export type ServerProgram =
       kind: "simulator";
       /** Absolute path of node on the machine that runs the simulated host. */
       nodePath: string;
-      /** The project root; the stand-in sglang is its compiled dist/simulator/sglang.js. */
-      projectRoot: string;
+      /**
+       * gpuhost's folder as the simulated host sees it (SIM_GPUHOST_DIR, where its preparation
+       * links it); the stand-in sglang is the compiled dist/simulator/sglang.js in it.
+       */
+      gpuhostDir: string;
       profile: string;
       faults: string[];
       timeScale: number;
@@ -134,7 +144,7 @@ export function execStartArgv(program: ServerProgram, args: SglangServerArgs): E
   if (program.kind === "sglang") {
     return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...sglangArgv(args)];
   }
-  return [program.nodePath, `${program.projectRoot}/dist/simulator/sglang.js`, ...sglangArgv(args)];
+  return [program.nodePath, `${program.gpuhostDir}/dist/simulator/sglang.js`, ...sglangArgv(args)];
 }
 
 /** The stand-in's settings (simulator/sglang.ts), as unit Environment= entries. */

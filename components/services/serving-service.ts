@@ -7,11 +7,12 @@
  */
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { hostScript, projectRoot, type HostConnectionInput } from "../host/script";
+import { hostScript, type HostConnectionInput } from "../host/script";
 import {
   API_KEY_CREDENTIAL,
   execStartArgv,
   serverArgsFor,
+  SIM_GPUHOST_DIR,
   simulatorEnvironment,
   type ServerProgram,
 } from "./launch-args";
@@ -65,7 +66,7 @@ export function renderServiceUnits(
     jitWorkspace: string;
     apiKey: boolean;
     nodePath?: string;
-    projectRoot?: string;
+    gpuhostDir?: string;
   },
 ): RenderedUnit[] {
   const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
@@ -76,7 +77,7 @@ export function renderServiceUnits(
       : {
           kind: "simulator",
           nodePath: a.nodePath ?? process.execPath,
-          projectRoot: a.projectRoot ?? projectRoot(),
+          gpuhostDir: a.gpuhostDir ?? SIM_GPUHOST_DIR,
           profile: sim.serviceProfiles?.[kind] ?? sim.profile,
           faults: sim.faults,
           timeScale: sim.timeScale,

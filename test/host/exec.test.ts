@@ -37,9 +37,28 @@ describe("renderInvocation", () => {
     const ssh = { kind: "ssh" as const, host: "h", port: 22, privateKey: "k" };
     expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(/^sudo -n bash -c /);
     expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(/^bash -c /);
+    // Paths inside the working directory (the program's folder, where Pulumi runs commands) are
+    // written relative to "$PWD", so a moved checkout renders the same command; others stay absolute.
+    const shims = path.relative(process.cwd(), simShimDir());
     expect(hostCommandLine({ kind: "simulated", root: "/tmp/s p" }, script, ["x"])).toBe(
-      `env GPUHOST_ROOT='/tmp/s p' PATH=${simShimDir()}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`,
+      `env GPUHOST_ROOT='/tmp/s p' PATH="$PWD"/${shims}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`,
     );
+    expect(hostCommandLine({ kind: "simulated", root: ".gpuhost/sim-hosts/a b" }, script, [])).toMatch(
+      /^env GPUHOST_ROOT="\$PWD"\/'\.gpuhost\/sim-hosts\/a b' PATH=/,
+    );
+  });
+
+  it("a relative path variable resolves where the command runs, even with spaces", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-pwd-"));
+    fs.mkdirSync(path.join(dir, "r o"));
+    const line = renderInvocation({
+      scriptText: 'printf %s "$GPUHOST_ROOT"',
+      scriptName: "t.sh",
+      args: [],
+      pathEnvironment: { GPUHOST_ROOT: "r o" },
+    });
+    const out = execFileSync("/bin/sh", ["-c", line], { cwd: dir, encoding: "utf8" });
+    expect(out).toBe(path.join(fs.realpathSync(dir), "r o"));
   });
 });
 

@@ -32,6 +32,6 @@ export function unitsOf(
     jitWorkspace: jitWorkspace(c.environment, "13.0", FINGERPRINT),
     apiKey,
     nodePath: "/usr/bin/node",
-    projectRoot: "/srv/gpuhost",
+    gpuhostDir: "/srv/gpuhost",
   });
 }

@@ -155,7 +155,7 @@ describe("launch args", () => {
     const program = {
       kind: "simulator" as const,
       nodePath: "/usr/bin/node",
-      projectRoot: "/p",
+      gpuhostDir: "/p",
       profile: "tiny",
       faults: ["jit-crash"],
       timeScale: 4,
