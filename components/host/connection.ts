@@ -68,9 +68,10 @@ export const simulatedConnectionSchema = z
     root: z
       .string()
       .min(1)
-      .refine((p) => path.isAbsolute(p), "must be an absolute folder path")
       .refine((p) => !/[\n\r\0]/.test(p) && path.resolve(p) !== "/", "must be a folder other than /, without newlines")
-      .describe("Folder that stands for / on the simulated host"),
+      .describe(
+        "Folder that stands for / on the simulated host: absolute, or relative to the program's folder (where Pulumi runs the program and its providers), which keeps the checkout's path out of the state",
+      ),
   })
   .strict();
 

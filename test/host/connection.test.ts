@@ -1,5 +1,6 @@
 // The connection schema: valid shapes pass with defaults; hostile or out-of-range values are
 // rejected with the config path of the offending field.
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConnectionConfigError, describeConnection, parseConnection } from "../../components/host/connection";
 
@@ -50,8 +51,16 @@ describe("host connection schema", () => {
     expect(issues({ ...ssh, hostKey: "ssh-ed25519 AAAA; rm" })[0]).toMatch(/\.hostKey: /);
     expect(issues({ ...ssh, password: "x" })[0]).toMatch(/connection: .*password|Unrecognized key/);
     expect(issues({ kind: "telnet" })[0]).toMatch(/^gpuhost:hosts\.0\.connection\.kind: /);
-    expect(issues({ kind: "simulated", root: "relative/dir" })[0]).toMatch(/\.root: must be an absolute folder path/);
+    // Relative to the program's folder is allowed (it keeps the checkout's path out of the state);
+    // the real root is not, however it is written.
+    expect(parseConnection({ kind: "simulated", root: ".gpuhost/sim-hosts/a" }, "gpuhost:hosts.0.connection")).toEqual({
+      kind: "simulated",
+      root: ".gpuhost/sim-hosts/a",
+    });
     expect(issues({ kind: "simulated", root: "/" })[0]).toMatch(/\.root: must be a folder other than \//);
+    expect(issues({ kind: "simulated", root: path.relative(process.cwd(), "/") })[0]).toMatch(
+      /\.root: must be a folder other than \//,
+    );
   });
 
   it("describes a connection without its key", () => {
