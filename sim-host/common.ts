@@ -2,6 +2,7 @@
 // a shim never touches the machine's real /.
 // Kept free of other project imports (yaml, zod): every apt-get/systemctl call starts a Node
 // process, and the shims should start as fast as plain Node does.
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { projectFile } from "../project-files";
 
@@ -11,7 +12,10 @@ export function root(): string {
     console.error("gpuhost simulated host: GPUHOST_ROOT must name the simulated root folder (refusing the real /)");
     process.exit(2);
   }
-  return path.resolve(r);
+  // "." is the supervisor of a started unit, which runs inside the root: asked anew each time (the
+  // kernel's realpath, since Node caches process.cwd()), the root follows the folder when the
+  // checkout holding it is moved while services run, as a VM's services survive its disk moving.
+  return r === "." ? fs.realpathSync.native(".") : path.resolve(r);
 }
 
 /** The real path of a host path on the simulated host. */

@@ -292,10 +292,12 @@ async function start(u: string): Promise<number> {
   fs.mkdirSync(path.dirname(logFile(u)), { recursive: true });
   const out = fs.openSync(logFile(u), "a");
   // The supervisor is this same compiled file; the services it starts get the shim wrappers on PATH.
+  // Inside the root, naming it "." (see root()): a folder moved while the unit runs keeps it running.
   const sup = spawn(process.execPath, [__filename, "__supervise", u], {
     detached: true,
+    cwd: root(),
     stdio: ["ignore", out, out],
-    env: { ...process.env, GPUHOST_SIM_SHIMS: shimDir() },
+    env: { ...process.env, GPUHOST_ROOT: ".", GPUHOST_SIM_SHIMS: shimDir() },
   });
   // A supervisor that failed to spawn has no pid: "undefined" is written, which reads as not alive.
   writeState(u, "supervisor.pid", String(sup.pid));

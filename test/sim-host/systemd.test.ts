@@ -56,6 +56,20 @@ describe("simulated systemctl/journalctl", () => {
     expect((await sh("systemctl stop ar; systemctl is-active ar")).stdout).toBe("inactive\n");
   });
 
+  it("the host's folder moved while a unit runs (a checkout moved with mv): it keeps running and stops from there", async () => {
+    expect((await sh("systemctl start ar")).code).toBe(0);
+    await wait(async () => (await sh("journalctl -u ar -n 1")).stdout.includes("serving"));
+    const moved = `${root}-moved`;
+    fs.renameSync(root, moved);
+    root = moved;
+    expect((await sh("systemctl show -p NRestarts,ActiveState ar")).stdout).toBe("NRestarts=0\nActiveState=active\n");
+    // The supervisor, started at the old path, still finds the unit's state: stop reaches it.
+    expect((await sh("systemctl stop ar; systemctl is-active ar")).stdout).toBe("inactive\n");
+    expect(fs.readdirSync(path.dirname(root)).filter((d) => d === path.basename(root).replace(/-moved$/, ""))).toEqual(
+      [],
+    );
+  });
+
   it("LoadCredential= hands a root-only file to the service as %d/<id> (a private copy); a missing one fails the start", async () => {
     fs.mkdirSync(path.join(root, "etc/gpuhost"), { recursive: true });
     fs.writeFileSync(path.join(root, "etc/gpuhost/k.yaml"), 'api-key: "s3cret"\n', { mode: 0o600 });
@@ -147,7 +161,7 @@ describe("simulated systemctl/journalctl", () => {
   });
 
   describe("concurrent operations (the manager lock)", () => {
-    /** Live processes of this test's root whose command line contains every word. */
+    /** Live processes of this test's root (supervisors run inside it) whose command line contains every word. */
     const processes = (...words: string[]): number[] =>
       fs
         .readdirSync("/proc")
@@ -155,11 +169,9 @@ describe("simulated systemctl/journalctl", () => {
         .filter((pid) => {
           try {
             const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-            const env = fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+            const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
             const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-            return (
-              words.every((w) => cmd.includes(w)) && env.includes(`GPUHOST_ROOT=${root}`) && !/^\d+ \(.*\) Z/.test(stat)
-            );
+            return words.every((w) => cmd.includes(w)) && cwd === fs.realpathSync(root) && !/^\d+ \(.*\) Z/.test(stat);
           } catch {
             return false;
           }
