@@ -7,9 +7,10 @@
  * another ("Cannot find module '<old folder>/dist/...'"). So the stored object holds no path and none
  * of gpuhost's code: each method finds gpuhost's compiled implementation when it runs and calls it.
  *
- * Where it looks: the dynamic-provider host the engine starts runs from the program's own
- * node_modules (<program>/node_modules/@pulumi/pulumi/cmd/dynamic-provider), and the engine starts it
- * in the program's folder. Walking up from either, the first folder that is gpuhost itself (its
+ * Where it looks: the engine starts the dynamic-provider host in the program's folder, and the host
+ * runs from the program's own node_modules (<program>/node_modules/@pulumi/pulumi/cmd/dynamic-provider,
+ * whose real path may lie elsewhere when node_modules is linked). Walking up from the program's folder
+ * first, then from the host's, the first folder that is gpuhost itself (its
  * package.json is named gpuhost: gpuhost's own stacks) or holds node_modules/gpuhost (a program
  * that depends on gpuhost) is where the build is. Only what these functions capture is serialized:
  * IMPL (a path relative to that folder) and `locate`, which uses Node's own modules alone.
@@ -40,7 +41,7 @@ export function callTimeProvider(impl: string): pulumi.dynamic.ResourceProvider 
         return false;
       }
     };
-    const starts = [require.main?.filename ? path.dirname(require.main.filename) : "", process.cwd()].filter(Boolean);
+    const starts = [process.cwd(), require.main?.filename ? path.dirname(require.main.filename) : ""].filter(Boolean);
     for (const start of starts) {
       for (let dir = path.resolve(start); ; dir = path.dirname(dir)) {
         for (const root of [dir, path.join(dir, "node_modules", "gpuhost")]) {
