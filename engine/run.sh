@@ -90,8 +90,10 @@ case "$mode" in
   test)
     bash engine/test-prereqs.sh
     bash engine/setup.sh
-    # Formatting first: a file Prettier would change fails the run before anything slow starts.
+    # Formatting and lint first: a file Prettier would change, or a lint error (typescript-eslint's
+    # type-checked rules, eslint.config.mjs), fails the run before anything slow starts.
     prettier --check "**/*.ts"
+    eslint .
     tsc -p .
     exec vitest run "$@"
     ;;

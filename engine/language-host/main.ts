@@ -20,16 +20,16 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { watchEngine } from "../../gate/process-guard";
 
-// The generated stubs ship with @pulumi/pulumi; they have no type declarations of the grpc-js kind we
-// need for addService, so they are loaded untyped and used through small local interfaces.
-/* eslint-disable @typescript-eslint/no-require-imports */
-const langproto = require("@pulumi/pulumi/proto/language_pb.js");
-const langrpc = require("@pulumi/pulumi/proto/language_grpc_pb.js");
-const pluginproto = require("@pulumi/pulumi/proto/plugin_pb.js");
+// The generated stubs and their declarations ship with @pulumi/pulumi (proto/*_pb.js and .d.ts).
+import * as langrpc from "@pulumi/pulumi/proto/language_grpc_pb";
+import * as langproto from "@pulumi/pulumi/proto/language_pb";
+import * as pluginproto from "@pulumi/pulumi/proto/plugin_pb";
 
 /** Exit code @pulumi/pulumi's runner uses after it has already shown the user an actionable error. */
 const BAIL_EXIT_CODE = 32;
-const SDK_VERSION: string = require("@pulumi/pulumi/package.json").version;
+const SDK_VERSION = (
+  JSON.parse(fs.readFileSync(require.resolve("@pulumi/pulumi/package.json"), "utf8")) as { version: string }
+).version;
 
 type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
 interface Call<T> {
@@ -57,7 +57,7 @@ export function requiredPlugins(programDir: string): PluginRef[] {
       pulumi?: { resource?: boolean; name?: string; version?: string; server?: string };
     };
     try {
-      pkg = JSON.parse(fs.readFileSync(manifest, "utf8"));
+      pkg = JSON.parse(fs.readFileSync(manifest, "utf8")) as typeof pkg;
     } catch {
       return;
     }
@@ -155,25 +155,25 @@ class LanguageHost {
     cb(null, info);
   }
 
-  getRequiredPlugins(call: Call<any>, cb: Callback<unknown>) {
-    const dir = call.request.getInfo()?.getProgramDirectory() || call.request.getPwd?.() || process.cwd();
+  getRequiredPlugins(call: Call<langproto.GetRequiredPluginsRequest>, cb: Callback<unknown>) {
+    const dir = call.request.getInfo()?.getProgramDirectory() || call.request.getPwd() || process.cwd();
     const resp = new langproto.GetRequiredPluginsResponse();
     resp.setPluginsList(dependencies(dir, pluginproto.PluginDependency));
     cb(null, resp);
   }
 
-  getRequiredPackages(call: Call<any>, cb: Callback<unknown>) {
+  getRequiredPackages(call: Call<langproto.GetRequiredPackagesRequest>, cb: Callback<unknown>) {
     const dir = call.request.getInfo()?.getProgramDirectory() || process.cwd();
     const resp = new langproto.GetRequiredPackagesResponse();
     resp.setPackagesList(dependencies(dir, pluginproto.PackageDependency));
     cb(null, resp);
   }
 
-  run(call: Call<any>, cb: Callback<unknown>) {
+  run(call: Call<langproto.RunRequest>, cb: Callback<unknown>) {
     const req = call.request;
     const info = req.getInfo();
-    const programDir: string = info?.getProgramDirectory() || req.getPwd() || process.cwd();
-    const entry: string = info?.getEntryPoint() || req.getProgram() || ".";
+    const programDir = info?.getProgramDirectory() || req.getPwd() || process.cwd();
+    const entry = info?.getEntryPoint() || req.getProgram() || ".";
     const runPath = runEntry(programDir);
     const argv = runArguments(runPath, {
       monitor: req.getMonitorAddress(),
@@ -192,12 +192,12 @@ class LanguageHost {
     req.getConfigMap().forEach((v: string, k: string) => {
       config[k] = v;
     });
-    const options = info?.getOptions()?.toJavaScript() ?? {};
+    const options: Record<string, unknown> = info?.getOptions()?.toJavaScript() ?? {};
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       PULUMI_CONFIG: JSON.stringify(config),
       PULUMI_CONFIG_SECRET_KEYS: JSON.stringify(req.getConfigsecretkeysList()),
-      PULUMI_NODEJS_TYPESCRIPT: String(options.typescript ?? false),
+      PULUMI_NODEJS_TYPESCRIPT: String(options.typescript === true),
     };
     if (typeof options.tsconfig === "string") env.PULUMI_NODEJS_TSCONFIG_PATH = options.tsconfig;
     const child = spawn(process.execPath, [...nodeOptions(options), ...argv], {
@@ -241,12 +241,12 @@ class LanguageHost {
     cb(null, resp);
   }
 
-  getProgramDependencies(call: Call<any>, cb: Callback<unknown>) {
+  getProgramDependencies(call: Call<langproto.GetProgramDependenciesRequest>, cb: Callback<unknown>) {
     const dir = call.request.getInfo()?.getProgramDirectory() || process.cwd();
     const resp = new langproto.GetProgramDependenciesResponse();
     const pkgPath = path.join(dir, "package.json");
     const deps: Record<string, string> = fs.existsSync(pkgPath)
-      ? (JSON.parse(fs.readFileSync(pkgPath, "utf8")).dependencies ?? {})
+      ? ((JSON.parse(fs.readFileSync(pkgPath, "utf8")) as { dependencies?: Record<string, string> }).dependencies ?? {})
       : {};
     resp.setDependenciesList(
       Object.entries(deps).map(([name, version]) => {
@@ -264,8 +264,16 @@ class LanguageHost {
   }
 }
 
+/** The fields PluginDependency and PackageDependency share. */
+interface DependencyMessage {
+  setName(v: string): unknown;
+  setKind(v: string): unknown;
+  setVersion(v: string): unknown;
+  setServer(v: string): unknown;
+}
+
 /** The plugins a program needs, as PluginDependency or PackageDependency messages (same fields). */
-function dependencies(dir: string, Message: new () => any): unknown[] {
+function dependencies<M extends DependencyMessage>(dir: string, Message: new () => M): M[] {
   return requiredPlugins(dir).map((p) => {
     const dep = new Message();
     dep.setName(p.name);
@@ -296,7 +304,7 @@ export async function main(argv: string[]): Promise<void> {
   const positional = argv.filter((a) => !a.startsWith("-"));
   const engineAddress = positional[positional.length - 1] ?? "";
   const host = new LanguageHost(engineAddress);
-  const service = langrpc.LanguageRuntimeService as grpc.ServiceDefinition;
+  const service = langrpc.LanguageRuntimeService as unknown as grpc.ServiceDefinition;
   const impl: grpc.UntypedServiceImplementation = {};
   for (const method of Object.keys(service)) {
     const own = (host as unknown as Record<string, unknown>)[method];
@@ -324,8 +332,10 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).catch((err) => {
-    process.stderr.write(`pulumi-language-nodejs: ${err?.stack ?? err}\n`);
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(
+      `pulumi-language-nodejs: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(1);
   });
 }

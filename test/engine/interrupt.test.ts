@@ -32,7 +32,7 @@ function descendants(pid: number): Map<number, string> {
   const found = new Map<number, string>();
   const visit = (p: number) => {
     for (const c of children.get(p) ?? []) {
-      let cmd = "";
+      let cmd: string;
       try {
         cmd = fs.readFileSync(`/proc/${c}/cmdline`, "utf8").split("\0").join(" ").trim();
       } catch {
