@@ -7,7 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
-import { testEngineOptions } from "../support/engine";
+import { testEngineOptions, writeFixtureProject } from "../support/engine";
 import { toolkitFingerprint } from "../../components/cuda-toolkit/fingerprint";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cuda-engine-"));
@@ -50,10 +50,7 @@ beforeAll(async () => {
     { cwd: PROJECT_ROOT },
   );
   const program = path.join(out, "dist/test/cuda-toolkit/fixture/program.js");
-  fs.writeFileSync(
-    path.join(work, "Pulumi.yaml"),
-    `name: gpuhost-cuda-toolkit-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
-  );
+  writeFixtureProject(work, "gpuhost-cuda-toolkit-test", program);
   await ensureStack(stack, opts);
   await pulumi("config", "set", "simRoot", sim);
 }, 120_000);

@@ -9,7 +9,13 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { type PluginSet, type StateExport, testEngineOptions, upstreamPluginDir } from "../support/engine";
+import {
+  type PluginSet,
+  type StateExport,
+  testEngineOptions,
+  upstreamPluginDir,
+  writeFixtureProject,
+} from "../support/engine";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
 
 const available = upstreamPluginDir() !== undefined && canRunSshd();
@@ -33,10 +39,7 @@ describe.skipIf(!available)("remote.Command state: gpuhost's command provider vs
   beforeAll(async () => {
     sshd = await startSshd();
     const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "remote-program.js");
-    fs.writeFileSync(
-      path.join(work, "Pulumi.yaml"),
-      `name: gpuhost-command-state\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
-    );
+    writeFixtureProject(work, "gpuhost-command-state", program);
     for (const [stack, set] of [
       ["by-stand-in", "stand-ins"],
       ["by-upstream", "upstream"],

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { pluginSets, testEngineOptions } from "../support/engine";
+import { pluginSets, testEngineOptions, writeFixtureProject } from "../support/engine";
 
 /** The oldest CLI engine/setup.sh accepts (its PULUMI_MIN_VERSION). */
 const minVersion = /^PULUMI_MIN_VERSION="([\d.]+)"$/m.exec(
@@ -37,11 +37,7 @@ describe.each(pluginSets())("the real Pulumi engine (%s)", (plugins) => {
     fs.mkdirSync(evidence);
     // The program is the compiled fixture (npm test compiles before vitest runs).
     const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "program.js");
-    expect(fs.existsSync(program), `${program} (run tsc first)`).toBe(true);
-    fs.writeFileSync(
-      path.join(work, "Pulumi.yaml"),
-      `name: gpuhost-engine-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
-    );
+    writeFixtureProject(work, "gpuhost-engine-test", program);
     await ensureStack(stack, opts);
     await pulumi("config", "set", "evidenceDir", evidence);
   }, 120_000);

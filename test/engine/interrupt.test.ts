@@ -14,7 +14,7 @@ import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { PROJECT_ROOT, engineEnv, ensureStack, pulumiBin, runPulumi } from "../../engine/pulumi";
-import { pluginSets, testEngineOptions, upstreamPluginDir } from "../support/engine";
+import { pluginSets, testEngineOptions, upstreamPluginDir, writeFixtureProject } from "../support/engine";
 
 /** Every descendant of PID, read from /proc (pid -> command line). */
 function descendants(pid: number): Map<number, string> {
@@ -76,11 +76,7 @@ describe.each(pluginSets())("one Ctrl-C to pulumi up during the gate (%s)", (plu
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "interrupt-program.js");
-    expect(fs.existsSync(program), `${program} (run tsc first)`).toBe(true);
-    fs.writeFileSync(
-      path.join(work, "Pulumi.yaml"),
-      `name: gpuhost-interrupt-test\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
-    );
+    writeFixtureProject(work, "gpuhost-interrupt-test", program);
     await ensureStack(stack, opts);
     const port = (server.address() as AddressInfo).port;
     const set = await runPulumi(["config", "set", "url", `http://127.0.0.1:${port}`, "--stack", stack], opts);

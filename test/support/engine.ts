@@ -78,3 +78,15 @@ export function testEngineOptions(dir: string, timeoutMs: number, set: PluginSet
     env: { PULUMI_CONFIG_PASSPHRASE: TEST_PASSPHRASE, ...pluginEnv(set) },
   };
 }
+
+/**
+ * A throwaway project in DIR whose program is the compiled file PROGRAM (npm test compiles before
+ * vitest runs): its Pulumi.yaml, for the tests that run their own fixture program under the engine.
+ */
+export function writeFixtureProject(dir: string, name: string, program: string): void {
+  if (!fs.existsSync(program)) throw new Error(`${program} is missing (run tsc first)`);
+  fs.writeFileSync(
+    path.join(dir, "Pulumi.yaml"),
+    `name: ${name}\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
+  );
+}
