@@ -5,20 +5,10 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BenchResult } from "../../gate/bench";
 import type { CapacityPlan } from "../../gate/capacity";
-import { benchMain, planMain, verifyMain, type CliIo } from "../../gate/cli";
+import { benchMain, planMain, verifyMain } from "../../gate/cli";
 import type { VerifyResult } from "../../gate/verify";
+import { benchArgv, io } from "./cli-fixture";
 import { startSim, type SimHandle } from "./sim-fixture";
-
-function io(): CliIo & { out: () => string; err: () => string } {
-  let out = "";
-  let err = "";
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    out: () => out,
-    err: () => err,
-  };
-}
 
 let sim: SimHandle | null = null;
 afterEach(async () => {
@@ -62,22 +52,16 @@ describe("gpuhost bench", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-"));
     const o = io();
     const code = await benchMain(
-      [
-        "--endpoint",
+      benchArgv(
         sim.url,
-        "--concurrency",
-        "2,4",
-        "--max-tokens",
-        "64",
-        "--sweep-max-tokens",
-        "64",
+        { concurrency: "2,4", maxTokens: 64, sweepMaxTokens: 64 },
         "--prompts",
         "2",
         "--json",
         path.join(dir, "b.json"),
         "--chart",
         path.join(dir, "b.svg"),
-      ],
+      ),
       o,
     );
     expect(code).toBe(0);

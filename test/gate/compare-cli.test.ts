@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { commandArgv, compareMain } from "../../gate/compare-cli";
 import type { SweepLevel } from "../../gate/sweep";
 import { startSimulator } from "../../simulator/index";
+import { io } from "./cli-fixture";
 
 /** `--json` (compareJson) as far as these tests read it: each service's sweep, runs without samples. */
 interface CompareJson {
@@ -15,17 +16,6 @@ const closers: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of closers) await c();
 });
-
-function io() {
-  let out = "";
-  let err = "";
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    out: () => out,
-    err: () => err,
-  };
-}
 
 describe("gpuhost compare", () => {
   it("command templates become argv without a shell; {unit} is replaced in place", () => {

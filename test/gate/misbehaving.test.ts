@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { BenchResult } from "../../gate/bench";
 import { benchMain, verifyMain } from "../../gate/cli";
 import { bench, EndpointError, verify } from "../../gate/index";
+import { benchArgv, io } from "./cli-fixture";
 import { answering, crashOnFirstGeneration, htmlLoginPage, neverAnswering } from "./misbehaving-servers";
 import { profileVariant, startSim, tinyVariant } from "./sim-fixture";
 
@@ -26,17 +27,6 @@ async function keep<T extends { close(): Promise<void> }>(p: Promise<T>): Promis
   const s = await p;
   servers.push(s);
   return s;
-}
-
-function io() {
-  let out = "";
-  let err = "";
-  return {
-    stdout: { write: (s: string) => (out += s) },
-    stderr: { write: (s: string) => (err += s) },
-    out: () => out,
-    err: () => err,
-  };
 }
 
 /** A port nothing listens on (bound, then closed). */
@@ -182,18 +172,7 @@ describe("11.7 nothing lost at the end of a bench run", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-lost-"));
     const o = io();
     const run = benchMain(
-      [
-        "--endpoint",
-        sim.url,
-        "--concurrency",
-        "2",
-        "--max-tokens",
-        "32",
-        "--sweep-max-tokens",
-        "32",
-        "--json",
-        path.join(dir, "b.json"),
-      ],
+      benchArgv(sim.url, { concurrency: "2", maxTokens: 32, sweepMaxTokens: 32 }, "--json", path.join(dir, "b.json")),
       o,
     );
     rmSync(dir, { recursive: true }); // the folder vanishes while the benchmark runs
@@ -213,21 +192,8 @@ describe("11.3 failure is never capacity (command line)", () => {
     expect((await verify({ url: sim.url })).ready).toBe(true);
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-budget-"));
     const o = io();
-    const code = await benchMain(
-      [
-        "--endpoint",
-        sim.url,
-        "--concurrency",
-        "2,4",
-        "--max-tokens",
-        "64",
-        "--sweep-max-tokens",
-        "1024",
-        "--json",
-        path.join(dir, "b.json"),
-      ],
-      o,
-    );
+    const levels = { concurrency: "2,4", maxTokens: 64, sweepMaxTokens: 1024 };
+    const code = await benchMain(benchArgv(sim.url, levels, "--json", path.join(dir, "b.json")), o);
     expect(code).toBe(3);
     const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8")) as BenchResult;
     expect(json.failedLevels).toEqual([4]);
@@ -236,23 +202,7 @@ describe("11.3 failure is never capacity (command line)", () => {
     expect(o.out()).toMatch(/\n4\s.*FAILED/);
     expect(o.out()).toContain("C=4 broke the error budget of 1 %");
     // A generous budget accepts the same errors.
-    expect(
-      await benchMain(
-        [
-          "--endpoint",
-          sim.url,
-          "--concurrency",
-          "2,4",
-          "--max-tokens",
-          "64",
-          "--sweep-max-tokens",
-          "1024",
-          "--error-budget",
-          "100%",
-        ],
-        io(),
-      ),
-    ).not.toBe(3);
+    expect(await benchMain(benchArgv(sim.url, levels, "--error-budget", "100%"), io())).not.toBe(3);
   });
 });
 
