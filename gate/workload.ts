@@ -6,6 +6,7 @@
  * arrivals at a request rate, whatever the server's state).
  */
 import { z } from "zod";
+import { drawLength, seededRandom } from "../seeded-draws";
 import { PROMPT_CATEGORIES, shippedPrompt, type PromptCategory } from "./prompts";
 
 const lengthDistribution = z
@@ -66,33 +67,6 @@ export const WorkloadShapeSchema = z
 export type WorkloadShape = z.infer<typeof WorkloadShapeSchema>;
 export type WorkloadShapeInput = z.input<typeof WorkloadShapeSchema>;
 
-/** mulberry32: the same sequence on every platform for a seed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-export function drawLength(d: LengthDistribution, random: () => number): number {
-  switch (d.distribution) {
-    case "fixed":
-      return d.tokens;
-    case "uniform":
-      return d.min + Math.floor(random() * (d.max - d.min + 1));
-    case "lognormal": {
-      const u1 = 1 - random();
-      const u2 = random();
-      const normal = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
-      return Math.min(d.max, Math.max(d.min, Math.round(d.median * Math.exp(d.sigma * normal))));
-    }
-  }
-}
-
 /** The category of a uniform draw u in [0, 1), by the mix's weights (in PROMPT_CATEGORIES order). */
 export function pickCategory(mix: Partial<Record<PromptCategory, number>>, u: number): PromptCategory {
   const entries = PROMPT_CATEGORIES.map((c) => [c, mix[c] ?? 0] as const).filter(([, w]) => w > 0);
@@ -115,7 +89,7 @@ export interface ShapedRequest {
 
 /** The i-th request of a shape: a pure function of (shape, i), so every service gets the same ones. */
 export function shapedRequest(shape: WorkloadShape, i: number): ShapedRequest {
-  const random = seeded((shape.seed * 0x9e3779b1 + i * 0x85ebca6b) >>> 0);
+  const random = seededRandom((shape.seed * 0x9e3779b1 + i * 0x85ebca6b) >>> 0);
   const category = pickCategory(shape.mix, random());
   const maxTokens = drawLength(shape.outputTokens, random);
   const promptTokens = category === "long-context" ? drawLength(shape.longContextTokens, random) : 0;
@@ -131,7 +105,7 @@ export function shapedRequest(shape: WorkloadShape, i: number): ShapedRequest {
  */
 export function poissonArrivals(rate: number, count: number, seed: number): number[] {
   if (!(rate > 0)) throw new Error(`request rate must be > 0, got ${rate}`);
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const times: number[] = [];
   let t = 0;
   for (let i = 0; i < count; i++) {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
+import { drawLength, seededRandom } from "../seeded-draws";
 import { sendError } from "./http-util";
-import { drawLength, mixSeed, seededRandom } from "./perf-model";
+import { mixSeed } from "./perf-model";
 import type { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
 import type { ContentKind } from "./speculative";

@@ -1,4 +1,5 @@
-import type { BatchCurve, LengthDistribution, Profile } from "./profile";
+import { seededRandom } from "../seeded-draws";
+import type { BatchCurve, Profile } from "./profile";
 import { acceptLength, SHORT_CHAT, stepCost, type RequestShape } from "./speculative";
 
 /**
@@ -104,18 +105,6 @@ export function expectedRun(
   };
 }
 
-/** mulberry32: small, fast, and the same sequence on every platform for a given seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export function mixSeed(...parts: number[]): number {
   let h = 0x811c9dc5;
   for (const p of parts) {
@@ -124,23 +113,6 @@ export function mixSeed(...parts: number[]): number {
     h ^= h >>> 13;
   }
   return h >>> 0;
-}
-
-export function drawLength(dist: LengthDistribution, random: () => number): number {
-  switch (dist.distribution) {
-    case "fixed":
-      return dist.tokens;
-    case "uniform":
-      return dist.min + Math.floor(random() * (dist.max - dist.min + 1));
-    case "lognormal": {
-      // Box-Muller on two seeded uniforms; (1 - u) keeps log() away from 0.
-      const u1 = 1 - random();
-      const u2 = random();
-      const normal = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
-      const value = Math.round(dist.median * Math.exp(dist.sigma * normal));
-      return Math.min(dist.max, Math.max(dist.min, value));
-    }
-  }
 }
 
 export function drawLoadSeconds(profile: Profile): number {

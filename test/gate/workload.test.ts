@@ -3,14 +3,8 @@ import { goodput, meanInterval, meetsSlo, perTokenLatency, SloSchema } from "../
 import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/prompts";
 import type { RequestSample } from "../../gate/stream";
 import { summarizeSweepLevel, runSummary, toHostTime } from "../../gate/sweep";
-import {
-  drawLength,
-  pickCategory,
-  poissonArrivals,
-  seeded,
-  shapedRequest,
-  WorkloadShapeSchema,
-} from "../../gate/workload";
+import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/workload";
+import { drawLength, seededRandom } from "../../seeded-draws";
 import { classifyContent } from "../../simulator/text";
 
 function sample(over: Partial<RequestSample>): RequestSample {
@@ -41,11 +35,37 @@ describe("workload shapes", () => {
   });
 
   it("length draws: fixed is exact, uniform stays in min..max", () => {
-    const r = seeded(3);
+    const r = seededRandom(3);
     expect(drawLength({ distribution: "fixed", tokens: 2000 }, r)).toBe(2000);
     const u = Array.from({ length: 500 }, () => drawLength({ distribution: "uniform", min: 10, max: 20 }, r));
     expect(Math.min(...u)).toBe(10);
     expect(Math.max(...u)).toBe(20);
+  });
+
+  it("seeded draws are pinned: a seed gives the workload (and the simulator, seeded-draws.ts) the same sequence as ever", () => {
+    const r = seededRandom(1);
+    expect([r(), r(), r()]).toEqual([0.6270739405881613, 0.002735721180215478, 0.5274470399599522]);
+    const draws = (seed: number, dist: Parameters<typeof drawLength>[0]) => {
+      const random = seededRandom(seed);
+      return Array.from({ length: 8 }, () => drawLength(dist, random));
+    };
+    expect(draws(3, { distribution: "uniform", min: 10, max: 20 })).toEqual([17, 10, 15, 10, 18, 15, 15, 11]);
+    expect(draws(5, { distribution: "lognormal", median: 900, sigma: 0.7, min: 40, max: 16000 })).toEqual([
+      1048, 633, 703, 306, 1095, 838, 2509, 705,
+    ]);
+    const shape = WorkloadShapeSchema.parse({
+      mix: { chat: 1, code: 2, "long-context": 1 },
+      outputTokens: { distribution: "lognormal", median: 800, sigma: 0.9, max: 8000 },
+      longContextTokens: { distribution: "uniform", min: 1000, max: 30000 },
+      seed: 17,
+    });
+    expect([0, 1, 2, 3].map((i) => [shapedRequest(shape, i).category, shapedRequest(shape, i).maxTokens])).toEqual([
+      ["chat", 1391],
+      ["long-context", 2910],
+      ["chat", 1781],
+      ["long-context", 1133],
+    ]);
+    expect(poissonArrivals(3, 3, 11)).toEqual([0, 0.23886467305909675, 0.4905008616409274]);
   });
 
   it("Poisson arrivals: starts at 0, mean gap 1/rate, reproducible for a seed", () => {

@@ -1,13 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { listProfiles, loadProfile, parseProfile, type Profile, ProfileError } from "../../simulator/profile";
-import {
-  curveAt,
-  decodeRates,
-  drawLength,
-  expectedRun,
-  seededRandom,
-  theoreticalLevel,
-} from "../../simulator/perf-model";
+import { curveAt, decodeRates, expectedRun, theoreticalLevel } from "../../simulator/perf-model";
+import { drawLength, seededRandom } from "../../seeded-draws";
 import { derivedProfile } from "./helpers";
 
 const SHIPPED = [
