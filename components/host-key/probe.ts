@@ -1,7 +1,8 @@
 // What key does an SSH server present? Asked the way ssh itself sees it: a real `ssh` connection
 // (through the bastion when there is one) with a KnownHostsCommand that records the key the server
 // offers and vouches for nothing, so the connection stops at host key verification, before any
-// authentication to the target. No Pulumi import: the program and dynamic providers both use it.
+// authentication to the target. No Pulumi import: the program, dynamic providers and the command
+// provider (engine/command-provider, its recorder and key checks) use it.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -40,7 +41,12 @@ export function keyWords(keyLine: string): string {
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-function recorder(dir: string, name: string): string {
+/**
+ * A KnownHostsCommand that records the key the server presents (type and base64) into DIR and vouches
+ * for nothing: ssh still decides against its known_hosts file alone. ssh runs it without a shell.
+ * The host key probe here and the command provider (engine/command-provider) both use it.
+ */
+export function recorder(dir: string, name: string): string {
   const script = path.join(dir, `${name}.record`);
   const out = path.join(dir, `${name}.presented`);
   fs.writeFileSync(script, `#!/bin/sh\n[ -n "$2" ] && printf '%s %s\\n' "$1" "$2" >> ${q(out)}\nexit 0\n`, {
@@ -49,7 +55,8 @@ function recorder(dir: string, name: string): string {
   return script;
 }
 
-function recorded(dir: string, name: string): string | undefined {
+/** The last key (`<type> <base64>`) the recorder NAME in DIR saw presented, or undefined when none. */
+export function recorded(dir: string, name: string): string | undefined {
   const f = path.join(dir, `${name}.presented`);
   if (!fs.existsSync(f)) return undefined;
   const lines = fs

@@ -33,6 +33,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { fingerprint, keyWords, recorded, recorder } from "../../components/host-key/probe";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -228,16 +229,10 @@ async function runRemote(
 
 const target = (c: { host: string; port?: number; user?: string }) => `${c.user ?? "root"}@${c.host}:${c.port ?? 22}`;
 
-/** The SHA256 fingerprint of a public key line (`ssh-ed25519 AAAA...`), as ssh-keygen -l prints it. */
-export function fingerprint(keyLine: string): string {
-  const blob = Buffer.from(keyLine.trim().split(/\s+/)[1] ?? "", "base64");
-  return `SHA256:${crypto.createHash("sha256").update(blob).digest("base64").replace(/=+$/, "")}`;
-}
-
 /**
  * After a failed session: when the host key was the reason, throws the error that says which host
  * presented which key, so the user can pin it (or see that it changed). The keys come from the
- * KnownHostsCommand recorder below, which sees exactly what the server presented.
+ * KnownHostsCommand recorder (components/host-key/probe.ts), which sees exactly what the server presented.
  */
 function hostKeyProblem(conn: Connection, dir: string, stderr: string): void {
   if (!/Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No .* host key is known/i.test(stderr))
@@ -247,10 +242,10 @@ function hostKeyProblem(conn: Connection, dir: string, stderr: string): void {
   ];
   if (conn.proxy) hops.unshift(["proxy", conn.proxy, "connection.proxy.hostKey"]);
   for (const [name, hop, field] of hops) {
-    const presented = presentedKey(dir, name);
+    const presented = recorded(dir, name);
     if (presented === undefined) continue;
     const pinned = hop.hostKey?.trim();
-    if (pinned && sameKey(pinned, presented)) continue;
+    if (pinned && keyWords(pinned) === keyWords(presented)) continue;
     const shown = `${presented.split(" ")[0]} ${fingerprint(presented)}`;
     if (!pinned) {
       throw new Error(
@@ -261,34 +256,6 @@ function hostKeyProblem(conn: Connection, dir: string, stderr: string): void {
       `${target(hop)}: refused, the host presented ${shown} but ${field} pins ${pinned.split(" ")[0]} ${fingerprint(pinned)}. Either someone is in between, or the host's key was changed: pin the new key only after checking it on the host`,
     );
   }
-}
-
-function sameKey(a: string, b: string): boolean {
-  const words = (k: string) => k.trim().split(/\s+/).slice(0, 2).join(" ");
-  return words(a) === words(b);
-}
-
-function presentedKey(dir: string, name: string): string | undefined {
-  const f = path.join(dir, `${name}.presented`);
-  if (!fs.existsSync(f)) return undefined;
-  const lines = fs
-    .readFileSync(f, "utf8")
-    .split("\n")
-    .filter((l) => /^\S+ \S+$/.test(l));
-  return lines[lines.length - 1];
-}
-
-/**
- * A KnownHostsCommand that records the key the server presents (type and base64) and vouches for
- * nothing: ssh still decides against the pinned known_hosts file alone. ssh runs it without a shell.
- */
-function recorder(dir: string, name: string): string {
-  const script = path.join(dir, `${name}.record`);
-  const out = path.join(dir, `${name}.presented`);
-  fs.writeFileSync(script, `#!/bin/sh\n[ -n "$2" ] && printf '%s %s\\n' "$1" "$2" >> ${shQuote(out)}\nexit 0\n`, {
-    mode: 0o700,
-  });
-  return script;
 }
 
 function sshArgs(conn: Connection, dir: string): string[] {

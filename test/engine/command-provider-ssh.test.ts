@@ -5,7 +5,8 @@
  */
 import * as fs from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { REMOTE, fingerprint, provider, withSecretCredentials } from "../../engine/command-provider/provider";
+import { fingerprint } from "../../components/host-key/probe";
+import { REMOTE, provider, withSecretCredentials } from "../../engine/command-provider/provider";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
 import { startStallProxy } from "../support/stall-proxy";
 

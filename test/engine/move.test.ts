@@ -30,12 +30,14 @@ async function pulumi(dir: string, ...args: string[]) {
 beforeAll(async () => {
   fs.mkdirSync(path.join(a, "node_modules"), { recursive: true });
   fs.mkdirSync(evidence);
-  // gpuhost itself inside A, moved with it (package.json and its compiled engine: what the command
-  // provider runs), the other packages linked from this checkout
+  // gpuhost itself inside A, moved with it (package.json, its compiled engine and the host-key probe
+  // the engine's command provider imports: what the command provider runs), the other packages linked
+  // from this checkout
   const gpuhost = path.join(a, "node_modules", "gpuhost");
   fs.mkdirSync(gpuhost);
   fs.copyFileSync(path.join(PROJECT_ROOT, "package.json"), path.join(gpuhost, "package.json"));
-  fs.cpSync(path.join(PROJECT_ROOT, "dist", "engine"), path.join(gpuhost, "dist", "engine"), { recursive: true });
+  for (const dir of ["engine", "components/host-key"])
+    fs.cpSync(path.join(PROJECT_ROOT, "dist", dir), path.join(gpuhost, "dist", dir), { recursive: true });
   for (const entry of fs.readdirSync(path.join(PROJECT_ROOT, "node_modules"))) {
     if (entry.startsWith(".")) continue;
     fs.symlinkSync(path.join(PROJECT_ROOT, "node_modules", entry), path.join(a, "node_modules", entry));
