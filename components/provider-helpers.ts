@@ -1,7 +1,7 @@
 /**
  * What gpuhost's dynamic-provider implementations share (VerifiedGeneration, ServiceComparison):
- * the process guard when hosted by the engine, picking a state's inputs or measurements apart, and
- * order-independent comparison. Loaded normally by the implementations, never serialized (the
+ * the process guard when hosted by the engine, picking a state's inputs or measurements apart,
+ * order-independent comparison, and the diff built from it. Loaded normally by the implementations, never serialized (the
  * state holds only components/call-time-provider.ts's object).
  */
 import { installProcessGuard } from "../gate/process-guard";
@@ -42,4 +42,28 @@ export function stable(v: unknown): string {
     .sort()
     .map((k) => `${JSON.stringify(k)}:${stable(o[k])}`)
     .join(",")}}`;
+}
+
+/**
+ * A provider's diff: a change when REPLACES (the keys that force a replacement) is not empty or an
+ * input of INPUT_KEYS (set in the state OLDS or in NEWS) differs; the outputs named in STABLES are
+ * kept only when nothing is replaced.
+ */
+export function inputsDiff(
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+  inputKeys: readonly string[],
+  replaces: string[],
+  stables: string[],
+): { changes: boolean; replaces: string[]; deleteBeforeReplace: boolean; stables: string[] } {
+  const oldInputs = pickKeys(olds, inputKeys);
+  const changed = Object.keys({ ...oldInputs, ...pickKeys(news, inputKeys) }).filter(
+    (k) => stable(oldInputs[k]) !== stable(news[k]),
+  );
+  return {
+    changes: replaces.length > 0 || changed.length > 0,
+    replaces,
+    deleteBeforeReplace: false,
+    stables: replaces.length === 0 ? stables : [],
+  };
 }

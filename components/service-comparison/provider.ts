@@ -19,7 +19,7 @@ import type { CompareOptions } from "../../gate/compare-run";
 import { projectFile } from "../../project-files";
 import { execOnHost } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
-import { omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "2";
@@ -98,16 +98,7 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
 
 export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
   const replaces = MEASURE_KEY_LIST.filter((k) => stable(olds[k]) !== stable(news[k]));
-  const oldInputs = pickInputs(olds);
-  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter(
-    (k) => stable(oldInputs[k]) !== stable(news[k]),
-  );
-  return {
-    changes: replaces.length > 0 || changed.length > 0,
-    replaces,
-    deleteBeforeReplace: false,
-    stables: replaces.length === 0 ? ["activeService", "activeUnit", "recommended"] : [],
-  };
+  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, ["activeService", "activeUnit", "recommended"]);
 }
 
 /** Measure every service in turn, compare, leave the winner (or the configured one) active. */

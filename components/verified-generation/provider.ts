@@ -12,7 +12,7 @@ import * as GateModule from "../../gate/index";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
-import { omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 
 /** Bump when the provider's behaviour changes. */
@@ -125,17 +125,12 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   // A refresh that found the host no longer generating leaves generating=false in state: the next
   // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
   if (olds.generating === false) replaces.push("generating");
-  const oldInputs = pickInputs(olds);
-  const changed = Object.keys({ ...oldInputs, ...pickInputs(news) }).filter(
-    (k) => stable(oldInputs[k]) !== stable(news[k]),
-  );
-  return {
-    changes: replaces.length > 0 || changed.length > 0,
-    replaces,
-    deleteBeforeReplace: false,
-    stables:
-      replaces.length === 0 ? ["generating", "model", "sustainedOutputTokensPerSecond", "saturationConcurrency"] : [],
-  };
+  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, [
+    "generating",
+    "model",
+    "sustainedOutputTokensPerSecond",
+    "saturationConcurrency",
+  ]);
 }
 
 /**
