@@ -16,7 +16,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
-import type { HostConnection } from "../../components/host/connection";
+import type { SshConnection } from "../../components/host/connection";
 import { execOnHost } from "../../components/host/exec";
 import { freeLocalPort } from "../../ports";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
@@ -45,7 +45,7 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("execOnHost through a
   beforeEach(() => fs.rmSync(marker, { force: true }));
 
   /** The target, pinned, through the bastion with `bastionKey` pinned (or none). */
-  const via = (bastionKey: string | undefined, over: { bastionPort?: number } = {}): HostConnection => ({
+  const via = (bastionKey: string | undefined, over: { bastionPort?: number } = {}): SshConnection => ({
     kind: "ssh",
     host: target.host,
     port: target.port,
