@@ -17,7 +17,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { type StateExport, testEngineOptions } from "../support/engine";
+import { type StateExport, testEngineOptions, writeFixtureProject } from "../support/engine";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
 
 const STACK = "bastion";
@@ -51,14 +51,13 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("the bastion's host-k
   beforeAll(async () => {
     if (!canRunSshd())
       throw new Error("these tests need root and /usr/sbin/sshd (set GPUHOST_SKIP_TESTHOST=1 to skip them knowingly)");
-    const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "bastion-program.js");
-    if (!fs.existsSync(program)) throw new Error(`${program} is missing: compile first (npm test does)`);
+    writeFixtureProject(
+      work,
+      "gpuhost-bastion",
+      path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "bastion-program.js"),
+    );
     bastion = await startSshd();
     target = await startSshd();
-    fs.writeFileSync(
-      path.join(work, "Pulumi.yaml"),
-      `name: gpuhost-bastion\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
-    );
     await ensureStack(STACK, opts);
     for (const [k, v] of [
       ["targetHost", target.host],

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitCodeOf, parseRefreshOutput } from "../../components/drift/report";
 import { fingerprint } from "../../components/host-key/probe";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { type StateExport, testEngineOptions } from "../support/engine";
+import { type StateExport, testEngineOptions, writeFixtureProject } from "../support/engine";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
 
 const STACK = "rekey";
@@ -52,13 +52,14 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("a pinned host key th
   beforeAll(async () => {
     if (!canRunSshd())
       throw new Error("these tests need root and /usr/sbin/sshd (set GPUHOST_SKIP_TESTHOST=1 to skip them knowingly)");
-    const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "rekey-program.js");
-    if (!fs.existsSync(program)) throw new Error(`${program} is missing: compile first (npm test does)`);
-    sshd = await startSshd();
-    fs.writeFileSync(
-      path.join(work, "Pulumi.yaml"),
-      `name: gpuhost-rekey\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\noptions:\n  refresh: always\n`,
+    writeFixtureProject(
+      work,
+      "gpuhost-rekey",
+      path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "rekey-program.js"),
     );
+    // As the project's Pulumi.yaml: every up refreshes first.
+    fs.appendFileSync(path.join(work, "Pulumi.yaml"), "options:\n  refresh: always\n");
+    sshd = await startSshd();
     await ensureStack(STACK, opts);
     await ok("config", "set", "host", sshd.host);
     await ok("config", "set", "port", String(sshd.port));
