@@ -25,6 +25,8 @@ export class ProbeError extends Error {
   constructor(
     message: string,
     readonly stderr: string,
+    /** Set when the SSH session was refused on a host key (exec.ts): the host was not probed at all. */
+    readonly hostKeyRefusal?: string,
   ) {
     super(message);
     this.name = "ProbeError";
@@ -67,7 +69,11 @@ export async function probeHost(
   });
   if (result.code !== 0) {
     const why = result.code === 124 ? "timed out" : `exited ${result.code}`;
-    throw new ProbeError(`toolkit probe ${why}: ${result.stderr.trim().slice(-500)}`, result.stderr);
+    throw new ProbeError(
+      `toolkit probe ${why}: ${result.stderr.trim().slice(-500)}`,
+      result.stderr,
+      result.hostKeyRefusal,
+    );
   }
   return parseProbeOutput(result.stdout);
 }

@@ -8,6 +8,7 @@
 //   observed   the last probe (probe.sh's JSON)
 //   baseline   what create recorded that provisioning does not state: file hashes, driver, GPUs
 //   drift      observed vs expected (and baseline): [{ field, expected, found, repair }]
+//   hostKeyRefused  only after a read refused on the host key: the refusal; the rest is the stored state
 // read re-probes and returns props AND inputs; diff compares observed vs expected, so
 // `pulumi refresh --preview-only --expect-no-changes` fails exactly when something drifted.
 // update with onDrift "repair" runs the `repairs` steps for what drifted (repair.ts), re-probes,
@@ -17,7 +18,7 @@ import * as fs from "node:fs";
 import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { baselineOf, findDrift } from "./drift";
-import { probeHost } from "./probe";
+import { ProbeError, probeHost } from "./probe";
 import { planRepairs, repairScriptPath, runRepairs } from "./repair";
 import { installProcessGuard } from "../../gate/process-guard";
 import { projectRoot } from "../../project-files";
@@ -58,6 +59,13 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   observed: ObservedState;
   baseline: Baseline;
   drift: Drift[];
+  /**
+   * Set by a read that the host's key refused (the stored connection pins another key): the host was
+   * not probed, and the rest is the state recorded before. diff then always reports a change, so the
+   * update that follows probes with the connection the program gives now: a newly pinned key goes
+   * through and clears this; the same pin is refused again and fails the update, naming both keys.
+   */
+  hostKeyRefused?: string;
 }
 
 const INPUT_KEYS = ["providerVersion", "connection", "expected", "onDrift", "repairs", "apiKey", "apiKeyFile"] as const;
@@ -185,8 +193,20 @@ export async function read(
   id: string,
   props: ToolkitStateOutputs,
 ): Promise<{ id: string; props: ToolkitStateOutputs; inputs: ToolkitStateInputs }> {
-  const outs = await observe(props, props.baseline);
-  return { id, props: outs, inputs: inputsOf(props) };
+  try {
+    const outs = await observe(props, props.baseline);
+    return { id, props: outs, inputs: inputsOf(props) };
+  } catch (e) {
+    // Refresh reads with the connection stored in the state. After the user pinned a host's new key,
+    // that connection still pins the old one: failing here failed every `pulumi up` (refresh: always)
+    // until one ran with --refresh=false. Nothing was sent to that host (the session stops at key
+    // verification), so keep what was recorded, say why, and let the update decide (see hostKeyRefused).
+    if (!(e instanceof ProbeError) || e.hostKeyRefusal === undefined) throw e;
+    process.stderr.write(
+      `[ToolkitState ${props.hostLabel}] not probed: ${e.hostKeyRefusal}. The recorded state is kept; the next update probes with the connection the program gives now\n`,
+    );
+    return { id, props: { ...props, hostKeyRefused: e.hostKeyRefusal }, inputs: inputsOf(props) };
+  }
 }
 
 /**
@@ -203,6 +223,8 @@ export async function diff(
   // Only today's input keys: a state written when the checkout's path was an input still diffs clean.
   const changedInputs = INPUT_KEYS.filter((k) => JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null));
   if (changedInputs.length > 0) return { changes: true, replaces: [] };
+  // The last read could not probe (host key refused): the update probes with the current connection.
+  if (olds.hostKeyRefused !== undefined) return { changes: true, replaces: [] };
   if (!olds.observed || !olds.baseline) return { changes: true, replaces: [] };
   const drift = findDrift(expectedStateSchema.parse(news.expected), olds.baseline, olds.observed);
   return { changes: drift.length > 0, replaces: [] };

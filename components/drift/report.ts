@@ -113,6 +113,12 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     hostOfUrn.set(urn, label);
     const host = hostFor(label);
     if (!host.resources.includes(urnName(urn))) host.resources.push(urnName(urn));
+    // A read refused on the host key kept the old record: the host was not probed, so it is not clean.
+    const refused = meta.new?.outputs?.hostKeyRefused;
+    if (detailsKnown && typeof refused === "string") {
+      host.errors.push(`not probed: ${refused}`);
+      return;
+    }
     if (CLEAN_OPS.has(op)) return;
     const drift = meta.new?.outputs?.drift;
     if (detailsKnown && Array.isArray(drift) && drift.every(isDrift) && drift.length > 0) {

@@ -133,7 +133,20 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
       { host: a.host, port: a.port, bastion: bastionHop(bastionHostKey), recordBastion: bastionTofu },
       { parent: opts.parent },
     );
-    if (bastionTofu) bastionHostKey = tofu.bastionHostKey.apply((k) => k ?? "");
+    if (bastionTofu) {
+      const t = tofu;
+      // Said on every run, as for the target: which bastion key is trusted, and since when.
+      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt]).apply(([k, at]) => {
+        if (!k)
+          throw new Error(
+            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key (pulumi up --replace) to record it`,
+          );
+        log(
+          `${a.configPath}.bastion: trusting the bastion ${b.host}:${b.port}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
+        );
+        return k;
+      });
+    }
   }
 
   let hostKey: pulumi.Output<string>;

@@ -16,6 +16,28 @@ export interface ExecResult {
   code: number;
   stdout: string;
   stderr: string;
+  /**
+   * Set when the session failed on a host key: which hop presented which key (also the last line of
+   * stderr). Callers that can do nothing on a host they cannot trust tell this apart from a failure on it.
+   */
+  hostKeyRefusal?: string;
+}
+
+/** A session refused on a host key (a tunnel's): `hostKeyRefusal` says which hop presented which key. */
+export class HostKeyRefusedError extends Error {
+  constructor(
+    message: string,
+    readonly hostKeyRefusal: string,
+  ) {
+    super(message);
+    this.name = "HostKeyRefusedError";
+  }
+}
+
+/** The refusal an error carries when a session failed on a host key (HostKeyRefusedError, or one that copied it). */
+export function hostKeyRefusalOf(e: unknown): string | undefined {
+  const r = (e as { hostKeyRefusal?: unknown } | null)?.hostKeyRefusal;
+  return typeof r === "string" ? r : undefined;
 }
 
 export interface ExecOptions {
@@ -182,7 +204,7 @@ export async function execOnHost(
       });
       const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
-      if (refused) return { ...r, stderr: `${r.stderr}\ngpuhost: ${refused}` };
+      if (refused) return { ...r, stderr: `${r.stderr}\ngpuhost: ${refused}`, hostKeyRefusal: refused };
       if (r.code === 255 && /Timeout, server .* not responding/.test(r.stderr))
         return {
           ...r,

@@ -5,7 +5,7 @@
 // provider requires this from dist/components/host/tunnel.js at call time.
 import { spawn } from "node:child_process";
 import { type HostConnection, parseConnection } from "./connection";
-import { sshBaseArgs } from "./exec";
+import { HostKeyRefusedError, hostKeyRefusal, sshBaseArgs } from "./exec";
 import { secretTempDir } from "./secret-dirs";
 import { acceptsConnections, freeLocalPort } from "../../ports";
 
@@ -55,10 +55,12 @@ export async function openTunnel(
   const deadline = Date.now() + timeoutMs;
   while (!(await acceptsConnections(localPort))) {
     if (child.exitCode !== null || Date.now() > deadline) {
+      // Read before close(): the keys each hop presented are recorded in the folder close() removes.
+      const refused = child.exitCode === 255 ? hostKeyRefusal(conn, tmp, stderr) : undefined;
       await close();
-      throw new Error(
-        `ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`,
-      );
+      const message = `ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`;
+      if (refused) throw new HostKeyRefusedError(`${message}\ngpuhost: ${refused}`, refused);
+      throw new Error(message);
     }
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import * as GateModule from "../../gate/index";
 import type { HostConnection } from "../host/connection";
-import { execOnHost } from "../host/exec";
+import { execOnHost, hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
@@ -125,12 +125,14 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   // A refresh that found the host no longer generating leaves generating=false in state: the next
   // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
   if (olds.generating === false) replaces.push("generating");
-  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, [
+  const d = inputsDiff(olds, news, INPUT_KEY_LIST, replaces, [
     "generating",
     "model",
     "sustainedOutputTokensPerSecond",
     "saturationConcurrency",
   ]);
+  // The last refresh could not reach the host (its key refused): the update checks it with the current connection.
+  return typeof olds.hostKeyRefused === "string" ? { ...d, changes: true } : d;
 }
 
 /**
@@ -261,25 +263,48 @@ export async function update(
     Number.isFinite(sustained) ? sustained : 0,
     (news.workload as Record<string, unknown>) ?? {},
   );
-  return { outs: { ...pickMeasured(olds), ...pickInputs(news), capacity: plan } };
+  const { hostKeyRefused, ...measured } = pickMeasured(olds);
+  // The refresh before this update was refused on the host key (the state's connection pinned another
+  // one): its check runs now, with the connection the program gives. Refused again, this fails.
+  const checked = typeof hostKeyRefused === "string" ? await checkGenerating(news, gate) : {};
+  return { outs: { ...measured, ...pickInputs(news), ...checked, capacity: plan } };
 }
 
-/** Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false). */
-export async function read(
-  id: string,
+/** One tiny generation through the host access `props` name: whether the service still generates. */
+async function checkGenerating(
   props: Record<string, unknown>,
-): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
-  const gate = loadGate();
+  gate: Gate,
+): Promise<{ generating: boolean; generationCheck: unknown }> {
   const input = props as unknown as VerifiedGenerationInputs;
   const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
     gate.checkGenerating({ url, model: input.endpoint.model, apiKey: input.apiKey }, input.verifyPolicy ?? {}, timeout),
   );
-  return {
-    id,
-    props: { ...props, generating: result.generating, generationCheck: result.check },
-    inputs: pickInputs(props),
-  };
+  return { generating: result.generating, generationCheck: result.check };
+}
+
+/**
+ * Refresh: one tiny generation; a host that stopped generating shows as drift (generating: false).
+ * A host whose key the stored connection refuses (the user pinned its new key since) is not read:
+ * the record is kept, marked hostKeyRefused, and the update that follows checks with the current
+ * connection (see update), instead of failing every `pulumi up` until one ran with --refresh=false.
+ */
+export async function read(
+  id: string,
+  props: Record<string, unknown>,
+): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
+  const gate = loadGate();
+  try {
+    const { hostKeyRefused: _stale, ...rest } = props;
+    return { id, props: { ...rest, ...(await checkGenerating(props, gate)) }, inputs: pickInputs(props) };
+  } catch (e) {
+    const refusal = hostKeyRefusalOf(e);
+    if (refusal === undefined) throw e;
+    process.stderr.write(
+      `[VerifiedGeneration] not checked: ${refusal}. The recorded verification is kept; the next update checks with the connection the program gives now\n`,
+    );
+    return { id, props: { ...props, hostKeyRefused: refusal }, inputs: pickInputs(props) };
+  }
 }
 
 export async function deleteResource(): Promise<void> {

@@ -224,6 +224,25 @@ describe("drift report", () => {
     );
   });
 
+  it("a host whose key the stored connection refused was not probed: an error (exit 2), with the refusal", () => {
+    // ToolkitState's read keeps the old record, marked hostKeyRefused, and its drift list is the old one.
+    const refusal =
+      "gpu2:22 presented ssh-ed25519 SHA256:new, but hostKey pins ssh-ed25519 SHA256:old: refused (someone in between, or the host's key changed: pin the new key only after checking it on the host)";
+    const events = toolkitEvents("gpu2-toolkit", "ssh root@gpu2:22", []).map((l) =>
+      l.includes("resOutputsEvent")
+        ? l
+            .replace('"op":"same"', '"op":"update"')
+            .replace(/("new":\{[^}]*"outputs":\{)/, `$1"hostKeyRefused":${JSON.stringify(refusal)},`)
+        : l,
+    );
+    expect(events.join("\n")).toContain('"hostKeyRefused"');
+    const report = parseRefreshOutput(stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", []), events));
+    expect(exitCodeOf(report)).toBe(2);
+    const gpu2 = report.hosts.find((h) => h.host === "ssh root@gpu2:22")!;
+    expect(gpu2).toMatchObject({ status: "error", errors: [`not probed: ${refusal}`], drift: [] });
+    expect(report.hosts.find((h) => h.host === "ssh root@gpu1:22")?.status).toBe("clean");
+  });
+
   it("unparsable or truncated engine output is an error, never clean", () => {
     expect(exitCodeOf(parseRefreshOutput(""))).toBe(2);
     expect(exitCodeOf(parseRefreshOutput("error: could not load plugin\n"))).toBe(2);

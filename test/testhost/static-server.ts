@@ -1,9 +1,12 @@
 /**
  * A static file server on 127.0.0.1 for the test host's apt repository and Python index. The
  * container shares this machine's loopback, so apt and pip inside it reach this server directly.
+ * With `tls` it serves https (a certificate from tls.ts, whose CA the test installs on the host):
+ * gpuhost takes remote package sources over https only.
  */
 import { createReadStream, promises as fs } from "node:fs";
 import * as http from "node:http";
+import * as https from "node:https";
 import * as net from "node:net";
 import * as path from "node:path";
 
@@ -16,10 +19,10 @@ export interface StaticServer {
 }
 
 /** Serves `dir` read-only; a folder answers with its index.html (PEP 503 pages are folders). */
-export function serveDirectory(dir: string, port = 0): Promise<StaticServer> {
+export function serveDirectory(dir: string, port = 0, tls?: { key: string; cert: string }): Promise<StaticServer> {
   const root = path.resolve(dir);
   const requests: string[] = [];
-  const server = http.createServer((req, res) => {
+  const handler: http.RequestListener = (req, res) => {
     const urlPath = decodeURIComponent(new URL(req.url ?? "/", "http://localhost").pathname);
     requests.push(urlPath);
     const target = path.resolve(root, `.${urlPath}`);
@@ -49,9 +52,12 @@ export function serveDirectory(dir: string, port = 0): Promise<StaticServer> {
       if (!res.headersSent) res.writeHead(500);
       res.end();
     });
-  });
+  };
+  const server: http.Server = tls
+    ? https.createServer({ key: tls.key, cert: tls.cert }, handler)
+    : http.createServer(handler);
   const sockets = new Set<net.Socket>();
-  server.on("connection", (s) => {
+  server.on("connection", (s: net.Socket) => {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
@@ -60,7 +66,7 @@ export function serveDirectory(dir: string, port = 0): Promise<StaticServer> {
     server.listen(port, "127.0.0.1", () => {
       const actual = (server.address() as net.AddressInfo).port;
       resolve({
-        url: `http://127.0.0.1:${actual}/`,
+        url: `${tls ? "https" : "http"}://127.0.0.1:${actual}/`,
         port: actual,
         requests,
         close: () =>

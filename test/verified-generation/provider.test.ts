@@ -14,6 +14,8 @@ import { startSimulator } from "../../simulator/index";
 import { tinyVariant } from "../gate/sim-fixture";
 import { derivedProfile } from "../simulator/helpers";
 import { neverAnswering } from "../gate/misbehaving-servers";
+import { fingerprint } from "../../components/host-key/probe";
+import { canRunSshd, startSshd } from "../support/sshd";
 
 const repo = path.resolve(__dirname, "../..");
 let closers: (() => Promise<void>)[] = [];
@@ -287,3 +289,66 @@ describe("VerifiedGeneration provider", () => {
     }, 40_000);
   });
 });
+
+// The host reached over SSH (hostAccess) through a real OpenSSH server on loopback whose host key is
+// swapped, as after a reinstall: refresh reads with the connection stored in the state (old key).
+describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")(
+  "VerifiedGeneration over SSH when the host key changed",
+  () => {
+    it("read keeps the record marked hostKeyRefused; the update checks with the current key, or fails on the old one", async () => {
+      if (!canRunSshd())
+        throw new Error("this test needs root and /usr/sbin/sshd (set GPUHOST_SKIP_TESTHOST=1 to skip it knowingly)");
+      const sshd = await startSshd();
+      closers.push(() => sshd.stop());
+      const host = await sim();
+      const access = (hostKey: string) => ({
+        hostAccess: {
+          connection: {
+            kind: "ssh",
+            host: sshd.host,
+            port: sshd.port,
+            user: "root",
+            privateKey: sshd.privateKey,
+            hostKey,
+          },
+          unit: "sglang-tiny.service",
+          remoteHost: "127.0.0.1",
+          remotePort: Number(new URL(host.url).port),
+        },
+      });
+      const first = sshd.hostKey;
+      // What create recorded (measured before): kept by every step below.
+      const recorded = {
+        ...inputs("http://127.0.0.1:30000", access(first)),
+        generating: true,
+        sustainedOutputTokensPerSecond: 800,
+        saturationConcurrency: 32,
+      };
+      const live = await read("id", recorded);
+      expect(live.props).toMatchObject({ generating: true, generationCheck: "ok" });
+      expect(live.props.hostKeyRefused).toBeUndefined();
+
+      await sshd.swapHostKey();
+      const refused = await read("id", recorded);
+      expect(refused.props.hostKeyRefused).toContain(
+        `presented ssh-ed25519 ${fingerprint(sshd.hostKey)}, but hostKey pins ssh-ed25519 ${fingerprint(first)}`,
+      );
+      expect(refused.props).toMatchObject({ generating: true, sustainedOutputTokensPerSecond: 800 });
+      expect(refused.inputs).toEqual(inputs("http://127.0.0.1:30000", access(first)));
+
+      // The user pinned the new key: an update (no new measurement), whose check goes through.
+      const repinned = inputs("http://127.0.0.1:30000", access(sshd.hostKey));
+      expect(await diff("id", refused.props, repinned)).toMatchObject({ changes: true, replaces: [] });
+      const { outs } = await update("id", refused.props, repinned);
+      expect(outs.hostKeyRefused).toBeUndefined();
+      expect(outs).toMatchObject({ generating: true, generationCheck: "ok", sustainedOutputTokensPerSecond: 800 });
+
+      // Nobody re-pinned (an impostor, or a reinstall not checked yet): still a change, and the update fails.
+      const samePin = inputs("http://127.0.0.1:30000", access(first));
+      expect((await diff("id", refused.props, samePin)).changes).toBe(true);
+      await expect(update("id", refused.props, samePin)).rejects.toThrow(
+        `presented ssh-ed25519 ${fingerprint(sshd.hostKey)}, but hostKey pins ssh-ed25519 ${fingerprint(first)}`,
+      );
+    }, 60_000);
+  },
+);
