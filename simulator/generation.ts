@@ -126,12 +126,16 @@ export function admitGeneration(state: SimState, res: ServerResponse, go: () => 
     state.firstGenerationSeen = true;
     if (state.has("jit-crash")) startJitCrash(state);
     else if (state.has("slow-first-request")) {
+      // Submitted first: the compile starts once the request has arrived, so its e2e_latency holds
+      // the whole compile as SGLang's does (stalling first lost the time between the two calls).
+      go();
       const seconds = state.profile.faultSettings.slowFirstRequest.compileSeconds;
       state.log("flashinfer.jit: Loading JIT ops: sampling (first use; compiling)");
       state.scheduler.stall(seconds);
       state.clock.after(seconds, () =>
         state.log(`flashinfer.jit: Finished loading JIT ops: sampling (${seconds.toFixed(1)} s)`),
       );
+      return;
     }
   }
   go();

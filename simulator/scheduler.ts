@@ -79,6 +79,10 @@ export class SimRequest {
     // Steps that produced these tokens; when the limit cuts a tick short, only its share of steps.
     const capped = total < Math.floor(this.tokenAcc);
     const stepsNow = capped ? Math.ceil((this.stepAcc * total) / this.tokenAcc) : Math.floor(this.stepAcc);
+    // Tokens come out of whole verify steps: a tick shorter than a step hands out nothing yet (a
+    // step counted per tick would make acceptance look like tokens per tick, 2.8 for a draft
+    // that accepts 3.2). Each step yields at least one token; the last tokens end the request.
+    if (stepsNow <= this.steps && !capped) return null;
     const k = Math.max(1, Math.min(n, stepsNow - this.steps));
     const sizes = new Array<number>(k);
     // Spread n tokens over k steps as evenly as integers allow.
