@@ -174,4 +174,40 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     },
     STEP,
   );
+
+  it(
+    "install.sh converges after dpkg was killed mid-unpack (a package left half-installed, reinst-required)",
+    async () => {
+      // What `kill -9` of dpkg in the middle of unpacking cuda-sanitizer leaves (seen in CI's
+      // interrupted-install test): its dependant unpacked, itself recorded at its version but
+      // half-installed and flagged reinst-required, part of its files gone. `dpkg --configure -a`
+      // skips it and apt takes its recorded version as present, so a plain install of the meta
+      // package failed configuring cuda-command-line-tools ("cuda-sanitizer-13-0 is not installed").
+      await host.execOk(
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' cuda-toolkit-13-0-config-common && cd /tmp && rm -f ./*.deb && ` +
+          `${APT} download cuda-sanitizer-13-0 cuda-command-line-tools-13-0 && dpkg --unpack cuda-sanitizer-13-0_*.deb cuda-command-line-tools-13-0_*.deb && ` +
+          `sed -i '/^Package: cuda-sanitizer-13-0$/,/^$/s/^Status: .*/Status: install reinstreq half-installed/' /var/lib/dpkg/status && ` +
+          `dpkg -L cuda-sanitizer-13-0 | while read -r f; do if [ -f "$f" ]; then rm -f "$f"; fi; done`,
+      );
+      expect((await host.execOk("dpkg-query -W -f='${db:Status-Abbrev}' cuda-sanitizer-13-0")).stdout).toBe("iHR");
+      const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
+      const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
+      const conn = {
+        kind: "ssh" as const,
+        host: host.host,
+        port: host.port,
+        user: "root",
+        privateKey: host.privateKey,
+        hostKey: host.hostKey,
+      };
+      const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stderr).toContain("half-installed: cuda-sanitizer-13-0");
+      expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
+      expect((await host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
+      // Its files are back, not only its record.
+      expect((await host.exec("dpkg -L cuda-sanitizer-13-0 | xargs -r -d '\\n' ls -d >/dev/null")).code).toBe(0);
+    },
+    STEP,
+  );
 });

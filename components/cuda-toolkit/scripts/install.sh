@@ -17,10 +17,20 @@ changed=no
 # A run cut off mid-install leaves packages unpacked but unconfigured: `dpkg --configure -a` finishes
 # them, unless one depends on a package the cut-off run never unpacked. Then dpkg alone cannot, and
 # `apt-get install -f` fetches what is missing and configures the rest.
-if ! dpkg --configure -a; then
-  echo "dpkg --configure -a could not finish an interrupted install: completing it with apt-get install -f" >&2
+# A dpkg killed in the middle of unpacking one package leaves that package half-installed and
+# flagged reinst-required: `dpkg --configure -a` skips it, and apt takes the version it records as
+# present, so installing the meta package would configure its dependants against files that are not
+# there (cuda-command-line-tools on a half-unpacked cuda-sanitizer). Those are reinstalled.
+configured=yes
+dpkg --configure -a || configured=no
+mapfile -t half < <(dpkg-query -W -f='${db:Status-Abbrev}\t${Package}\n' 2>/dev/null |
+  awk -F'\t' 'substr($1, 2, 1) == "H" || substr($1, 3, 1) == "R" { print $2 }' || true)
+if [[ $configured == no || ${#half[@]} -gt 0 ]]; then
+  echo "dpkg could not finish an interrupted install${half[*]:+ (half-installed: ${half[*]})}: completing it with apt-get install -f" >&2
   apt-get update -q -o Dpkg::Lock::Timeout=600
-  apt-get install "${apt_opts[@]}" -f
+  fix=(-f)
+  if ((${#half[@]} > 0)); then fix+=(--reinstall "${half[@]}"); fi
+  apt-get install "${apt_opts[@]}" "${fix[@]}"
   changed=yes
 fi
 

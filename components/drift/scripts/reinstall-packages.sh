@@ -3,7 +3,8 @@
 # copied over a 13.0 one). apt restores the content of a file that is present only with
 # --reinstall, and CudaToolkit's install step only checks that required files exist, so this is
 # ToolkitState's own repair for a changed file (its drift names the owning package).
-# Re-runnable: an interrupted dpkg run is finished first, as install.sh does.
+# Re-runnable: an interrupted dpkg run is finished first; what dpkg alone cannot finish (a package
+# half-unpacked, a dependency never unpacked) apt-get's -f completes in the same run.
 # Usage: reinstall-packages.sh PACKAGE...
 set -euo pipefail
 
@@ -23,6 +24,6 @@ if [[ -z ${GPUHOST_ROOT:-} && $EUID -ne 0 ]]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-dpkg --configure -a
-apt-get install -y -q -o Dpkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confold --no-install-recommends --reinstall "$@"
+dpkg --configure -a || echo "reinstall-packages: dpkg could not finish an interrupted install; apt-get -f completes it" >&2
+apt-get install -y -q -o Dpkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confold --no-install-recommends -f --reinstall "$@"
 echo "reinstalled=$*"
