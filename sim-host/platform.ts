@@ -59,11 +59,15 @@ export function prepareSimulatedHost(root: string): string {
 }
 
 /**
- * <root>/opt/gpuhost -> gpuhost's folder, as a RELATIVE link: the units name the host path
+ * <root>/opt/gpuhost-sim -> gpuhost's folder, as a RELATIVE link: the units name the host path
  * SIM_GPUHOST_DIR instead of the checkout's, and a checkout moved elsewhere (its .gpuhost/ with it)
  * keeps a link that still points at it. Rewritten only when it points elsewhere.
  */
 function linkGpuhost(abs: string): void {
+  // Hosts prepared before laid this link at <root>/opt/gpuhost, the parent of the default venv: a
+  // link there sent the venv's files into the checkout. Only a link is removed, never a folder.
+  const old = path.join(abs, "opt", "gpuhost");
+  if (fs.lstatSync(old, { throwIfNoEntry: false })?.isSymbolicLink()) fs.rmSync(old);
   const link = path.join(abs, SIM_GPUHOST_DIR);
   const target = path.relative(fs.realpathSync(path.dirname(link)), fs.realpathSync(projectRoot()));
   let current: string | undefined;

@@ -195,7 +195,7 @@ async function supervise(u: string): Promise<void> {
       return;
     }
     // The process runs "on the host": an absolute path in its arguments that exists under the root
-    // (/opt/gpuhost/dist/simulator/sglang.js, linked there by the preparation) is that file.
+    // (/opt/gpuhost-sim/dist/simulator/sglang.js, linked there by the preparation) is that file.
     const proc = spawn(exe, words.slice(1).map(underRoot), {
       env,
       cwd: wd ? underRoot(wd) : root(),

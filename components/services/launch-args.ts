@@ -111,10 +111,11 @@ export function sglangArgv(a: SglangServerArgs): ExecWord[] {
 
 /**
  * Where a simulated host sees gpuhost's own folder: its preparation (sim-host/platform.ts) links
- * <root>/opt/gpuhost to the checkout with a relative link, so a unit names this host path and not
- * the checkout's, and a checkout moved elsewhere renders the same units.
+ * <root>/opt/gpuhost-sim to the checkout with a relative link, so a unit names this host path and
+ * not the checkout's, and a checkout moved elsewhere renders the same units. Not /opt/gpuhost: the
+ * serving environment's default venv is /opt/gpuhost/venv, which then landed in the checkout.
  */
-export const SIM_GPUHOST_DIR = "/opt/gpuhost";
+export const SIM_GPUHOST_DIR = "/opt/gpuhost-sim";
 
 /** What starts the server: SGLang in the venv, or the simulator on a simulated host. */
 export type ServerProgram =

@@ -10,6 +10,8 @@ import { type ScriptStep, toolkitPlan } from "../../components/cuda-toolkit/plan
 import { execOnHost } from "../../components/host/exec";
 import { parseKeyValues, readScript } from "../../components/host/script";
 import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
+import { SIM_GPUHOST_DIR } from "../../components/services/launch-args";
+import { projectRoot } from "../../project-files";
 import type { HostConnection } from "../../components/host/connection";
 
 let root: string;
@@ -55,6 +57,20 @@ async function provision() {
 }
 
 describe("CudaToolkit scripts on the simulated host", () => {
+  it("the host's /opt/gpuhost is its own folder: a link to the checkout left there by an older preparation goes", () => {
+    // The default venv is /opt/gpuhost/venv: with gpuhost's folder linked at /opt/gpuhost, python-env.sh
+    // wrote the host's venv into the checkout.
+    const old = path.join(root, "opt", "gpuhost");
+    fs.symlinkSync(path.relative(path.dirname(old), process.cwd()), old);
+    prepareSimulatedHost(root);
+    expect(fs.existsSync(old)).toBe(false);
+    expect(fs.realpathSync(path.join(root, SIM_GPUHOST_DIR))).toBe(fs.realpathSync(projectRoot()));
+    // A real folder there (the host's venv) is left alone.
+    fs.mkdirSync(path.join(old, "venv"), { recursive: true });
+    prepareSimulatedHost(root);
+    expect(fs.existsSync(path.join(old, "venv"))).toBe(true);
+  });
+
   it("installs the full toolkit, pins /usr/local/cuda and verifies it, proof program included", async () => {
     await provision();
     const v = await run(plan.verify);

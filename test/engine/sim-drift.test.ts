@@ -155,6 +155,11 @@ describe("drift on a simulated host under the real engine", () => {
     expect(clean.link).toBe("/usr/local/cuda-13.0");
     expect(clean[`active.${ACTIVE}`]).toBe("active");
     expect(clean["active.sglang-eagle3.service"]).toBe("inactive");
+    // Everything the host got lies inside its folder: the venv at its default /opt/gpuhost/venv is
+    // the host's, not the checkout's (the link to gpuhost's folder once sat at /opt/gpuhost).
+    expect(fs.existsSync(path.join(hostRoot, "opt/gpuhost/venv/gpuhost-env.lock"))).toBe(true);
+    expect(fs.lstatSync(path.join(hostRoot, "opt/gpuhost")).isSymbolicLink()).toBe(false);
+    expect(fs.existsSync(path.join(PROJECT_ROOT, "venv"))).toBe(false);
   }, 180_000);
 
   it("a second pulumi up changes nothing", async () => {
