@@ -27,7 +27,7 @@ export const CONFIG_NAMESPACE = "gpuhost";
 
 /** Whether a config key was set with --secret (exported by the SDK's runtime, missing from its typings). */
 function isConfigSecret(fullKey: string): boolean {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module is in the SDK at run time but not in its type declarations
   const runtimeConfig = require("@pulumi/pulumi/runtime/config") as { isConfigSecret(k: string): boolean };
   return runtimeConfig.isConfigSecret(fullKey);
 }
