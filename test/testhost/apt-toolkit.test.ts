@@ -36,6 +36,21 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     await repo?.close();
   }, 60_000);
 
+  /** CudaToolkit's install step, as a root SSH session runs it. */
+  const runInstall = () => {
+    const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
+    const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
+    const conn = {
+      kind: "ssh" as const,
+      host: host.host,
+      port: host.port,
+      user: "root",
+      privateKey: host.privateKey,
+      hostKey: host.hostKey,
+    };
+    return execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+  };
+
   const compile = (cudaHome: string) =>
     host.exec(`cd /root/src && ${cudaHome}/bin/nvcc -arch=sm_120 -o sampling sampling.cu && ./sampling`);
 
@@ -152,23 +167,13 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
         `cd /tmp && ${APT} download cuda-command-line-tools-13-0 && dpkg --unpack cuda-command-line-tools-13-0_*.deb`,
       );
       expect((await host.exec("dpkg --configure -a")).code).not.toBe(0);
-      const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
-      const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
-      const conn = {
-        kind: "ssh" as const,
-        host: host.host,
-        port: host.port,
-        user: "root",
-        privateKey: host.privateKey,
-        hostKey: host.hostKey,
-      };
-      const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      const r = await runInstall();
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toContain("completing it with apt-get install -f");
       expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
       expect((await host.execOk("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).stdout).toBe("install ok installed");
       // And a second run changes nothing.
-      const again = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      const again = await runInstall();
       expect(again.code, again.stderr).toBe(0);
       expect(again.stdout).toContain("changed=no");
     },
@@ -190,17 +195,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
           `dpkg -L cuda-sanitizer-13-0 | while read -r f; do if [ -f "$f" ]; then rm -f "$f"; fi; done`,
       );
       expect((await host.execOk("dpkg-query -W -f='${db:Status-Abbrev}' cuda-sanitizer-13-0")).stdout).toBe("iHR");
-      const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
-      const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
-      const conn = {
-        kind: "ssh" as const,
-        host: host.host,
-        port: host.port,
-        user: "root",
-        privateKey: host.privateKey,
-        hostKey: host.hostKey,
-      };
-      const r = await execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+      const r = await runInstall();
       expect(r.code, r.stdout + r.stderr).toBe(0);
       expect(r.stderr).toContain("half-installed: cuda-sanitizer-13-0");
       expect((await host.execOk("dpkg --audit")).stdout.trim()).toBe("");
