@@ -11,6 +11,8 @@ import { bench, type BenchProgress, type BenchResult } from "./bench";
 import { benchChart } from "./chart";
 import { benchCsv, csvPathFor } from "./csv";
 import {
+  API_KEY_USAGE,
+  apiKeyOption,
   defaultIo,
   EXIT,
   EXIT_CODES_TEXT,
@@ -24,11 +26,12 @@ import {
 } from "./cli-common";
 import { BenchPlanSchema } from "./schema";
 
-const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key KEY] [--json FILE] [--chart FILE.svg]
+const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key-file PATH] [--json FILE] [--chart FILE.svg]
 
 Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
 error rate exceeds --error-budget (default 1 %) is marked failed and never used for saturation or
 sustained throughput. --deadline bounds the whole run (default 7200 s). Ctrl-C stops it.
+${API_KEY_USAGE}
 ${EXIT_CODES_TEXT}`;
 
 /** Refuses, before the run, an output path that could not be written at its end. */
@@ -65,6 +68,7 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
         deadline: { type: "string" },
         "request-timeout": { type: "string" },
         "api-key": { type: "string" },
+        "api-key-file": { type: "string" },
         json: { type: "string" },
         chart: { type: "string" },
       },
@@ -85,11 +89,10 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
     if (values.json) checkWritable("json", values.json);
     if (values.chart) checkWritable("chart", values.chart);
     const progress = progressPrinter(io);
-    const result = await bench(
-      { url: values.endpoint, model: values.model, apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY },
-      plan.data,
-      { onProgress: progress, signal },
-    );
+    const result = await bench({ url: values.endpoint, model: values.model, apiKey: apiKeyOption(values) }, plan.data, {
+      onProgress: progress,
+      signal,
+    });
     progress.finish();
     const { samples, ...summary } = result;
     // The table first: whatever happens to the files, the measurements are on the screen.

@@ -3,6 +3,7 @@
  * interrupt. One Ctrl-C aborts the running gate or benchmark through its signal (the result says
  * "interrupted" and the command exits 130 within about a second); a second Ctrl-C exits at once.
  */
+import * as fs from "node:fs";
 import { EndpointError } from "./http";
 
 export interface CliIo {
@@ -31,6 +32,36 @@ export const EXIT = {
 export const EXIT_CODES_TEXT = `exit status: 0 ok; 1 not ready / nothing measured / error; 2 usage; 3 a sweep level broke the error budget; 4 the deadline cut the run; 130 interrupted`;
 
 export class UsageError extends Error {}
+
+/** What the commands' usage says about the key. */
+export const API_KEY_USAGE =
+  "The API key comes from GPUHOST_API_KEY or --api-key-file PATH (its first line), never argv.";
+
+/**
+ * The server's API key: from --api-key-file (its first line) or GPUHOST_API_KEY. A key given as
+ * --api-key is refused: a flag's value sits in the command's argv, which any local user reads (ps,
+ * /proc/PID/cmdline) while it runs, the leak #12 closes for the services themselves.
+ */
+export function apiKeyOption(
+  values: { "api-key"?: string; "api-key-file"?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  if (values["api-key"] !== undefined)
+    throw new UsageError(
+      "--api-key would put the key in this command's argv, which any local user can read (ps, /proc/PID/cmdline): set GPUHOST_API_KEY or pass --api-key-file PATH",
+    );
+  const file = values["api-key-file"];
+  if (file === undefined) return env.GPUHOST_API_KEY || undefined;
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (e) {
+    throw new UsageError(`--api-key-file ${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+  const key = text.split(/\r?\n/)[0].trim();
+  if (key === "") throw new UsageError(`--api-key-file ${file} holds no key on its first line`);
+  return key;
+}
 
 export function numberOption(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;

@@ -5,18 +5,28 @@
  */
 import { parseArgs } from "node:util";
 import { capacity, type CapacityPlan } from "./capacity";
-import { defaultIo, EXIT, numberOption, runCommand, schemaIssues, UsageError, type CliIo } from "./cli-common";
+import {
+  API_KEY_USAGE,
+  apiKeyOption,
+  defaultIo,
+  EXIT,
+  numberOption,
+  runCommand,
+  schemaIssues,
+  UsageError,
+  type CliIo,
+} from "./cli-common";
 import { VerifyPolicySchema, WorkloadSchema } from "./schema";
 import { verify } from "./verify";
 
 export { benchMain } from "./bench-cli";
 export type { CliIo } from "./cli-common";
 
-const VERIFY_USAGE = `usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key KEY] [--json]
+const VERIFY_USAGE = `usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key-file PATH] [--json]
 
 Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
 visible content (and the known answer, when given), twice. --endpoint is an http(s) URL with a host,
-e.g. http://127.0.0.1:30000. The API key may also come from GPUHOST_API_KEY. Ctrl-C stops it.
+e.g. http://127.0.0.1:30000. ${API_KEY_USAGE} Ctrl-C stops it.
 exit status: 0 ready; 1 not ready (the diagnosis says why); 2 usage; 130 interrupted`;
 
 export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
@@ -31,6 +41,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
         "known-answer": { type: "string" },
         prompt: { type: "string" },
         "api-key": { type: "string" },
+        "api-key-file": { type: "string" },
         json: { type: "boolean" },
       },
       strict: true,
@@ -44,7 +55,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
     });
     if (!policy.success) throw new UsageError(schemaIssues(policy.error));
     const result = await verify(
-      { url: values.endpoint, model: values.model, apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY },
+      { url: values.endpoint, model: values.model, apiKey: apiKeyOption(values) },
       policy.data,
       { onPhase: (phase, detail) => io.stderr.write(`[verify] ${phase}: ${detail}\n`), signal },
     );

@@ -15,6 +15,7 @@ import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { AcceptanceFloorSchema } from "./acceptance";
+import { API_KEY_USAGE, apiKeyOption, UsageError } from "./cli-common";
 import type { CliIo } from "./cli";
 import { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
 import { compareChart } from "./compare-chart";
@@ -29,9 +30,8 @@ const USAGE = `usage: gpuhost compare --endpoint URL --activate-command "ARGV {u
        [--thinking on|off] [--repeats 3] [--requests-per-level 1] [--slo-ttft 10] [--slo-itl 0.1]
        [--purpose batch|interactive] [--completions 900000] [--tokens 2000] [--deadline-days 7]
        [--gpu-hour-cost USD] [--gpus 8] [--auto | --restore SERVICE] [--time-scale X]
-       [--cache FILE] [--json FILE] [--csv FILE] [--chart FILE.svg] [--model ID] [--api-key KEY]`;
-
-class UsageError extends Error {}
+       [--cache FILE] [--json FILE] [--csv FILE] [--chart FILE.svg] [--model ID] [--api-key-file PATH]
+${API_KEY_USAGE}`;
 
 function list(name: string, v: string | undefined, parse: (s: string) => number): number[] | undefined {
   if (v === undefined) return undefined;
@@ -88,6 +88,7 @@ export async function compareMain(
         endpoint: { type: "string" },
         model: { type: "string" },
         "api-key": { type: "string" },
+        "api-key-file": { type: "string" },
         services: { type: "string" },
         "activate-command": { type: "string" },
         "identity-command": { type: "string" },
@@ -157,7 +158,7 @@ export async function compareMain(
         endpoint: {
           url: values.endpoint,
           model: values.model,
-          apiKey: values["api-key"] ?? process.env.GPUHOST_API_KEY,
+          apiKey: apiKeyOption(values),
         },
         services,
         drafts,

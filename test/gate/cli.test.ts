@@ -1,11 +1,12 @@
 /** `gpuhost verify | bench | plan` as functions: exit codes, JSON shapes, files written. */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BenchResult } from "../../gate/bench";
 import type { CapacityPlan } from "../../gate/capacity";
 import { benchMain, planMain, verifyMain } from "../../gate/cli";
+import { compareMain } from "../../gate/compare-cli";
 import type { VerifyResult } from "../../gate/verify";
 import { benchArgv, io } from "./cli-fixture";
 import { startSim, type SimHandle } from "./sim-fixture";
@@ -34,6 +35,42 @@ describe("gpuhost verify", () => {
     expect(json.ready).toBe(false);
     expect(json.phase).toBe("connect");
     expect(json.diagnosis).toContain("ECONNREFUSED");
+  });
+
+  it("the API key never on the command line: --api-key is refused before any request; the file and GPUHOST_API_KEY work", async () => {
+    const key = "sk-cli-test-0123456789";
+    sim = await startSim({ apiKey: key });
+    // A flag's value is in argv, readable by any local user while the command runs: refused, nothing sent.
+    const flag = io();
+    expect(await verifyMain(["--endpoint", sim.url, "--api-key", key, "--deadline", "5"], flag)).toBe(2);
+    expect(flag.err()).toMatch(
+      /--api-key would put the key in this command's argv.*GPUHOST_API_KEY or pass --api-key-file/,
+    );
+    expect(flag.err()).not.toContain(key);
+    for (const main of [benchMain, compareMain])
+      expect(await main(["--endpoint", sim.url, "--activate-command", "true {unit}", "--api-key", key], io())).toBe(2);
+    // From a file (its first line), the server accepts it; a wrong key gets the server's 401 named.
+    const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-key-"));
+    writeFileSync(path.join(dir, "key"), `${key}\n`, { mode: 0o600 });
+    writeFileSync(path.join(dir, "wrong"), "sk-wrong\n", { mode: 0o600 });
+    expect(
+      await verifyMain(["--endpoint", sim.url, "--api-key-file", path.join(dir, "key"), "--deadline", "20"], io()),
+    ).toBe(0);
+    const wrong = io();
+    expect(
+      await verifyMain(["--endpoint", sim.url, "--api-key-file", path.join(dir, "wrong"), "--deadline", "3"], wrong),
+    ).toBe(1);
+    expect(wrong.out()).toMatch(/\/v1\/models answered HTTP 401/);
+    const missing = io();
+    expect(await verifyMain(["--endpoint", sim.url, "--api-key-file", path.join(dir, "none")], missing)).toBe(2);
+    expect(missing.err()).toContain("cannot be read (ENOENT)");
+    // From the environment.
+    process.env.GPUHOST_API_KEY = key;
+    try {
+      expect(await verifyMain(["--endpoint", sim.url, "--deadline", "20"], io())).toBe(0);
+    } finally {
+      delete process.env.GPUHOST_API_KEY;
+    }
   });
 
   it("exit 2 on usage errors", async () => {

@@ -23,7 +23,7 @@ export interface SimHandle {
 }
 
 export async function startSim(
-  opts: { profile?: string; faults?: string[]; timeScale?: number; port?: number } = {},
+  opts: { profile?: string; faults?: string[]; timeScale?: number; port?: number; apiKey?: string } = {},
 ): Promise<SimHandle> {
   const logs: string[] = [];
   const times: number[] = [];
@@ -33,6 +33,7 @@ export async function startSim(
     faults: opts.faults ?? [],
     port: opts.port ?? 0,
     timeScale: opts.timeScale ?? 1,
+    apiKey: opts.apiKey,
     log: (line) => {
       logs.push(line);
       times.push(performance.now());
