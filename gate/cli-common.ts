@@ -40,7 +40,7 @@ export const API_KEY_USAGE =
 /**
  * The server's API key: from --api-key-file (its first line) or GPUHOST_API_KEY. A key given as
  * --api-key is refused: a flag's value sits in the command's argv, which any local user reads (ps,
- * /proc/PID/cmdline) while it runs, the leak #12 closes for the services themselves.
+ * /proc/PID/cmdline) while it runs; the services' units keep the key out of argv for the same reason.
  */
 export function apiKeyOption(
   values: { "api-key"?: string; "api-key-file"?: string },
