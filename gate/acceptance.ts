@@ -32,6 +32,9 @@ export interface AcceptanceMeasurement {
   error: string | null;
 }
 
+/** Tokens the acceptance check asks for (ignore_eos): enough verify steps for a stable ratio. */
+export const ACCEPTANCE_TOKENS = 256;
+
 export async function measureAcceptance(
   endpoint: Endpoint,
   opts: { maxTokens?: number; timeoutSeconds?: number; signal?: AbortSignal } = {},
@@ -59,7 +62,7 @@ export async function measureAcceptance(
           signal,
           body: {
             text: CHAT_PROMPTS[0],
-            sampling_params: { max_new_tokens: opts.maxTokens ?? 256, ignore_eos: true, temperature: 0 },
+            sampling_params: { max_new_tokens: opts.maxTokens ?? ACCEPTANCE_TOKENS, ignore_eos: true, temperature: 0 },
           },
         }),
     );

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { sglangArgv, serverArgsFor } from "../../components/services/launch-args";
 import { ServicesSchema, type ServiceKind } from "../../components/services/schema";
-import { acceptanceFailure } from "../../gate/acceptance";
+import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/acceptance";
 import { compareServices, crossover, planService, type ServiceName } from "../../gate/compare";
 import { runComparison, type CompareOptions } from "../../gate/compare-run";
 import { SloSchema } from "../../gate/goodput";
@@ -124,7 +124,7 @@ function trueCrossover(profile: string): number {
     if (theoreticalLevel(spec, c).aggregateTokensPerSecond < theoreticalLevel(ar, c).aggregateTokensPerSecond) return c;
   return Infinity;
 }
-/** Tokens per verify step of gate/acceptance.ts's one request (256 tokens, the first from prefill) alone. */
+/** Tokens per verify step of gate/acceptance.ts's one request alone (its first token comes from prefill). */
 function aloneAcceptance(kind: "eagle3" | "dflash"): number {
   const argv = sglangArgv(serverArgsFor(kind, { ...story, port: 1 }, { apiKey: false })).map(String);
   const spec = profileFor(parseSglangArgs(argv), { GPUHOST_SIM_PROFILE: FAST_LOAD }).profile.speculative!;
@@ -133,7 +133,7 @@ function aloneAcceptance(kind: "eagle3" | "dflash"): number {
     content: classifyContent(text),
     promptTokens: countTextTokens(text),
   });
-  return 256 / (255 / perStep + 1);
+  return ACCEPTANCE_TOKENS / ((ACCEPTANCE_TOKENS - 1) / perStep + 1);
 }
 const KINDS: ServiceName[] = ["autoregressive", "eagle3", "dflash"];
 const hosts: SwitchableSimHost[] = [];

@@ -4,12 +4,10 @@
  * it, and /usr/local/cuda managed by update-alternatives (12.8 pointing it at itself).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
-import { projectRoot } from "../../project-files";
+import { readScript } from "../../components/host/script";
 import { packagesOf, toolkit, trapPackages } from "../../components/cuda-catalog/catalog";
 import { serveAptRepo, AptRepo } from "./apt-repo";
 import { bootTestHost, requireTestHost, TestHost } from "./harness";
@@ -39,7 +37,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
   /** CudaToolkit's install step, as a root SSH session runs it. */
   const runInstall = () => {
     const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
-    const script = fs.readFileSync(path.join(projectRoot(), install.script), "utf8");
+    const script = readScript(install.script);
     const conn = {
       kind: "ssh" as const,
       host: host.host,
@@ -48,7 +46,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
       privateKey: host.privateKey,
       hostKey: host.hostKey,
     };
-    return execOnHost(conn, script, install.args, { timeoutMs: STEP, scriptName: "install.sh" });
+    return execOnHost(conn, script.text, install.args, { timeoutMs: STEP, scriptName: script.name });
   };
 
   const compile = (cudaHome: string) =>
