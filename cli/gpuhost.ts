@@ -11,23 +11,23 @@ type Main = (argv: string[]) => Promise<number>;
 export const COMMANDS: Record<string, { summary: string; load: () => Promise<Main> }> = {
   sim: {
     summary: "serve the SGLang simulator (--profile, --fault, --port, --time-scale, --list)",
-    load: async () => (await import("../simulator/cli")).simMain,
+    load: async () => (await import("./sim")).simMain,
   },
   verify: {
     summary: "readiness gate against an endpoint: exit 0 only when it really generates",
-    load: async () => (await import("../gate/cli")).verifyMain,
+    load: async () => (await import("./verify")).verifyMain,
   },
   bench: {
     summary: "benchmark an endpoint: single requests and a concurrency sweep",
-    load: async () => (await import("../gate/cli")).benchMain,
+    load: async () => (await import("./verify")).benchMain,
   },
   compare: {
     summary: "measure each service of a host (autoregressive, EAGLE-3, DFlash) and say which to run",
-    load: async () => (await import("../gate/compare-cli")).compareMain,
+    load: async () => (await import("./compare")).compareMain,
   },
   plan: {
     summary: "capacity plan: days and hosts for N completions of T tokens",
-    load: async () => (await import("../gate/cli")).planMain,
+    load: async () => (await import("./verify")).planMain,
   },
   doctor: {
     summary: "check the local CUDA toolkit the way FlashInfer finds it",

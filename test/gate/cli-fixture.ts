@@ -1,9 +1,9 @@
 /**
  * What the tests of `gpuhost verify | bench | plan | compare` share when they call the commands as
- * functions (gate/cli.ts, gate/compare-cli.ts): an io that keeps what a command writes, and the argv
+ * functions (cli/verify.ts, cli/compare.ts): an io that keeps what a command writes, and the argv
  * of a small benchmark run.
  */
-import type { CliIo } from "../../gate/cli";
+import type { CliIo } from "../../cli/verify";
 
 export interface CapturedIo extends CliIo {
   /** Everything written to stdout so far. */

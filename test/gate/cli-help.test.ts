@@ -8,7 +8,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { COMMANDS } from "../../cli/gpuhost";
-import { simMain } from "../../simulator/cli";
+import { simMain } from "../../cli/sim";
 
 const repo = path.resolve(__dirname, "../..");
 

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { commandArgv, compareMain } from "../../gate/compare-cli";
+import { commandArgv, compareMain } from "../../cli/compare";
 import type { SweepLevel } from "../../gate/sweep";
 import { startSimulator } from "../../simulator/index";
 import { io } from "./cli-fixture";

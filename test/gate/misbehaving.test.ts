@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BenchResult } from "../../gate/bench";
-import { benchMain, verifyMain } from "../../gate/cli";
+import { benchMain, verifyMain } from "../../cli/verify";
 import { bench, EndpointError, verify } from "../../gate/index";
 import { benchArgv, io } from "./cli-fixture";
 import { answering, crashOnFirstGeneration, htmlLoginPage, neverAnswering } from "./misbehaving-servers";

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseSimArgs } from "../../simulator/cli";
+import { parseSimArgs } from "../../cli/sim";
 import { FAULT_NAMES } from "../../simulator/faults";
 import { type ChatCompletion, post, waitHealthy } from "./helpers";
 

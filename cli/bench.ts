@@ -2,14 +2,14 @@
  * `gpuhost bench`: warmup, single requests and a concurrency sweep against an endpoint. The output
  * files are checked before the run (a long benchmark must not end in "cannot write"), the table is
  * printed before they are written, and the exit status says whether every level kept the error
- * budget (cli-common.ts EXIT).
+ * budget (common.ts EXIT).
  */
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { bench, type BenchProgress, type BenchResult } from "./bench";
-import { benchChart } from "./chart";
-import { benchCsv, csvPathFor } from "./csv";
+import { bench, type BenchProgress, type BenchResult } from "../gate/bench";
+import { benchChart } from "../gate/chart";
+import { benchCsv, csvPathFor } from "../gate/csv";
 import {
   API_KEY_USAGE,
   apiKeyOption,
@@ -23,8 +23,8 @@ import {
   schemaIssues,
   UsageError,
   type CliIo,
-} from "./cli-common";
-import { BenchPlanSchema } from "./schema";
+} from "./common";
+import { BenchPlanSchema } from "../gate/schema";
 
 const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key-file PATH] [--json FILE] [--chart FILE.svg]
 

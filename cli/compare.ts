@@ -14,15 +14,14 @@ import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { AcceptanceFloorSchema } from "./acceptance";
-import { API_KEY_USAGE, apiKeyOption, UsageError } from "./cli-common";
-import type { CliIo } from "./cli";
-import { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
-import { compareChart } from "./compare-chart";
-import { compareCsv, compareJson, compareText } from "./compare-report";
-import { runComparison } from "./compare-run";
-import { SloSchema } from "./goodput";
-import { WorkloadShapeSchema } from "./workload";
+import { AcceptanceFloorSchema } from "../gate/acceptance";
+import { API_KEY_USAGE, apiKeyOption, UsageError, type CliIo } from "./common";
+import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/compare";
+import { compareChart } from "../gate/compare-chart";
+import { compareCsv, compareJson, compareText } from "../gate/compare-report";
+import { runComparison } from "../gate/compare-run";
+import { SloSchema } from "../gate/goodput";
+import { WorkloadShapeSchema } from "../gate/workload";
 
 const USAGE = `usage: gpuhost compare --endpoint URL --activate-command "ARGV {unit}" [--identity-command "ARGV {unit}"]
        [--services autoregressive,eagle3,dflash] [--draft SERVICE=PATH]... [--acceptance-floor 1.5]

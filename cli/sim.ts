@@ -1,9 +1,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
-import { FAULTS } from "./faults";
-import { startSimulator, UnknownFaultError } from "./index";
-import { listProfiles, ProfileError } from "./profile";
+import { FAULTS } from "../simulator/faults";
+import { startSimulator, UnknownFaultError } from "../simulator/index";
+import { listProfiles, ProfileError } from "../simulator/profile";
 
 const USAGE = `usage: gpuhost sim [--profile NAME|PATH] [--fault NAME]... [--port N] [--host H] [--time-scale X]
                   [--api-key K] [--served-model-name ID] [--max-queued-requests N] [--config FILE.yaml]

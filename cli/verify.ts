@@ -1,10 +1,10 @@
 /**
- * `gpuhost verify | plan` (and `bench`, in bench-cli.ts): the gate's engine outside Pulumi. Each
+ * `gpuhost verify | plan` (and `bench`, in bench.ts): the gate's engine outside Pulumi. Each
  * *Main returns an exit status; cli/gpuhost.ts dispatches to them. JSON goes to stdout (or a
  * file), progress to stderr.
  */
 import { parseArgs } from "node:util";
-import { capacity, type CapacityPlan } from "./capacity";
+import { capacity, type CapacityPlan } from "../gate/capacity";
 import {
   API_KEY_USAGE,
   apiKeyOption,
@@ -15,12 +15,12 @@ import {
   schemaIssues,
   UsageError,
   type CliIo,
-} from "./cli-common";
-import { VerifyPolicySchema, WorkloadSchema } from "./schema";
-import { verify } from "./verify";
+} from "./common";
+import { VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
+import { verify } from "../gate/verify";
 
-export { benchMain } from "./bench-cli";
-export type { CliIo } from "./cli-common";
+export { benchMain } from "./bench";
+export type { CliIo } from "./common";
 
 const VERIFY_USAGE = `usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key-file PATH] [--json]
 
