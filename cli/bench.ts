@@ -2,37 +2,71 @@
  * `gpuhost bench`: warmup, single requests and a concurrency sweep against an endpoint. The output
  * files are checked before the run (a long benchmark must not end in "cannot write"), the table is
  * printed before they are written, and the exit status says whether every level kept the error
- * budget (common.ts EXIT).
+ * budget (cli/README.md).
  */
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { parseArgs } from "node:util";
 import { bench, type BenchProgress, type BenchResult } from "../gate/bench";
 import { benchChart } from "../gate/chart";
 import { benchCsv, csvPathFor } from "../gate/csv";
+import { BenchPlanSchema } from "../gate/schema";
+import { MAX_TIMER_SECONDS } from "../gate/timers";
 import {
+  API_KEY_FLAGS,
   API_KEY_USAGE,
   apiKeyOption,
   defaultIo,
   EXIT,
-  EXIT_CODES_TEXT,
-  fractionOption,
-  listOption,
-  numberOption,
   runCommand,
+  schemaDefault,
   schemaIssues,
   UsageError,
   type CliIo,
 } from "./common";
-import { BenchPlanSchema } from "../gate/schema";
+import type { CommandSpec } from "./options";
 
-const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key-file PATH] [--json FILE] [--chart FILE.svg]
+/** No served model's context reaches this many tokens; a larger cap is a typo. */
+export const MAX_TOKENS_BOUND = 1_048_576;
 
-Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
-error rate exceeds --error-budget (default 1 %) is marked failed and never used for saturation or
-sustained throughput. --deadline bounds the whole run (default 7200 s). Ctrl-C stops it.
-${API_KEY_USAGE}
-${EXIT_CODES_TEXT}`;
+const knob = (key: Parameters<typeof schemaDefault<typeof BenchPlanSchema>>[1]) => ({
+  description: BenchPlanSchema.shape[key].description?.replace(/\.$/, "") ?? key,
+  shownDefault: schemaDefault(BenchPlanSchema, key),
+});
+
+export const BENCH = {
+  name: "bench",
+  about: `Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
+error rate exceeds --error-budget is marked failed and never used for saturation or sustained
+throughput. Ctrl-C stops it. ${API_KEY_USAGE}`,
+  flags: {
+    endpoint: {
+      type: "string",
+      value: "URL",
+      required: true,
+      description: "the server: an http(s) URL with a host, e.g. http://127.0.0.1:30000",
+    },
+    model: { type: "string", value: "ID", description: "the model (default: the first the server lists)" },
+    concurrency: { type: "integers", ...knob("concurrency") },
+    "max-tokens": { type: "integers", max: MAX_TOKENS_BOUND, ...knob("singleRequestMaxTokens") },
+    "sweep-max-tokens": { type: "integer", max: MAX_TOKENS_BOUND, ...knob("sweepMaxTokens") },
+    prompts: { type: "integer", ...knob("singleRequestPrompts") },
+    "requests-per-concurrency": { type: "integer", ...knob("requestsPerConcurrency") },
+    "error-budget": { type: "fraction", ...knob("errorBudget") },
+    deadline: { type: "number", value: "SECONDS", max: MAX_TIMER_SECONDS, ...knob("deadlineSeconds") },
+    "request-timeout": { type: "number", value: "SECONDS", max: MAX_TIMER_SECONDS, ...knob("requestTimeoutSeconds") },
+    ...API_KEY_FLAGS,
+    json: { type: "path", description: "write every sample as JSON there, and the levels as CSV beside it" },
+    chart: { type: "path", value: "FILE.svg", description: "write the sweep's chart there" },
+  },
+  exits: [
+    [EXIT.ok, "ok"],
+    [EXIT.failed, "not ready / nothing measured / error"],
+    [EXIT.usage, "usage"],
+    [EXIT.errorBudget, "a sweep level broke the error budget"],
+    [EXIT.incomplete, "the deadline cut the run"],
+    [EXIT.interrupted, "interrupted"],
+  ],
+} as const satisfies CommandSpec;
 
 /** Refuses, before the run, an output path that could not be written at its end. */
 export function checkWritable(option: string, file: string): void {
@@ -53,37 +87,16 @@ export function checkWritable(option: string, file: string): void {
 }
 
 export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return runCommand(io, BENCH_USAGE, argv, async (signal) => {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        endpoint: { type: "string" },
-        model: { type: "string" },
-        concurrency: { type: "string" },
-        "max-tokens": { type: "string" },
-        "sweep-max-tokens": { type: "string" },
-        prompts: { type: "string" },
-        "requests-per-concurrency": { type: "string" },
-        "error-budget": { type: "string" },
-        deadline: { type: "string" },
-        "request-timeout": { type: "string" },
-        "api-key": { type: "string" },
-        "api-key-file": { type: "string" },
-        json: { type: "string" },
-        chart: { type: "string" },
-      },
-      strict: true,
-    });
-    if (!values.endpoint) throw new UsageError("--endpoint is required");
+  return runCommand(BENCH, argv, io, async (values, signal) => {
     const plan = BenchPlanSchema.safeParse({
-      concurrency: listOption("concurrency", values.concurrency),
-      singleRequestMaxTokens: listOption("max-tokens", values["max-tokens"]),
-      sweepMaxTokens: numberOption("sweep-max-tokens", values["sweep-max-tokens"]),
-      singleRequestPrompts: numberOption("prompts", values.prompts),
-      requestsPerConcurrency: numberOption("requests-per-concurrency", values["requests-per-concurrency"]),
-      errorBudget: fractionOption("error-budget", values["error-budget"]),
-      deadlineSeconds: numberOption("deadline", values.deadline),
-      requestTimeoutSeconds: numberOption("request-timeout", values["request-timeout"]),
+      concurrency: values.concurrency,
+      singleRequestMaxTokens: values["max-tokens"],
+      sweepMaxTokens: values["sweep-max-tokens"],
+      singleRequestPrompts: values.prompts,
+      requestsPerConcurrency: values["requests-per-concurrency"],
+      errorBudget: values["error-budget"],
+      deadlineSeconds: values.deadline,
+      requestTimeoutSeconds: values["request-timeout"],
     });
     if (!plan.success) throw new UsageError(schemaIssues(plan.error));
     if (values.json) checkWritable("json", values.json);

@@ -1,10 +1,11 @@
 /**
- * What `gpuhost verify | bench | plan` share: output streams, option parsing, exit codes and the
- * interrupt. One Ctrl-C aborts the running gate or benchmark through its signal (the result says
+ * What every `gpuhost` command shares: output streams, the run of a command from its flag table
+ * (cli/options.ts), exit codes and the interrupt. One Ctrl-C aborts the running gate or benchmark through its signal (the result says
  * "interrupted" and the command exits 130 within about a second); a second Ctrl-C exits at once.
  */
 import * as fs from "node:fs";
 import { EndpointError } from "../gate/http";
+import { type CommandSpec, type FlagTable, helpText, parseFlags, usageLine, UsageError, type Values } from "./options";
 
 export interface CliIo {
   stdout: { write(s: string): unknown; isTTY?: boolean };
@@ -15,11 +16,15 @@ export interface CliIo {
 
 export const defaultIo = (): CliIo => ({ stdout: process.stdout, stderr: process.stderr });
 
-/** Exit statuses, documented in gate/README.md and printed by --help. */
+/**
+ * Exit statuses, the same for every command (cli/README.md): each command's --help says which it
+ * uses and what they mean for it.
+ */
 export const EXIT = {
   ok: 0,
-  /** Not ready, no throughput could be claimed, or an error. */
+  /** The verdict is no: not ready, drift found, problems found, nothing measured; or an error. */
   failed: 1,
+  /** A bad command line (drift: also a host that could not be probed, or an engine that failed). */
   usage: 2,
   /** bench: at least one sweep level broke the error budget (its figures are excluded). */
   errorBudget: 3,
@@ -29,9 +34,7 @@ export const EXIT = {
   interrupted: 130,
 } as const;
 
-export const EXIT_CODES_TEXT = `exit status: 0 ok; 1 not ready / nothing measured / error; 2 usage; 3 a sweep level broke the error budget; 4 the deadline cut the run; 130 interrupted`;
-
-export class UsageError extends Error {}
+export { UsageError };
 
 /** What the commands' usage says about the key. */
 export const API_KEY_USAGE =
@@ -63,68 +66,69 @@ export function apiKeyOption(
   return key;
 }
 
-export function numberOption(name: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n) || n <= 0)
-    throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
-  return n;
-}
-
-export function fractionOption(name: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const percent = value.trim().endsWith("%");
-  const n = Number(percent ? value.trim().slice(0, -1) : value);
-  const f = percent ? n / 100 : n;
-  if (value.trim() === "" || !Number.isFinite(f) || f < 0 || f > 1)
-    throw new UsageError(
-      `--${name} must be a fraction from 0 to 1 (or a percentage like 1%), got ${JSON.stringify(value)}`,
-    );
-  return f;
-}
-
-export function listOption(name: string, value: string | undefined): number[] | undefined {
-  if (value === undefined) return undefined;
-  const list = value
-    .split(",")
-    .map((v) => v.trim())
-    .filter((v) => v !== "");
-  const nums = list.map(Number);
-  if (nums.length === 0 || nums.some((n) => !Number.isInteger(n) || n <= 0)) {
-    throw new UsageError(`--${name} must be a comma-separated list of positive integers, got ${JSON.stringify(value)}`);
-  }
-  return nums;
-}
-
 /** Schema issues as one line naming each option's path. */
 export function schemaIssues(error: { issues: { path: PropertyKey[]; message: string }[] }): string {
   return error.issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; ");
 }
 
+/** Why a command's signal was aborted: the signal's name, when it was one. */
+export class Interrupted extends Error {
+  constructor(readonly signalName: string) {
+    super(`interrupted by ${signalName}`);
+  }
+}
+
+/** How long a command may take to wind down after an interrupt before it is answered 130 anyway. */
+const INTERRUPT_GRACE_MS = 2000;
+
+export interface RunOptions {
+  /**
+   * An interrupt is this command's normal end (a server: `gpuhost sim`): no "stopping" line, and the
+   * body's own status is the exit status instead of 130.
+   */
+  interruptIsStop?: boolean;
+  /** How long the body may take to wind down after the first interrupt (default 2 s). */
+  interruptGraceMs?: number;
+}
+
 /**
- * Runs a command body with usage errors mapped to exit 2 and the interrupt wired: the body gets a
- * signal that SIGINT/SIGTERM abort (only when io is the real process streams and no signal is given).
+ * Runs a command: --help from its table, its argv parsed by the table, a usage error as one line
+ * and exit 2, and the interrupt wired: the body gets a signal that SIGINT/SIGTERM abort (only when io
+ * is the real process streams and no signal is given); a body that has not returned 2 s (its grace)
+ * after the first interrupt is answered 130 anyway, and a second interrupt exits at once.
  */
-export async function runCommand(
+export async function runCommand<T extends FlagTable>(
+  spec: CommandSpec<T>,
+  argv: readonly string[],
   io: CliIo,
-  usage: string,
-  argv: string[],
-  body: (signal: AbortSignal) => Promise<number>,
+  body: (values: Values<T>, signal: AbortSignal) => Promise<number>,
+  options: RunOptions = {},
 ): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
-    io.stdout.write(`${usage}\n`);
+    io.stdout.write(`${helpText(spec)}\n`);
     return EXIT.ok;
   }
   const controller = new AbortController();
   const parent = io.signal;
-  const onParent = () => controller.abort(new Error("interrupted"));
+  const onParent = () => controller.abort(new Interrupted("the caller"));
   parent?.addEventListener("abort", onParent, { once: true });
   let interrupts = 0;
+  let grace: NodeJS.Timeout | undefined;
+  const interrupted = new Promise<number>((resolve) =>
+    controller.signal.addEventListener(
+      "abort",
+      () => {
+        grace = setTimeout(() => resolve(EXIT.interrupted), options.interruptGraceMs ?? INTERRUPT_GRACE_MS);
+        grace.unref();
+      },
+      { once: true },
+    ),
+  );
   const onSignal = (name: string) => () => {
     interrupts++;
     if (interrupts > 1) process.exit(EXIT.interrupted);
-    io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
-    controller.abort(new Error(`interrupted by ${name}`));
+    if (!options.interruptIsStop) io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
+    controller.abort(new Interrupted(name));
   };
   const real = io.stdout === process.stdout && parent === undefined;
   const onInt = onSignal("SIGINT");
@@ -133,29 +137,48 @@ export async function runCommand(
     process.on("SIGINT", onInt);
     process.on("SIGTERM", onTerm);
   }
+  const prefix = `gpuhost ${spec.name}`;
   try {
-    const code = await body(controller.signal);
-    return controller.signal.aborted ? EXIT.interrupted : code;
+    const values = parseFlags(spec.flags, argv);
+    const code = await Promise.race([body(values, controller.signal), interrupted]);
+    return controller.signal.aborted && !options.interruptIsStop ? EXIT.interrupted : code;
   } catch (err) {
-    if (
-      err instanceof UsageError ||
-      err instanceof EndpointError ||
-      (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")
-    ) {
-      io.stderr.write(`${(err as Error).message}\n${usage.split("\n")[0]}\n`);
+    if (err instanceof UsageError || err instanceof EndpointError) {
+      io.stderr.write(`${prefix}: ${err.message}\n${usageLine(spec)}\n`);
       return EXIT.usage;
     }
     if (controller.signal.aborted) {
-      io.stderr.write(`interrupted: ${(err as Error).message}\n`);
+      io.stderr.write(`${prefix}: interrupted: ${(err as Error).message}\n`);
       return EXIT.interrupted;
     }
-    io.stderr.write(`error: ${(err as Error).message}\n`);
+    io.stderr.write(`${prefix}: error: ${(err as Error).message}\n`);
     return EXIT.failed;
   } finally {
+    clearTimeout(grace);
     parent?.removeEventListener("abort", onParent);
     if (real) {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
     }
   }
+}
+
+/** The API key flags every client command shares: the file, and the refused argv form. */
+export const API_KEY_FLAGS = {
+  "api-key-file": {
+    type: "path",
+    description: "the server's API key: the file's first line (or set GPUHOST_API_KEY); never on argv",
+  },
+  "api-key": { type: "string", hidden: true, description: "refused: argv is readable by any local user" },
+} as const satisfies FlagTable;
+
+/** The --help default of a knob whose default its zod schema owns (the schema applies it). */
+export function schemaDefault<S extends { parse(input: unknown): object }>(
+  schema: S,
+  key: keyof ReturnType<S["parse"]> & string,
+): () => string {
+  return () => {
+    const v = (schema.parse({}) as Record<string, unknown>)[key];
+    return Array.isArray(v) ? v.join(",") : String(v);
+  };
 }

@@ -13,39 +13,139 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { AcceptanceFloorSchema } from "../gate/acceptance";
-import { API_KEY_USAGE, apiKeyOption, UsageError, type CliIo } from "./common";
 import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/compare";
 import { compareChart } from "../gate/compare-chart";
 import { compareCsv, compareJson, compareText } from "../gate/compare-report";
 import { runComparison } from "../gate/compare-run";
 import { SloSchema } from "../gate/goodput";
 import { WorkloadShapeSchema } from "../gate/workload";
+import { MAX_TOKENS_BOUND } from "./bench";
+import {
+  API_KEY_FLAGS,
+  API_KEY_USAGE,
+  apiKeyOption,
+  defaultIo,
+  EXIT,
+  runCommand,
+  schemaDefault,
+  schemaIssues,
+  UsageError,
+  type CliIo,
+} from "./common";
+import type { CommandSpec } from "./options";
 
-const USAGE = `usage: gpuhost compare --endpoint URL --activate-command "ARGV {unit}" [--identity-command "ARGV {unit}"]
-       [--services autoregressive,eagle3,dflash] [--draft SERVICE=PATH]... [--acceptance-floor 1.5]
-       [--concurrency 1,8,16,32,64 | --rate 0.5,1,2] [--output-tokens 2048] [--mix chat=1,code=1,long-context=0]
-       [--thinking on|off] [--repeats 3] [--requests-per-level 1] [--slo-ttft 10] [--slo-itl 0.1]
-       [--purpose batch|interactive] [--completions 900000] [--tokens 2000] [--deadline-days 7]
-       [--gpu-hour-cost USD] [--gpus 8] [--auto | --restore SERVICE] [--time-scale X]
-       [--cache FILE] [--json FILE] [--csv FILE] [--chart FILE.svg] [--model ID] [--api-key-file PATH]
-${API_KEY_USAGE}`;
+/** The levels measured when neither --concurrency nor --rate is given. */
+const DEFAULT_LEVELS = [1, 8, 16, 32, 64];
 
-function list(name: string, v: string | undefined, parse: (s: string) => number): number[] | undefined {
-  if (v === undefined) return undefined;
-  const out = v.split(",").map((s) => parse(s.trim()));
-  if (out.length === 0 || out.some((n) => !Number.isFinite(n) || n <= 0))
-    throw new UsageError(`--${name} must be a comma-separated list of positive numbers, got ${JSON.stringify(v)}`);
-  return out;
-}
+const job = (key: Parameters<typeof schemaDefault<typeof JobSchema>>[1]) => ({
+  description: JobSchema.shape[key].description?.replace(/\.$/, "") ?? key,
+  shownDefault: schemaDefault(JobSchema, key),
+});
 
-function positive(name: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0)
-    throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(v)}`);
-  return n;
+export const COMPARE = {
+  name: "compare",
+  about: `Measures each service of one host in turn (activating it with --activate-command) and says which
+to run. The command options are split on spaces into argv and run without a shell; {unit} becomes
+the service's unit (sglang-<service>.service). The identity command's output is hashed: a service
+whose unit did not change is not measured again (--cache). ${API_KEY_USAGE}`,
+  flags: {
+    endpoint: { type: "string", value: "URL", required: true, description: "the host's serving endpoint" },
+    "activate-command": {
+      type: "string",
+      value: "ARGV",
+      required: true,
+      description: "starts a service's unit, e.g. 'ssh root@host systemctl start {unit}'",
+    },
+    "identity-command": {
+      type: "string",
+      value: "ARGV",
+      description: "prints what identifies a unit's configuration, e.g. 'ssh root@host systemctl cat {unit}'",
+    },
+    services: {
+      type: "string",
+      value: "S,S,...",
+      description: "services to measure",
+      default: SERVICE_NAMES.join(","),
+    },
+    draft: {
+      type: "string",
+      value: "SERVICE=PATH",
+      multiple: true,
+      description: "a speculative service's draft model",
+    },
+    "acceptance-floor": {
+      type: "number",
+      min: 1,
+      description: "the least mean tokens per verify step that counts as working",
+      shownDefault: () => String(AcceptanceFloorSchema.parse(undefined)),
+    },
+    concurrency: {
+      type: "integers",
+      description: "closed-loop levels (requests in flight)",
+      shownDefault: () => DEFAULT_LEVELS.join(","),
+    },
+    rate: { type: "numbers", description: "open-loop levels (requests per second), instead of --concurrency" },
+    "output-tokens": { type: "integer", max: MAX_TOKENS_BOUND, description: "output tokens of every request" },
+    mix: {
+      type: "string",
+      value: "CAT=W,...",
+      description: "prompt categories' weights, e.g. chat=1,code=1,long-context=0",
+    },
+    thinking: {
+      type: "string",
+      value: "on|off",
+      choices: ["on", "off"],
+      description: "thinking on or off (default: the server's)",
+    },
+    repeats: { type: "integer", description: "runs of each level", default: 3 },
+    "requests-per-level": { type: "number", description: "requests per level, as a multiple of the level", default: 1 },
+    "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective" },
+    "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective" },
+    purpose: { type: "string", value: "batch|interactive", ...job("purpose") },
+    completions: { type: "integer", ...job("completions") },
+    tokens: { type: "number", ...job("outputTokensPerCompletion") },
+    "deadline-days": { type: "number", ...job("deadlineDays") },
+    "gpu-hour-cost": { type: "number", value: "USD", min: 0, description: "cost of one GPU hour" },
+    gpus: { type: "integer", ...job("gpusPerHost") },
+    auto: { type: "boolean", description: "activate the recommended service at the end" },
+    restore: {
+      type: "string",
+      value: "SERVICE",
+      description: "the service to leave active",
+      default: "autoregressive",
+    },
+    "time-scale": {
+      type: "number",
+      value: "X",
+      description: "simulated seconds per wall second (simulator only)",
+      default: 1,
+    },
+    cache: { type: "path", description: "measurements of unchanged units", default: ".gpuhost/compare-cache.json" },
+    ...API_KEY_FLAGS,
+    model: { type: "string", value: "ID", description: "the model (default: the first the server lists)" },
+    json: { type: "path", description: "write the comparison as JSON there" },
+    csv: { type: "path", description: "write the levels as CSV there" },
+    chart: { type: "path", value: "FILE.svg", description: "write the chart there" },
+  },
+  exits: [
+    [EXIT.ok, "a comparison was made"],
+    [EXIT.failed, "no service could be compared, or an error"],
+    [EXIT.usage, "usage"],
+    [EXIT.interrupted, "interrupted"],
+  ],
+} as const satisfies CommandSpec;
+
+/** "chat=1,code=1" -> { chat: 1, code: 1 }; each weight a plain decimal. */
+function mixOption(v: string): Record<string, number> {
+  return Object.fromEntries(
+    v.split(",").map((kv) => {
+      const [k, w, ...more] = kv.split("=").map((x) => x.trim());
+      if (!k || w === undefined || more.length > 0 || !/^(\d+(\.\d*)?|\.\d+)$/.test(w))
+        throw new UsageError(`--mix takes CATEGORY=WEIGHT,... with plain decimal weights, got ${JSON.stringify(v)}`);
+      return [k, Number(w)];
+    }),
+  );
 }
 
 function service(v: string): ServiceName {
@@ -71,58 +171,12 @@ function run(argv: string[]): Promise<string> {
   );
 }
 
-export async function compareMain(
-  argv: string[],
-  io: CliIo = { stdout: process.stdout, stderr: process.stderr },
-): Promise<number> {
-  if (argv.includes("--help") || argv.includes("-h")) {
-    io.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        endpoint: { type: "string" },
-        model: { type: "string" },
-        "api-key": { type: "string" },
-        "api-key-file": { type: "string" },
-        services: { type: "string" },
-        "activate-command": { type: "string" },
-        "identity-command": { type: "string" },
-        draft: { type: "string", multiple: true },
-        "acceptance-floor": { type: "string" },
-        concurrency: { type: "string" },
-        rate: { type: "string" },
-        "output-tokens": { type: "string" },
-        mix: { type: "string" },
-        thinking: { type: "string" },
-        repeats: { type: "string" },
-        "requests-per-level": { type: "string" },
-        "slo-ttft": { type: "string" },
-        "slo-itl": { type: "string" },
-        purpose: { type: "string" },
-        completions: { type: "string" },
-        tokens: { type: "string" },
-        "deadline-days": { type: "string" },
-        "gpu-hour-cost": { type: "string" },
-        gpus: { type: "string" },
-        auto: { type: "boolean" },
-        restore: { type: "string" },
-        "time-scale": { type: "string" },
-        cache: { type: "string" },
-        json: { type: "string" },
-        csv: { type: "string" },
-        chart: { type: "string" },
-      },
-    });
-    if (!values.endpoint) throw new UsageError("--endpoint is required");
-    if (!values["activate-command"]) throw new UsageError("--activate-command is required");
+export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+  return runCommand(COMPARE, argv, io, async (values) => {
     if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
-    const services = (values.services ?? SERVICE_NAMES.join(",")).split(",").map((s) => service(s.trim()));
+    const services = values.services.split(",").map((s) => service(s.trim()));
     const drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>> = {};
-    for (const d of values.draft ?? []) {
+    for (const d of values.draft) {
       const eq = d.indexOf("=");
       const s = service(eq > 0 ? d.slice(0, eq) : d);
       if (s === "autoregressive" || eq < 0)
@@ -132,23 +186,23 @@ export async function compareMain(
     for (const s of services)
       if (s !== "autoregressive" && !drafts[s])
         drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: "(not given)" };
-    const mix = values.mix
-      ? Object.fromEntries(
-          values.mix.split(",").map((kv) => {
-            const [k, v] = kv.split("=");
-            return [k.trim(), Number(v)];
-          }),
-        )
-      : undefined;
-    const shape = WorkloadShapeSchema.parse({
+    const shape = WorkloadShapeSchema.safeParse({
       mode: values.rate ? "open" : "closed",
-      ...(mix ? { mix } : {}),
-      ...(values["output-tokens"]
-        ? { outputTokens: { distribution: "fixed", tokens: positive("output-tokens", values["output-tokens"]) } }
-        : {}),
+      ...(values.mix ? { mix: mixOption(values.mix) } : {}),
+      ...(values["output-tokens"] ? { outputTokens: { distribution: "fixed", tokens: values["output-tokens"] } } : {}),
       thinking: values.thinking === undefined ? null : values.thinking === "on",
     });
-    const timeScale = positive("time-scale", values["time-scale"]) ?? 1;
+    if (!shape.success) throw new UsageError(schemaIssues(shape.error));
+    const timeScale = values["time-scale"];
+    const jobOptions = JobSchema.safeParse({
+      purpose: values.purpose,
+      completions: values.completions,
+      outputTokensPerCompletion: values.tokens,
+      deadlineDays: values["deadline-days"],
+      gpuHourCost: values["gpu-hour-cost"],
+      gpusPerHost: values.gpus,
+    });
+    if (!jobOptions.success) throw new UsageError(schemaIssues(jobOptions.error));
     const unit = (s: ServiceName) => `sglang-${s}.service`;
     const activate = values["activate-command"];
     const identity = values["identity-command"];
@@ -161,30 +215,22 @@ export async function compareMain(
         },
         services,
         drafts,
-        acceptanceFloor: AcceptanceFloorSchema.parse(positive("acceptance-floor", values["acceptance-floor"])),
-        shape,
+        acceptanceFloor: AcceptanceFloorSchema.parse(values["acceptance-floor"]),
+        shape: shape.data,
         slo: SloSchema.parse({
-          ttftSeconds: positive("slo-ttft", values["slo-ttft"]),
-          itlSeconds: positive("slo-itl", values["slo-itl"]),
+          ttftSeconds: values["slo-ttft"],
+          itlSeconds: values["slo-itl"],
         }),
-        levels: list("rate", values.rate, Number) ??
-          list("concurrency", values.concurrency, Number) ?? [1, 8, 16, 32, 64],
-        requestsPerLevel: positive("requests-per-level", values["requests-per-level"]) ?? 1,
-        repeats: positive("repeats", values.repeats) ?? 3,
+        levels: values.rate ?? values.concurrency ?? DEFAULT_LEVELS,
+        requestsPerLevel: values["requests-per-level"],
+        repeats: values.repeats,
         requestTimeoutSeconds: 3600,
         timeScale,
         verifyPolicy: { deadlineSeconds: 1800 / timeScale + 60, thinkingToggle: true },
-        job: JobSchema.parse({
-          purpose: values.purpose,
-          completions: positive("completions", values.completions),
-          outputTokensPerCompletion: positive("tokens", values.tokens),
-          deadlineDays: positive("deadline-days", values["deadline-days"]),
-          gpuHourCost: values["gpu-hour-cost"] === undefined ? undefined : Number(values["gpu-hour-cost"]),
-          gpusPerHost: positive("gpus", values.gpus),
-        }),
+        job: jobOptions.data,
         auto: values.auto === true,
-        restore: values.restore ? service(values.restore) : "autoregressive",
-        cacheFile: values.cache ?? ".gpuhost/compare-cache.json",
+        restore: service(values.restore),
+        cacheFile: values.cache,
       },
       {
         activate: async (s) => void (await run(commandArgv(activate, unit(s)))),
@@ -201,13 +247,6 @@ export async function compareMain(
     if (values.csv) writeFileSync(values.csv, compareCsv(result));
     if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
     io.stdout.write(compareText(result));
-    return result.comparison ? 0 : 1;
-  } catch (err) {
-    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      io.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
-      return 2;
-    }
-    io.stderr.write(`error: ${(err as Error).message}\n`);
-    return 1;
-  }
+    return result.comparison ? EXIT.ok : EXIT.failed;
+  });
 }

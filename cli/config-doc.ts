@@ -4,34 +4,31 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { renderConfigDoc } from "../components/config-doc";
 import { projectRoot } from "../project-files";
+import { defaultIo, EXIT, runCommand, type CliIo } from "./common";
+import type { CommandSpec } from "./options";
 
 export function configDocPath(): string {
   return path.join(projectRoot(), "docs", "configuration.md");
 }
 
-const USAGE = `usage: gpuhost config-doc [--write]
+export const CONFIG_DOC = {
+  name: "config-doc",
+  about: "Prints docs/configuration.md as rendered from the stack-config schema; --write writes it there.",
+  flags: { write: { type: "boolean", description: "write docs/configuration.md instead of printing it" } },
+  exits: [
+    [EXIT.ok, "ok"],
+    [EXIT.usage, "usage"],
+  ],
+} as const satisfies CommandSpec;
 
-Prints docs/configuration.md as rendered from the stack-config schema; --write writes it there.`;
-
-export async function configDocMain(argv: string[]): Promise<number> {
-  if (argv.includes("--help") || argv.includes("-h")) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const unknown = argv.filter((a) => a !== "--write");
-  if (unknown.length > 0) {
-    process.stderr.write(
-      `gpuhost config-doc: unexpected argument ${JSON.stringify(unknown[0])}\n${USAGE.split("\n")[0]}\n`,
-    );
-    return 2;
-  }
-  if (argv.includes("--write")) {
-    fs.writeFileSync(configDocPath(), renderConfigDoc());
-    process.stdout.write(`wrote ${configDocPath()}\n`);
-  } else {
-    process.stdout.write(renderConfigDoc());
-  }
-  return 0;
+export function configDocMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+  return runCommand(CONFIG_DOC, argv, io, async (values) => {
+    if (values.write) {
+      fs.writeFileSync(configDocPath(), renderConfigDoc());
+      io.stdout.write(`wrote ${configDocPath()}\n`);
+    } else io.stdout.write(renderConfigDoc());
+    return EXIT.ok;
+  });
 }
 
 if (require.main === module) {

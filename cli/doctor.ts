@@ -1,9 +1,9 @@
-// `gpuhost doctor [--cuda-home PATH] [--expect-release 13.0] [--root DIR] [--json]`: the toolkit
-// checks of components/cuda-toolkit/doctor.ts on this machine. Exit 0 healthy, 1 problems, 2 usage
-// error. `--root DIR` (or GPUHOST_ROOT) inspects a simulated host folder instead of /.
+// `gpuhost doctor`: the toolkit checks of components/cuda-toolkit/doctor.ts on this machine.
 import * as path from "node:path";
 import { toolkitReleases } from "../components/cuda-catalog/catalog";
 import { doctor, type DoctorReport } from "../components/cuda-toolkit/doctor";
+import { defaultIo, EXIT, runCommand, UsageError, type CliIo } from "./common";
+import type { CommandSpec } from "./options";
 
 function render(r: DoctorReport): string {
   const lines = [
@@ -21,39 +21,43 @@ function render(r: DoctorReport): string {
   return `${lines.join("\n")}\n`;
 }
 
-const USAGE = "usage: gpuhost doctor [--cuda-home PATH] [--expect-release 13.0] [--root DIR] [--json]";
+export const DOCTOR = {
+  name: "doctor",
+  about:
+    "The toolkit checks of components/cuda-toolkit/doctor.ts on this machine, the way FlashInfer finds the toolkit.",
+  flags: {
+    "cuda-home": {
+      type: "path",
+      value: "PATH",
+      description: "the toolkit to check (default: found as FlashInfer finds it)",
+    },
+    "expect-release": { type: "string", value: "R", description: "the CUDA release expected", default: "13.0" },
+    root: {
+      type: "path",
+      value: "DIR",
+      description: "inspect a simulated host's folder instead of / (or GPUHOST_ROOT)",
+    },
+    json: { type: "boolean", description: "print the report as JSON" },
+  },
+  exits: [
+    [EXIT.ok, "healthy"],
+    [EXIT.failed, "problems found"],
+    [EXIT.usage, "usage"],
+  ],
+} as const satisfies CommandSpec;
 
-export async function doctorMain(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  let cudaHome: string | undefined;
-  let expectRelease = "13.0";
-  let root = env.GPUHOST_ROOT ?? "";
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value`);
-      return v;
-    };
-    try {
-      if (a === "--cuda-home") cudaHome = value();
-      else if (a === "--expect-release") expectRelease = value();
-      else if (a === "--root") root = value();
-      else if (a === "--json") json = true;
-      else if (a === "-h" || a === "--help") {
-        process.stdout.write(`${USAGE}\n`);
-        return 0;
-      } else throw new Error(`unknown argument ${a}`);
-    } catch (e) {
-      process.stderr.write(`gpuhost doctor: ${(e as Error).message}\n${USAGE}\n`);
-      return 2;
-    }
-  }
-  if (!toolkitReleases().includes(expectRelease)) {
-    process.stderr.write(`gpuhost doctor: unknown release ${expectRelease} (known: ${toolkitReleases().join(", ")})\n`);
-    return 2;
-  }
-  const report = doctor({ cudaHome, expectRelease, env, root: root ? path.resolve(root) : "" });
-  process.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : render(report));
-  return report.healthy ? 0 : 1;
+export function doctorMain(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  io: CliIo = defaultIo(),
+): Promise<number> {
+  return runCommand(DOCTOR, argv, io, async (values) => {
+    const expectRelease = values["expect-release"];
+    if (!toolkitReleases().includes(expectRelease))
+      throw new UsageError(`unknown release ${expectRelease} (known: ${toolkitReleases().join(", ")})`);
+    const root = values.root ?? env.GPUHOST_ROOT ?? "";
+    const report = doctor({ cudaHome: values["cuda-home"], expectRelease, env, root: root ? path.resolve(root) : "" });
+    io.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : render(report));
+    return report.healthy ? EXIT.ok : EXIT.failed;
+  });
 }

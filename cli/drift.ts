@@ -1,18 +1,28 @@
-// `gpuhost drift [--stack NAME] [--json]`: wraps `pulumi refresh --preview-only
+// `gpuhost drift`: wraps `pulumi refresh --preview-only
 // --expect-no-changes --json` (every ToolkitState re-probes its host; the engine runs the reads
 // of several hosts concurrently) and prints what drifted, grouped by host, with the expected
-// value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error.
-import { EMBEDDED_STACK, runPulumi, secretsProviderProblem } from "../engine/pulumi";
+// value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error, 130
+// interrupted (the engine and everything it started are stopped first).
+import { EMBEDDED_STACK, runPulumi, secretsProviderProblem, STOP_GRACE_MS } from "../engine/pulumi";
 import { type DriftReport, exitCodeOf, formatReport, parseRefreshOutput } from "../components/drift/report";
+import { EXIT, runCommand, UsageError, type CliIo } from "./common";
+import type { CommandSpec } from "./options";
 
-export const DRIFT_USAGE = `usage: gpuhost drift [--stack NAME] [--json]
-
-Re-probes every host's CUDA toolkit through \`pulumi refresh --preview-only --expect-no-changes\`
-and reports what no longer matches what was provisioned (nothing is changed).
-  --stack NAME   stack to check (default: the selected stack)
-  --json         print the report as JSON instead of text
-Exit status: 0 clean, 1 drift, 2 error (a host could not be probed, or the engine failed).
-`;
+export const DRIFT = {
+  name: "drift",
+  about: `Re-probes every host's CUDA toolkit through \`pulumi refresh --preview-only --expect-no-changes\`
+and reports what no longer matches what was provisioned (nothing is changed). Fit for cron.`,
+  flags: {
+    stack: { type: "string", value: "NAME", description: "stack to check (default: the selected stack)" },
+    json: { type: "boolean", description: "print the report as JSON instead of text" },
+  },
+  exits: [
+    [EXIT.ok, "clean"],
+    [EXIT.failed, "drift"],
+    [EXIT.usage, "usage, or an error (a host could not be probed, or the engine failed)"],
+    [EXIT.interrupted, "interrupted"],
+  ],
+} as const satisfies CommandSpec;
 
 export interface DriftDeps {
   /** Runs the engine (default: engine/pulumi.ts runPulumi). */
@@ -28,28 +38,23 @@ export function refreshArgs(stack: string | undefined): string[] {
   return ["refresh", "--preview-only", "--expect-no-changes", "--json", ...(stack ? ["--stack", stack] : [])];
 }
 
-export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<number> {
+export function driftMain(argv: string[], deps: DriftDeps = {}): Promise<number> {
+  const io: CliIo = {
+    stdout: deps.out ? { write: deps.out } : process.stdout,
+    stderr: deps.err ? { write: deps.err } : process.stderr,
+  };
+  // The engine is given time to cancel and stop its plugins (engine/pulumi.ts kills it after
+  // STOP_GRACE_MS): gpuhost returns only once nothing it started is left.
+  return runCommand(DRIFT, argv, io, (values, signal) => drift(values.stack, values.json ?? false, deps, signal), {
+    interruptGraceMs: STOP_GRACE_MS + 3000,
+  });
+}
+
+async function drift(stack: string | undefined, json: boolean, deps: DriftDeps, signal: AbortSignal): Promise<number> {
   const out = deps.out ?? ((t: string) => process.stdout.write(t));
   const err = deps.err ?? ((t: string) => process.stderr.write(t));
-  let stack: string | undefined;
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--json") json = true;
-    else if (a === "--stack" && argv[i + 1] !== undefined && !argv[i + 1].startsWith("--")) stack = argv[++i];
-    else if (a.startsWith("--stack=")) stack = a.slice("--stack=".length);
-    else if (a === "--help" || a === "-h") {
-      out(DRIFT_USAGE);
-      return 0;
-    } else {
-      err(`gpuhost drift: unexpected argument ${JSON.stringify(a)}\n${DRIFT_USAGE}`);
-      return 2;
-    }
-  }
-  if (stack !== undefined && !/^[A-Za-z0-9_./-]+$/.test(stack)) {
-    err(`gpuhost drift: invalid stack name ${JSON.stringify(stack)}\n`);
-    return 2;
-  }
+  if (stack !== undefined && !/^[A-Za-z0-9_./-]+$/.test(stack))
+    throw new UsageError(`invalid stack name ${JSON.stringify(stack)}`);
 
   // The embedded sim stack on its own backend and passphrase; any other on the user's backend and
   // secrets provider, refused in one sentence when it needs a passphrase and none is set.
@@ -59,7 +64,7 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
   const problem = embedded ? undefined : check?.(stack);
   if (problem) {
     err(`gpuhost drift: ${problem}\n`);
-    return 2;
+    return EXIT.usage;
   }
 
   let report: DriftReport;
@@ -67,7 +72,7 @@ export async function driftMain(argv: string[], deps: DriftDeps = {}): Promise<n
     const run = deps.runPulumi ?? runPulumi;
     // Streaming JSON: one event per line, and the refresh's output events carry the fresh read.
     const env = { PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "true" };
-    const result = await run(refreshArgs(stack), embedded ? { embedded, env } : { env });
+    const result = await run(refreshArgs(stack), embedded ? { embedded, env, signal } : { env, signal });
     report = parseRefreshOutput(result.stdout, stack);
     const stderr = result.stderr.trim();
     // pulumi exits non-zero both for drift (--expect-no-changes) and for errors (pulumi#8992):

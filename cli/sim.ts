@@ -4,20 +4,59 @@ import { parse as parseYaml } from "yaml";
 import { FAULTS } from "../simulator/faults";
 import { startSimulator, UnknownFaultError } from "../simulator/index";
 import { listProfiles, ProfileError } from "../simulator/profile";
+import { defaultIo, EXIT, Interrupted, runCommand, type CliIo } from "./common";
+import { type CommandSpec, parseFlags, usageLine, UsageError, type Values } from "./options";
 
-const USAGE = `usage: gpuhost sim [--profile NAME|PATH] [--fault NAME]... [--port N] [--host H] [--time-scale X]
-                  [--api-key K] [--served-model-name ID] [--max-queued-requests N] [--config FILE.yaml]
-       gpuhost sim --list
-
-An SGLang-faithful simulated server. --fault may repeat or take a comma-separated list.
-Defaults: --profile tiny --port 30000 --host 127.0.0.1 --time-scale 1.
+export const SIM = {
+  name: "sim",
+  alsoUsage: ["gpuhost sim --list"],
+  about: `An SGLang-faithful simulated server; it serves until SIGTERM or SIGINT, then exits 0.
 --config FILE.yaml (or .yml/.json) takes flags from a file, as SGLang's launch_server does: a flat
-mapping such as \`api-key: "..."\`; flags on the command line win. That keeps the API key out of argv.
---time-scale X runs X simulated seconds per wall second; reported durations are simulated.`;
+mapping such as \`api-key: "..."\`; flags on the command line win. That keeps the API key out of argv.`,
+  flags: {
+    profile: {
+      type: "string",
+      value: "NAME|PATH",
+      description: "a profile (--list names them) or a profile file",
+      default: "tiny",
+    },
+    fault: {
+      type: "string",
+      value: "NAME[,NAME]",
+      multiple: true,
+      description: "inject a fault (--list names them); a comma-separated list works too",
+    },
+    port: { type: "integer", min: 0, max: 65535, description: "port to listen on (0: any free one)", default: 30000 },
+    host: { type: "string", value: "H", description: "address to listen on", default: "127.0.0.1" },
+    "time-scale": {
+      type: "number",
+      value: "X",
+      description: "simulated seconds per wall second; reported durations are simulated",
+      default: 1,
+    },
+    "api-key": {
+      type: "string",
+      value: "K",
+      description: "require this key (SGLang's flag; --config keeps it off argv)",
+    },
+    "served-model-name": { type: "string", value: "ID", description: "the model id served (default: the profile's)" },
+    "max-queued-requests": {
+      type: "integer",
+      min: 0,
+      description: "refuse requests beyond this queue (SGLang's flag)",
+    },
+    config: { type: "path", value: "FILE.yaml", description: "flags from a file (merged before parsing)" },
+    list: { type: "boolean", description: "list the profiles and faults, and exit" },
+  },
+  exits: [
+    [EXIT.ok, "stopped by SIGTERM/SIGINT, or --list"],
+    [EXIT.failed, "an unexpected error (a fault that ends the process exits with its own status)"],
+    [EXIT.usage, "usage, an unknown profile or fault, or a port that cannot be used"],
+  ],
+} as const satisfies CommandSpec;
 
 interface SimArgs {
   list: boolean;
-  help: boolean;
   profile: string;
   faults: string[];
   port: number;
@@ -27,8 +66,6 @@ interface SimArgs {
   servedModelName?: string;
   maxQueuedRequests?: number;
 }
-
-class UsageError extends Error {}
 
 /** Flags a --config file may set: what this simulator takes on its command line, minus the meta flags. */
 const CONFIG_FLAGS = new Set([
@@ -74,100 +111,55 @@ export function mergeConfigFile(argv: string[]): string[] {
   return [...flags, ...argv.slice(0, at[0]), ...argv.slice(at[0] + 2)];
 }
 
-export function parseSimArgs(argvIn: string[]): SimArgs {
-  const argv = mergeConfigFile(argvIn);
-  const args: SimArgs = {
-    list: false,
-    help: false,
-    profile: "tiny",
-    faults: [],
-    port: 30000,
-    host: "127.0.0.1",
-    timeScale: 1,
+function simArgs(values: Values<typeof SIM.flags>): SimArgs {
+  return {
+    list: values.list ?? false,
+    profile: values.profile,
+    faults: values.fault,
+    port: values.port,
+    host: values.host,
+    timeScale: values["time-scale"],
+    apiKey: values["api-key"],
+    servedModelName: values["served-model-name"],
+    maxQueuedRequests: values["max-queued-requests"],
   };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const eq = arg.indexOf("=");
-    const flag = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-    const value = (): string => {
-      if (arg.startsWith("--") && eq > 0) return arg.slice(eq + 1);
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      return v;
-    };
-    const number = (name: string, v: string, ok: (n: number) => boolean): number => {
-      const n = Number(v);
-      if (v.trim() === "" || !Number.isFinite(n) || !ok(n)) throw new UsageError(`${name}: invalid value '${v}'`);
-      return n;
-    };
-    switch (flag) {
-      case "--list":
-        args.list = true;
-        break;
-      case "-h":
-      case "--help":
-        args.help = true;
-        break;
-      case "--profile":
-        args.profile = value();
-        break;
-      case "--fault":
-        args.faults.push(value());
-        break;
-      case "--port":
-        args.port = number("--port", value(), (n) => Number.isInteger(n) && n >= 0 && n <= 65535);
-        break;
-      case "--host":
-        args.host = value();
-        break;
-      case "--time-scale":
-        args.timeScale = number("--time-scale", value(), (n) => n > 0);
-        break;
-      case "--api-key":
-        args.apiKey = value();
-        break;
-      case "--served-model-name":
-        args.servedModelName = value();
-        break;
-      case "--max-queued-requests":
-        args.maxQueuedRequests = number("--max-queued-requests", value(), (n) => Number.isInteger(n) && n >= 0);
-        break;
-      default:
-        throw new UsageError(`unknown argument '${arg}'`);
-    }
-  }
-  return args;
 }
 
-function printList(): void {
+/** The command line (after --config's flags are merged in) as the simulator's options. */
+export function parseSimArgs(argv: string[]): SimArgs {
+  return simArgs(parseFlags(SIM.flags, mergeConfigFile(argv)));
+}
+
+function printList(io: CliIo): void {
   const profiles = listProfiles();
   const width = Math.max(...profiles.map((p) => p.name.length), ...Object.keys(FAULTS).map((f) => f.length));
   const lines = ["profiles:"];
   for (const p of profiles) lines.push(`  ${p.name.padEnd(width)}  ${p.description}`);
   lines.push("faults:");
   for (const [name, description] of Object.entries(FAULTS)) lines.push(`  ${name.padEnd(width)}  ${description}`);
-  process.stdout.write(`${lines.join("\n")}\n`);
+  io.stdout.write(`${lines.join("\n")}\n`);
 }
 
 /**
  * `gpuhost sim`: serve until SIGTERM or SIGINT, then close cleanly and return 0. Faults that end
  * the process (jit-crash, oom-at-load) exit through process.exit with their own non-zero status.
  */
-export async function simMain(argv: string[]): Promise<number> {
-  let args: SimArgs;
+export function simMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+  // --config is merged first, as SGLang does; its errors are usage errors like any other.
+  let merged: string[];
   try {
-    args = parseSimArgs(argv);
+    merged = argv.includes("--help") || argv.includes("-h") ? argv : mergeConfigFile(argv);
   } catch (err) {
-    process.stderr.write(`gpuhost sim: ${(err as Error).message}\n${USAGE}\n`);
-    return 2;
+    io.stderr.write(`gpuhost sim: ${(err as Error).message}\n${usageLine(SIM)}\n`);
+    return Promise.resolve(EXIT.usage);
   }
-  if (args.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  return runCommand(SIM, merged, io, (values, signal) => serve(simArgs(values), io, signal), { interruptIsStop: true });
+}
+
+async function serve(args: SimArgs, io: CliIo, signal: AbortSignal): Promise<number> {
   if (args.list) {
-    printList();
-    return 0;
+    printList(io);
+    return EXIT.ok;
   }
   let sim: Awaited<ReturnType<typeof startSimulator>>;
   try {
@@ -186,25 +178,18 @@ export async function simMain(argv: string[]): Promise<number> {
     const code = (err as { code?: string }).code;
     if (code === "EADDRINUSE" || code === "EACCES") {
       const why = code === "EADDRINUSE" ? "is in use (another process listens there)" : "needs privileges";
-      process.stderr.write(`gpuhost sim: port ${args.port} on ${args.host} ${why}; choose another with --port\n`);
-      return 2;
+      io.stderr.write(`gpuhost sim: port ${args.port} on ${args.host} ${why}; choose another with --port\n`);
+      return EXIT.usage;
     }
     const known = err instanceof ProfileError || err instanceof UnknownFaultError;
-    process.stderr.write(`gpuhost sim: ${known ? err.message : ((err as Error).stack ?? String(err))}\n`);
-    return known ? 2 : 1;
+    io.stderr.write(`gpuhost sim: ${known ? err.message : ((err as Error).stack ?? String(err))}\n`);
+    return known ? EXIT.usage : EXIT.failed;
   }
-  return new Promise<number>((resolve) => {
-    const stop = (signal: string): void => {
-      process.off("SIGTERM", onTerm);
-      process.off("SIGINT", onInt);
-      process.stderr.write(
-        `[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${signal}, shutting down.\n`,
-      );
-      void sim.close().then(() => resolve(0));
-    };
-    const onTerm = (): void => stop("SIGTERM");
-    const onInt = (): void => stop("SIGINT");
-    process.on("SIGTERM", onTerm);
-    process.on("SIGINT", onInt);
-  });
+  // Served until the signal: SIGTERM/SIGINT (runCommand), logged as uvicorn does.
+  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  const reason: unknown = signal.reason;
+  const name = reason instanceof Interrupted ? reason.signalName : "a stop";
+  io.stderr.write(`[${new Date().toISOString().replace("T", " ").slice(0, 19)}] Received ${name}, shutting down.\n`);
+  await sim.close();
+  return EXIT.ok;
 }

@@ -1,54 +1,63 @@
 /**
- * `gpuhost verify | plan` (and `bench`, in bench.ts): the gate's engine outside Pulumi. Each
- * *Main returns an exit status; cli/gpuhost.ts dispatches to them. JSON goes to stdout (or a
- * file), progress to stderr.
+ * `gpuhost verify`: the readiness gate outside Pulumi. JSON goes to stdout, progress to stderr;
+ * cli/gpuhost.ts dispatches here.
  */
-import { parseArgs } from "node:util";
-import { capacity, type CapacityPlan } from "../gate/capacity";
+import { VerifyPolicySchema } from "../gate/schema";
+import { MAX_TIMER_SECONDS } from "../gate/timers";
+import { verify } from "../gate/verify";
 import {
+  API_KEY_FLAGS,
   API_KEY_USAGE,
   apiKeyOption,
   defaultIo,
   EXIT,
-  numberOption,
   runCommand,
+  schemaDefault,
   schemaIssues,
   UsageError,
   type CliIo,
 } from "./common";
-import { VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
-import { verify } from "../gate/verify";
+import type { CommandSpec } from "./options";
 
-export { benchMain } from "./bench";
 export type { CliIo } from "./common";
 
-const VERIFY_USAGE = `usage: gpuhost verify --endpoint URL [--model ID] [--deadline SECONDS] [--thinking-off] [--known-answer TEXT --prompt TEXT] [--api-key-file PATH] [--json]
-
-Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
-visible content (and the known answer, when given), twice. --endpoint is an http(s) URL with a host,
-e.g. http://127.0.0.1:30000. ${API_KEY_USAGE} Ctrl-C stops it.
-exit status: 0 ready; 1 not ready (the diagnosis says why); 2 usage; 130 interrupted`;
+export const VERIFY = {
+  name: "verify",
+  about: `Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
+visible content (and the known answer, when given), twice. ${API_KEY_USAGE} Ctrl-C stops it.`,
+  flags: {
+    endpoint: {
+      type: "string",
+      value: "URL",
+      required: true,
+      description: "the server: an http(s) URL with a host, e.g. http://127.0.0.1:30000",
+    },
+    model: { type: "string", value: "ID", description: "the model to expect (default: the first listed)" },
+    deadline: {
+      type: "number",
+      value: "SECONDS",
+      max: MAX_TIMER_SECONDS,
+      description: "one deadline for the whole gate",
+      shownDefault: schemaDefault(VerifyPolicySchema, "deadlineSeconds"),
+    },
+    "thinking-off": { type: "boolean", description: "ask the server not to think (chat_template_kwargs)" },
+    "known-answer": { type: "string", value: "TEXT", description: "text the answer must contain (with --prompt)" },
+    prompt: { type: "string", value: "TEXT", description: "the probe's prompt" },
+    ...API_KEY_FLAGS,
+    json: { type: "boolean", description: "print the result as JSON" },
+  },
+  exits: [
+    [EXIT.ok, "ready"],
+    [EXIT.failed, "not ready (the diagnosis says why)"],
+    [EXIT.usage, "usage"],
+    [EXIT.interrupted, "interrupted"],
+  ],
+} as const satisfies CommandSpec;
 
 export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return runCommand(io, VERIFY_USAGE, argv, async (signal) => {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        endpoint: { type: "string" },
-        model: { type: "string" },
-        deadline: { type: "string" },
-        "thinking-off": { type: "boolean" },
-        "known-answer": { type: "string" },
-        prompt: { type: "string" },
-        "api-key": { type: "string" },
-        "api-key-file": { type: "string" },
-        json: { type: "boolean" },
-      },
-      strict: true,
-    });
-    if (!values.endpoint) throw new UsageError("--endpoint is required");
+  return runCommand(VERIFY, argv, io, async (values, signal) => {
     const policy = VerifyPolicySchema.safeParse({
-      deadlineSeconds: numberOption("deadline", values.deadline),
+      deadlineSeconds: values.deadline,
       thinkingToggle: values["thinking-off"] ?? undefined,
       knownAnswer: values["known-answer"],
       probePrompt: values.prompt,
@@ -86,60 +95,4 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
     }
     return result.ready ? EXIT.ok : EXIT.failed;
   });
-}
-
-const PLAN_USAGE = `usage: gpuhost plan --throughput TOKS [--completions N] [--tokens T] [--hosts H] [--deadline-days D] [--bytes-per-token B] [--json]
-
-Capacity plan: days = completions x tokens / (sustained tok/s x 86,400), hosts for the deadline,
-raw storage. --throughput is the sustained aggregate output tok/s a benchmark measured.
-exit status: 0 ok; 2 usage`;
-
-export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return runCommand(io, PLAN_USAGE, argv, async () => {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        throughput: { type: "string" },
-        completions: { type: "string" },
-        tokens: { type: "string" },
-        hosts: { type: "string" },
-        "deadline-days": { type: "string" },
-        "bytes-per-token": { type: "string" },
-        json: { type: "boolean" },
-      },
-      strict: true,
-    });
-    if (values.throughput === undefined) throw new UsageError("--throughput is required");
-    const throughput = Number(values.throughput);
-    if (!Number.isFinite(throughput) || throughput < 0)
-      throw new UsageError(`--throughput must be a number >= 0, got ${JSON.stringify(values.throughput)}`);
-    const parsed = WorkloadSchema.safeParse({
-      completions: numberOption("completions", values.completions),
-      outputTokensPerCompletion: numberOption("tokens", values.tokens),
-      hosts: numberOption("hosts", values.hosts),
-      deadlineDays: numberOption("deadline-days", values["deadline-days"]),
-      bytesPerToken: numberOption("bytes-per-token", values["bytes-per-token"]),
-    });
-    if (!parsed.success) throw new UsageError(schemaIssues(parsed.error));
-    const plan = capacity(throughput, parsed.data);
-    io.stdout.write(values.json ? JSON.stringify(plan, null, 2) + "\n" : planText(plan));
-    return 0;
-  });
-}
-
-function days(v: number | null): string {
-  return v === null ? "never (zero throughput)" : `${v.toFixed(1)} days`;
-}
-
-function planText(p: CapacityPlan): string {
-  return (
-    [
-      `workload: ${p.completions.toLocaleString("en-US")} completions x ${p.outputTokensPerCompletion.toLocaleString("en-US")} tokens = ${p.totalOutputTokens.toLocaleString("en-US")} tokens`,
-      `throughput: ${p.sustainedOutputTokensPerSecond.toLocaleString("en-US")} tok/s per host = ${Math.round(p.tokensPerDayPerHost).toLocaleString("en-US")} tokens/day`,
-      `one host: ${days(p.daysOnOneHost)}`,
-      `${p.hosts} host(s): ${days(p.daysOnHosts)}`,
-      `hosts for a ${p.deadlineDays}-day deadline: ${p.hostsForDeadline ?? "n/a"}`,
-      `raw storage: ${p.rawStorageGigabytes.toFixed(2)} GB at ${p.bytesPerToken} bytes/token`,
-    ].join("\n") + "\n"
-  );
 }

@@ -40,7 +40,15 @@ export interface EngineOptions {
   onOutput?: (chunk: string) => void;
   /** Kill the CLI after this many milliseconds. */
   timeoutMs?: number;
+  /**
+   * Stops the CLI: SIGINT first (the engine cancels, and stops its plugins), SIGKILL when it is
+   * still there STOP_GRACE_MS later (the plugins then end by themselves when they see it gone).
+   */
+  signal?: AbortSignal;
 }
+
+/** How long a cancelled engine has to end by itself before it is killed. */
+export const STOP_GRACE_MS = 5000;
 
 export interface EngineResult {
   code: number;
@@ -99,6 +107,13 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
     let stdout = "";
     let stderr = "";
     const timer = opts.timeoutMs ? setTimeout(() => child.kill("SIGTERM"), opts.timeoutMs) : undefined;
+    let killer: NodeJS.Timeout | undefined;
+    const stop = () => {
+      child.kill("SIGINT");
+      killer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
+    };
+    if (opts.signal?.aborted) stop();
+    else opts.signal?.addEventListener("abort", stop, { once: true });
     child.stdout.on("data", (b: Buffer) => {
       stdout += b.toString();
       opts.onOutput?.(b.toString());
@@ -110,6 +125,8 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
     child.on("error", reject);
     child.on("close", (code) => {
       if (timer) clearTimeout(timer);
+      clearTimeout(killer);
+      opts.signal?.removeEventListener("abort", stop);
       resolve({ code: code ?? 1, stdout, stderr });
     });
   });
