@@ -137,7 +137,7 @@ export async function runCommand<T extends FlagTable>(
     process.on("SIGINT", onInt);
     process.on("SIGTERM", onTerm);
   }
-  const prefix = `gpuhost ${spec.name}`;
+  const prefix = spec.invocation ? spec.name : `gpuhost ${spec.name}`;
   try {
     const values = parseFlags(spec.flags, argv);
     const code = await Promise.race([body(values, controller.signal), interrupted]);

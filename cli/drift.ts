@@ -3,7 +3,14 @@
 // of several hosts concurrently) and prints what drifted, grouped by host, with the expected
 // value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error, 130
 // interrupted (the engine and everything it started are stopped first).
-import { EMBEDDED_STACK, runPulumi, secretsProviderProblem, STOP_GRACE_MS } from "../engine/pulumi";
+import {
+  EMBEDDED_STACK,
+  pendingOperations,
+  pendingOperationsWarning,
+  runPulumi,
+  secretsProviderProblem,
+  STOP_GRACE_MS,
+} from "../engine/pulumi";
 import { type DriftReport, exitCodeOf, formatReport, parseRefreshOutput } from "../components/drift/report";
 import { EXIT, runCommand, UsageError, type CliIo } from "./common";
 import type { CommandSpec } from "./options";
@@ -27,6 +34,8 @@ and reports what no longer matches what was provisioned (nothing is changed). Fi
 export interface DriftDeps {
   /** Runs the engine (default: engine/pulumi.ts runPulumi). */
   runPulumi?: typeof runPulumi;
+  /** The stack's pending operations (default: with the real engine only, engine/pulumi.ts). */
+  pendingOperations?: typeof pendingOperations;
   /** Why the stack cannot run with the secrets at hand (default: with the real engine only). */
   secretsProblem?: (stack: string | undefined) => string | undefined;
   out?: (text: string) => void;
@@ -81,6 +90,12 @@ async function drift(stack: string | undefined, json: boolean, deps: DriftDeps, 
       report.errors.push(`pulumi: ${stderr.split("\n").slice(-5).join(" | ")}`);
   } catch (e) {
     report = { stack, hosts: [], otherChanges: [], errors: [(e as Error).message] };
+  }
+  // A killed update leaves pending operations that no later update clears: say so on every check.
+  const pending = deps.pendingOperations ?? (deps.runPulumi ? undefined : pendingOperations);
+  if (pending && !signal.aborted) {
+    const warning = pendingOperationsWarning(stack, await pending(stack, { embedded }).catch(() => []));
+    if (warning) err(`warning: ${warning}\n`);
   }
   out(json ? `${JSON.stringify({ ...report, exitCode: exitCodeOf(report) }, null, 2)}\n` : formatReport(report));
   return exitCodeOf(report);

@@ -202,6 +202,8 @@ export function parseFlags<T extends FlagTable>(table: T, argv: readonly string[
 /** One command: its table, what it does, and what its exit statuses mean. */
 export interface CommandSpec<T extends FlagTable = FlagTable> {
   name: string;
+  /** How it is typed, when not `gpuhost NAME` (`npm run demo --`). */
+  invocation?: string;
   /** The usage line's tail after the required flags (default "[options]"). */
   synopsis?: string;
   /** More usage lines, e.g. "gpuhost sim --list". */
@@ -226,7 +228,7 @@ export function usageLine(spec: CommandSpec): string {
   const required = Object.entries(spec.flags)
     .filter(([, f]) => f.required)
     .map(([name, f]) => `--${name} ${f.value ?? PLACEHOLDER[f.type]}`);
-  return `usage: gpuhost ${[spec.name, ...required, spec.synopsis ?? "[options]"].join(" ")}`;
+  return `usage: ${[spec.invocation ?? `gpuhost ${spec.name}`, ...required, spec.synopsis ?? "[options]"].join(" ")}`;
 }
 
 /** --help, generated from the table. */

@@ -80,6 +80,10 @@ export function engineEnv(opts: EngineOptions = {}): NodeJS.ProcessEnv {
     PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: process.env.PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION ?? "true",
     NO_COLOR: "1",
   };
+  // Where the stand-in command provider's launcher looks first (engine/setup.sh): this checkout's,
+  // when it has one (an installed package has none).
+  if (fs.existsSync(path.join(PROJECT_ROOT, "dist", "engine", "offline-plugins")))
+    env.GPUHOST_OFFLINE_PLUGINS_ROOT = PROJECT_ROOT;
   if (opts.embedded) {
     env.PULUMI_BACKEND_URL = `file://${embeddedStateDir()}`;
     // The user's own passphrase (for their real stacks) must not become the sim stack's.
@@ -103,6 +107,9 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
       cwd: opts.cwd ?? PROJECT_ROOT,
       env: engineEnv(opts),
       stdio: ["ignore", "pipe", "pipe"],
+      // A process group of its own: a terminal's Ctrl-C reaches the caller, which stops the engine
+      // once (opts.signal); a second SIGINT would make the CLI quit without stopping its plugins.
+      detached: opts.signal !== undefined,
     });
     let stdout = "";
     let stderr = "";
@@ -202,4 +209,50 @@ function currentBackend(env: NodeJS.ProcessEnv): string {
     // not logged in: the CLI defaults to Pulumi Cloud
   }
   return "https://api.pulumi.com";
+}
+
+/** An operation the engine began and never saw end: the update was killed while it ran. */
+export interface PendingOperation {
+  /** creating, updating, deleting, reading, importing */
+  type: string;
+  urn: string;
+}
+
+/** The stack's pending operations, read from `pulumi stack export`. */
+export async function pendingOperations(
+  stack: string | undefined,
+  opts: EngineOptions = {},
+): Promise<PendingOperation[]> {
+  const r = await runPulumi(["stack", "export", ...(stack ? ["--stack", stack] : [])], opts);
+  if (r.code !== 0) throw new Error(`pulumi stack export exited ${r.code}: ${r.stderr.trim()}`);
+  const state = JSON.parse(r.stdout) as {
+    deployment?: { pending_operations?: { type?: string; resource?: { urn?: string } }[] | null };
+  };
+  return (state.deployment?.pending_operations ?? []).map((op) => ({
+    type: op.type ?? "unknown",
+    urn: op.resource?.urn ?? "(no urn)",
+  }));
+}
+
+/** The command that clears a stack's pending operations (a refresh; pending creates are dropped). */
+export function clearPendingCommand(stack: string | undefined): string {
+  return `pulumi refresh --clear-pending-creates --yes${stack ? ` --stack ${stack}` : ""}`;
+}
+
+/**
+ * Two sentences on a stack's pending operations, or undefined when it has none: what they are, and
+ * the command that clears them. A later update that succeeds does not clear them: the engine keeps
+ * them until a refresh resolves them.
+ */
+export function pendingOperationsWarning(
+  stack: string | undefined,
+  ops: readonly PendingOperation[],
+): string | undefined {
+  if (ops.length === 0) return undefined;
+  const names = ops.map((op) => `${op.type} ${op.urn.split("::").pop() ?? op.urn}`).join(", ");
+  return (
+    `stack ${stack ?? "(the selected one)"} has ${ops.length} pending operation(s) left by an update that was stopped while they ran ` +
+    `(${names}): whether each finished is unknown. Check the host, then run \`${clearPendingCommand(stack)}\` ` +
+    `to clear them (gpuhost's steps are idempotent: the next \`up\` runs a dropped create again).`
+  );
 }

@@ -85,7 +85,7 @@ case "$mode" in
   demo)
     bash engine/setup.sh
     tsc -p .
-    exec node dist/engine/demo.js "$@"
+    exec node dist/cli/demo.js "$@"
     ;;
   test)
     bash engine/test-prereqs.sh

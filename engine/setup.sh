@@ -113,21 +113,24 @@ if [ "$MODE" = offline ]; then
   # engine starts plugins there), as upstream's launcher does.
   write_if_changed "$BIN/pulumi-language-nodejs" <<LAUNCHER
 #!/bin/sh
-$MARK: gpuhost's Node.js language host (engine/language-host).
-exec "$NODE" "\$(dirname "\$0")/../../../dist/engine/language-host/main.js" "\$@"
+$MARK: gpuhost's Node.js language host (engine/offline-plugins/language-host).
+exec "$NODE" "\$(dirname "\$0")/../../../dist/engine/offline-plugins/language-host/main.js" "\$@"
 LAUNCHER
   write_if_changed "$BIN/pulumi-resource-pulumi-nodejs" <<LAUNCHER
 #!/bin/sh
-$MARK: the dynamic-provider host, @pulumi/pulumi's own, from the program's node_modules.
+$MARK: the dynamic-provider host, @pulumi/pulumi's own, from the program's node_modules,
+# with a watch that ends it when the engine is gone (engine/offline-plugins/dynamic-provider-watch.ts).
 script="\$("$NODE" -e 'process.stdout.write(require.resolve("@pulumi/pulumi/cmd/dynamic-provider"))')" || exit 1
-exec "$NODE" "\$script" "\$@"
+exec "$NODE" --require "\$(dirname "\$0")/../../../dist/engine/offline-plugins/dynamic-provider-watch.js" "\$script" "\$@"
 LAUNCHER
 fi
 
 # The command provider, registered in the user's plugin cache under the exact version the SDK asks for,
-# unless one is there that we did not write. The launcher finds gpuhost from the program's folder at
-# each start (its own checkout, or node_modules/gpuhost in a program that depends on it), so it names no
-# checkout: a moved or second clone needs nothing re-registered.
+# unless one is there that we did not write. The launcher finds the stand-in at each start: in the
+# checkout whose runner started the engine (GPUHOST_OFFLINE_PLUGINS_ROOT, set by engine/pulumi.ts),
+# else in a checkout above the program's folder (or a copy of one in its node_modules/gpuhost). It
+# names no checkout: a moved or second clone needs nothing re-registered. The npm package does not
+# carry the stand-ins (package.json "files"): a user of the package has an official Pulumi.
 PLUGINS="$ROOT/.gpuhost/engine/plugins"
 mkdir -p "$PLUGINS"
 # Its node is chosen when it starts (PATH's when >= 22, else the pinned one engine/run.sh installs),
@@ -141,17 +144,24 @@ node=node
 if [ "\$(node -p 'process.versions.node.split(".")[0] >= 22' 2>/dev/null)" != true ] && [ -x "$PINNED_NODE" ]; then
   node="$PINNED_NODE"
 fi
+# ROOT holds gpuhost with the stand-in: run it. The second path is where clones from before the
+# stand-ins moved keep it (one launcher serves every clone on the machine).
+try() {
+  grep -qs '"name": "gpuhost"' "\$1/package.json" || return 0
+  for plugin in dist/engine/offline-plugins/command-provider/main.js dist/engine/command-provider/main.js; do
+    if [ -f "\$1/\$plugin" ]; then exec "\$node" "\$1/\$plugin" "\$@"; fi
+  done
+}
+# The checkout whose runner started the engine (engine/pulumi.ts names it), then one above the program.
+if [ -n "\${GPUHOST_OFFLINE_PLUGINS_ROOT:-}" ]; then try "\$GPUHOST_OFFLINE_PLUGINS_ROOT" "\$@"; fi
 d="\$PWD"
 while :; do
-  for main in "\$d/node_modules/gpuhost/dist/engine/command-provider/main.js" "\$d/dist/engine/command-provider/main.js"; do
-    if [ -f "\$main" ] && grep -qs '"name": "gpuhost"' "\${main%/dist/engine/command-provider/main.js}/package.json"; then
-      exec "\$node" "\$main" "\$@"
-    fi
-  done
+  try "\$d/node_modules/gpuhost" "\$@"
+  try "\$d" "\$@"
   [ "\$d" = / ] && break
   d="\$(dirname "\$d")"
 done
-echo "pulumi-resource-command: gpuhost's stand-in found no gpuhost above \$PWD; install the official provider: pulumi plugin install resource command $COMMAND_VERSION --reinstall" >&2
+echo "pulumi-resource-command: gpuhost's stand-in (it lives in a gpuhost checkout, not in the npm package) found no checkout above \$PWD; install the official provider: pulumi plugin install resource command $COMMAND_VERSION --reinstall" >&2
 exit 1
 LAUNCHER
 PULUMI_HOME_DIR="${PULUMI_HOME:-$HOME/.pulumi}"

@@ -2,7 +2,7 @@
 // (through the bastion when there is one) with a KnownHostsCommand that records the key the server
 // offers and vouches for nothing, so the connection stops at host key verification, before any
 // authentication to the target. No Pulumi import: the program, dynamic providers and the command
-// provider (engine/command-provider, its recorder and key checks) use it.
+// provider (engine/offline-plugins/command-provider, its recorder and key checks) use it.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -44,7 +44,7 @@ const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 /**
  * A KnownHostsCommand that records the key the server presents (type and base64) into DIR and vouches
  * for nothing: ssh still decides against its known_hosts file alone. ssh runs it without a shell.
- * The host key probe here and the command provider (engine/command-provider) both use it.
+ * The host key probe here and the command provider (engine/offline-plugins/command-provider) both use it.
  */
 export function recorder(dir: string, name: string): string {
   const script = path.join(dir, `${name}.record`);

@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
-import { REMOTE, provider, withSecretCredentials } from "../../engine/command-provider/provider";
+import { REMOTE, provider, withSecretCredentials } from "../../engine/offline-plugins/command-provider/provider";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
 import { startStallProxy } from "../support/stall-proxy";
 

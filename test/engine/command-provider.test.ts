@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { LOCAL, provider, reveal, shQuote } from "../../engine/command-provider/provider";
+import { LOCAL, provider, reveal, shQuote } from "../../engine/offline-plugins/command-provider/provider";
 
 const urn = `urn:pulumi:s::p::gpuhost:index:CudaToolkit$${LOCAL}::t`;
 const secret = (value: unknown) => ({ "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", value });

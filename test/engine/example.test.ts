@@ -64,6 +64,10 @@ describe("examples/sim-vm: another program using gpuhost as a library", () => {
     expect(fs.existsSync(path.join(installed, "dist", "lib.d.ts"))).toBe(true);
     expect(fs.existsSync(path.join(installed, "dist", "test"))).toBe(false);
     expect(fs.existsSync(path.join(installed, "test"))).toBe(false);
+    // The offline stand-ins for Pulumi's plugins serve a checkout on a machine with no official
+    // Pulumi; a user of the package has one.
+    expect(fs.existsSync(path.join(installed, "dist", "engine", "offline-plugins"))).toBe(false);
+    expect(fs.existsSync(path.join(installed, "dist", "engine", "pulumi.js"))).toBe(true);
     const keys = execFileSync("node", ["-p", "Object.keys(require('gpuhost')).sort().join(',')"], {
       cwd: example,
       encoding: "utf8",

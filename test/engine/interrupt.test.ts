@@ -15,46 +15,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { PROJECT_ROOT, engineEnv, ensureStack, pulumiBin, runPulumi } from "../../engine/pulumi";
 import { pluginSets, testEngineOptions, upstreamPluginDir, writeFixtureProject } from "../support/engine";
-
-/** Every descendant of PID, read from /proc (pid -> command line). */
-function descendants(pid: number): Map<number, string> {
-  const children = new Map<number, number[]>();
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const found = new Map<number, string>();
-  const visit = (p: number) => {
-    for (const c of children.get(p) ?? []) {
-      let cmd: string;
-      try {
-        cmd = fs.readFileSync(`/proc/${c}/cmdline`, "utf8").split("\0").join(" ").trim();
-      } catch {
-        continue;
-      }
-      found.set(c, cmd);
-      visit(c);
-    }
-  };
-  visit(pid);
-  return found;
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    const state = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return !/^\d+ \(.*\) Z/.test(state);
-  } catch {
-    return false;
-  }
-};
+import { alive, descendants } from "../support/processes";
 
 describe.each(pluginSets())("one Ctrl-C to pulumi up during the gate (%s)", (plugins) => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-interrupt-"));

@@ -1,7 +1,7 @@
 /** The language host's pure parts: plugin discovery and the runner's argv (the engine test runs it for real). */
 import { describe, expect, it } from "vitest";
 import * as path from "node:path";
-import { requiredPlugins, runArguments } from "../../engine/language-host/main";
+import { requiredPlugins, runArguments } from "../../engine/offline-plugins/language-host/main";
 
 describe("language host", () => {
   it("finds the command plugin that @pulumi/command 1.2.1 declares", () => {

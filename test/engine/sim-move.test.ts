@@ -36,7 +36,7 @@ async function pulumi(dir: string, ...args: string[]) {
 /** The clone's `npm run demo -- --stack` on this stack (its own compiled demo entry, in the clone). */
 function demo(dir: string): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(dir, "dist", "engine", "demo.js"), "--stack"], {
+    const child = spawn(process.execPath, [path.join(dir, "dist", "cli", "demo.js"), "--stack"], {
       cwd: dir,
       env: {
         ...process.env,

@@ -33,7 +33,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fingerprint, keyWords, recorded, recorder } from "../../components/host-key/probe";
+import { fingerprint, keyWords, recorded, recorder } from "../../../components/host-key/probe";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -330,6 +330,24 @@ export function shQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
+/** The commands running now, each the leader of its own process group. */
+const running = new Set<number>();
+
+/**
+ * Kills every running command with everything it started (its process group): the provider is
+ * leaving, and nothing it started may outlive it.
+ */
+export function killRunningCommands(): void {
+  for (const pid of running) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  running.clear();
+}
+
 function spawnCollect(
   cmd: string,
   args: string[],
@@ -338,13 +356,15 @@ function spawnCollect(
   timeoutMs?: number,
 ): Promise<RunResult & { timedOut?: boolean }> {
   return new Promise((resolve, reject) => {
-    // Own process group, so a timeout also stops the ProxyCommand's ssh.
+    // Own process group, so a timeout, or the provider leaving, also stops what the command started
+    // (a ProxyCommand's ssh, a local command's children).
     const child = spawn(cmd, args, {
       cwd: opts.cwd,
       env: opts.env,
       stdio: ["pipe", "pipe", "pipe"],
-      detached: timeoutMs !== undefined,
+      detached: true,
     });
+    if (child.pid !== undefined) running.add(child.pid);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timedOut = false;
@@ -368,10 +388,12 @@ function spawnCollect(
     });
     child.on("error", (e) => {
       clearTimeout(timer);
+      if (child.pid !== undefined) running.delete(child.pid);
       reject(e);
     });
     child.on("close", (code) => {
       clearTimeout(timer);
+      if (child.pid !== undefined) running.delete(child.pid);
       resolve({
         code: code ?? 1,
         stdout: Buffer.concat(out).toString(),

@@ -1,0 +1,15 @@
+/**
+ * Preloaded (`node --require`) into @pulumi/pulumi's dynamic-provider host by the offline build's
+ * launcher (engine/setup.sh): the host must leave when its engine is gone even before any provider
+ * code ran in it (gpuhost's providers install the full process guard, gate/process-guard.ts, when
+ * their code loads; then that guard leaves, after its cleanups, and this watch stays out of its way).
+ */
+import { watchEngine } from "../../gate/process-guard";
+
+const GUARD = Symbol.for("gpuhost.processGuard");
+
+watchEngine({}, (why) => {
+  if ((globalThis as unknown as Record<symbol, unknown>)[GUARD] !== undefined) return;
+  process.stderr.write(`pulumi-resource-pulumi-nodejs: ${why}; stopping\n`);
+  process.exit(1);
+});
