@@ -161,9 +161,10 @@ export function commandArgv(template: string, unit: string): string[] {
   return words.map((w) => w.split("{unit}").join(unit));
 }
 
-function run(argv: string[]): Promise<string> {
+/** Runs ARGV; the command's interrupt kills it (nothing gpuhost starts outlives gpuhost). */
+function run(argv: string[], signal: AbortSignal): Promise<string> {
   return new Promise((resolve, reject) =>
-    execFile(argv[0], argv.slice(1), { timeout: 120_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout, stderr) =>
+    execFile(argv[0], argv.slice(1), { timeout: 120_000, maxBuffer: 4 * 1024 * 1024, signal }, (err, stdout, stderr) =>
       err
         ? reject(new Error(`${argv.join(" ")} failed: ${err.message}${stderr ? `\n${stderr.trim()}` : ""}`))
         : resolve(stdout),
@@ -172,7 +173,7 @@ function run(argv: string[]): Promise<string> {
 }
 
 export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
-  return runCommand(COMPARE, argv, io, async (values) => {
+  return runCommand(COMPARE, argv, io, async (values, signal) => {
     if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
     const services = values.services.split(",").map((s) => service(s.trim()));
     const drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>> = {};
@@ -233,11 +234,11 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         cacheFile: values.cache,
       },
       {
-        activate: async (s) => void (await run(commandArgv(activate, unit(s)))),
+        activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),
         identity: async (s) =>
           identity
             ? createHash("sha256")
-                .update(await run(commandArgv(identity, unit(s))))
+                .update(await run(commandArgv(identity, unit(s)), signal))
                 .digest("hex")
             : `unverified:${s}:${Date.now()}`,
         onProgress: (line) => io.stderr.write(`[compare] ${line}\n`),
