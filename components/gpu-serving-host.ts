@@ -27,8 +27,8 @@ import { toolkitKey } from "./serving-env/lock";
 import { activationStep, API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
 import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind } from "./services/schema";
 import { ServiceComparison } from "./service-comparison";
-import { SloSchema } from "../gate/goodput";
-import { WorkloadShapeSchema } from "../gate/workload";
+import { SloSchema } from "../gate/measurement/goodput";
+import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {

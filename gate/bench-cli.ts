@@ -7,9 +7,9 @@
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { bench, type BenchProgress, type BenchResult } from "./bench";
-import { benchChart } from "./chart";
-import { benchCsv, csvPathFor } from "./csv";
+import { bench, type BenchProgress, type BenchResult } from "./measurement/bench";
+import { benchChart } from "./reports/chart";
+import { benchCsv, csvPathFor } from "./reports/csv";
 import {
   API_KEY_USAGE,
   apiKeyOption,

@@ -4,7 +4,7 @@
  * "interrupted" and the command exits 130 within about a second); a second Ctrl-C exits at once.
  */
 import * as fs from "node:fs";
-import { EndpointError } from "./http";
+import { EndpointError } from "./transport/http";
 
 export interface CliIo {
   stdout: { write(s: string): unknown; isTTY?: boolean };

@@ -4,7 +4,7 @@
  * file), progress to stderr.
  */
 import { parseArgs } from "node:util";
-import { capacity, type CapacityPlan } from "./capacity";
+import { capacity, type CapacityPlan } from "./measurement/capacity";
 import {
   API_KEY_USAGE,
   apiKeyOption,
@@ -17,7 +17,7 @@ import {
   type CliIo,
 } from "./cli-common";
 import { VerifyPolicySchema, WorkloadSchema } from "./schema";
-import { verify } from "./verify";
+import { verify } from "./readiness/verify";
 
 export { benchMain } from "./bench-cli";
 export type { CliIo } from "./cli-common";

@@ -14,15 +14,15 @@ import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { AcceptanceFloorSchema } from "./acceptance";
+import { AcceptanceFloorSchema } from "./readiness/acceptance";
 import { API_KEY_USAGE, apiKeyOption, UsageError } from "./cli-common";
 import type { CliIo } from "./cli";
-import { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
-import { compareChart } from "./compare-chart";
-import { compareCsv, compareJson, compareText } from "./compare-report";
-import { runComparison } from "./compare-run";
-import { SloSchema } from "./goodput";
-import { WorkloadShapeSchema } from "./workload";
+import { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
+import { compareChart } from "./reports/compare-chart";
+import { compareCsv, compareJson, compareText } from "./reports/compare-report";
+import { runComparison } from "./measurement/compare-run";
+import { SloSchema } from "./measurement/goodput";
+import { WorkloadShapeSchema } from "./measurement/workload";
 
 const USAGE = `usage: gpuhost compare --endpoint URL --activate-command "ARGV {unit}" [--identity-command "ARGV {unit}"]
        [--services autoregressive,eagle3,dflash] [--draft SERVICE=PATH]... [--acceptance-floor 1.5]

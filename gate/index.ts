@@ -10,7 +10,7 @@ export {
   type PhaseTiming,
   type ServiceState,
   type VerifyResult,
-} from "./verify";
+} from "./readiness/verify";
 export {
   bench,
   summarizeBench,
@@ -20,13 +20,18 @@ export {
   type BenchResult,
   type BenchSamples,
   type BenchSummary,
-} from "./bench";
-export { capacity, type CapacityPlan } from "./capacity";
-export { acceptanceFailure, AcceptanceFloorSchema, measureAcceptance, type AcceptanceMeasurement } from "./acceptance";
-export { installProcessGuard, engineAddress, type ProcessGuard } from "./process-guard";
-export { checkGenerating, type GenerationCheck } from "./check";
-export { commandHooks, parseServiceState } from "./service-hooks";
-export { measuredOutputs, VerifiedGenerationOutputsSchema, type VerifiedGenerationOutputs } from "./outputs";
+} from "./measurement/bench";
+export { capacity, type CapacityPlan } from "./measurement/capacity";
+export {
+  acceptanceFailure,
+  AcceptanceFloorSchema,
+  measureAcceptance,
+  type AcceptanceMeasurement,
+} from "./readiness/acceptance";
+export { installProcessGuard, engineAddress, type ProcessGuard } from "./transport/process-guard";
+export { checkGenerating, type GenerationCheck } from "./readiness/check";
+export { commandHooks, parseServiceState } from "./readiness/service-hooks";
+export { measuredOutputs, VerifiedGenerationOutputsSchema, type VerifiedGenerationOutputs } from "./reports/outputs";
 export {
   BenchPlanSchema,
   VerifyPolicySchema,
@@ -35,7 +40,7 @@ export {
   type VerifyPolicy,
   type Workload,
 } from "./schema";
-export { baseUrl, EndpointError, type Endpoint } from "./http";
+export { baseUrl, EndpointError, type Endpoint } from "./transport/http";
 export {
   findKnee,
   errorRate,
@@ -44,8 +49,15 @@ export {
   type Knee,
   type KneeOptions,
   type LevelFigures,
-} from "./saturation";
-export { armTimeout, withTimeout, raceTimeout, TimeoutError, MAX_TIMER_SECONDS, type Timeout } from "./timers";
+} from "./measurement/saturation";
+export {
+  armTimeout,
+  withTimeout,
+  raceTimeout,
+  TimeoutError,
+  MAX_TIMER_SECONDS,
+  type Timeout,
+} from "./transport/timers";
 export {
   percentile,
   answerStats,
@@ -54,11 +66,15 @@ export {
   type LevelSamples,
   type LevelSummary,
   type SingleRequestSummary,
-} from "./stats";
-export type { RequestSample } from "./stream";
-export type { ProbeResult } from "./probe";
-export { runComparison, type CompareOptions, type CompareResult } from "./compare-run";
-export { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
-export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./compare-outputs";
-export { WorkloadShapeSchema } from "./workload";
-export { SloSchema } from "./goodput";
+} from "./measurement/stats";
+export type { RequestSample } from "./measurement/stream";
+export type { ProbeResult } from "./readiness/probe";
+export { runComparison, type CompareOptions, type CompareResult } from "./measurement/compare-run";
+export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
+export {
+  comparisonOutputs,
+  ServiceComparisonOutputsSchema,
+  type ServiceComparisonOutputs,
+} from "./reports/compare-outputs";
+export { WorkloadShapeSchema } from "./measurement/workload";
+export { SloSchema } from "./measurement/goodput";

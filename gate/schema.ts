@@ -4,7 +4,7 @@
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
 import { z } from "zod";
-import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./timers";
+import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);

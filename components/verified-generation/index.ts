@@ -5,7 +5,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
-import type { VerifiedGenerationOutputs } from "../../gate/outputs";
+import type { VerifiedGenerationOutputs } from "../../gate/reports/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { PROVIDER_VERSION } from "./provider";
 

@@ -9,10 +9,10 @@
  * internal_states[0].avg_spec_accept_length.
  */
 import { z } from "zod";
-import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "./http";
-import { withTimeout } from "./timers";
-import { CHAT_PROMPTS } from "./prompts";
-import type { GenerateReply, ServerInfo } from "./wire";
+import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
+import { withTimeout } from "../transport/timers";
+import { CHAT_PROMPTS } from "../measurement/prompts";
+import type { GenerateReply, ServerInfo } from "../transport/wire";
 
 export const AcceptanceFloorSchema = z
   .number()

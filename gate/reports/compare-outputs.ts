@@ -5,9 +5,9 @@
  * the service left active. comparisonOutputs() builds them and the tests parse them with the schema.
  */
 import { z } from "zod";
-import { SERVICE_NAMES } from "./compare";
+import { SERVICE_NAMES } from "../measurement/compare";
 import { timeNote } from "./compare-report";
-import type { CompareResult } from "./compare-run";
+import type { CompareResult } from "../measurement/compare-run";
 
 const service = z.enum(SERVICE_NAMES);
 const nullableSeconds = (what: string) => z.number().nullable().describe(`${what}, seconds of host time`);
@@ -37,7 +37,10 @@ export const ComparedServiceSchema = z.object({
     .nullable()
     .describe("acceptance at one stream on a realistic prompt; null: autoregressive"),
   sweep: z.array(ComparedLevelSchema).describe("the same workload at each level"),
-  knee: z.number().nullable().describe("the concurrency where it saturates (gate/saturation.ts); null: not saturated"),
+  knee: z
+    .number()
+    .nullable()
+    .describe("the concurrency where it saturates (gate/measurement/saturation.ts); null: not saturated"),
   kneeVerdict: z.string().nullable().describe("the knee in one sentence"),
   sustainedOutputTokensPerSecond: z.number().nullable().describe("tok/s at the knee, or at the best level"),
   daysOnOneHost: z.number().nullable().describe("days for the configured job on one host"),

@@ -3,7 +3,7 @@
  * each on its own axis (TTFT is seconds where E2E is minutes: on one axis TTFT would look flat at
  * zero), the saturation point marked. Hand-written SVG (svg.ts): no charting dependency.
  */
-import type { BenchSummary } from "./bench";
+import type { BenchSummary } from "../measurement/bench";
 import { fmt, panel, svgDocument } from "./svg";
 
 export function benchChart(

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { SECONDS_PER_DAY } from "./capacity";
 import { findKnee, type Knee } from "./saturation";
-import { BenchPlanSchema } from "./schema";
+import { BenchPlanSchema } from "../schema";
 import type { SweepLevel } from "./sweep";
 
 export const SERVICE_NAMES = ["autoregressive", "eagle3", "dflash"] as const;
@@ -50,7 +50,7 @@ export interface ServiceMeasurement {
 
 export interface ServicePlan {
   service: ServiceName;
-  /** The sustained figure (gate/saturation.ts: the knee's, or the last counted level's), and where. */
+  /** The sustained figure (gate/measurement/saturation.ts: the knee's, or the last counted level's), and where. */
   sustainedOutputTokensPerSecond: number;
   atLevel: number | null;
   /** Where the sweep saturates, by the gate's one knee definition (closed loop only). */

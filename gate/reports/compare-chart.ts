@@ -2,8 +2,8 @@
  * The comparison as an SVG: aggregate throughput and TTFT p95 against concurrency, one line per
  * service, each crossover (where a speculative service stops beating autoregressive) marked.
  */
-import { SERVICE_LABEL, type ServiceName } from "./compare";
-import type { CompareResult } from "./compare-run";
+import { SERVICE_LABEL, type ServiceName } from "../measurement/compare";
+import type { CompareResult } from "../measurement/compare-run";
 import { timeNote } from "./compare-report";
 import { esc, panel, svgDocument, type Series } from "./svg";
 

@@ -6,7 +6,7 @@
  * arrivals at a request rate, whatever the server's state).
  */
 import { z } from "zod";
-import { drawLength, seededRandom } from "../seeded-draws";
+import { drawLength, seededRandom } from "../../seeded-draws";
 import { PROMPT_CATEGORIES, shippedPrompt, type PromptCategory } from "./prompts";
 
 const lengthDistribution = z

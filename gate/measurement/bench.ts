@@ -4,9 +4,9 @@
  * Raw samples are kept apart from the summary, and the summary is computed from them only.
  */
 import type { Agent } from "undici";
-import { baseUrl, fetchText, makeAgent, type Endpoint } from "./http";
+import { baseUrl, fetchText, makeAgent, type Endpoint } from "../transport/http";
 import { findKnee } from "./saturation";
-import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "./schema";
+import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
 import {
   summarizeLevel,
   summarizeSingle,
@@ -15,8 +15,8 @@ import {
   type SingleRequestSummary,
 } from "./stats";
 import { streamChat, type RequestSample } from "./stream";
-import { armTimeout, withTimeout } from "./timers";
-import type { ModelList, ServerInfo } from "./wire";
+import { armTimeout, withTimeout } from "../transport/timers";
+import type { ModelList, ServerInfo } from "../transport/wire";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -66,7 +66,7 @@ export interface BenchSummary {
   warmupError: string | null;
   singleRequest: SingleRequestSummary[];
   sweep: LevelSummary[];
-  /** The knee's concurrency (gate/saturation.ts); null when not saturated or no level counts. */
+  /** The knee's concurrency (gate/measurement/saturation.ts); null when not saturated or no level counts. */
   saturationConcurrency: number | null;
   /** False when throughput still rose at the last level that kept the error budget. */
   saturated: boolean;

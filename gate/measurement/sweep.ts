@@ -10,8 +10,8 @@
 import type { Agent } from "undici";
 import { readAcceptanceLength } from "./bench";
 import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
-import { baseUrl, makeAgent, type Endpoint } from "./http";
-import { withTimeout } from "./timers";
+import { baseUrl, makeAgent, type Endpoint } from "../transport/http";
+import { withTimeout } from "../transport/timers";
 import { latencyStats, percentile, type LatencyStats } from "./stats";
 import { streamChat, type RequestSample } from "./stream";
 import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";

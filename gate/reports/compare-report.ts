@@ -3,8 +3,8 @@
  * the capacity plan per service, as text; the same levels as CSV (one row per service and level);
  * and a JSON document without the raw samples (they stay in the cache file).
  */
-import { SERVICE_LABEL, type Comparison } from "./compare";
-import type { CompareResult, ServiceOutcome } from "./compare-run";
+import { SERVICE_LABEL, type Comparison } from "../measurement/compare";
+import type { CompareResult, ServiceOutcome } from "../measurement/compare-run";
 
 const sec = (v: number | null | undefined) =>
   v === null || v === undefined ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`;

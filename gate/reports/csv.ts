@@ -2,7 +2,7 @@
  * CSV beside the JSON: one row per sweep level, the columns a spreadsheet needs, seconds and
  * tokens per second as plain numbers (an empty cell where there was no successful request).
  */
-import type { LevelSummary } from "./stats";
+import type { LevelSummary } from "../measurement/stats";
 
 export function benchCsv(sweep: LevelSummary[]): string {
   const columns = [

@@ -4,9 +4,9 @@
  * outs with measuredOutputs() and the tests parse them with this schema.
  */
 import { z } from "zod";
-import type { BenchSummary } from "./bench";
-import type { CapacityPlan } from "./capacity";
-import type { VerifyResult } from "./verify";
+import type { BenchSummary } from "../measurement/bench";
+import type { CapacityPlan } from "../measurement/capacity";
+import type { VerifyResult } from "../readiness/verify";
 
 const seconds = (what: string) => z.number().nullable().describe(`${what}, seconds (null when no successful request)`);
 
@@ -133,7 +133,7 @@ export const VerifiedGenerationOutputsSchema = z
       .number()
       .int()
       .nullable()
-      .describe("the knee (gate/saturation.ts); null when throughput still rose at the last level"),
+      .describe("the knee (gate/measurement/saturation.ts); null when throughput still rose at the last level"),
     saturated: z.boolean().describe("a knee was found; false: not saturated up to the last level"),
     saturationVerdict: z.string().describe("the knee in one sentence, with the levels excluded by the error budget"),
     sustainedOutputTokensPerSecond: z

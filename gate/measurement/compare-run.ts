@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { acceptanceFailure, measureAcceptance } from "./acceptance";
+import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
 import {
   compareServices,
   SERVICE_LABEL,
@@ -20,10 +20,10 @@ import {
   type ServiceName,
 } from "./compare";
 import type { Slo } from "./goodput";
-import type { Endpoint } from "./http";
-import type { VerifyPolicyInput } from "./schema";
+import type { Endpoint } from "../transport/http";
+import type { VerifyPolicyInput } from "../schema";
 import { sweep, type SweepLevel } from "./sweep";
-import { verify } from "./verify";
+import { verify } from "../readiness/verify";
 import type { WorkloadShape } from "./workload";
 
 export interface CompareHooks {
