@@ -3,7 +3,7 @@
 // here does not compile), and readers of `pulumi stack output --json` (capacity plans, other stacks
 // through StackReference) can parse with it. No Pulumi import.
 import { z } from "zod";
-import { ServiceComparisonOutputsSchema } from "../gate/reports/compare-outputs";
+import { ServiceComparisonOutputsSchema } from "../gate/reports/outputs";
 import { VerifiedGenerationOutputsSchema } from "../gate/reports/outputs";
 import { HostSchema } from "./config";
 import { driftSchema } from "./drift/schema";

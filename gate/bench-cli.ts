@@ -8,6 +8,7 @@ import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { bench, type BenchProgress, type BenchResult } from "./measurement/bench";
+import { levelName } from "./measurement/levels";
 import { benchChart } from "./reports/chart";
 import { benchCsv, csvPathFor } from "./reports/csv";
 import {
@@ -18,7 +19,9 @@ import {
   EXIT_CODES_TEXT,
   fractionOption,
   listOption,
+  mixOption,
   numberOption,
+  onOffOption,
   runCommand,
   schemaIssues,
   UsageError,
@@ -26,11 +29,13 @@ import {
 } from "./cli-common";
 import { BenchPlanSchema } from "./schema";
 
-const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key-file PATH] [--json FILE] [--chart FILE.svg]
+const BENCH_USAGE = `usage: gpuhost bench --endpoint URL [--model ID] [--concurrency 8,16,32,48,64 | --rate 0.5,1,2] [--max-tokens 2048,4096] [--sweep-max-tokens N] [--prompts N] [--requests-per-concurrency N] [--repeats N] [--mix chat=1,code=1,long-context=0] [--thinking on|off] [--slo-ttft 10] [--slo-itl 0.1] [--error-budget 0.01] [--deadline SECONDS] [--request-timeout SECONDS] [--api-key-file PATH] [--json FILE] [--chart FILE.svg]
 
-Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
-error rate exceeds --error-budget (default 1 %) is marked failed and never used for saturation or
-sustained throughput. --deadline bounds the whole run (default 7200 s). Ctrl-C stops it.
+Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep (--concurrency)
+or an open loop of Poisson arrivals (--rate, requests per second), each level --repeats times. A
+level whose error rate exceeds --error-budget (default 1 %) is marked failed and never used for
+saturation or sustained throughput. A rate the server keeps up with measured the offered load,
+not capacity. --deadline bounds the whole run (default 7200 s). Ctrl-C stops it.
 ${API_KEY_USAGE}
 ${EXIT_CODES_TEXT}`;
 
@@ -60,6 +65,12 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
         endpoint: { type: "string" },
         model: { type: "string" },
         concurrency: { type: "string" },
+        rate: { type: "string" },
+        repeats: { type: "string" },
+        mix: { type: "string" },
+        thinking: { type: "string" },
+        "slo-ttft": { type: "string" },
+        "slo-itl": { type: "string" },
         "max-tokens": { type: "string" },
         "sweep-max-tokens": { type: "string" },
         prompts: { type: "string" },
@@ -75,7 +86,16 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
       strict: true,
     });
     if (!values.endpoint) throw new UsageError("--endpoint is required");
+    if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
     const plan = BenchPlanSchema.safeParse({
+      rate: listOption("rate", values.rate),
+      repeats: numberOption("repeats", values.repeats),
+      mix: mixOption("mix", values.mix),
+      thinking: onOffOption("thinking", values.thinking),
+      slo: {
+        ttftSeconds: numberOption("slo-ttft", values["slo-ttft"]),
+        itlSeconds: numberOption("slo-itl", values["slo-itl"]),
+      },
       concurrency: listOption("concurrency", values.concurrency),
       singleRequestMaxTokens: listOption("max-tokens", values["max-tokens"]),
       sweepMaxTokens: numberOption("sweep-max-tokens", values["sweep-max-tokens"]),
@@ -145,8 +165,10 @@ function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): 
     else {
       const l = e.summary;
       const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
+      const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
+      const rate = l.mode === "open" ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s` : "";
       io.stderr.write(
-        `[bench] concurrency ${l.concurrency}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${verdict}\n`,
+        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${rate}${verdict}\n`,
       );
     }
   };
@@ -170,10 +192,17 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
       `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
     );
   }
-  lines.push("concurrency  tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget");
+  const open = s.mode === "open";
+  lines.push(
+    `${open ? "req/s offered" : "concurrency "} tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget${open ? "  achieved req/s" : ""}`,
+  );
   for (const l of s.sweep) {
+    const ci = l.throughput.halfWidth === null ? "" : ` ± ${l.throughput.halfWidth.toFixed(1)}`;
+    const achieved = open
+      ? `  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : l.keptUp ? " (kept up)" : ""}`
+      : "";
     lines.push(
-      `${String(l.concurrency).padEnd(12)} ${l.outputTokensPerSecond.toFixed(1).padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}`,
+      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}`,
     );
   }
   const answerless = [...s.singleRequest, ...s.sweep].reduce((a, l) => a + l.answerlessRequests, 0);
@@ -186,7 +215,13 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
     const total = s.sweep.reduce((a, l) => a + l.completionTokens, 0);
     lines.push(`sweep tokens: ${total} = ${reasoning} reasoning + ${total - reasoning} answer`);
   }
-  lines.push(`${s.saturationVerdict}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`);
+  lines.push(
+    s.sustainedOutputTokensPerSecond > 0
+      ? `${s.saturationVerdict}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`
+      : `${s.saturationVerdict}; no sustained figure`,
+  );
+  if (s.timeScale !== 1)
+    lines.push(`time: simulated host time (time scale ${s.timeScale}); rates and durations are the host's`);
   if (s.acceptanceLength !== null) lines.push(`speculative acceptance length ${s.acceptanceLength.toFixed(2)}`);
   return lines.join("\n") + "\n";
 }

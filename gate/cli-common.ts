@@ -83,6 +83,27 @@ export function fractionOption(name: string, value: string | undefined): number 
   return f;
 }
 
+/** "chat=1,code=2" -> { chat: 1, code: 2 }; the schema then checks the names and weights. */
+export function mixOption(name: string, value: string | undefined): Record<string, number> | undefined {
+  if (value === undefined) return undefined;
+  return Object.fromEntries(
+    value.split(",").map((pair) => {
+      const [key, weight, ...rest] = pair.split("=");
+      if (weight === undefined || rest.length > 0 || key.trim() === "")
+        throw new UsageError(`--${name} takes CATEGORY=WEIGHT pairs like chat=1,code=1, got ${JSON.stringify(value)}`);
+      return [key.trim(), Number(weight)];
+    }),
+  );
+}
+
+/** "on" | "off" -> true | false. */
+export function onOffOption(name: string, value: string | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value !== "on" && value !== "off")
+    throw new UsageError(`--${name} takes on or off, got ${JSON.stringify(value)}`);
+  return value === "on";
+}
+
 export function listOption(name: string, value: string | undefined): number[] | undefined {
   if (value === undefined) return undefined;
   const list = value

@@ -15,22 +15,26 @@ import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { AcceptanceFloorSchema } from "./readiness/acceptance";
-import { API_KEY_USAGE, apiKeyOption, UsageError } from "./cli-common";
+import { API_KEY_USAGE, apiKeyOption, EXIT, fractionOption, UsageError } from "./cli-common";
 import type { CliIo } from "./cli";
 import { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
-import { compareChart } from "./reports/compare-chart";
-import { compareCsv, compareJson, compareText } from "./reports/compare-report";
+import { compareChart } from "./reports/chart";
+import { compareCsv } from "./reports/csv";
+import { compareJson, compareText } from "./reports/compare-report";
 import { runComparison } from "./measurement/compare-run";
 import { SloSchema } from "./measurement/goodput";
+import { BenchPlanSchema } from "./schema";
 import { WorkloadShapeSchema } from "./measurement/workload";
 
 const USAGE = `usage: gpuhost compare --endpoint URL --activate-command "ARGV {unit}" [--identity-command "ARGV {unit}"]
        [--services autoregressive,eagle3,dflash] [--draft SERVICE=PATH]... [--acceptance-floor 1.5]
        [--concurrency 1,8,16,32,64 | --rate 0.5,1,2] [--output-tokens 2048] [--mix chat=1,code=1,long-context=0]
-       [--thinking on|off] [--repeats 3] [--requests-per-level 1] [--slo-ttft 10] [--slo-itl 0.1]
+       [--thinking on|off] [--repeats 3] [--requests-per-level 1] [--slo-ttft 10] [--slo-itl 0.1] [--error-budget 0.01]
        [--purpose batch|interactive] [--completions 900000] [--tokens 2000] [--deadline-days 7]
        [--gpu-hour-cost USD] [--gpus 8] [--auto | --restore SERVICE] [--time-scale X]
        [--cache FILE] [--json FILE] [--csv FILE] [--chart FILE.svg] [--model ID] [--api-key-file PATH]
+A level whose error rate exceeds --error-budget (default 1 %) counts for nothing, and the run exits 3.
+With --rate, a rate the service kept up with measured the offered load, not capacity.
 ${API_KEY_USAGE}`;
 
 function list(name: string, v: string | undefined, parse: (s: string) => number): number[] | undefined {
@@ -103,6 +107,7 @@ export async function compareMain(
         "requests-per-level": { type: "string" },
         "slo-ttft": { type: "string" },
         "slo-itl": { type: "string" },
+        "error-budget": { type: "string" },
         purpose: { type: "string" },
         completions: { type: "string" },
         tokens: { type: "string" },
@@ -186,6 +191,7 @@ export async function compareMain(
         auto: values.auto === true,
         restore: values.restore ? service(values.restore) : "autoregressive",
         cacheFile: values.cache ?? ".gpuhost/compare-cache.json",
+        judgement: BenchPlanSchema.parse({ errorBudget: fractionOption("error-budget", values["error-budget"]) }),
       },
       {
         activate: async (s) => void (await run(commandArgv(activate, unit(s)))),
@@ -202,7 +208,9 @@ export async function compareMain(
     if (values.csv) writeFileSync(values.csv, compareCsv(result));
     if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
     io.stdout.write(compareText(result));
-    return result.comparison ? 0 : 1;
+    if (!result.comparison) return EXIT.failed;
+    // As bench: a level over the error budget is excluded from every figure, and the run says so.
+    return result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget)) ? EXIT.errorBudget : EXIT.ok;
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       io.stderr.write(`${(err as Error).message}\n${USAGE}\n`);

@@ -14,7 +14,6 @@ export {
 export {
   bench,
   summarizeBench,
-  parseSpecAcceptLength,
   type BenchHooks,
   type BenchProgress,
   type BenchResult,
@@ -26,6 +25,7 @@ export {
   acceptanceFailure,
   AcceptanceFloorSchema,
   measureAcceptance,
+  parseSpecAcceptLength,
   type AcceptanceMeasurement,
 } from "./readiness/acceptance";
 export { installProcessGuard, engineAddress, type ProcessGuard } from "./transport/process-guard";
@@ -43,6 +43,8 @@ export {
 export { baseUrl, EndpointError, type Endpoint } from "./transport/http";
 export {
   findKnee,
+  findRateSaturation,
+  judgeLevels,
   errorRate,
   gainPerDoubling,
   withinErrorBudget,
@@ -58,23 +60,20 @@ export {
   MAX_TIMER_SECONDS,
   type Timeout,
 } from "./transport/timers";
+export { percentile, answerStats, summarizeSingle, type SingleRequestSummary } from "./measurement/stats";
 export {
-  percentile,
-  answerStats,
   summarizeLevel,
-  summarizeSingle,
+  summarizeSweepLevel,
+  levelName,
   type LevelSamples,
   type LevelSummary,
-  type SingleRequestSummary,
-} from "./measurement/stats";
+  type SweepLevel,
+} from "./measurement/levels";
+export { measureSweep, toHostTime, type HostClock } from "./measurement/load";
 export type { RequestSample } from "./measurement/stream";
 export type { ProbeResult } from "./readiness/probe";
 export { runComparison, type CompareOptions, type CompareResult } from "./measurement/compare-run";
 export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
-export {
-  comparisonOutputs,
-  ServiceComparisonOutputsSchema,
-  type ServiceComparisonOutputs,
-} from "./reports/compare-outputs";
+export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
 export { WorkloadShapeSchema } from "./measurement/workload";
 export { SloSchema } from "./measurement/goodput";

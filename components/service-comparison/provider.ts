@@ -56,6 +56,7 @@ export type ComparisonPlan = Pick<
   | "auto"
   | "restore"
   | "acceptanceFloor"
+  | "judgement"
 >;
 
 export interface ServiceComparisonInputs {

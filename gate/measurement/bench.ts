@@ -1,22 +1,21 @@
 /**
- * The benchmark, run after readiness: warmup, single requests at each max_tokens, then a
- * closed-loop concurrency sweep (N workers, each sending its next request when the last ends).
- * Raw samples are kept apart from the summary, and the summary is computed from them only.
+ * The benchmark, run after readiness: warmup, single requests at each max_tokens, then a sweep by
+ * the one load generator (load.ts): concurrencies (closed loop) or request rates (open loop), each
+ * level `repeats` times. Raw samples are kept apart from the summary, and the summary is computed
+ * from them only. Every figure is in the host's own time (load.ts; `hooks.timeScale`).
  */
 import type { Agent } from "undici";
-import { baseUrl, fetchText, makeAgent, type Endpoint } from "../transport/http";
-import { findKnee } from "./saturation";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
-import {
-  summarizeLevel,
-  summarizeSingle,
-  type LevelSamples,
-  type LevelSummary,
-  type SingleRequestSummary,
-} from "./stats";
-import { streamChat, type RequestSample } from "./stream";
+import { baseUrl, fetchText, makeAgent, type Endpoint } from "../transport/http";
 import { armTimeout, withTimeout } from "../transport/timers";
-import type { ModelList, ServerInfo } from "../transport/wire";
+import type { ModelList } from "../transport/wire";
+import { readAcceptanceLength } from "../readiness/acceptance";
+import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
+import { hostNow, makeSender, runSweep, type HostClock, type LoadRequest } from "./load";
+import { judgeLevels } from "./saturation";
+import { summarizeSingle, type SingleRequestSummary } from "./stats";
+import type { RequestSample } from "./stream";
+import { shapedRequest, WorkloadShapeSchema } from "./workload";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -50,6 +49,8 @@ export interface BenchHooks {
   onProgress?: (event: BenchProgress) => void;
   /** Stops the run early (the remaining requests become errors, the result incomplete). */
   signal?: AbortSignal;
+  /** Simulated seconds per wall second of the server measured (absent: 1, real hardware). */
+  timeScale?: number;
 }
 
 export interface BenchSamples {
@@ -78,6 +79,12 @@ export interface BenchSummary {
   saturationVerdict: string;
   /** Speculative services: acceptance length measured at low concurrency (after single requests). */
   acceptanceLength: number | null;
+  /** closed: the sweep's levels are concurrencies; open: offered request rates. */
+  mode: "closed" | "open";
+  /** The level the sustained figure comes from (concurrency, or rate offered); null when none counts. */
+  sustainedLevel: number | null;
+  /** Simulated seconds per wall second (1: real hardware); every figure is in the host's own time. */
+  timeScale: number;
   plan: BenchPlan;
 }
 
@@ -87,10 +94,18 @@ export interface BenchResult extends BenchSummary {
 
 export function summarizeBench(
   samples: BenchSamples,
-  meta: { model: string; startedAt: string; complete: boolean; acceptanceLength: number | null; plan: BenchPlan },
+  meta: {
+    model: string;
+    startedAt: string;
+    complete: boolean;
+    acceptanceLength: number | null;
+    plan: BenchPlan;
+    timeScale?: number;
+  },
 ): BenchSummary {
-  const sweep = samples.sweep.map((l) => summarizeLevel(l, meta.plan.errorBudget));
-  const knee = findKnee(sweep, {
+  const judgement = { slo: meta.plan.slo, rateShortfall: meta.plan.rateShortfall };
+  const sweep = samples.sweep.map((l) => summarizeLevel(l, meta.plan.errorBudget, judgement));
+  const knee = judgeLevels(sweep, {
     errorBudget: meta.plan.errorBudget,
     minGain: meta.plan.kneeMinGain,
     maxTtftP95Seconds: meta.plan.kneeMaxTtftP95Seconds,
@@ -108,6 +123,9 @@ export function summarizeBench(
     failedLevels: knee.failedLevels,
     saturationVerdict: knee.verdict,
     acceptanceLength: meta.acceptanceLength,
+    mode: meta.plan.rate ? "open" : "closed",
+    sustainedLevel: knee.sustainedLevel,
+    timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
   };
 }
@@ -119,16 +137,18 @@ export async function bench(
 ): Promise<BenchResult> {
   const plan = BenchPlanSchema.parse(planInput);
   const base = baseUrl(endpoint.url);
-  const maxConcurrency = Math.max(...plan.concurrency, 1);
-  const agent = makeAgent(maxConcurrency + 4);
-  // The run's one deadline, joined with the caller's signal (Ctrl-C); cleared in finally.
+  const mode = plan.rate ? "open" : "closed";
+  const levels = plan.rate ?? plan.concurrency;
+  // An open loop has no bound on requests in flight: enough connections that the client never queues.
+  const agent = makeAgent(mode === "closed" ? Math.max(...plan.concurrency, 1) + 4 : 256);
+  // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared in finally.
   const deadline = armTimeout(
     [hooks.signal],
     plan.deadlineSeconds * 1000,
     () => `benchmark deadline of ${plan.deadlineSeconds} s passed`,
   );
   const signal = deadline.signal;
-  const origin = performance.now();
+  const clock: HostClock = { origin: performance.now(), timeScale: hooks.timeScale ?? 1 };
   const startedAt = new Date().toISOString();
   const progress = hooks.onProgress ?? (() => undefined);
   try {
@@ -136,33 +156,15 @@ export async function bench(
       endpoint.model && endpoint.model.length > 0
         ? endpoint.model
         : await firstModel(agent, base, endpoint.apiKey, signal);
-    const requestTimeoutMs = plan.requestTimeoutSeconds * 1000;
-    const send = (prompt: string, maxTokens: number, ignoreEos: boolean, onOutputChunk?: () => void) =>
-      withTimeout(
-        [signal],
-        requestTimeoutMs,
-        () => `no complete answer within ${plan.requestTimeoutSeconds} s`,
-        (s) =>
-          streamChat({
-            url: `${base}/v1/chat/completions`,
-            body: {
-              model,
-              messages: [{ role: "user", content: prompt }],
-              max_tokens: maxTokens,
-              stream: true,
-              stream_options: { include_usage: true },
-              ...(ignoreEos ? { ignore_eos: true } : {}),
-            },
-            apiKey: endpoint.apiKey,
-            signal: s,
-            dispatcher: agent,
-            origin,
-            onOutputChunk,
-          }),
-      );
+    const send = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
+    const plain = (prompt: string, maxTokens: number, ignoreEos: boolean): LoadRequest => ({
+      prompt,
+      maxTokens,
+      extraBody: ignoreEos ? { ignore_eos: true } : {},
+    });
 
     progress({ kind: "stage", stage: "warmup", detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}` });
-    const warmup = await send(WARMUP_PROMPT, plan.warmupMaxTokens, false);
+    const warmup = await send(plain(WARMUP_PROMPT, plan.warmupMaxTokens, false));
     const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
 
     for (const maxTokens of plan.singleRequestMaxTokens) {
@@ -173,86 +175,86 @@ export async function bench(
         detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}`,
       });
       const requests: RequestSample[] = [];
+      const tally = { errors: 0, tokens: 0 };
       for (let i = 0; i < plan.singleRequestPrompts && !signal.aborted; i++) {
-        requests.push(await send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
-        progress(requestProgress("single", `max_tokens ${maxTokens}`, requests, plan.singleRequestPrompts, origin));
+        const s = await send(plain(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
+        requests.push(s);
+        if (s.error !== null) tally.errors++;
+        tally.tokens += s.completionTokens;
+        progress({
+          kind: "request",
+          stage: "single",
+          label: `max_tokens ${maxTokens}`,
+          done: requests.length,
+          total: plan.singleRequestPrompts,
+          ...tally,
+          elapsedSeconds: hostNow(clock),
+        });
       }
       samples.singleRequest.push({ maxTokens, requests });
     }
     const acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, signal);
 
-    for (const concurrency of plan.concurrency) {
-      if (signal.aborted) break;
-      const total = concurrency * plan.requestsPerConcurrency;
-      progress({
-        kind: "stage",
-        stage: "sweep",
-        detail: `concurrency ${concurrency}: ${total} requests, max_tokens ${plan.sweepMaxTokens}`,
-      });
-      const level = await runLevel(
-        concurrency,
-        total,
-        (i) => send(BENCH_PROMPTS[i % BENCH_PROMPTS.length], plan.sweepMaxTokens, plan.ignoreEos),
-        origin,
-        (done) => progress(requestProgress("sweep", `concurrency ${concurrency}`, done, total, origin)),
-        signal,
-      );
-      // A level the deadline or an interrupt cut short measured the cut, not the server: dropped.
-      if (signal.aborted) break;
-      level.acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, signal);
-      samples.sweep.push(level);
-      progress({ kind: "level", summary: summarizeLevel(level, plan.errorBudget) });
-    }
-    const complete = !signal.aborted && samples.sweep.length === plan.concurrency.length;
-    return { ...summarizeBench(samples, { model, startedAt, complete, acceptanceLength, plan }), samples };
+    samples.sweep = await runSweep({
+      mode,
+      levels,
+      requestsPerLevel: plan.requestsPerConcurrency,
+      repeats: plan.repeats,
+      seed: 1,
+      request: sweepRequests(plan),
+      send,
+      clock,
+      signal,
+      readAcceptance: () => readAcceptanceLength(agent, base, endpoint.apiKey, signal),
+      onStart: (level, total) =>
+        progress({
+          kind: "stage",
+          stage: "sweep",
+          detail: `${mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`}: ${total} requests${plan.repeats > 1 ? ` x ${plan.repeats} runs` : ""}, max_tokens ${plan.sweepMaxTokens}`,
+        }),
+      onRequest: (level, tally, total) =>
+        progress({
+          kind: "request",
+          stage: "sweep",
+          label: mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`,
+          ...tally,
+          total,
+          elapsedSeconds: hostNow(clock),
+        }),
+      onLevel: (level) =>
+        progress({
+          kind: "level",
+          summary: summarizeLevel(level, plan.errorBudget, { slo: plan.slo, rateShortfall: plan.rateShortfall }),
+        }),
+    });
+    const complete = !signal.aborted && samples.sweep.length === levels.length;
+    return {
+      ...summarizeBench(samples, { model, startedAt, complete, acceptanceLength, plan, timeScale: clock.timeScale }),
+      samples,
+    };
   } finally {
     deadline.clear();
     void agent.destroy().catch(() => undefined);
   }
 }
 
-/** A closed loop: `concurrency` workers share `total` requests; each starts its next one at once. */
-async function runLevel(
-  concurrency: number,
-  total: number,
-  send: (index: number) => Promise<RequestSample>,
-  origin: number,
-  onDone: (done: RequestSample[]) => void,
-  signal: AbortSignal,
-): Promise<LevelSamples> {
-  const requests: RequestSample[] = [];
-  let next = 0;
-  const startedAtSeconds = (performance.now() - origin) / 1000;
-  const worker = async () => {
-    // A stopped run sends nothing more: requests never sent are not errors of the server.
-    while (next < total && !signal.aborted) {
-      const index = next++;
-      requests.push(await send(index));
-      onDone(requests);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, total) }, worker));
-  const finishedAtSeconds = (performance.now() - origin) / 1000;
-  return { concurrency, startedAtSeconds, finishedAtSeconds, acceptanceLength: null, requests };
-}
-
-function requestProgress(
-  stage: "single" | "sweep",
-  label: string,
-  done: RequestSample[],
-  total: number,
-  origin: number,
-): BenchProgress {
-  return {
-    kind: "request",
-    stage,
-    label,
-    done: done.length,
-    total,
-    errors: done.filter((s) => s.error !== null).length,
-    tokens: done.reduce((a, s) => a + s.completionTokens, 0),
-    elapsedSeconds: (performance.now() - origin) / 1000,
-  };
+/** The sweep's i-th request: the long-answer prompts, or the plan's prompt mix; thinking as the plan says. */
+function sweepRequests(plan: BenchPlan): (index: number) => LoadRequest {
+  const thinking = plan.thinking === null ? {} : { chat_template_kwargs: { thinking: plan.thinking } };
+  if (plan.mix) {
+    const shape = WorkloadShapeSchema.parse({
+      mix: plan.mix,
+      outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
+      thinking: plan.thinking,
+      ignoreEos: plan.ignoreEos,
+    });
+    return (i) => shapedRequest(shape, i);
+  }
+  return (i) => ({
+    prompt: BENCH_PROMPTS[i % BENCH_PROMPTS.length],
+    maxTokens: plan.sweepMaxTokens,
+    extraBody: { ...(plan.ignoreEos ? { ignore_eos: true } : {}), ...thinking },
+  });
 }
 
 async function firstModel(
@@ -277,57 +279,4 @@ async function firstModel(
   }
   if (typeof id !== "string") throw new Error(`GET ${url} lists no model`);
   return id;
-}
-
-/**
- * SGLang reports speculative acceptance in /get_server_info (internal_states[0].avg_spec_accept_length)
- * and, with --enable-metrics, as the gauge sglang:spec_accept_length. Null for autoregressive services.
- */
-export async function readAcceptanceLength(
-  agent: Agent,
-  base: string,
-  apiKey: string | undefined,
-  signal: AbortSignal,
-): Promise<number | null> {
-  if (signal.aborted) return null;
-  try {
-    const info = await withTimeout(
-      [signal],
-      5_000,
-      () => "no answer within 5 s",
-      (s) => fetchText(agent, `${base}/get_server_info`, { apiKey, signal: s }),
-    );
-    if (info.status === 200) {
-      const value = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
-      if (typeof value === "number" && Number.isFinite(value)) return value;
-    }
-  } catch {
-    // Older servers lack /get_server_info; fall through to /metrics.
-  }
-  try {
-    const metrics = await withTimeout(
-      [signal],
-      5_000,
-      () => "no answer within 5 s",
-      (s) => fetchText(agent, `${base}/metrics`, { apiKey, signal: s }),
-    );
-    if (metrics.status === 200) return parseSpecAcceptLength(metrics.text);
-  } catch {
-    // Metrics are optional (--enable-metrics); absence means "not speculative or not reported".
-  }
-  return null;
-}
-
-/** The value of sglang:spec_accept_length in Prometheus text (the first series, labels ignored). */
-export function parseSpecAcceptLength(text: string): number | null {
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("sglang:spec_accept_length")) continue;
-    const rest = line.slice("sglang:spec_accept_length".length);
-    if (rest.length > 0 && rest[0] !== "{" && rest[0] !== " ") continue;
-    // `name{labels} value [timestamp]`: the value is the first field after the labels.
-    const afterLabels = rest.startsWith("{") ? rest.slice(rest.indexOf("}") + 1) : rest;
-    const value = Number(afterLabels.trim().split(/\s+/)[0]);
-    if (Number.isFinite(value)) return value;
-  }
-  return null;
 }

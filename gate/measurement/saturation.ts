@@ -58,6 +58,10 @@ export interface Knee {
   failedLevels: number[];
   /** One sentence: "saturation at C=32 (...)", "not saturated up to C=64", "no level ...". */
   verdict: string;
+  /** closed: levels are concurrencies; open: offered request rates. */
+  mode: "closed" | "open";
+  /** The level the sustained figure comes from, concurrency or offered rate (null when none counts). */
+  sustainedLevel: number | null;
 }
 
 export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
@@ -76,6 +80,8 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
       sustainedOutputTokensPerSecond: 0,
       sustainedConcurrency: null,
       failedLevels,
+      mode: "closed",
+      sustainedLevel: null,
       verdict: `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
     };
   }
@@ -86,6 +92,8 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
     sustainedConcurrency: l.concurrency,
     failedLevels,
     verdict: `${why}${failedNote}`,
+    mode: "closed",
+    sustainedLevel: l.concurrency,
   });
   const bound = opts.maxTtftP95Seconds;
   for (let i = 0; i < ok.length; i++) {
@@ -114,5 +122,79 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
     last,
     false,
     `not saturated up to C=${last.concurrency}: throughput still rises; ${last.outputTokensPerSecond.toFixed(1)} tok/s there is a lower bound`,
+  );
+}
+
+/** The fields of an open-loop level these rules read (LevelSummary has them all). */
+export interface RateFigures {
+  /** The offered request rate per second. */
+  level: number;
+  requests: number;
+  errors: number;
+  outputTokensPerSecond: number;
+  achievedRequestsPerSecond: number | null;
+  /** The achieved rate kept up with the rate sent (levels.ts); false: saturated; null: unknown. */
+  keptUp: boolean | null;
+}
+
+/**
+ * Open loop: a rate level the server kept up with measured the offered load, not the server, so
+ * its throughput is no capacity figure. A level (within the error budget) where the server fell
+ * behind is saturated: the best throughput among those is the sustained figure. With none, nothing
+ * is claimed (sustained 0) and the verdict says to offer more.
+ */
+export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
+  const sorted = [...levels].sort((a, b) => a.level - b.level);
+  const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.level);
+  const ok = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
+  const failedNote =
+    failedLevels.length > 0
+      ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`
+      : "";
+  const none = (verdict: string): Knee => ({
+    saturated: false,
+    saturationConcurrency: null,
+    sustainedOutputTokensPerSecond: 0,
+    sustainedConcurrency: null,
+    failedLevels,
+    verdict: `${verdict}${failedNote}`,
+    mode: "open",
+    sustainedLevel: null,
+  });
+  if (ok.length === 0)
+    return none(
+      `no rate level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
+    );
+  const behind = ok.filter((l) => l.keptUp === false);
+  if (behind.length === 0) {
+    const last = ok[ok.length - 1];
+    return none(
+      `not saturated up to ${last.level} req/s offered: the server kept up with every rate, so ${last.outputTokensPerSecond.toFixed(1)} tok/s there is the offered load's, not a capacity figure; offer a higher rate`,
+    );
+  }
+  const best = behind.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
+  const achieved = best.achievedRequestsPerSecond;
+  return {
+    saturated: true,
+    saturationConcurrency: null,
+    sustainedOutputTokensPerSecond: best.outputTokensPerSecond,
+    sustainedConcurrency: null,
+    failedLevels,
+    verdict: `saturation at ${best.level} req/s offered: the server began only ${achieved === null ? "n/a" : achieved.toFixed(2)} req/s, so ${best.outputTokensPerSecond.toFixed(1)} tok/s there is its capacity${failedNote}`,
+    mode: "open",
+    sustainedLevel: best.level,
+  };
+}
+
+/** The one judgement of a sweep: the knee for concurrencies, saturation by shortfall for rates. */
+export function judgeLevels(
+  levels: readonly (RateFigures & { mode?: "closed" | "open"; ttftP95Seconds: number | null })[],
+  opts: KneeOptions,
+): Knee {
+  if (levels.length > 0 && levels.every((l) => l.mode === "open")) return findRateSaturation(levels, opts);
+  return findKnee(
+    levels.map((l) => ({ ...l, concurrency: l.level })),
+    opts,
   );
 }

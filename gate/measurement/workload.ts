@@ -32,18 +32,20 @@ const lengthDistribution = z
   .describe("a token count drawn per request (seeded): fixed, uniform min..max, or lognormal median/sigma clamped");
 export type LengthDistribution = z.infer<typeof lengthDistribution>;
 
+export const PromptMixSchema = z
+  .object({
+    chat: z.number().nonnegative().optional(),
+    code: z.number().nonnegative().optional(),
+    "long-context": z.number().nonnegative().optional(),
+  })
+  .strict()
+  .refine((m) => Object.values(m).some((w) => w > 0), { message: "at least one category needs a weight > 0" })
+  .describe("Weights of the shipped prompt categories: chat, code, long-context.");
+export type PromptMix = z.infer<typeof PromptMixSchema>;
+
 export const WorkloadShapeSchema = z
   .object({
-    mix: z
-      .object({
-        chat: z.number().nonnegative().optional(),
-        code: z.number().nonnegative().optional(),
-        "long-context": z.number().nonnegative().optional(),
-      })
-      .strict()
-      .default({ chat: 1, code: 1 })
-      .refine((m) => Object.values(m).some((w) => w > 0), { message: "at least one category needs a weight > 0" })
-      .describe("Weights of the shipped prompt categories: chat, code, long-context."),
+    mix: PromptMixSchema.default({ chat: 1, code: 1 }),
     outputTokens: lengthDistribution
       .default({ distribution: "fixed", tokens: 2048 })
       .describe("max_tokens of each request (with ignoreEos, exactly the tokens generated)."),

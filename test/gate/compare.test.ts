@@ -13,7 +13,7 @@ import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/readiness/accep
 import { compareServices, crossover, planService, type ServiceName } from "../../gate/measurement/compare";
 import { runComparison, type CompareOptions } from "../../gate/measurement/compare-run";
 import { SloSchema } from "../../gate/measurement/goodput";
-import type { SweepLevel } from "../../gate/measurement/sweep";
+import type { SweepLevel } from "../../gate/measurement/levels";
 import { WorkloadShapeSchema } from "../../gate/measurement/workload";
 import { SwitchableSimHost } from "../../simulator/switchable";
 import { stackConfig } from "../config/stacks";
