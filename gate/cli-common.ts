@@ -104,15 +104,20 @@ export function onOffOption(name: string, value: string | undefined): boolean | 
   return value === "on";
 }
 
-export function listOption(name: string, value: string | undefined): number[] | undefined {
+export function listOption(
+  name: string,
+  value: string | undefined,
+  kind: "integers" | "numbers" = "integers",
+): number[] | undefined {
   if (value === undefined) return undefined;
   const list = value
     .split(",")
     .map((v) => v.trim())
     .filter((v) => v !== "");
   const nums = list.map(Number);
-  if (nums.length === 0 || nums.some((n) => !Number.isInteger(n) || n <= 0)) {
-    throw new UsageError(`--${name} must be a comma-separated list of positive integers, got ${JSON.stringify(value)}`);
+  const ok = (n: number) => (kind === "integers" ? Number.isInteger(n) : Number.isFinite(n)) && n > 0;
+  if (nums.length === 0 || !nums.every(ok)) {
+    throw new UsageError(`--${name} must be a comma-separated list of positive ${kind}, got ${JSON.stringify(value)}`);
   }
   return nums;
 }

@@ -34,9 +34,15 @@ export type LengthDistribution = z.infer<typeof lengthDistribution>;
 
 export const PromptMixSchema = z
   .object({
-    chat: z.number().nonnegative().optional(),
-    code: z.number().nonnegative().optional(),
-    "long-context": z.number().nonnegative().optional(),
+    chat: z.number().nonnegative().optional().describe("Weight of chat prompts."),
+    code: z.number().nonnegative().optional().describe("Weight of coding prompts."),
+    "long-context": z
+      .number()
+      .nonnegative()
+      .optional()
+      .describe(
+        "Weight of long-context prompts (a comparison sets their length with longContextTokens; bench sends 16,384 tokens).",
+      ),
   })
   .strict()
   .refine((m) => Object.values(m).some((w) => w > 0), { message: "at least one category needs a weight > 0" })
