@@ -189,6 +189,7 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
   const lines = [
     `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
   ];
+  if (s.stopReason !== null) lines.push(`stopped: ${s.stopReason}`);
   for (const r of s.singleRequest) {
     lines.push(
       `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,

@@ -224,6 +224,9 @@ async function verifyAndMeasure(
   });
   if (signal.aborted)
     throw new Error(`the benchmark was ${String((signal.reason as Error)?.message ?? "interrupted")}`);
+  // A run the server did not survive publishes nothing; the reason is the diagnosis.
+  if (result.serverGone !== null)
+    throw new Error(`the benchmark stopped: ${result.serverGone}; no throughput or capacity plan is published`);
   // Failure is never capacity: a level over the error budget fails the create (no plan is published
   // from it, and the next `up` measures again) rather than leaving a plan beside a broken level.
   if (result.failedLevels.length > 0) {

@@ -7,11 +7,11 @@
 import type { Agent } from "undici";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
 import { baseUrl, fetchText, makeAgent, type Endpoint } from "../transport/http";
-import { armTimeout, withTimeout } from "../transport/timers";
+import { abortReason, armTimeout, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
-import { hostNow, makeSender, runSweep, type HostClock, type LoadRequest } from "./load";
+import { hostNow, makeSender, runSweep, ServerWatch, type HostClock, type LoadRequest } from "./load";
 import { judgeLevels } from "./saturation";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
@@ -62,8 +62,12 @@ export interface BenchSamples {
 export interface BenchSummary {
   model: string;
   startedAt: string;
-  /** False when the deadline or the caller stopped the run before every level ran. */
+  /** False when the deadline, the caller or the server's death stopped the run before every level ran. */
   complete: boolean;
+  /** Why the run stopped early (the server went away, the deadline, an interrupt); null when it ran to the end. */
+  stopReason: string | null;
+  /** The server went away mid-run (the run stopped there; no sustained figure); null when it survived. */
+  serverGone: string | null;
   warmupError: string | null;
   singleRequest: SingleRequestSummary[];
   sweep: LevelSummary[];
@@ -101,6 +105,9 @@ export function summarizeBench(
     acceptanceLength: number | null;
     plan: BenchPlan;
     timeScale?: number;
+    stopReason?: string | null;
+    /** The server went away mid-run: no figure is published from a run it did not survive. */
+    serverGone?: string | null;
   },
 ): BenchSummary {
   const judgement = { slo: meta.plan.slo, rateShortfall: meta.plan.rateShortfall };
@@ -110,21 +117,25 @@ export function summarizeBench(
     minGain: meta.plan.kneeMinGain,
     maxTtftP95Seconds: meta.plan.kneeMaxTtftP95Seconds,
   });
+  const gone = meta.serverGone ?? null;
   return {
     model: meta.model,
     startedAt: meta.startedAt,
     complete: meta.complete,
+    stopReason: meta.stopReason ?? gone,
+    serverGone: gone,
     warmupError: samples.warmup.error,
     singleRequest: samples.singleRequest.map((s) => summarizeSingle(s.maxTokens, s.requests)),
     sweep,
-    saturationConcurrency: knee.saturationConcurrency,
-    saturated: knee.saturated,
-    sustainedOutputTokensPerSecond: knee.sustainedOutputTokensPerSecond,
+    saturationConcurrency: gone === null ? knee.saturationConcurrency : null,
+    saturated: gone === null && knee.saturated,
+    sustainedOutputTokensPerSecond: gone === null ? knee.sustainedOutputTokensPerSecond : 0,
     failedLevels: knee.failedLevels,
-    saturationVerdict: knee.verdict,
+    saturationVerdict:
+      gone === null ? knee.verdict : `${gone}; no figure is published from a run the server did not survive`,
     acceptanceLength: meta.acceptanceLength,
     mode: meta.plan.rate ? "open" : "closed",
-    sustainedLevel: knee.sustainedLevel,
+    sustainedLevel: gone === null ? knee.sustainedLevel : null,
     timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
   };
@@ -157,6 +168,7 @@ export async function bench(
         ? endpoint.model
         : await firstModel(agent, base, endpoint.apiKey, signal);
     const send = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
+    const watch = new ServerWatch(base, signal);
     const plain = (prompt: string, maxTokens: number, ignoreEos: boolean): LoadRequest => ({
       prompt,
       maxTokens,
@@ -164,11 +176,15 @@ export async function bench(
     });
 
     progress({ kind: "stage", stage: "warmup", detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}` });
+    watch.during = "the warmup";
     const warmup = await send(plain(WARMUP_PROMPT, plan.warmupMaxTokens, false));
+    watch.note(warmup);
+    await watch.settle();
     const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
 
     for (const maxTokens of plan.singleRequestMaxTokens) {
-      if (signal.aborted) break;
+      if (watch.signal.aborted) break;
+      watch.during = `the single requests at max_tokens ${maxTokens}`;
       progress({
         kind: "stage",
         stage: "single",
@@ -176,8 +192,10 @@ export async function bench(
       });
       const requests: RequestSample[] = [];
       const tally = { errors: 0, tokens: 0 };
-      for (let i = 0; i < plan.singleRequestPrompts && !signal.aborted; i++) {
+      for (let i = 0; i < plan.singleRequestPrompts && !watch.signal.aborted; i++) {
         const s = await send(plain(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
+        watch.note(s);
+        await watch.settle();
         requests.push(s);
         if (s.error !== null) tally.errors++;
         tally.tokens += s.completionTokens;
@@ -193,7 +211,7 @@ export async function bench(
       }
       samples.singleRequest.push({ maxTokens, requests });
     }
-    const acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, signal);
+    const acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, watch.signal);
 
     samples.sweep = await runSweep({
       mode,
@@ -206,6 +224,7 @@ export async function bench(
       clock,
       signal,
       readAcceptance: () => readAcceptanceLength(agent, base, endpoint.apiKey, signal),
+      watch,
       onStart: (level, total) =>
         progress({
           kind: "stage",
@@ -227,9 +246,19 @@ export async function bench(
           summary: summarizeLevel(level, plan.errorBudget, { slo: plan.slo, rateShortfall: plan.rateShortfall }),
         }),
     });
-    const complete = !signal.aborted && samples.sweep.length === levels.length;
+    const stopReason = watch.gone ?? (signal.aborted ? abortReason(signal).message : null);
+    const complete = stopReason === null && samples.sweep.length === levels.length;
     return {
-      ...summarizeBench(samples, { model, startedAt, complete, acceptanceLength, plan, timeScale: clock.timeScale }),
+      ...summarizeBench(samples, {
+        model,
+        startedAt,
+        complete,
+        acceptanceLength,
+        plan,
+        timeScale: clock.timeScale,
+        stopReason,
+        serverGone: watch.gone,
+      }),
       samples,
     };
   } finally {

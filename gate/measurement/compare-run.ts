@@ -192,7 +192,7 @@ async function measureService(
     }
   }
   const judgement = judgementOf(opts);
-  out.sweep = await measureSweep(opts.endpoint, ready.model, {
+  const measured = await measureSweep(opts.endpoint, ready.model, {
     shape: opts.shape,
     levels: opts.levels,
     requestsPerLevel: opts.requestsPerLevel,
@@ -202,6 +202,12 @@ async function measureService(
     judgement: { errorBudget: judgement.errorBudget, rateShortfall: judgement.rateShortfall, slo: opts.slo },
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
+  out.sweep = measured.sweep;
+  // No figure from a run the server did not survive: the service is out of the comparison.
+  if (measured.serverGone !== null) {
+    out.failure = measured.serverGone;
+    say(`${SERVICE_LABEL[service]}: ${out.failure}`);
+  }
   return out;
 }
 

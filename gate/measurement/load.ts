@@ -10,10 +10,11 @@
  * hardware's. On real hardware X is 1 and host time is the wall clock.
  */
 import type { Agent } from "undici";
-import { baseUrl, makeAgent, type Endpoint } from "../transport/http";
+import { baseUrl, describeError, errorKind, makeAgent, tcpConnect, type Endpoint } from "../transport/http";
 import { sleep, withTimeout } from "../transport/timers";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import {
+  levelName,
   levelRuns,
   summarizeSweepLevel,
   type LevelJudgement,
@@ -97,6 +98,62 @@ export function makeSender(opts: {
     ).then((sample) => toHostTime(sample, clock.timeScale));
 }
 
+/**
+ * Notices a server that went away mid-run. A request that failed without an HTTP status (refused,
+ * reset, cut mid-stream) may be the process dying: the port is tried once (one check at a time);
+ * refused means the server is gone, and the run stops there instead of "measuring" the remaining
+ * levels against a closed port in milliseconds.
+ */
+export class ServerWatch {
+  /** Why the run cannot go on (the server went away), or null. */
+  gone: string | null = null;
+  /** What was running, for the reason ("the warmup", "C=2", "2 req/s offered"). */
+  during = "the benchmark";
+  private readonly stop = new AbortController();
+  private checking: Promise<void> | null = null;
+  /** Whether any request succeeded: a server that never answered did not "go away". */
+  private answered = false;
+
+  constructor(
+    private readonly base: string,
+    parent: AbortSignal,
+  ) {
+    if (parent.aborted) this.stop.abort(parent.reason);
+    else parent.addEventListener("abort", () => this.stop.abort(parent.reason), { once: true });
+  }
+
+  /** Aborted by the caller's signal, or once the server is gone. */
+  get signal(): AbortSignal {
+    return this.stop.signal;
+  }
+
+  /** Looks at a finished request; a network failure starts a check of the port. */
+  note(sample: RequestSample): void {
+    if (sample.error === null) this.answered = true;
+    if (sample.error === null || this.gone !== null || this.checking !== null) return;
+    if (sample.error.startsWith("HTTP ") || sample.error.startsWith("no complete answer within")) return;
+    this.checking = this.check(sample.error).finally(() => (this.checking = null));
+  }
+
+  /** Waits for a check under way (the caller then reads `gone`). */
+  async settle(): Promise<void> {
+    await this.checking;
+  }
+
+  private async check(requestError: string): Promise<void> {
+    try {
+      await tcpConnect(this.base, 2_000, this.stop.signal);
+    } catch (err) {
+      if (errorKind(err) !== "connection refused") return;
+      const what = this.answered
+        ? `the server went away during ${this.during}`
+        : `the server never answered (${this.during})`;
+      this.gone = `${what}: a request failed (${requestError}) and ${this.base} now refuses connections (${describeError(err)})`;
+      this.stop.abort(new Error(this.gone));
+    }
+  }
+}
+
 /** Running totals of a level, kept as requests end (O(1) per request, whatever the level's size). */
 export interface LoadTally {
   done: number;
@@ -113,6 +170,8 @@ export interface LevelLoad {
   repeats: number;
   /** Open loop: seed of run r's arrivals is seed + r (repeats differ by timing only). */
   seed: number;
+  /** Stops the level once the server is gone (its signal is then aborted). */
+  watch?: ServerWatch;
   /** The i-th request of a run: the same i gets the same request in every run and on every service. */
   request: (index: number) => LoadRequest;
   send: Send;
@@ -137,6 +196,7 @@ export async function runLevelLoad(load: LevelLoad): Promise<LevelLoadResult> {
   const runs: RunWindow[] = [];
   const tally: LoadTally = { done: 0, errors: 0, tokens: 0 };
   const record = (s: RequestSample) => {
+    load.watch?.note(s);
     requests.push(s);
     tally.done++;
     if (s.error !== null) tally.errors++;
@@ -197,6 +257,8 @@ export interface SweepLoad {
   signal: AbortSignal;
   /** Read after each level (speculative acceptance); null when the server reports none. */
   readAcceptance: () => Promise<number | null>;
+  /** The server's watch: the sweep stops once the server is gone (the level it died in is kept). */
+  watch: ServerWatch;
   onStart?: (level: number, requestsPerRun: number) => void;
   onRequest?: (level: number, tally: LoadTally, requestsPerRun: number) => void;
   onLevel?: (level: LevelSamples) => void;
@@ -213,25 +275,30 @@ export function requestsPerRun(mode: "closed" | "open", level: number, requestsP
  */
 export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
   const out: LevelSamples[] = [];
+  const watch = load.watch;
   for (const level of load.levels) {
-    if (load.signal.aborted) break;
+    if (load.signal.aborted || watch.gone !== null) break;
     const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
+    watch.during = levelName({ mode: load.mode, level });
     load.onStart?.(level, count);
     const startedAtSeconds = hostNow(load.clock);
     const result = await runLevelLoad({
       ...load,
+      signal: watch.signal,
       level,
       count,
       onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
     });
     const finishedAtSeconds = hostNow(load.clock);
+    await watch.settle();
     if (load.signal.aborted) break;
+    // The level the server died in stays: its failures are what the report must show.
     const samples: LevelSamples = {
       mode: load.mode,
       ...(load.mode === "closed" ? { concurrency: level } : { requestRate: level }),
       startedAtSeconds,
       finishedAtSeconds,
-      acceptanceLength: await load.readAcceptance(),
+      acceptanceLength: watch.gone === null ? await load.readAcceptance() : null,
       ...result,
     };
     out.push(samples);
@@ -253,13 +320,21 @@ export interface MeasureOptions {
   onLevel?: (level: SweepLevel) => void;
 }
 
-/** The sweep alone, for a caller that verified the server itself (the comparison): levels with their runs' samples. */
-export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<SweepLevel[]> {
+/** The sweep alone, for a caller that verified the server itself (the comparison). */
+export interface MeasuredSweep {
+  /** Levels with their runs' samples. */
+  sweep: SweepLevel[];
+  /** The server went away mid-run (the sweep stopped there), or null. */
+  serverGone: string | null;
+}
+
+export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
   const base = baseUrl(endpoint.url);
   const mode = opts.shape.mode;
   const agent = makeAgent(mode === "closed" ? Math.max(...opts.levels, 1) + 4 : 256);
   const signal = opts.signal ?? new AbortController().signal;
   const clock: HostClock = { origin: performance.now(), timeScale: opts.timeScale };
+  const watch = new ServerWatch(base, signal);
   const summarize = (l: LevelSamples) =>
     summarizeSweepLevel(
       mode,
@@ -296,8 +371,9 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
           (s) => readAcceptanceLength(agent, base, endpoint.apiKey, s),
         ).catch(() => null),
       onLevel: (l) => opts.onLevel?.(summarize(l)),
+      watch,
     });
-    return levels.map(summarize);
+    return { sweep: levels.map(summarize), serverGone: watch.gone };
   } finally {
     void agent.destroy().catch(() => undefined);
   }

@@ -1,8 +1,9 @@
 /**
  * Small streaming OpenAI-style servers for the load generator's open-loop tests, misbehaving the
  * ways real servers do under load: one that fails a share of its requests, or those beyond a number
- * in flight (HTTP 500, the way an overloaded server sheds load), and one that serves one request at
- * a time, so arrivals faster than its service time queue and it cannot keep up. Real sockets on free ports, closed by the tests.
+ * in flight (HTTP 500, the way an overloaded server sheds load), one that serves one request at a
+ * time, so arrivals faster than its service time queue and it cannot keep up, and one that dies
+ * mid-run (killed: connections cut, then the port refuses). Real sockets on free ports, closed by the tests.
  */
 import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -20,6 +21,8 @@ export interface LoadServerOptions {
    * The readiness gate's probes (no ignore_eos) always succeed, so the server passes the gate first.
    */
   failEvery?: number;
+  /** After this many benchmark requests the process dies: every connection cut, the port then refuses. */
+  dieAfter?: number;
   /** HTTP 500 for a benchmark request that arrives while this many are in flight (load shedding). */
   busyLimit?: number;
   /** One request at a time: the others wait their turn (a server at its capacity queues). */
@@ -74,6 +77,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
     }
     const benchmark = (JSON.parse(body) as { ignore_eos?: boolean }).ignore_eos === true;
     const n = benchmark ? ++state.received : 0;
+    if (benchmark && opts.dieAfter !== undefined && n > opts.dieAfter) {
+      void state.close();
+      return;
+    }
     const shed = opts.busyLimit !== undefined && inFlight >= opts.busyLimit;
     if (benchmark && ((opts.failEvery && n % opts.failEvery === 0) || shed)) {
       res.writeHead(500, { "content-type": "application/json" }).end('{"error":"overloaded"}');
