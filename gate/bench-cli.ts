@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { bench, type BenchProgress, type BenchResult } from "./measurement/bench";
 import { levelName } from "./measurement/levels";
+import { answerless as answerlessLevel } from "./measurement/saturation";
 import { benchChart } from "./reports/chart";
 import { benchCsv, csvPathFor } from "./reports/csv";
 import {
@@ -205,7 +206,16 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
       ? `  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : l.keptUp ? " (kept up)" : ""}`
       : "";
     lines.push(
-      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}`,
+      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}`,
+    );
+  }
+  for (const l of [...s.singleRequest, ...s.sweep]) {
+    if (l.truncatedRequests === 0) continue;
+    const where = "maxTokens" in l ? `single max_tokens ${l.maxTokens}` : levelName(l);
+    const asked = "maxTokens" in l ? l.maxTokens : s.plan.sweepMaxTokens;
+    const ok = l.requests - l.errors;
+    lines.push(
+      `note: ${where}: ${l.truncatedRequests}/${ok} request(s) cut short before max_tokens ${asked} (finish_reason length: the context limit), ${ok > 0 ? (l.completionTokens / ok).toFixed(0) : "0"} tokens per request on average; throughput counts the tokens produced`,
     );
   }
   const answerless = [...s.singleRequest, ...s.sweep].reduce((a, l) => a + l.answerlessRequests, 0);

@@ -134,6 +134,7 @@ export function planService(m: ServiceMeasurement, job: Job, judgement: KneeOpti
             ttftP95Seconds: l.ttftP95Seconds,
             achievedRequestsPerSecond: l.achievedRequestsPerSecond ?? null,
             keptUp: l.keptUp ?? null,
+            answerlessRequests: l.answerlessRequests,
           })),
           judgement,
         )

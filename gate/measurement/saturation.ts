@@ -18,6 +18,18 @@ export interface LevelFigures {
   errors: number;
   outputTokensPerSecond: number;
   ttftP95Seconds: number | null;
+  /** Successful requests with no visible content (reasoning used the budget); absent: not counted. */
+  answerlessRequests?: number;
+}
+
+/**
+ * A level whose successful requests all produced no visible answer (reasoning used each one's
+ * budget) measured no answer at all: by the gate's rule (no answer is no generation) it is no
+ * capacity, however many tokens it streamed.
+ */
+export function answerless(level: Pick<LevelFigures, "requests" | "errors" | "answerlessRequests">): boolean {
+  const ok = level.requests - level.errors;
+  return ok > 0 && level.answerlessRequests === ok;
 }
 
 /** Error rate of a level: failed requests over requests sent (a level that sent nothing failed). */
@@ -56,6 +68,8 @@ export interface Knee {
   sustainedConcurrency: number | null;
   /** Concurrency levels excluded because they broke the error budget. */
   failedLevels: number[];
+  /** Levels (within the budget) excluded because no request produced a visible answer. */
+  answerlessLevels: number[];
   /** One sentence: "saturation at C=32 (...)", "not saturated up to C=64", "no level ...". */
   verdict: string;
   /** closed: levels are concurrencies; open: offered request rates. */
@@ -67,12 +81,17 @@ export interface Knee {
 export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
   const sorted = [...levels].sort((a, b) => a.concurrency - b.concurrency);
   const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.concurrency);
-  const ok = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const answerlessLevels = kept.filter(answerless).map((l) => l.concurrency);
+  const ok = kept.filter((l) => !answerless(l));
   const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
   const failedNote =
-    failedLevels.length > 0
+    (failedLevels.length > 0
       ? `; C=${failedLevels.join(", C=")} broke the error budget of ${budget} and are excluded`
-      : "";
+      : "") +
+    (answerlessLevels.length > 0
+      ? `; C=${answerlessLevels.join(", C=")} produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
+      : "");
   if (ok.length === 0) {
     return {
       saturated: false,
@@ -80,9 +99,13 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
       sustainedOutputTokensPerSecond: 0,
       sustainedConcurrency: null,
       failedLevels,
+      answerlessLevels,
       mode: "closed",
       sustainedLevel: null,
-      verdict: `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
+      verdict:
+        answerlessLevels.length > 0
+          ? `no level produced a visible answer within the error budget of ${budget}: no throughput can be claimed${failedNote}`
+          : `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
     };
   }
   const at = (l: LevelFigures, saturated: boolean, why: string): Knee => ({
@@ -91,6 +114,7 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
     sustainedOutputTokensPerSecond: l.outputTokensPerSecond,
     sustainedConcurrency: l.concurrency,
     failedLevels,
+    answerlessLevels,
     verdict: `${why}${failedNote}`,
     mode: "closed",
     sustainedLevel: l.concurrency,
@@ -135,6 +159,7 @@ export interface RateFigures {
   achievedRequestsPerSecond: number | null;
   /** The achieved rate kept up with the rate sent (levels.ts); false: saturated; null: unknown. */
   keptUp: boolean | null;
+  answerlessRequests?: number;
 }
 
 /**
@@ -146,18 +171,24 @@ export interface RateFigures {
 export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
   const sorted = [...levels].sort((a, b) => a.level - b.level);
   const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.level);
-  const ok = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const answerlessLevels = kept.filter(answerless).map((l) => l.level);
+  const ok = kept.filter((l) => !answerless(l));
   const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
   const failedNote =
-    failedLevels.length > 0
+    (failedLevels.length > 0
       ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`
-      : "";
+      : "") +
+    (answerlessLevels.length > 0
+      ? `; ${answerlessLevels.join(", ")} req/s offered produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
+      : "");
   const none = (verdict: string): Knee => ({
     saturated: false,
     saturationConcurrency: null,
     sustainedOutputTokensPerSecond: 0,
     sustainedConcurrency: null,
     failedLevels,
+    answerlessLevels,
     verdict: `${verdict}${failedNote}`,
     mode: "open",
     sustainedLevel: null,
@@ -181,6 +212,7 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
     sustainedOutputTokensPerSecond: best.outputTokensPerSecond,
     sustainedConcurrency: null,
     failedLevels,
+    answerlessLevels,
     verdict: `saturation at ${best.level} req/s offered: the server began only ${achieved === null ? "n/a" : achieved.toFixed(2)} req/s, so ${best.outputTokensPerSecond.toFixed(1)} tok/s there is its capacity${failedNote}`,
     mode: "open",
     sustainedLevel: best.level,

@@ -74,6 +74,12 @@ export interface AnswerStats {
   /** completionTokens - reasoningTokens, when reasoning is reported. */
   answerTokens: number | null;
   answerlessRequests: number;
+  /**
+   * Successful requests cut short: finish_reason "length" before the max_tokens they asked for (the
+   * context limit stopped them). Their tokens count as produced; the report says the level did not
+   * get the length it asked for.
+   */
+  truncatedRequests: number;
 }
 
 export function answerStats(samples: RequestSample[]): AnswerStats {
@@ -85,6 +91,7 @@ export function answerStats(samples: RequestSample[]): AnswerStats {
     reasoningTokens,
     answerTokens: reasoningTokens === null ? null : completionTokens - reasoningTokens,
     answerlessRequests: ok.filter((s) => s.answerChunks === 0).length,
+    truncatedRequests: ok.filter((s) => s.finishReason === "length" && s.completionTokens < s.maxTokens).length,
   };
 }
 

@@ -35,6 +35,8 @@ export function benchCsv(sweep: LevelSummary[]): string {
     "achievedRequestsPerSecond",
     "keptUp",
     "withinErrorBudget",
+    "answerlessRequests",
+    "truncatedRequests",
   ] as const satisfies ReadonlyArray<keyof LevelSummary>;
   const interval = ["outputTokensPerSecondLow", "outputTokensPerSecondHigh", "goodputTokensPerSecond"];
   return (

@@ -86,6 +86,12 @@ export const SingleRequestOutputSchema = z.object({
     .number()
     .int()
     .describe("successful requests with no visible content (reasoning used the whole budget)"),
+  truncatedRequests: z
+    .number()
+    .int()
+    .describe(
+      "successful requests cut short: finish_reason length before their max_tokens (the context limit); their tokens count as produced",
+    ),
   ...latencyFields,
 });
 
@@ -155,6 +161,12 @@ export const SweepLevelOutputSchema = z.object({
     .number()
     .int()
     .describe("successful requests with no visible content (reasoning used the whole budget)"),
+  truncatedRequests: z
+    .number()
+    .int()
+    .describe(
+      "successful requests cut short: finish_reason length before their max_tokens (the context limit); their tokens count as produced",
+    ),
   acceptanceLength: z
     .number()
     .nullable()

@@ -21,6 +21,10 @@ export interface LoadServerOptions {
    * The readiness gate's probes (no ignore_eos) always succeed, so the server passes the gate first.
    */
   failEvery?: number;
+  /** Benchmark requests stop at this many tokens with finish_reason length (a context limit), whatever max_tokens asked. */
+  truncateAt?: number;
+  /** Benchmark requests stream reasoning only and never a visible answer (the probes still answer). */
+  reasoningOnly?: boolean;
   /** After this many benchmark requests the process dies: every connection cut, the port then refuses. */
   dieAfter?: number;
   /** HTTP 500 for a benchmark request that arrives while this many are in flight (load shedding). */
@@ -51,14 +55,16 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       await new Promise((r) => server.close(r));
     },
   };
-  const answer = async (res: http.ServerResponse) => {
+  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number) => {
+    const n = benchmark && opts.truncateAt !== undefined ? Math.min(opts.truncateAt, maxTokens) : tokens;
+    const delta = benchmark && opts.reasoningOnly ? { reasoning_content: "hmm " } : { content: "ok " };
     res.writeHead(200, { "content-type": "text/event-stream" });
-    for (let i = 0; i < tokens; i++) {
+    for (let i = 0; i < n; i++) {
       if (i > 0) await new Promise((r) => setTimeout(r, chunkMs));
-      res.write(chunk({ choices: [{ index: 0, delta: { content: "ok " }, finish_reason: null }] }));
+      res.write(chunk({ choices: [{ index: 0, delta, finish_reason: null }] }));
     }
     res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
-    res.write(chunk({ choices: [], usage: { prompt_tokens: 5, completion_tokens: tokens, total_tokens: 5 + tokens } }));
+    res.write(chunk({ choices: [], usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } }));
     res.end("data: [DONE]\n\n");
   };
   const server = http.createServer((req, res) => {
@@ -75,7 +81,9 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
       return;
     }
-    const benchmark = (JSON.parse(body) as { ignore_eos?: boolean }).ignore_eos === true;
+    const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number };
+    const benchmark = request.ignore_eos === true;
+    const maxTokens = request.max_tokens ?? tokens;
     const n = benchmark ? ++state.received : 0;
     if (benchmark && opts.dieAfter !== undefined && n > opts.dieAfter) {
       void state.close();
@@ -91,10 +99,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       res.on("close", () => inFlight--);
     }
     if (!opts.serial) {
-      void answer(res);
+      void answer(res, benchmark, maxTokens);
       return;
     }
-    queue = queue.then(() => answer(res)).catch(() => undefined);
+    queue = queue.then(() => answer(res, benchmark, maxTokens)).catch(() => undefined);
   };
   server.on("connection", (s: Socket) => {
     sockets.add(s);
