@@ -180,11 +180,13 @@ export const BenchPlanSchema = z
       .describe("Send ignore_eos so every request generates exactly max_tokens, as benchmark harnesses do."),
     requestTimeoutSeconds: timerSeconds()
       .default(900)
-      .describe("Timeout of one benchmark request; a request that exceeds it counts as an error."),
+      .describe(
+        "Timeout of one benchmark request, in the host's own time (on a simulated host, simulated seconds); a request that exceeds it counts as an error.",
+      ),
     deadlineSeconds: timerSeconds()
       .default(7200)
       .describe(
-        "Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete.",
+        "Overall deadline of the benchmark, wall-clock seconds; levels not reached are skipped and the result is marked incomplete.",
       ),
     errorBudget: z
       .number()
