@@ -6,17 +6,20 @@
  */
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { bench, type BenchProgress, type BenchResult } from "../gate/bench";
-import { benchChart } from "../gate/chart";
-import { benchCsv, csvPathFor } from "../gate/csv";
+import { bench, type BenchProgress, type BenchResult } from "../gate/measurement/bench";
+import { levelName } from "../gate/measurement/levels";
+import { answerless as answerlessLevel } from "../gate/measurement/saturation";
+import { benchChart } from "../gate/reports/chart";
+import { benchCsv, csvPathFor } from "../gate/reports/csv";
 import { BenchPlanSchema } from "../gate/schema";
-import { MAX_TIMER_SECONDS } from "../gate/timers";
+import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
   apiKeyOption,
   defaultIo,
   EXIT,
+  mixOption,
   runCommand,
   schemaDefault,
   schemaIssues,
@@ -35,9 +38,11 @@ const knob = (key: Parameters<typeof schemaDefault<typeof BenchPlanSchema>>[1]) 
 
 export const BENCH = {
   name: "bench",
-  about: `Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep. A level whose
-error rate exceeds --error-budget is marked failed and never used for saturation or sustained
-throughput. Ctrl-C stops it. ${API_KEY_USAGE}`,
+  about: `Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep (--concurrency)
+or an open loop of Poisson arrivals (--rate, requests per second), each level --repeats times. A
+level whose error rate exceeds --error-budget is marked failed and never used for saturation or
+sustained throughput. A rate the server keeps up with measured the offered load, not capacity.
+Ctrl-C stops it. ${API_KEY_USAGE}`,
   flags: {
     endpoint: {
       type: "string",
@@ -47,6 +52,25 @@ throughput. Ctrl-C stops it. ${API_KEY_USAGE}`,
     },
     model: { type: "string", value: "ID", description: "the model (default: the first the server lists)" },
     concurrency: { type: "integers", ...knob("concurrency") },
+    rate: {
+      type: "numbers",
+      value: "R,R,...",
+      description: "open-loop levels (requests per second), instead of --concurrency",
+    },
+    repeats: { type: "integer", ...knob("repeats") },
+    mix: {
+      type: "string",
+      value: "CAT=W,...",
+      description: "prompt categories' weights, e.g. chat=1,code=1,long-context=0",
+    },
+    thinking: {
+      type: "string",
+      value: "on|off",
+      choices: ["on", "off"],
+      description: "thinking on or off (default: the server's)",
+    },
+    "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective (goodput)" },
+    "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective (goodput)" },
     "max-tokens": { type: "integers", max: MAX_TOKENS_BOUND, ...knob("singleRequestMaxTokens") },
     "sweep-max-tokens": { type: "integer", max: MAX_TOKENS_BOUND, ...knob("sweepMaxTokens") },
     prompts: { type: "integer", ...knob("singleRequestPrompts") },
@@ -88,7 +112,13 @@ export function checkWritable(option: string, file: string): void {
 
 export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
   return runCommand(BENCH, argv, io, async (values, signal) => {
+    if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
     const plan = BenchPlanSchema.safeParse({
+      rate: values.rate,
+      repeats: values.repeats,
+      mix: values.mix === undefined ? undefined : mixOption("mix", values.mix),
+      thinking: values.thinking === undefined ? undefined : values.thinking === "on",
+      slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
       concurrency: values.concurrency,
       singleRequestMaxTokens: values["max-tokens"],
       sweepMaxTokens: values["sweep-max-tokens"],
@@ -126,8 +156,10 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
     }
     if (values.chart) write("chart", values.chart, () => benchChart(summary));
     if (signal.aborted) return EXIT.interrupted;
-    if (summary.sustainedOutputTokensPerSecond <= 0 || writeFailed) return EXIT.failed;
+    if (writeFailed) return EXIT.failed;
+    // A blown budget is named first: the levels it excluded may be why nothing else counts.
     if (summary.failedLevels.length > 0) return EXIT.errorBudget;
+    if (summary.sustainedOutputTokensPerSecond <= 0) return EXIT.failed;
     if (!summary.complete) return EXIT.incomplete;
     return EXIT.ok;
   });
@@ -158,8 +190,10 @@ function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): 
     else {
       const l = e.summary;
       const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
+      const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
+      const rate = l.mode === "open" ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s` : "";
       io.stderr.write(
-        `[bench] concurrency ${l.concurrency}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${verdict}\n`,
+        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${rate}${verdict}\n`,
       );
     }
   };
@@ -178,15 +212,32 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
   const lines = [
     `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
   ];
+  if (s.stopReason !== null) lines.push(`stopped: ${s.stopReason}`);
   for (const r of s.singleRequest) {
     lines.push(
       `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
     );
   }
-  lines.push("concurrency  tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget");
+  const open = s.mode === "open";
+  lines.push(
+    `${open ? "req/s offered" : "concurrency "} tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget${open ? "  achieved req/s" : ""}`,
+  );
   for (const l of s.sweep) {
+    const ci = l.throughput.halfWidth === null ? "" : ` ± ${l.throughput.halfWidth.toFixed(1)}`;
+    const achieved = open
+      ? `  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : l.keptUp ? " (kept up)" : ""}`
+      : "";
     lines.push(
-      `${String(l.concurrency).padEnd(12)} ${l.outputTokensPerSecond.toFixed(1).padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}`,
+      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}`,
+    );
+  }
+  for (const l of [...s.singleRequest, ...s.sweep]) {
+    if (l.truncatedRequests === 0) continue;
+    const where = "maxTokens" in l ? `single max_tokens ${l.maxTokens}` : levelName(l);
+    const asked = "maxTokens" in l ? l.maxTokens : s.plan.sweepMaxTokens;
+    const ok = l.requests - l.errors;
+    lines.push(
+      `note: ${where}: ${l.truncatedRequests}/${ok} request(s) cut short before max_tokens ${asked} (finish_reason length: the context limit), ${ok > 0 ? (l.completionTokens / ok).toFixed(0) : "0"} tokens per request on average; throughput counts the tokens produced`,
     );
   }
   const answerless = [...s.singleRequest, ...s.sweep].reduce((a, l) => a + l.answerlessRequests, 0);
@@ -199,7 +250,13 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
     const total = s.sweep.reduce((a, l) => a + l.completionTokens, 0);
     lines.push(`sweep tokens: ${total} = ${reasoning} reasoning + ${total - reasoning} answer`);
   }
-  lines.push(`${s.saturationVerdict}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`);
+  lines.push(
+    s.sustainedOutputTokensPerSecond > 0
+      ? `${s.saturationVerdict}; sustained ${s.sustainedOutputTokensPerSecond.toFixed(1)} tok/s`
+      : `${s.saturationVerdict}; no sustained figure`,
+  );
+  if (s.timeScale !== 1)
+    lines.push(`time: simulated host time (time scale ${s.timeScale}); rates and durations are the host's`);
   if (s.acceptanceLength !== null) lines.push(`speculative acceptance length ${s.acceptanceLength.toFixed(2)}`);
   return lines.join("\n") + "\n";
 }

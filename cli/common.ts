@@ -4,7 +4,7 @@
  * "interrupted" and the command exits 130 within about a second); a second Ctrl-C exits at once.
  */
 import * as fs from "node:fs";
-import { EndpointError } from "../gate/http";
+import { EndpointError } from "../gate/transport/http";
 import { type CommandSpec, type FlagTable, helpText, parseFlags, usageLine, UsageError, type Values } from "./options";
 
 export interface CliIo {
@@ -181,4 +181,18 @@ export function schemaDefault<S extends { parse(input: unknown): object }>(
     const v = (schema.parse({}) as Record<string, unknown>)[key];
     return Array.isArray(v) ? v.join(",") : String(v);
   };
+}
+
+/** "chat=1,code=1" -> { chat: 1, code: 1 }; each weight a plain decimal. */
+export function mixOption(name: string, v: string): Record<string, number> {
+  return Object.fromEntries(
+    v.split(",").map((kv) => {
+      const [k, w, ...more] = kv.split("=").map((x) => x.trim());
+      if (!k || w === undefined || more.length > 0 || !/^(\d+(\.\d*)?|\.\d+)$/.test(w))
+        throw new UsageError(
+          `--${name} takes CATEGORY=WEIGHT,... with plain decimal weights, got ${JSON.stringify(v)}`,
+        );
+      return [k, Number(w)];
+    }),
+  );
 }

@@ -13,19 +13,22 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { AcceptanceFloorSchema } from "../gate/acceptance";
-import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/compare";
-import { compareChart } from "../gate/compare-chart";
-import { compareCsv, compareJson, compareText } from "../gate/compare-report";
-import { runComparison } from "../gate/compare-run";
-import { SloSchema } from "../gate/goodput";
-import { WorkloadShapeSchema } from "../gate/workload";
+import { AcceptanceFloorSchema } from "../gate/readiness/acceptance";
+import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/measurement/compare";
+import { compareChart } from "../gate/reports/chart";
+import { compareCsv } from "../gate/reports/csv";
+import { compareJson, compareText } from "../gate/reports/compare-report";
+import { runComparison } from "../gate/measurement/compare-run";
+import { SloSchema } from "../gate/measurement/goodput";
+import { BenchPlanSchema } from "../gate/schema";
+import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { MAX_TOKENS_BOUND } from "./bench";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
   apiKeyOption,
   defaultIo,
+  mixOption,
   EXIT,
   runCommand,
   schemaDefault,
@@ -48,7 +51,9 @@ export const COMPARE = {
   about: `Measures each service of one host in turn (activating it with --activate-command) and says which
 to run. The command options are split on spaces into argv and run without a shell; {unit} becomes
 the service's unit (sglang-<service>.service). The identity command's output is hashed: a service
-whose unit did not change is not measured again (--cache). ${API_KEY_USAGE}`,
+whose unit did not change is not measured again (--cache). A level whose error rate exceeds
+--error-budget counts for nothing, and the run exits 3. With --rate, a rate the service kept up
+with measured the offered load, not capacity. ${API_KEY_USAGE}`,
   flags: {
     endpoint: { type: "string", value: "URL", required: true, description: "the host's serving endpoint" },
     "activate-command": {
@@ -102,6 +107,11 @@ whose unit did not change is not measured again (--cache). ${API_KEY_USAGE}`,
     "requests-per-level": { type: "number", description: "requests per level, as a multiple of the level", default: 1 },
     "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective" },
     "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective" },
+    "error-budget": {
+      type: "fraction",
+      description: "the largest error rate a level may have and still count (0.01 or 1%)",
+      shownDefault: () => String(BenchPlanSchema.parse({}).errorBudget),
+    },
     purpose: { type: "string", value: "batch|interactive", ...job("purpose") },
     completions: { type: "integer", ...job("completions") },
     tokens: { type: "number", ...job("outputTokensPerCompletion") },
@@ -131,22 +141,11 @@ whose unit did not change is not measured again (--cache). ${API_KEY_USAGE}`,
   exits: [
     [EXIT.ok, "a comparison was made"],
     [EXIT.failed, "no service could be compared, or an error"],
+    [EXIT.errorBudget, "a level broke the error budget (it counts for nothing)"],
     [EXIT.usage, "usage"],
     [EXIT.interrupted, "interrupted"],
   ],
 } as const satisfies CommandSpec;
-
-/** "chat=1,code=1" -> { chat: 1, code: 1 }; each weight a plain decimal. */
-function mixOption(v: string): Record<string, number> {
-  return Object.fromEntries(
-    v.split(",").map((kv) => {
-      const [k, w, ...more] = kv.split("=").map((x) => x.trim());
-      if (!k || w === undefined || more.length > 0 || !/^(\d+(\.\d*)?|\.\d+)$/.test(w))
-        throw new UsageError(`--mix takes CATEGORY=WEIGHT,... with plain decimal weights, got ${JSON.stringify(v)}`);
-      return [k, Number(w)];
-    }),
-  );
-}
 
 function service(v: string): ServiceName {
   if (!(SERVICE_NAMES as readonly string[]).includes(v))
@@ -189,7 +188,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: "(not given)" };
     const shape = WorkloadShapeSchema.safeParse({
       mode: values.rate ? "open" : "closed",
-      ...(values.mix ? { mix: mixOption(values.mix) } : {}),
+      ...(values.mix ? { mix: mixOption("mix", values.mix) } : {}),
       ...(values["output-tokens"] ? { outputTokens: { distribution: "fixed", tokens: values["output-tokens"] } } : {}),
       thinking: values.thinking === undefined ? null : values.thinking === "on",
     });
@@ -232,6 +231,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         auto: values.auto === true,
         restore: service(values.restore),
         cacheFile: values.cache,
+        judgement: BenchPlanSchema.parse({ errorBudget: values["error-budget"] }),
       },
       {
         activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),
@@ -248,6 +248,8 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     if (values.csv) writeFileSync(values.csv, compareCsv(result));
     if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
     io.stdout.write(compareText(result));
-    return result.comparison ? EXIT.ok : EXIT.failed;
+    if (!result.comparison) return EXIT.failed;
+    // As bench: a level over the error budget is excluded from every figure, and the run says so.
+    return result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget)) ? EXIT.errorBudget : EXIT.ok;
   });
 }

@@ -12,11 +12,12 @@ import * as path from "node:path";
 import { parse } from "yaml";
 import { sglangArgv, serverArgsFor } from "../components/services/launch-args";
 import { ServicesSchema, type ServiceKind } from "../components/services/schema";
-import { compareChart } from "../gate/compare-chart";
-import { compareCsv, compareJson, compareText } from "../gate/compare-report";
-import { runComparison, type CompareResult } from "../gate/compare-run";
-import { SloSchema } from "../gate/goodput";
-import { WorkloadShapeSchema } from "../gate/workload";
+import { compareChart } from "../gate/reports/chart";
+import { compareCsv } from "../gate/reports/csv";
+import { compareJson, compareText } from "../gate/reports/compare-report";
+import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
+import { SloSchema } from "../gate/measurement/goodput";
+import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { SwitchableSimHost } from "../simulator/switchable";
 
 export const STORY_PROFILE = "kimi-k2.6-8x-rtx-pro-6000";

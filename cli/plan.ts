@@ -1,5 +1,5 @@
 /** `gpuhost plan`: days and hosts for a workload at a measured throughput. */
-import { capacity, type CapacityPlan } from "../gate/capacity";
+import { capacity, type CapacityPlan } from "../gate/measurement/capacity";
 import { WorkloadSchema } from "../gate/schema";
 import { defaultIo, EXIT, runCommand, schemaDefault, schemaIssues, UsageError, type CliIo } from "./common";
 import type { CommandSpec } from "./options";

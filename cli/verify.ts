@@ -3,8 +3,8 @@
  * cli/gpuhost.ts dispatches here.
  */
 import { VerifyPolicySchema } from "../gate/schema";
-import { MAX_TIMER_SECONDS } from "../gate/timers";
-import { verify } from "../gate/verify";
+import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
+import { verify } from "../gate/readiness/verify";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,

@@ -27,8 +27,7 @@ import { toolkitKey } from "./serving-env/lock";
 import { activationStep, API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
 import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind } from "./services/schema";
 import { ServiceComparison } from "./service-comparison";
-import { SloSchema } from "../gate/goodput";
-import { WorkloadShapeSchema } from "../gate/workload";
+import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {
@@ -222,6 +221,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
         verifyPolicy: config.verification,
         benchPlan: config.benchmark,
         workload: config.workload,
+        timeScale: hostTimeScale(args.platform),
         speculative: activeKind.apply((kind) => speculativeOf(config, kind)) as pulumi.Output<Speculative>,
         serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
         serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
@@ -304,9 +304,15 @@ export function hostAccess(
   }));
 }
 
+/** Simulated seconds per wall second of the server program (1 on real hardware): every figure is in host time. */
+function hostTimeScale(platform: GpuServingHostArgs["platform"]): number {
+  return platform.serverProgram.kind === "simulator" ? platform.serverProgram.timeScale : 1;
+}
+
 /**
- * The comparison's inputs: the same gate policy and the benchmark's levels and request length as
- * VerifiedGeneration, the capacity workload as the job, and the simulated host's time scale.
+ * The comparison's inputs: the same gate policy and the benchmark's settings (levels or rates,
+ * request length, workload, SLO, repeats, error budget and knee) as VerifiedGeneration, the capacity
+ * workload as the job, and the simulated host's time scale.
  */
 function comparisonArgs(args: GpuServingHostArgs, service: ServingService, connection: HostConnectionInput) {
   const { config, platform, host } = args;
@@ -335,13 +341,22 @@ function comparisonArgs(args: GpuServingHostArgs, service: ServingService, conne
       shape: WorkloadShapeSchema.parse({
         outputTokens: { distribution: "fixed", tokens: bench.sweepMaxTokens },
         ignoreEos: bench.ignoreEos,
+        mode: bench.rate ? "open" : "closed",
+        ...(bench.mix ? { mix: bench.mix } : {}),
+        thinking: bench.thinking,
       }),
-      slo: SloSchema.parse({}),
-      levels: [...bench.concurrency],
+      slo: bench.slo,
+      levels: [...(bench.rate ?? bench.concurrency)],
       requestsPerLevel: bench.requestsPerConcurrency,
-      repeats: 1,
+      repeats: bench.repeats,
       requestTimeoutSeconds: bench.requestTimeoutSeconds,
-      timeScale: platform.serverProgram.kind === "simulator" ? platform.serverProgram.timeScale : 1,
+      timeScale: hostTimeScale(platform),
+      judgement: {
+        errorBudget: bench.errorBudget,
+        kneeMinGain: bench.kneeMinGain,
+        kneeMaxTtftP95Seconds: bench.kneeMaxTtftP95Seconds,
+        rateShortfall: bench.rateShortfall,
+      },
       verifyPolicy: config.verification,
       job: {
         purpose: "batch" as const,

@@ -4,10 +4,10 @@
  * order-independent comparison, and the diff built from it. Loaded normally by the implementations, never serialized (the
  * state holds only components/call-time-provider.ts's object).
  */
-import { installProcessGuard } from "../gate/process-guard";
+import { installProcessGuard } from "../gate/transport/process-guard";
 
 /**
- * The process guard (gate/process-guard.ts) in the dynamic-provider host the engine started:
+ * The process guard (gate/transport/process-guard.ts) in the dynamic-provider host the engine started:
  * the engine's Cancel aborts the gate, a vanished engine ends the process. A caller that runs the
  * provider functions in its own process (the tests) keeps its own signal handling: a signal that
  * never aborts.

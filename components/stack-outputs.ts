@@ -3,8 +3,8 @@
 // here does not compile), and readers of `pulumi stack output --json` (capacity plans, other stacks
 // through StackReference) can parse with it. No Pulumi import.
 import { z } from "zod";
-import { ServiceComparisonOutputsSchema } from "../gate/compare-outputs";
-import { VerifiedGenerationOutputsSchema } from "../gate/outputs";
+import { ServiceComparisonOutputsSchema } from "../gate/reports/outputs";
+import { VerifiedGenerationOutputsSchema } from "../gate/reports/outputs";
 import { HostSchema } from "./config";
 import { driftSchema } from "./drift/schema";
 import { SERVICE_KINDS } from "./services/schema";
@@ -41,7 +41,7 @@ export const HostOutputsSchema = z
       capacity: true,
     }).shape,
   )
-  .describe("One host's outputs (VerifiedGeneration's measured half from gate/outputs.ts)");
+  .describe("One host's outputs (VerifiedGeneration's measured half from gate/reports/outputs.ts)");
 export type HostOutputs = z.infer<typeof HostOutputsSchema>;
 
 export const StackOutputsSchema = z

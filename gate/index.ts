@@ -10,23 +10,28 @@ export {
   type PhaseTiming,
   type ServiceState,
   type VerifyResult,
-} from "./verify";
+} from "./readiness/verify";
 export {
   bench,
   summarizeBench,
-  parseSpecAcceptLength,
   type BenchHooks,
   type BenchProgress,
   type BenchResult,
   type BenchSamples,
   type BenchSummary,
-} from "./bench";
-export { capacity, type CapacityPlan } from "./capacity";
-export { acceptanceFailure, AcceptanceFloorSchema, measureAcceptance, type AcceptanceMeasurement } from "./acceptance";
-export { installProcessGuard, engineAddress, type ProcessGuard } from "./process-guard";
-export { checkGenerating, type GenerationCheck } from "./check";
-export { commandHooks, parseServiceState } from "./service-hooks";
-export { measuredOutputs, VerifiedGenerationOutputsSchema, type VerifiedGenerationOutputs } from "./outputs";
+} from "./measurement/bench";
+export { capacity, type CapacityPlan } from "./measurement/capacity";
+export {
+  acceptanceFailure,
+  AcceptanceFloorSchema,
+  measureAcceptance,
+  parseSpecAcceptLength,
+  type AcceptanceMeasurement,
+} from "./readiness/acceptance";
+export { installProcessGuard, engineAddress, type ProcessGuard } from "./transport/process-guard";
+export { checkGenerating, type GenerationCheck } from "./readiness/check";
+export { commandHooks, parseServiceState } from "./readiness/service-hooks";
+export { measuredOutputs, VerifiedGenerationOutputsSchema, type VerifiedGenerationOutputs } from "./reports/outputs";
 export {
   BenchPlanSchema,
   VerifyPolicySchema,
@@ -35,30 +40,40 @@ export {
   type VerifyPolicy,
   type Workload,
 } from "./schema";
-export { baseUrl, EndpointError, type Endpoint } from "./http";
+export { baseUrl, EndpointError, type Endpoint } from "./transport/http";
 export {
   findKnee,
+  findRateSaturation,
+  judgeLevels,
   errorRate,
   gainPerDoubling,
   withinErrorBudget,
   type Knee,
   type KneeOptions,
   type LevelFigures,
-} from "./saturation";
-export { armTimeout, withTimeout, raceTimeout, TimeoutError, MAX_TIMER_SECONDS, type Timeout } from "./timers";
+} from "./measurement/saturation";
 export {
-  percentile,
-  answerStats,
+  armTimeout,
+  withTimeout,
+  raceTimeout,
+  TimeoutError,
+  MAX_TIMER_SECONDS,
+  type Timeout,
+} from "./transport/timers";
+export { percentile, answerStats, summarizeSingle, type SingleRequestSummary } from "./measurement/stats";
+export {
   summarizeLevel,
-  summarizeSingle,
+  summarizeSweepLevel,
+  levelName,
   type LevelSamples,
   type LevelSummary,
-  type SingleRequestSummary,
-} from "./stats";
-export type { RequestSample } from "./stream";
-export type { ProbeResult } from "./probe";
-export { runComparison, type CompareOptions, type CompareResult } from "./compare-run";
-export { JobSchema, SERVICE_NAMES, type ServiceName } from "./compare";
-export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./compare-outputs";
-export { WorkloadShapeSchema } from "./workload";
-export { SloSchema } from "./goodput";
+  type SweepLevel,
+} from "./measurement/levels";
+export { measureSweep, toHostTime, type HostClock } from "./measurement/load";
+export type { RequestSample } from "./measurement/stream";
+export type { ProbeResult } from "./readiness/probe";
+export { runComparison, type CompareOptions, type CompareResult } from "./measurement/compare-run";
+export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
+export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
+export { WorkloadShapeSchema } from "./measurement/workload";
+export { SloSchema } from "./measurement/goodput";

@@ -4,7 +4,9 @@
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
 import { z } from "zod";
-import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./timers";
+import { SloSchema } from "./measurement/goodput";
+import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
+import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
@@ -135,13 +137,42 @@ export const BenchPlanSchema = z
       .positive()
       .default(2048)
       .describe("max_tokens of each sweep request (the story's (docs/story.md) completions were about 2,000 tokens)."),
+    rate: z
+      .array(z.number().positive().max(10_000))
+      .nonempty()
+      .optional()
+      .describe(
+        "Open loop: request rates per second (host time) offered with Poisson arrivals, whatever the server's state, instead of the concurrency sweep. A rate the server keeps up with measures the offered load, not capacity; one where it falls behind (rateShortfall) is saturated.",
+      ),
     requestsPerConcurrency: z
       .number()
       .int()
       .positive()
       .default(2)
       .describe(
-        "Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back).",
+        "Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back). A rate level sends rate x 10 x this requests (ten seconds of arrivals per unit).",
+      ),
+    repeats: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .default(1)
+      .describe(
+        "Runs of each sweep level; with 2 or more, throughput and goodput carry a 95 % confidence interval over the runs.",
+      ),
+    mix: PromptMixSchema.optional().describe(
+      "Weights of the shipped prompt categories (chat, code, long-context) for the sweep; absent: the long-answer benchmark prompts.",
+    ),
+    thinking: WorkloadShapeSchema.shape.thinking,
+    slo: SloSchema.prefault({}).describe("Latency SLO of goodput (per level: tok/s of requests that met it)."),
+    rateShortfall: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.1)
+      .describe(
+        "Open loop: a rate level whose achieved rate (requests begun per second, by their first tokens) falls more than this fraction below the rate they were sent at is saturated.",
       ),
     ignoreEos: z
       .boolean()
@@ -149,11 +180,13 @@ export const BenchPlanSchema = z
       .describe("Send ignore_eos so every request generates exactly max_tokens, as benchmark harnesses do."),
     requestTimeoutSeconds: timerSeconds()
       .default(900)
-      .describe("Timeout of one benchmark request; a request that exceeds it counts as an error."),
+      .describe(
+        "Timeout of one benchmark request, in the host's own time (on a simulated host, simulated seconds); a request that exceeds it counts as an error.",
+      ),
     deadlineSeconds: timerSeconds()
       .default(7200)
       .describe(
-        "Overall deadline of the benchmark; levels not reached are skipped and the result is marked incomplete.",
+        "Overall deadline of the benchmark, wall-clock seconds; levels not reached are skipped and the result is marked incomplete.",
       ),
     errorBudget: z
       .number()
@@ -177,7 +210,7 @@ export const BenchPlanSchema = z
         "When set, the knee is also the last level before TTFT p95 crosses this bound: a level beyond it is not a usable operating point.",
       ),
   })
-  .describe("Benchmark run after readiness: warmup, single requests, concurrency sweep.");
+  .describe("Benchmark run after readiness: warmup, single requests, a concurrency sweep or request rates.");
 export type BenchPlan = z.infer<typeof BenchPlanSchema>;
 export type BenchPlanInput = z.input<typeof BenchPlanSchema>;
 

@@ -20,7 +20,7 @@ import { execOnHost } from "../host/exec";
 import { baselineOf, findDrift } from "./drift";
 import { ProbeError, probeHost } from "./probe";
 import { planRepairs, repairScriptPath, runRepairs } from "./repair";
-import { installProcessGuard } from "../../gate/process-guard";
+import { installProcessGuard } from "../../gate/transport/process-guard";
 import { projectRoot } from "../../project-files";
 import {
   type Baseline,
@@ -37,7 +37,7 @@ import {
 } from "./schema";
 
 // In the dynamic-provider host the engine started, this process must not outlive the engine (an
-// EPIPE loop after `kill -9` of pulumi, key folders left behind): gate/process-guard.ts.
+// EPIPE loop after `kill -9` of pulumi, key folders left behind): gate/transport/process-guard.ts.
 if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) installProcessGuard();
 
 /** What the program passes (pulumi.Input values resolved). */

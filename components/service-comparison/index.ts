@@ -6,7 +6,7 @@
  * workload and the policy: with none changed there is no diff, and nothing is measured again.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { ServiceComparisonOutputs } from "../../gate/compare-outputs";
+import type { ServiceComparisonOutputs } from "../../gate/reports/outputs";
 import { callTimeProvider } from "../call-time-provider";
 import type { ServiceKind } from "../services/schema";
 import { PROVIDER_VERSION, type ComparisonPlan } from "./provider";

@@ -5,7 +5,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
-import type { VerifiedGenerationOutputs } from "../../gate/outputs";
+import type { VerifiedGenerationOutputs } from "../../gate/reports/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { PROVIDER_VERSION } from "./provider";
 
@@ -30,6 +30,11 @@ export interface VerifiedGenerationArgs {
   benchPlan?: pulumi.Input<BenchPlan>;
   /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
   workload?: pulumi.Input<Workload>;
+  /**
+   * Simulated seconds per wall second of the server (absent: 1, real hardware): the benchmark's
+   * figures are in the host's own time, like the service comparison's (output `timeNote`).
+   */
+  timeScale?: number;
   /**
    * The active service's speculative decoding (EAGLE-3, DFlash): after readiness its acceptance is
    * measured, and below acceptanceFloor the resource fails, naming the draft model.
@@ -70,6 +75,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
   declare public readonly benchComplete: Out<"benchComplete">;
   declare public readonly capacity: Out<"capacity">;
+  declare public readonly timeNote: Out<"timeNote">;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
@@ -82,6 +88,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       verifyPolicy: args.verifyPolicy,
       benchPlan: args.benchPlan,
       workload: args.workload,
+      timeScale: args.timeScale,
       speculative: args.speculative,
       serviceStateCommand: args.serviceStateCommand,
       serviceLogsCommand: args.serviceLogsCommand,
@@ -102,6 +109,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       acceptanceLength: undefined,
       benchComplete: undefined,
       capacity: undefined,
+      timeNote: undefined,
     };
     super(
       callTimeProvider("dist/components/verified-generation/provider.js"),

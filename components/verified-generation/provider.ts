@@ -16,7 +16,7 @@ import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provid
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "3";
+export const PROVIDER_VERSION = "4";
 
 /** What defines the served thing: a change means a fresh verification and benchmark. */
 const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
@@ -38,6 +38,7 @@ const INPUT_KEY_LIST = [
   "serviceLogsCommand",
   "refreshTimeoutSeconds",
   "hostAccess",
+  "timeScale",
 ];
 export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
 
@@ -57,6 +58,8 @@ export interface VerifiedGenerationInputs {
   serviceStateCommand?: string[];
   serviceLogsCommand?: string[];
   refreshTimeoutSeconds?: number;
+  /** Simulated seconds per wall second of the server (absent: 1): the figures are in the host's own time. */
+  timeScale?: number;
   /**
    * For SSH hosts: the gate reaches the service through an SSH tunnel (the serving port is bound to
    * the host's loopback, or firewalled) and reads the unit's state and logs over the same connection.
@@ -210,39 +213,35 @@ async function verifyAndMeasure(
   say(`ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking`);
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
     signal,
-    onProgress: (e: {
-      kind: string;
-      stage?: string;
-      detail?: string;
-      summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };
-    }) => {
+    timeScale: input.timeScale ?? 1,
+    onProgress: (e) => {
       if (e.kind === "stage") say(`bench ${e.stage}: ${e.detail}`);
-      if (e.kind === "level" && e.summary)
+      if (e.kind === "level")
         say(
-          `concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
+          `${gate.levelName(e.summary)}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
         );
     },
   });
   if (signal.aborted)
     throw new Error(`the benchmark was ${String((signal.reason as Error)?.message ?? "interrupted")}`);
+  // A run the server did not survive publishes nothing; the reason is the diagnosis.
+  if (result.serverGone !== null)
+    throw new Error(`the benchmark stopped: ${result.serverGone}; no throughput or capacity plan is published`);
   // Failure is never capacity: a level over the error budget fails the create (no plan is published
   // from it, and the next `up` measures again) rather than leaving a plan beside a broken level.
   if (result.failedLevels.length > 0) {
-    const failed = result.sweep.filter((l: { withinErrorBudget: boolean }) => !l.withinErrorBudget);
-    const detail = failed
-      .map(
-        (l: { concurrency: number; errors: number; requests: number; errorExamples: string[] }) =>
-          `C=${l.concurrency}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`,
-      )
+    const detail = result.sweep
+      .filter((l) => !l.withinErrorBudget)
+      .map((l) => `${gate.levelName(l)}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`)
       .join("; ");
     throw new Error(
       `the benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}; no throughput or capacity plan is published from a failing server (raise benchmark.errorBudget only if these errors are expected)`,
     );
   }
   if (!(result.sustainedOutputTokensPerSecond > 0)) {
-    const examples = result.sweep.flatMap((l: { errorExamples: string[] }) => l.errorExamples).slice(0, 3);
+    const examples = result.sweep.flatMap((l) => l.errorExamples).slice(0, 3);
     throw new Error(
-      `the benchmark measured no throughput after the gate passed (complete: ${result.complete}); errors: ${examples.join(" | ") || "none"}`,
+      `the benchmark measured no throughput after the gate passed (complete: ${result.complete}; ${result.saturationVerdict}); errors: ${examples.join(" | ") || "none"}`,
     );
   }
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});

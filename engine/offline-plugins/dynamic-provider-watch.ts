@@ -9,7 +9,7 @@ const GUARD = Symbol.for("gpuhost.processGuard");
 // Loaded once the host's main module runs, not during the preload: a module first loaded in a preload
 // keeps `require.main` undefined for good, and the guard finds the host's grpc-js through it.
 setImmediate(() => {
-  void import("../../gate/process-guard").then(({ watchEngine }) =>
+  void import("../../gate/transport/process-guard").then(({ watchEngine }) =>
     watchEngine({}, (why) => {
       if ((globalThis as unknown as Record<symbol, unknown>)[GUARD] !== undefined) return;
       process.stderr.write(`pulumi-resource-pulumi-nodejs: ${why}; stopping\n`);

@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { execOnHost } from "../../components/host/exec";
-import { ServiceComparisonOutputsSchema } from "../../gate/compare-outputs";
+import { ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
 import { freeLocalPort } from "../../ports";
 import { projectRoot } from "../../project-files";
 import { createTestStack, type TestStack } from "../support/stack";

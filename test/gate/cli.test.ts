@@ -3,13 +3,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { BenchResult } from "../../gate/bench";
-import type { CapacityPlan } from "../../gate/capacity";
+import type { BenchResult } from "../../gate/measurement/bench";
+import type { CapacityPlan } from "../../gate/measurement/capacity";
 import { benchMain } from "../../cli/bench";
 import { planMain } from "../../cli/plan";
 import { verifyMain } from "../../cli/verify";
 import { compareMain } from "../../cli/compare";
-import type { VerifyResult } from "../../gate/verify";
+import type { VerifyResult } from "../../gate/readiness/verify";
 import { benchArgv, io } from "./cli-fixture";
 import { startSim, type SimHandle } from "./sim-fixture";
 

@@ -1,13 +1,13 @@
 /**
- * The comparison's stack outputs (gate/compare-outputs.ts) from hand-made sweeps: the per-service
+ * The comparison's stack outputs (gate/reports/outputs.ts) from hand-made sweeps: the per-service
  * table, knee, crossover and plan land under their documented names, parse with the typed schema,
  * and the active service is the one the run left active.
  */
 import { describe, expect, it } from "vitest";
-import { compareServices } from "../../gate/compare";
-import { comparisonOutputs, ServiceComparisonOutputsSchema } from "../../gate/compare-outputs";
-import type { CompareResult } from "../../gate/compare-run";
-import type { SweepLevel } from "../../gate/sweep";
+import { compareServices } from "../../gate/measurement/compare";
+import { comparisonOutputs, ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
+import type { CompareResult } from "../../gate/measurement/compare-run";
+import type { SweepLevel } from "../../gate/measurement/levels";
 
 const level = (l: number, tokps: number, accept: number | null = null): SweepLevel =>
   ({

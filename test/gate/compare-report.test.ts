@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { benchChart } from "../../gate/chart";
-import { compareServices } from "../../gate/compare";
-import { compareChart } from "../../gate/compare-chart";
-import { compareCsv, compareText } from "../../gate/compare-report";
-import type { CompareResult } from "../../gate/compare-run";
-import type { SweepLevel } from "../../gate/sweep";
+import { benchChart } from "../../gate/reports/chart";
+import { compareServices } from "../../gate/measurement/compare";
+import { compareChart } from "../../gate/reports/chart";
+import { compareCsv } from "../../gate/reports/csv";
+import { compareText } from "../../gate/reports/compare-report";
+import type { CompareResult } from "../../gate/measurement/compare-run";
+import type { SweepLevel } from "../../gate/measurement/levels";
 
 const level = (l: number, tokps: number, ttft: number): SweepLevel =>
   ({

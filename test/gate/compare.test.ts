@@ -9,12 +9,12 @@ import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { sglangArgv, serverArgsFor } from "../../components/services/launch-args";
 import { ServicesSchema, type ServiceKind } from "../../components/services/schema";
-import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/acceptance";
-import { compareServices, crossover, planService, type ServiceName } from "../../gate/compare";
-import { runComparison, type CompareOptions } from "../../gate/compare-run";
-import { SloSchema } from "../../gate/goodput";
-import type { SweepLevel } from "../../gate/sweep";
-import { WorkloadShapeSchema } from "../../gate/workload";
+import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/readiness/acceptance";
+import { compareServices, crossover, planService, type ServiceName } from "../../gate/measurement/compare";
+import { runComparison, type CompareOptions } from "../../gate/measurement/compare-run";
+import { SloSchema } from "../../gate/measurement/goodput";
+import type { SweepLevel } from "../../gate/measurement/levels";
+import { WorkloadShapeSchema } from "../../gate/measurement/workload";
 import { SwitchableSimHost } from "../../simulator/switchable";
 import { stackConfig } from "../config/stacks";
 import { derivedProfile } from "../simulator/helpers";
@@ -24,7 +24,7 @@ import { acceptLength } from "../../simulator/speculative";
 import { profileFor } from "../../simulator/sglang";
 import { parseSglangArgs } from "../../simulator/sglang-args";
 import { classifyContent, countTextTokens } from "../../simulator/text";
-import { CHAT_PROMPTS } from "../../gate/prompts";
+import { CHAT_PROMPTS } from "../../gate/measurement/prompts";
 
 const level = (l: number, tokps: number, goodput = tokps): SweepLevel =>
   ({
@@ -124,7 +124,7 @@ function trueCrossover(profile: string): number {
     if (theoreticalLevel(spec, c).aggregateTokensPerSecond < theoreticalLevel(ar, c).aggregateTokensPerSecond) return c;
   return Infinity;
 }
-/** Tokens per verify step of gate/acceptance.ts's one request alone (its first token comes from prefill). */
+/** Tokens per verify step of gate/readiness/acceptance.ts's one request alone (its first token comes from prefill). */
 function aloneAcceptance(kind: "eagle3" | "dflash"): number {
   const argv = sglangArgv(serverArgsFor(kind, { ...story, port: 1 }, { apiKey: false })).map(String);
   const spec = profileFor(parseSglangArgs(argv), { GPUHOST_SIM_PROFILE: FAST_LOAD }).profile.speculative!;

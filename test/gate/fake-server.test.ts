@@ -6,8 +6,8 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { bench, verify } from "../../gate/index";
-import { makeAgent } from "../../gate/http";
-import { streamChat } from "../../gate/stream";
+import { makeAgent } from "../../gate/transport/http";
+import { streamChat } from "../../gate/measurement/stream";
 
 type Handler = (req: http.IncomingMessage, body: string, res: http.ServerResponse) => void;
 let server: http.Server | null = null;

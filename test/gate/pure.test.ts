@@ -13,8 +13,8 @@ import {
   WorkloadSchema,
   type RequestSample,
 } from "../../gate/index";
-import { SseParser } from "../../gate/sse";
-import { benchChart } from "../../gate/chart";
+import { SseParser } from "../../gate/transport/sse";
+import { benchChart } from "../../gate/reports/chart";
 
 function feed(chunks: Buffer[]): string[] {
   const out: string[] = [];

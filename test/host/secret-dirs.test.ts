@@ -13,7 +13,7 @@ const repo = path.resolve(__dirname, "../..");
 function child(mode: "wait" | "exit"): Promise<{ dir: string; exited: Promise<number | null>; kill: () => void }> {
   const code = `
     const { secretTempDir } = require(${JSON.stringify(path.join(repo, "components/host/secret-dirs.ts"))});
-    const { installProcessGuard } = require(${JSON.stringify(path.join(repo, "gate/process-guard.ts"))});
+    const { installProcessGuard } = require(${JSON.stringify(path.join(repo, "gate/transport/process-guard.ts"))});
     installProcessGuard();
     const s = secretTempDir("gpuhost-ssh-test-");
     require("fs").writeFileSync(s.dir + "/id_target", "PRIVATE KEY", { mode: 0o600 });

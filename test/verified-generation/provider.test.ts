@@ -8,7 +8,7 @@ import { appendFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { VerifiedGenerationOutputsSchema } from "../../gate/outputs";
+import { VerifiedGenerationOutputsSchema } from "../../gate/reports/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
 import { tinyVariant } from "../gate/sim-fixture";

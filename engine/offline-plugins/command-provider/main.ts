@@ -4,7 +4,7 @@
  * server speaks the gRPC ResourceProvider protocol and prints the port the engine connects to.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { engineAddress, hookEngineCancel, watchEngine } from "../../../gate/process-guard";
+import { engineAddress, hookEngineCancel, watchEngine } from "../../../gate/transport/process-guard";
 import { connectEngine } from "./log";
 import { killRunningCommands, provider } from "./provider";
 

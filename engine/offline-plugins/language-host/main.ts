@@ -18,7 +18,7 @@ import * as grpc from "@grpc/grpc-js";
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { watchEngine } from "../../../gate/process-guard";
+import { watchEngine } from "../../../gate/transport/process-guard";
 
 // The generated stubs and their declarations ship with @pulumi/pulumi (proto/*_pb.js and .d.ts).
 import * as langrpc from "@pulumi/pulumi/proto/language_grpc_pb";

@@ -2,7 +2,6 @@
  * Summaries computed from raw samples (the benchmark keeps both, so either can be checked).
  * Pure functions: no clock, no network.
  */
-import { errorRate, withinErrorBudget } from "./saturation";
 import type { RequestSample } from "./stream";
 
 /** Linear interpolation between closest ranks (numpy's default), on an ascending array. */
@@ -75,6 +74,12 @@ export interface AnswerStats {
   /** completionTokens - reasoningTokens, when reasoning is reported. */
   answerTokens: number | null;
   answerlessRequests: number;
+  /**
+   * Successful requests cut short: finish_reason "length" before the max_tokens they asked for (the
+   * context limit stopped them). Their tokens count as produced; the report says the level did not
+   * get the length it asked for.
+   */
+  truncatedRequests: number;
 }
 
 export function answerStats(samples: RequestSample[]): AnswerStats {
@@ -86,6 +91,7 @@ export function answerStats(samples: RequestSample[]): AnswerStats {
     reasoningTokens,
     answerTokens: reasoningTokens === null ? null : completionTokens - reasoningTokens,
     answerlessRequests: ok.filter((s) => s.answerChunks === 0).length,
+    truncatedRequests: ok.filter((s) => s.finishReason === "length" && s.completionTokens < s.maxTokens).length,
   };
 }
 
@@ -114,54 +120,6 @@ export function summarizeSingle(maxTokens: number, samples: RequestSample[]): Si
     decodeTokensPerSecond: decodeTime > 0 ? decodeTokens / decodeTime : null,
     ...answerStats(samples),
     ...latencyStats(samples),
-  };
-}
-
-export interface LevelSamples {
-  concurrency: number;
-  /** Seconds from the run's start to the level's first request and to its last request's end. */
-  startedAtSeconds: number;
-  finishedAtSeconds: number;
-  /** Acceptance length read from the server right after the level (speculative services). */
-  acceptanceLength: number | null;
-  requests: RequestSample[];
-}
-
-export interface LevelSummary extends LatencyStats, AnswerStats {
-  concurrency: number;
-  requests: number;
-  errors: number;
-  /** errors / requests. */
-  errorRate: number;
-  /** False when the error rate exceeds the plan's error budget: the level then counts for nothing. */
-  withinErrorBudget: boolean;
-  /** The first few distinct errors, for the report. */
-  errorExamples: string[];
-  durationSeconds: number;
-  /** Aggregate: usage completion tokens of successful requests over the level's wall time. */
-  outputTokensPerSecond: number;
-  requestsPerSecond: number;
-  acceptanceLength: number | null;
-}
-
-export function summarizeLevel(level: LevelSamples, errorBudget: number): LevelSummary {
-  const ok = level.requests.filter((s) => s.error === null);
-  const duration = Math.max(0, level.finishedAtSeconds - level.startedAtSeconds);
-  const tokens = ok.reduce((a, s) => a + s.completionTokens, 0);
-  const examples = [...new Set(level.requests.flatMap((s) => (s.error === null ? [] : [s.error])))].slice(0, 3);
-  const counts = { requests: level.requests.length, errors: level.requests.length - ok.length };
-  return {
-    concurrency: level.concurrency,
-    ...counts,
-    errorRate: errorRate(counts),
-    withinErrorBudget: withinErrorBudget(counts, errorBudget),
-    errorExamples: examples,
-    durationSeconds: duration,
-    outputTokensPerSecond: duration > 0 ? tokens / duration : 0,
-    requestsPerSecond: duration > 0 ? ok.length / duration : 0,
-    acceptanceLength: level.acceptanceLength,
-    ...answerStats(level.requests),
-    ...latencyStats(level.requests),
   };
 }
 

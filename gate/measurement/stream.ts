@@ -5,10 +5,10 @@
  * chunk. A failure becomes the sample's error and never throws.
  */
 import { request, type Dispatcher } from "undici";
-import { describeError, headers, truncate } from "./http";
-import { reasoningTokensOf } from "./probe";
-import { SseParser } from "./sse";
-import type { ChatCompletionChunk, Usage } from "./wire";
+import { describeError, headers, truncate } from "../transport/http";
+import { reasoningTokensOf } from "../readiness/probe";
+import { SseParser } from "../transport/sse";
+import type { ChatCompletionChunk, Usage } from "../transport/wire";
 
 /** The raw measurement of one request. Summaries are computed from these, never the other way round. */
 export interface RequestSample {

@@ -9,10 +9,11 @@
  * internal_states[0].avg_spec_accept_length.
  */
 import { z } from "zod";
-import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "./http";
-import { withTimeout } from "./timers";
-import { CHAT_PROMPTS } from "./prompts";
-import type { GenerateReply, ServerInfo } from "./wire";
+import type { Agent } from "undici";
+import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
+import { withTimeout } from "../transport/timers";
+import { CHAT_PROMPTS } from "../measurement/prompts";
+import type { GenerateReply, ServerInfo } from "../transport/wire";
 
 export const AcceptanceFloorSchema = z
   .number()
@@ -107,4 +108,57 @@ export function acceptanceFailure(
     return `could not measure speculative acceptance of the ${name}: ${m.error ?? "the server reported no spec_verify_ct and no avg_spec_accept_length"}`;
   if (value >= floor) return null;
   return `speculative acceptance ${value.toFixed(2)} tokens per verify step is below the floor ${floor} for the ${name}: speculation this poor is slower than autoregressive decoding; check that the draft matches the served model`;
+}
+
+/**
+ * SGLang reports speculative acceptance in /get_server_info (internal_states[0].avg_spec_accept_length)
+ * and, with --enable-metrics, as the gauge sglang:spec_accept_length. Null for autoregressive services.
+ */
+export async function readAcceptanceLength(
+  agent: Agent,
+  base: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+): Promise<number | null> {
+  if (signal.aborted) return null;
+  try {
+    const info = await withTimeout(
+      [signal],
+      5_000,
+      () => "no answer within 5 s",
+      (s) => fetchText(agent, `${base}/get_server_info`, { apiKey, signal: s }),
+    );
+    if (info.status === 200) {
+      const value = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
+      if (typeof value === "number" && Number.isFinite(value)) return value;
+    }
+  } catch {
+    // Older servers lack /get_server_info; fall through to /metrics.
+  }
+  try {
+    const metrics = await withTimeout(
+      [signal],
+      5_000,
+      () => "no answer within 5 s",
+      (s) => fetchText(agent, `${base}/metrics`, { apiKey, signal: s }),
+    );
+    if (metrics.status === 200) return parseSpecAcceptLength(metrics.text);
+  } catch {
+    // Metrics are optional (--enable-metrics); absence means "not speculative or not reported".
+  }
+  return null;
+}
+
+/** The value of sglang:spec_accept_length in Prometheus text (the first series, labels ignored). */
+export function parseSpecAcceptLength(text: string): number | null {
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("sglang:spec_accept_length")) continue;
+    const rest = line.slice("sglang:spec_accept_length".length);
+    if (rest.length > 0 && rest[0] !== "{" && rest[0] !== " ") continue;
+    // `name{labels} value [timestamp]`: the value is the first field after the labels.
+    const afterLabels = rest.startsWith("{") ? rest.slice(rest.indexOf("}") + 1) : rest;
+    const value = Number(afterLabels.trim().split(/\s+/)[0]);
+    if (Number.isFinite(value)) return value;
+  }
+  return null;
 }

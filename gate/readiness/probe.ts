@@ -6,11 +6,11 @@
  * the gate's generate and stability phases and by the provider's cheap read.
  */
 import { request, type Dispatcher } from "undici";
-import { describeError, errorKind, fatalNetworkError, headers, truncate } from "./http";
-import type { VerifyPolicy } from "./schema";
-import { SseParser } from "./sse";
-import { armTimeout } from "./timers";
-import type { ChatCompletion, ChatCompletionChunk, Usage } from "./wire";
+import { describeError, errorKind, fatalNetworkError, headers, truncate } from "../transport/http";
+import type { VerifyPolicy } from "../schema";
+import { SseParser } from "../transport/sse";
+import { armTimeout } from "../transport/timers";
+import type { ChatCompletion, ChatCompletionChunk, Usage } from "../transport/wire";
 
 export interface ProbeResult {
   /** usage.completion_tokens when the response ran to its end (the probe stops early otherwise). */

@@ -6,9 +6,9 @@
  */
 import { z } from "zod";
 import { SECONDS_PER_DAY } from "./capacity";
-import { findKnee, type Knee } from "./saturation";
-import { BenchPlanSchema } from "./schema";
-import type { SweepLevel } from "./sweep";
+import { BenchPlanSchema } from "../schema";
+import { levelPhrase, type SweepLevel } from "./levels";
+import { judgeLevels, type Knee, type KneeOptions } from "./saturation";
 
 export const SERVICE_NAMES = ["autoregressive", "eagle3", "dflash"] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
@@ -50,7 +50,9 @@ export interface ServiceMeasurement {
 
 export interface ServicePlan {
   service: ServiceName;
-  /** The sustained figure (gate/saturation.ts: the knee's, or the last counted level's), and where. */
+  /** closed: levels are concurrencies; open: offered request rates. */
+  mode: "closed" | "open";
+  /** The sustained figure (gate/measurement/saturation.ts: the knee's, or the last counted level's), and where. */
   sustainedOutputTokensPerSecond: number;
   atLevel: number | null;
   /** Where the sweep saturates, by the gate's one knee definition (closed loop only). */
@@ -73,6 +75,8 @@ export interface Crossover {
 
 export interface Comparison {
   job: Job;
+  /** closed: levels are concurrencies; open: offered request rates. */
+  mode: "closed" | "open";
   plans: ServicePlan[];
   crossovers: Crossover[];
   recommended: ServiceName;
@@ -106,31 +110,42 @@ export function crossover(ar: SweepLevel[], spec: SweepLevel[], service: Service
   return { service, firstLevelNotBetter: null, estimatedLevel: null, winsAtLowest };
 }
 
-const KNEE = { errorBudget: BenchPlanSchema.parse({}).errorBudget, minGain: BenchPlanSchema.parse({}).kneeMinGain };
+const DEFAULT_PLAN = BenchPlanSchema.parse({});
+/** The schema's knee settings: a caller without a stack (tests, defaults) judges with these. */
+export const DEFAULT_KNEE: KneeOptions = {
+  errorBudget: DEFAULT_PLAN.errorBudget,
+  minGain: DEFAULT_PLAN.kneeMinGain,
+  maxTtftP95Seconds: DEFAULT_PLAN.kneeMaxTtftP95Seconds,
+};
 
-export function planService(m: ServiceMeasurement, job: Job): ServicePlan {
-  // Failure is never capacity: levels over the error budget count for nothing (saturation.ts).
-  const closed = m.sweep.length > 0 && m.sweep.every((l) => l.mode === "closed");
-  const knee = closed
-    ? findKnee(
-        m.sweep.map((l) => ({
-          concurrency: l.level,
-          requests: l.requests,
-          errors: l.errors,
-          outputTokensPerSecond: mean(l),
-          ttftP95Seconds: l.ttftP95Seconds,
-        })),
-        KNEE,
-      )
-    : null;
-  let best: SweepLevel | null = null;
-  for (const l of m.sweep) if (!best || mean(l) > mean(best)) best = l;
-  const rate = knee ? knee.sustainedOutputTokensPerSecond : best ? mean(best) : 0;
-  const at = knee ? knee.sustainedConcurrency : (best?.level ?? null);
+export function planService(m: ServiceMeasurement, job: Job, judgement: KneeOptions = DEFAULT_KNEE): ServicePlan {
+  // Failure is never capacity: levels over the error budget count for nothing, and a rate level the
+  // server kept up with measured the offered load, not the server (saturation.ts).
+  const mode = m.sweep.length > 0 && m.sweep.every((l) => l.mode === "open") ? "open" : "closed";
+  const knee =
+    m.sweep.length > 0
+      ? judgeLevels(
+          m.sweep.map((l) => ({
+            mode: l.mode,
+            level: l.level,
+            requests: l.requests,
+            errors: l.errors,
+            outputTokensPerSecond: mean(l),
+            ttftP95Seconds: l.ttftP95Seconds,
+            achievedRequestsPerSecond: l.achievedRequestsPerSecond ?? null,
+            keptUp: l.keptUp ?? null,
+            answerlessRequests: l.answerlessRequests,
+          })),
+          judgement,
+        )
+      : null;
+  const rate = knee ? knee.sustainedOutputTokensPerSecond : 0;
+  const at = knee ? knee.sustainedLevel : null;
   const total = job.completions * job.outputTokensPerCompletion;
   const days = rate > 0 ? total / (rate * SECONDS_PER_DAY) : null;
   return {
     service: m.service,
+    mode,
     sustainedOutputTokensPerSecond: rate,
     atLevel: at,
     knee,
@@ -142,10 +157,14 @@ export function planService(m: ServiceMeasurement, job: Job): ServicePlan {
   };
 }
 
-export function compareServices(measurements: ServiceMeasurement[], jobInput: JobInput = {}): Comparison {
+export function compareServices(
+  measurements: ServiceMeasurement[],
+  jobInput: JobInput = {},
+  judgement: KneeOptions = DEFAULT_KNEE,
+): Comparison {
   const job = JobSchema.parse(jobInput);
   if (measurements.length === 0) throw new Error("nothing to compare: no service was measured");
-  const plans = measurements.map((m) => planService(m, job));
+  const plans = measurements.map((m) => planService(m, job, judgement));
   const ar = measurements.find((m) => m.service === "autoregressive");
   const crossovers = ar
     ? measurements.filter((m) => m.service !== "autoregressive").map((m) => crossover(ar.sweep, m.sweep, m.service))
@@ -158,6 +177,7 @@ export function compareServices(measurements: ServiceMeasurement[], jobInput: Jo
   const margin = second && score(second) > 0 ? score(winner) / score(second) - 1 : null;
   return {
     job,
+    mode: plans.every((p) => p.mode === "open") ? "open" : "closed",
     plans,
     crossovers,
     recommended: winner.service,
@@ -183,13 +203,15 @@ export function recommendationSentence(
     .filter((c) => c.estimatedLevel !== null)
     .map(
       (c) =>
-        `${SERVICE_LABEL[c.service]} stops beating autoregressive near ${Math.round(c.estimatedLevel!)} concurrent`,
+        `${SERVICE_LABEL[c.service]} stops beating autoregressive near ${levelPhrase(winner.mode, Math.round(c.estimatedLevel!))}`,
     );
+  if (job.purpose === "batch" && !(winner.sustainedOutputTokensPerSecond > 0))
+    return `Run ${name}: no capacity was measured, so this ranks nothing: ${winner.knee?.verdict ?? "no level ran"}.`;
   const than =
     second && margin !== null ? `, ${(margin * 100).toFixed(0)} % more than ${SERVICE_LABEL[second.service]}` : "";
   const why =
     job.purpose === "batch"
-      ? `it finishes ${fmt(job.completions)} x ${fmt(job.outputTokensPerCompletion)} tokens soonest, sustaining ${fmt(winner.sustainedOutputTokensPerSecond)} tok/s at ${winner.atLevel} concurrent${than} (${winner.daysOnOneHost?.toFixed(1) ?? "n/a"} days on one host)`
+      ? `it finishes ${fmt(job.completions)} x ${fmt(job.outputTokensPerCompletion)} tokens soonest, sustaining ${fmt(winner.sustainedOutputTokensPerSecond)} tok/s at ${levelPhrase(winner.mode, winner.atLevel ?? "n/a")}${than} (${winner.daysOnOneHost?.toFixed(1) ?? "n/a"} days on one host)`
       : `it has the highest goodput under the SLO, ${fmt(winner.bestGoodputTokensPerSecond)} tok/s${than}`;
   return `Run ${name}: ${why}${fades.length ? `; ${fades.join(", ")}` : ""}.`;
 }

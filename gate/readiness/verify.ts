@@ -15,11 +15,11 @@ import {
   tcpConnect,
   truncate,
   type Endpoint,
-} from "./http";
+} from "../transport/http";
 import { probeGeneration, type ProbeResult } from "./probe";
-import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "./schema";
-import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "./timers";
-import type { ModelList } from "./wire";
+import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "../schema";
+import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "../transport/timers";
+import type { ModelList } from "../transport/wire";
 
 export type GatePhase = "connect" | "models" | "generate" | "stability" | "ready";
 

@@ -6,7 +6,7 @@
  * arrivals at a request rate, whatever the server's state).
  */
 import { z } from "zod";
-import { drawLength, seededRandom } from "../seeded-draws";
+import { drawLength, seededRandom } from "../../seeded-draws";
 import { PROMPT_CATEGORIES, shippedPrompt, type PromptCategory } from "./prompts";
 
 const lengthDistribution = z
@@ -32,18 +32,26 @@ const lengthDistribution = z
   .describe("a token count drawn per request (seeded): fixed, uniform min..max, or lognormal median/sigma clamped");
 export type LengthDistribution = z.infer<typeof lengthDistribution>;
 
+export const PromptMixSchema = z
+  .object({
+    chat: z.number().nonnegative().optional().describe("Weight of chat prompts."),
+    code: z.number().nonnegative().optional().describe("Weight of coding prompts."),
+    "long-context": z
+      .number()
+      .nonnegative()
+      .optional()
+      .describe(
+        "Weight of long-context prompts (a comparison sets their length with longContextTokens; bench sends 16,384 tokens).",
+      ),
+  })
+  .strict()
+  .refine((m) => Object.values(m).some((w) => w > 0), { message: "at least one category needs a weight > 0" })
+  .describe("Weights of the shipped prompt categories: chat, code, long-context.");
+export type PromptMix = z.infer<typeof PromptMixSchema>;
+
 export const WorkloadShapeSchema = z
   .object({
-    mix: z
-      .object({
-        chat: z.number().nonnegative().optional(),
-        code: z.number().nonnegative().optional(),
-        "long-context": z.number().nonnegative().optional(),
-      })
-      .strict()
-      .default({ chat: 1, code: 1 })
-      .refine((m) => Object.values(m).some((w) => w > 0), { message: "at least one category needs a weight > 0" })
-      .describe("Weights of the shipped prompt categories: chat, code, long-context."),
+    mix: PromptMixSchema.default({ chat: 1, code: 1 }),
     outputTokens: lengthDistribution
       .default({ distribution: "fixed", tokens: 2048 })
       .describe("max_tokens of each request (with ignoreEos, exactly the tokens generated)."),

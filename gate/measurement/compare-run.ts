@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { acceptanceFailure, measureAcceptance } from "./acceptance";
+import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
 import {
   compareServices,
   SERVICE_LABEL,
@@ -20,10 +20,11 @@ import {
   type ServiceName,
 } from "./compare";
 import type { Slo } from "./goodput";
-import type { Endpoint } from "./http";
-import type { VerifyPolicyInput } from "./schema";
-import { sweep, type SweepLevel } from "./sweep";
-import { verify } from "./verify";
+import type { Endpoint } from "../transport/http";
+import { BenchPlanSchema, type BenchPlan, type VerifyPolicyInput } from "../schema";
+import { levelName, type SweepLevel } from "./levels";
+import { measureSweep } from "./load";
+import { verify } from "../readiness/verify";
 import type { WorkloadShape } from "./workload";
 
 export interface CompareHooks {
@@ -54,6 +55,25 @@ export interface CompareOptions {
   restore: ServiceName;
   /** JSON file of earlier measurements; absent: always measure. */
   cacheFile?: string;
+  /**
+   * The stack's (or the command line's) benchmark settings that judge the levels: the error budget,
+   * the knee, the open-loop shortfall. Absent: the schema's defaults (gate/schema.ts).
+   */
+  judgement?: Judgement;
+}
+
+/** What judges a level and a sweep: the same settings as VerifiedGeneration's benchmark. */
+export type Judgement = Pick<BenchPlan, "errorBudget" | "kneeMinGain" | "kneeMaxTtftP95Seconds" | "rateShortfall">;
+
+function judgementOf(opts: CompareOptions): Judgement {
+  const d = BenchPlanSchema.parse({});
+  const j = opts.judgement;
+  return {
+    errorBudget: j?.errorBudget ?? d.errorBudget,
+    kneeMinGain: j?.kneeMinGain ?? d.kneeMinGain,
+    kneeMaxTtftP95Seconds: j?.kneeMaxTtftP95Seconds ?? d.kneeMaxTtftP95Seconds,
+    rateShortfall: j?.rateShortfall ?? d.rateShortfall,
+  };
 }
 
 export interface ServiceOutcome {
@@ -87,9 +107,17 @@ function readCache(file: string | undefined): Cache {
 
 function measurementKey(opts: CompareOptions, identity: string): string {
   const { shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor } = opts;
-  const what = { identity, shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor };
+  // The judgement too: each cached level carries its verdicts (within the budget, kept up).
+  const judgement = judgementOf(opts);
+  const what = { identity, shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor, judgement };
   return createHash("sha256").update(JSON.stringify(what)).digest("hex");
 }
+
+const knee = (j: Judgement) => ({
+  errorBudget: j.errorBudget,
+  minGain: j.kneeMinGain,
+  maxTtftP95Seconds: j.kneeMaxTtftP95Seconds,
+});
 
 export async function runComparison(opts: CompareOptions, hooks: CompareHooks): Promise<CompareResult> {
   const say = hooks.onProgress ?? (() => undefined);
@@ -123,6 +151,7 @@ export async function runComparison(opts: CompareOptions, hooks: CompareHooks): 
             acceptanceLength: o.acceptanceLength,
           })),
           opts.job,
+          knee(judgementOf(opts)),
         )
       : null;
   const wanted = opts.auto && comparison ? comparison.recommended : opts.restore;
@@ -162,20 +191,35 @@ async function measureService(
       return out;
     }
   }
-  out.sweep = await sweep(opts.endpoint, ready.model, {
+  const judgement = judgementOf(opts);
+  const measured = await measureSweep(opts.endpoint, ready.model, {
     shape: opts.shape,
-    slo: opts.slo,
     levels: opts.levels,
     requestsPerLevel: opts.requestsPerLevel,
     repeats: opts.repeats,
     requestTimeoutSeconds: opts.requestTimeoutSeconds,
     timeScale: opts.timeScale,
-    onLevel: (l) =>
-      say(
-        `${SERVICE_LABEL[service]}: ${l.mode === "closed" ? "concurrency" : "rate"} ${l.level}: ${l.throughput.mean.toFixed(1)} tok/s` +
-          `${l.throughput.halfWidth !== null ? ` ± ${l.throughput.halfWidth.toFixed(1)}` : ""}, goodput ${l.goodput.mean.toFixed(1)}, TTFT p95 ${l.ttftP95Seconds?.toFixed(2) ?? "n/a"} s` +
-          `${l.acceptanceLength !== null ? `, accept ${l.acceptanceLength.toFixed(2)}` : ""}`,
-      ),
+    judgement: { errorBudget: judgement.errorBudget, rateShortfall: judgement.rateShortfall, slo: opts.slo },
+    onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
+  out.sweep = measured.sweep;
+  // No figure from a run the server did not survive: the service is out of the comparison.
+  if (measured.serverGone !== null) {
+    out.failure = measured.serverGone;
+    say(`${SERVICE_LABEL[service]}: ${out.failure}`);
+  }
   return out;
+}
+
+/** One line per level as it ends: throughput, goodput, TTFT, acceptance, and what it counts for. */
+function levelLine(l: SweepLevel): string {
+  const name = l.mode === "closed" ? `concurrency ${l.level}` : levelName(l);
+  const ci = l.throughput.halfWidth !== null ? ` ± ${l.throughput.halfWidth.toFixed(1)}` : "";
+  const accept = l.acceptanceLength !== null ? `, accept ${l.acceptanceLength.toFixed(2)}` : "";
+  const rate =
+    l.mode === "open"
+      ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s${l.keptUp === false ? " (saturated)" : ""}`
+      : "";
+  const failed = l.withinErrorBudget ? "" : `, FAILED: ${l.errors}/${l.requests} errors over the budget`;
+  return `${name}: ${l.throughput.mean.toFixed(1)} tok/s${ci}, goodput ${l.goodput.mean.toFixed(1)}, TTFT p95 ${l.ttftP95Seconds?.toFixed(2) ?? "n/a"} s${accept}${rate}${failed}`;
 }

@@ -2,10 +2,10 @@
  * The cheap re-check behind a refresh: one tiny chat completion, bounded by its own timeout.
  * Its reason is short and stable (no timings), so an unchanged host never shows as drift.
  */
-import { baseUrl, makeAgent, type Endpoint } from "./http";
+import { baseUrl, makeAgent, type Endpoint } from "../transport/http";
 import { probeGeneration } from "./probe";
-import { VerifyPolicySchema, type VerifyPolicyInput } from "./schema";
-import { withTimeout } from "./timers";
+import { VerifyPolicySchema, type VerifyPolicyInput } from "../schema";
+import { withTimeout } from "../transport/timers";
 
 export interface GenerationCheck {
   generating: boolean;

@@ -1,21 +1,17 @@
 /**
  * A comparison as a person reads it: the per-service table, the crossovers, the recommendation and
- * the capacity plan per service, as text; the same levels as CSV (one row per service and level);
- * and a JSON document without the raw samples (they stay in the cache file).
+ * the capacity plan per service, as text; and a JSON document without the raw samples (they stay
+ * in the cache file). The CSV is csv.ts's, the chart chart.ts's.
  */
-import { SERVICE_LABEL, type Comparison } from "./compare";
-import type { CompareResult, ServiceOutcome } from "./compare-run";
+import { SERVICE_LABEL, type Comparison } from "../measurement/compare";
+import type { CompareResult } from "../measurement/compare-run";
+import { levelPhrase } from "../measurement/levels";
+import { timeNote } from "./outputs";
 
 const sec = (v: number | null | undefined) =>
   v === null || v === undefined ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`;
 const num = (v: number, digits = 0) =>
   v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
-
-export function timeNote(timeScale: number): string {
-  return timeScale === 1
-    ? "Figures are wall-clock measurements of the host."
-    : `Figures are in the simulated host's own time: measured on the wall clock at time scale ${timeScale}, durations multiplied and rates divided by ${timeScale}.`;
-}
 
 export function compareText(r: CompareResult): string {
   const lines: string[] = [timeNote(r.timeScale), ""];
@@ -28,13 +24,20 @@ export function compareText(r: CompareResult): string {
       lines.push(`  left out: ${o.failure}`, "");
       continue;
     }
+    if (o.sweep.some((l) => l.mode === "open"))
+      lines.push("  (levels are request rates offered per second; achieved: requests the server began per second)");
     lines.push(
       "  level   tok/s (95% CI)        goodput   TTFT p95   TTFA p95   ITL p50/tok  E2E p50    accept  errors",
     );
     for (const l of o.sweep) {
       const ci = l.throughput.halfWidth === null ? "" : ` ± ${num(l.throughput.halfWidth)}`;
+      const budget = l.withinErrorBudget === false ? " FAILED (error budget)" : "";
+      const behind =
+        l.mode === "open"
+          ? ` achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : ""}`
+          : "";
       lines.push(
-        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.ttfaP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}`,
+        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.ttfaP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}${budget}${behind}`,
       );
     }
     lines.push("");
@@ -51,7 +54,7 @@ export function comparisonLines(c: Comparison): string[] {
     const label = SERVICE_LABEL[x.service];
     if (x.firstLevelNotBetter !== null)
       out.push(
-        `Crossover: ${label} stops beating autoregressive at ${x.firstLevelNotBetter} concurrent (estimated ${x.estimatedLevel!.toFixed(0)}).`,
+        `Crossover: ${label} stops beating autoregressive at ${levelPhrase(c.mode, x.firstLevelNotBetter)} (estimated ${x.estimatedLevel!.toFixed(0)}).`,
       );
     else
       out.push(
@@ -72,58 +75,6 @@ export function comparisonLines(c: Comparison): string[] {
   for (const p of c.plans) if (p.knee) out.push(`  ${SERVICE_LABEL[p.service]}: ${p.knee.verdict}`);
   out.push("", c.sentence);
   return out;
-}
-
-/** One row per service and level. */
-export function compareCsv(r: CompareResult): string {
-  const header = [
-    "service",
-    "mode",
-    "level",
-    "output_tok_s_mean",
-    "output_tok_s_ci95_low",
-    "output_tok_s_ci95_high",
-    "goodput_tok_s",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "ttfa_p95_s",
-    "itl_per_token_p50_s",
-    "itl_per_token_p95_s",
-    "e2e_p50_s",
-    "acceptance_length",
-    "requests",
-    "errors",
-    "meets_slo",
-    "time_scale",
-  ];
-  const cell = (v: number | string | boolean | null) => (v === null ? "" : String(v));
-  const rows = r.outcomes.flatMap((o: ServiceOutcome) =>
-    o.sweep.map((l) =>
-      [
-        o.service,
-        l.mode,
-        l.level,
-        l.throughput.mean,
-        l.throughput.low,
-        l.throughput.high,
-        l.goodput.mean,
-        l.ttftP50Seconds,
-        l.ttftP95Seconds,
-        l.ttfaP95Seconds,
-        l.itlPerTokenP50Seconds,
-        l.itlPerTokenP95Seconds,
-        l.e2eP50Seconds,
-        l.acceptanceLength,
-        l.requests,
-        l.errors,
-        l.meetsSlo,
-        r.timeScale,
-      ]
-        .map(cell)
-        .join(","),
-    ),
-  );
-  return [header.join(","), ...rows].join("\n") + "\n";
 }
 
 /** The result without raw samples. */

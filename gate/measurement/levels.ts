@@ -1,0 +1,255 @@
+/**
+ * One summary of a load level, for bench() and the comparison alike: from the raw samples of its
+ * runs (repeats), the error rate against the budget, throughput per run and its confidence
+ * interval, goodput under the SLO, latency percentiles, reasoning vs answer, and for an open loop
+ * (a request rate) whether the server kept up. Pure functions: no clock, no network.
+ *
+ * An open-loop level offers requests at a rate whatever the server's state. While the server keeps
+ * up, the level measures the offered load, not the server: its throughput is no capacity figure.
+ * When the server falls behind, requests queue and it begins answering them more slowly than they
+ * arrive: the achieved rate (successful requests begun, by their first tokens, per second) drops
+ * below the rate they were sent at, and the level is saturated (saturation.ts).
+ */
+import { BenchPlanSchema } from "../schema";
+import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
+import { errorRate, withinErrorBudget } from "./saturation";
+import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
+import type { RequestSample } from "./stream";
+
+/** One run of a level: its window (seconds from the run's start) and its slice of the level's requests. */
+export interface RunWindow {
+  startedAtSeconds: number;
+  finishedAtSeconds: number;
+  firstRequest: number;
+  requestCount: number;
+}
+
+/** The raw measurement of one level, as bench() keeps it. */
+export interface LevelSamples {
+  /** closed (absent: closed): `concurrency` requests in flight; open: Poisson arrivals at `requestRate`. */
+  mode?: "closed" | "open";
+  concurrency?: number;
+  /** Open loop: requests offered per second. */
+  requestRate?: number;
+  /** Seconds from the run's start to the level's first request and to its last request's end. */
+  startedAtSeconds: number;
+  finishedAtSeconds: number;
+  /** Acceptance length read from the server right after the level (speculative services). */
+  acceptanceLength: number | null;
+  /** Every run's samples, run after run. */
+  requests: RequestSample[];
+  /** The repeats; absent: one run spanning the level. */
+  runs?: RunWindow[];
+}
+
+/** Figures of one run of a level. */
+export interface RunFigures {
+  durationSeconds: number;
+  outputTokensPerSecond: number;
+  goodputTokensPerSecond: number;
+  requests: number;
+  errors: number;
+  /** Open loop: requests sent per second, as the Poisson draw realised the offered rate; null: closed or < 2. */
+  sentRequestsPerSecond: number | null;
+  /** Open loop: successful requests the server began answering (first token) per second; null: closed or < 2. */
+  achievedRequestsPerSecond: number | null;
+}
+
+export interface SweepRun extends RunFigures {
+  samples: RequestSample[];
+}
+
+export interface LevelSummary extends LatencyStats, AnswerStats {
+  mode: "closed" | "open";
+  /** The concurrency (closed loop) or the offered request rate per second (open loop). */
+  level: number;
+  /**
+   * Requests in flight at once: the level of a closed loop; for a rate level, what the offered load
+   * produced on average (the requests' summed time over the runs' time, Little's law).
+   */
+  concurrency: number;
+  /** Open loop: the request rate offered per second; null for a concurrency level. */
+  offeredRequestsPerSecond: number | null;
+  /** Open loop: mean over the runs of the achieved rate (RunFigures). */
+  achievedRequestsPerSecond: number | null;
+  /** Open loop: the achieved rate stayed within the shortfall of the rate sent; false: saturated; null: closed or unknown. */
+  keptUp: boolean | null;
+  requests: number;
+  errors: number;
+  /** errors / requests. */
+  errorRate: number;
+  /** False when the error rate exceeds the error budget: the level then counts for nothing. */
+  withinErrorBudget: boolean;
+  /** The first few distinct errors, for the report. */
+  errorExamples: string[];
+  /** Summed duration of the runs. */
+  durationSeconds: number;
+  /** Aggregate output tok/s: usage tokens of successful requests over a run's time, mean over the runs. */
+  outputTokensPerSecond: number;
+  /** Successful requests per second over the runs' time. */
+  requestsPerSecond: number;
+  /** Throughput per run: mean and 95 % interval over the repeats. */
+  throughput: MeanInterval;
+  /** Output tok/s of requests that met the SLO, per run: mean and interval. */
+  goodput: MeanInterval;
+  /** Every run met the SLO at its percentiles. */
+  meetsSlo: boolean;
+  /** ITL per token, (e2e - TTFT) / (tokens - 1), over all runs' successful requests. */
+  itlPerTokenP50Seconds: number | null;
+  itlPerTokenP95Seconds: number | null;
+  acceptanceLength: number | null;
+  runs: RunFigures[];
+}
+
+/** A level with its runs' raw samples (the comparison keeps them in its cache). */
+export interface SweepLevel extends LevelSummary {
+  runs: SweepRun[];
+}
+
+export interface LevelJudgement {
+  errorBudget: number;
+  slo: Slo;
+  /** Open loop: the fraction the achieved rate may fall below the rate sent before the level is saturated. */
+  rateShortfall: number;
+}
+
+const DEFAULT_PLAN = BenchPlanSchema.parse({});
+/** The schema's defaults (gate/schema.ts BenchPlanSchema): for callers that pass no plan. */
+export const DEFAULT_JUDGEMENT: LevelJudgement = {
+  errorBudget: DEFAULT_PLAN.errorBudget,
+  slo: DEFAULT_PLAN.slo,
+  rateShortfall: DEFAULT_PLAN.rateShortfall,
+};
+
+/** "C=8" or "2 req/s offered": how a level is named in verdicts and tables. */
+export function levelName(l: { mode?: "closed" | "open"; level: number }): string {
+  return l.mode === "open" ? `${l.level} req/s offered` : `C=${l.level}`;
+}
+
+/** "8 concurrent" or "2 req/s offered": a level in a sentence. */
+export function levelPhrase(mode: "closed" | "open" | undefined, level: number | string): string {
+  return mode === "open" ? `${level} req/s offered` : `${level} concurrent`;
+}
+
+/** (count - 1) over the span between the first and the last of the times; null with fewer than two. */
+function spacingRate(times: number[]): number | null {
+  if (times.length < 2) return null;
+  const span = Math.max(...times) - Math.min(...times);
+  return span > 0 ? (times.length - 1) / span : null;
+}
+
+/** The figures of one run from its samples and its duration (seconds of host time). */
+export function runSummary(
+  samples: RequestSample[],
+  durationSeconds: number,
+  slo: Slo,
+  mode: "closed" | "open" = "closed",
+): SweepRun {
+  const ok = samples.filter((s) => s.error === null);
+  const tokens = ok.reduce((a, s) => a + s.completionTokens, 0);
+  const open = mode === "open";
+  return {
+    durationSeconds,
+    outputTokensPerSecond: durationSeconds > 0 ? tokens / durationSeconds : 0,
+    goodputTokensPerSecond: goodput(samples, durationSeconds, slo).goodputTokensPerSecond,
+    requests: samples.length,
+    errors: samples.length - ok.length,
+    sentRequestsPerSecond: open ? spacingRate(samples.map((s) => s.startedAtSeconds)) : null,
+    // A failed request was not answered: it lowers the achieved rate by not counting.
+    achievedRequestsPerSecond: open
+      ? spacingRate(ok.flatMap((s) => (s.ttftSeconds === null ? [] : [s.startedAtSeconds + s.ttftSeconds])))
+      : null,
+    samples,
+  };
+}
+
+/** Summary of a level's runs (pure): the one summary of bench() and the comparison. */
+export function summarizeSweepLevel(
+  mode: "closed" | "open",
+  level: number,
+  runs: SweepRun[],
+  slo: Slo,
+  acceptanceLength: number | null,
+  judgement: Omit<LevelJudgement, "slo"> = DEFAULT_JUDGEMENT,
+): SweepLevel {
+  const all = runs.flatMap((r) => r.samples);
+  const ok = all.filter((s) => s.error === null);
+  const itl = Float64Array.from(
+    all.flatMap((s) => {
+      const v = perTokenLatency(s);
+      return v === null ? [] : [v];
+    }),
+  ).sort();
+  const counts = { requests: all.length, errors: all.length - ok.length };
+  const duration = runs.reduce((a, r) => a + r.durationSeconds, 0);
+  const throughput = meanInterval(runs.map((r) => r.outputTokensPerSecond));
+  const open = mode === "open";
+  const meanOf = (values: (number | null)[]) =>
+    values.some((v) => v === null) || values.length === 0
+      ? null
+      : values.reduce<number>((a, v) => a + (v ?? 0), 0) / values.length;
+  const sent = open ? meanOf(runs.map((r) => r.sentRequestsPerSecond)) : null;
+  const achieved = open ? meanOf(runs.map((r) => r.achievedRequestsPerSecond)) : null;
+  return {
+    mode,
+    level,
+    concurrency: open ? (duration > 0 ? all.reduce((a, s) => a + s.e2eSeconds, 0) / duration : 0) : level,
+    offeredRequestsPerSecond: open ? level : null,
+    achievedRequestsPerSecond: achieved,
+    keptUp: sent === null || achieved === null ? null : achieved >= sent * (1 - judgement.rateShortfall),
+    ...counts,
+    errorRate: errorRate(counts),
+    withinErrorBudget: withinErrorBudget(counts, judgement.errorBudget),
+    errorExamples: [...new Set(all.flatMap((s) => (s.error === null ? [] : [s.error])))].slice(0, 3),
+    durationSeconds: duration,
+    outputTokensPerSecond: throughput.mean,
+    requestsPerSecond: duration > 0 ? ok.length / duration : 0,
+    throughput,
+    goodput: meanInterval(runs.map((r) => r.goodputTokensPerSecond)),
+    meetsSlo: runs.length > 0 && runs.every((r) => goodput(r.samples, r.durationSeconds, slo).levelMeetsSlo),
+    itlPerTokenP50Seconds: percentile(itl, 50),
+    itlPerTokenP95Seconds: percentile(itl, 95),
+    acceptanceLength,
+    runs,
+    ...answerStats(all),
+    ...latencyStats(all),
+  };
+}
+
+/** The runs of a level as bench() keeps them (one window when `runs` is absent). */
+export function levelRuns(level: LevelSamples, slo: Slo): SweepRun[] {
+  const windows = level.runs ?? [
+    {
+      startedAtSeconds: level.startedAtSeconds,
+      finishedAtSeconds: level.finishedAtSeconds,
+      firstRequest: 0,
+      requestCount: level.requests.length,
+    },
+  ];
+  return windows.map((w) =>
+    runSummary(
+      level.requests.slice(w.firstRequest, w.firstRequest + w.requestCount),
+      Math.max(0, w.finishedAtSeconds - w.startedAtSeconds),
+      slo,
+      level.mode ?? "closed",
+    ),
+  );
+}
+
+/** A level of bench() summarised (its raw samples stay in BenchSamples, not in the summary). */
+export function summarizeLevel(
+  level: LevelSamples,
+  errorBudget: number,
+  judgement: Partial<Omit<LevelJudgement, "errorBudget">> = {},
+): LevelSummary {
+  const { slo, rateShortfall } = { ...DEFAULT_JUDGEMENT, ...judgement };
+  const mode = level.mode ?? "closed";
+  const value = mode === "open" ? level.requestRate : level.concurrency;
+  if (value === undefined)
+    throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
+  const summary = summarizeSweepLevel(mode, value, levelRuns(level, slo), slo, level.acceptanceLength, {
+    errorBudget,
+    rateShortfall,
+  });
+  return { ...summary, runs: summary.runs.map(({ samples: _samples, ...run }) => run) };
+}

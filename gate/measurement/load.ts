@@ -1,0 +1,380 @@
+/**
+ * The one load generator, used by bench() (and so VerifiedGeneration) and by the service
+ * comparison alike: streamed requests, a closed loop (N workers, each sending its next request when
+ * its last one ends) or an open loop (Poisson arrivals at a request rate, whatever the server's
+ * state), a level run `repeats` times.
+ *
+ * Time: a simulated host runs X times faster than the wall clock (simulator/README.md). Every
+ * sample is converted to the host's own time as it is taken (durations x X) and open-loop arrivals
+ * are host seconds (waits / X on the wall clock), so every figure downstream, rates included, is the
+ * hardware's. On real hardware X is 1 and host time is the wall clock.
+ */
+import type { Agent } from "undici";
+import { baseUrl, describeError, errorKind, makeAgent, tcpConnect, type Endpoint } from "../transport/http";
+import { sleep, withTimeout } from "../transport/timers";
+import { readAcceptanceLength } from "../readiness/acceptance";
+import {
+  levelName,
+  levelRuns,
+  summarizeSweepLevel,
+  type LevelJudgement,
+  type LevelSamples,
+  type RunWindow,
+  type SweepLevel,
+} from "./levels";
+import { streamChat, type RequestSample } from "./stream";
+import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";
+
+/** What one request asks for. */
+export interface LoadRequest {
+  prompt: string;
+  maxTokens: number;
+  /** Fields added to the chat completion body (ignore_eos, chat_template_kwargs). */
+  extraBody: Record<string, unknown>;
+}
+
+/** The run's clock: host seconds since its origin. */
+export interface HostClock {
+  /** performance.now() of the run's start (wall clock). */
+  origin: number;
+  /** Simulated seconds per wall second of the server measured (1 on real hardware). */
+  timeScale: number;
+}
+
+export const hostNow = (clock: HostClock): number => ((performance.now() - clock.origin) / 1000) * clock.timeScale;
+
+/** Multiplies every duration of a sample by the time scale: wall clock to host time. */
+export function toHostTime(s: RequestSample, timeScale: number): RequestSample {
+  if (timeScale === 1) return s;
+  return {
+    ...s,
+    startedAtSeconds: s.startedAtSeconds * timeScale,
+    ttftSeconds: s.ttftSeconds === null ? null : s.ttftSeconds * timeScale,
+    ttfaSeconds: s.ttfaSeconds === null ? null : s.ttfaSeconds * timeScale,
+    itlSeconds: s.itlSeconds.map((v) => v * timeScale),
+    e2eSeconds: s.e2eSeconds * timeScale,
+  };
+}
+
+export type Send = (request: LoadRequest, onOutputChunk?: () => void) => Promise<RequestSample>;
+
+/**
+ * Streams one chat completion per call, bounded by `requestTimeoutSeconds` of host time and by
+ * `signal`; the sample comes back in host time. A failure is the sample's error, never a throw.
+ */
+export function makeSender(opts: {
+  endpoint: Endpoint;
+  base: string;
+  model: string;
+  agent: Agent;
+  clock: HostClock;
+  requestTimeoutSeconds: number;
+  signal: AbortSignal;
+}): Send {
+  const { endpoint, base, model, agent, clock, signal } = opts;
+  const timeoutMs = (opts.requestTimeoutSeconds * 1000) / clock.timeScale;
+  return (request, onOutputChunk) =>
+    withTimeout(
+      [signal],
+      timeoutMs,
+      () => `no complete answer within ${opts.requestTimeoutSeconds} s`,
+      (s) =>
+        streamChat({
+          url: `${base}/v1/chat/completions`,
+          body: {
+            model,
+            messages: [{ role: "user", content: request.prompt }],
+            max_tokens: request.maxTokens,
+            stream: true,
+            stream_options: { include_usage: true },
+            ...request.extraBody,
+          },
+          apiKey: endpoint.apiKey,
+          signal: s,
+          dispatcher: agent,
+          origin: clock.origin,
+          onOutputChunk,
+        }),
+    ).then((sample) => toHostTime(sample, clock.timeScale));
+}
+
+/**
+ * Notices a server that went away mid-run. A request that failed without an HTTP status (refused,
+ * reset, cut mid-stream) may be the process dying: the port is tried once (one check at a time);
+ * refused means the server is gone, and the run stops there instead of "measuring" the remaining
+ * levels against a closed port in milliseconds.
+ */
+export class ServerWatch {
+  /** Why the run cannot go on (the server went away), or null. */
+  gone: string | null = null;
+  /** What was running, for the reason ("the warmup", "C=2", "2 req/s offered"). */
+  during = "the benchmark";
+  private readonly stop = new AbortController();
+  private checking: Promise<void> | null = null;
+  /** Whether any request succeeded: a server that never answered did not "go away". */
+  private answered = false;
+
+  constructor(
+    private readonly base: string,
+    parent: AbortSignal,
+  ) {
+    if (parent.aborted) this.stop.abort(parent.reason);
+    else parent.addEventListener("abort", () => this.stop.abort(parent.reason), { once: true });
+  }
+
+  /** Aborted by the caller's signal, or once the server is gone. */
+  get signal(): AbortSignal {
+    return this.stop.signal;
+  }
+
+  /** Looks at a finished request; a network failure starts a check of the port. */
+  note(sample: RequestSample): void {
+    if (sample.error === null) this.answered = true;
+    if (sample.error === null || this.gone !== null || this.checking !== null) return;
+    if (sample.error.startsWith("HTTP ") || sample.error.startsWith("no complete answer within")) return;
+    this.checking = this.check(sample.error).finally(() => (this.checking = null));
+  }
+
+  /** Waits for a check under way (the caller then reads `gone`). */
+  async settle(): Promise<void> {
+    await this.checking;
+  }
+
+  private async check(requestError: string): Promise<void> {
+    try {
+      await tcpConnect(this.base, 2_000, this.stop.signal);
+    } catch (err) {
+      if (errorKind(err) !== "connection refused") return;
+      const what = this.answered
+        ? `the server went away during ${this.during}`
+        : `the server never answered (${this.during})`;
+      this.gone = `${what}: a request failed (${requestError}) and ${this.base} now refuses connections (${describeError(err)})`;
+      this.stop.abort(new Error(this.gone));
+    }
+  }
+}
+
+/** Running totals of a level, kept as requests end (O(1) per request, whatever the level's size). */
+export interface LoadTally {
+  done: number;
+  errors: number;
+  tokens: number;
+}
+
+export interface LevelLoad {
+  mode: "closed" | "open";
+  /** Concurrency (closed loop) or offered request rate per host second (open loop). */
+  level: number;
+  /** Requests per run. */
+  count: number;
+  repeats: number;
+  /** Open loop: seed of run r's arrivals is seed + r (repeats differ by timing only). */
+  seed: number;
+  /** Stops the level once the server is gone (its signal is then aborted). */
+  watch?: ServerWatch;
+  /** The i-th request of a run: the same i gets the same request in every run and on every service. */
+  request: (index: number) => LoadRequest;
+  send: Send;
+  clock: HostClock;
+  signal: AbortSignal;
+  onDone?: (tally: LoadTally) => void;
+}
+
+export interface LevelLoadResult {
+  /** Every run's samples, run after run. */
+  requests: RequestSample[];
+  /** Each run's window and its slice of `requests`. */
+  runs: RunWindow[];
+}
+
+/**
+ * Runs a level `repeats` times. A stopped run sends nothing more: requests never sent are not
+ * errors of the server, and are not in the result.
+ */
+export async function runLevelLoad(load: LevelLoad): Promise<LevelLoadResult> {
+  const requests: RequestSample[] = [];
+  const runs: RunWindow[] = [];
+  const tally: LoadTally = { done: 0, errors: 0, tokens: 0 };
+  const record = (s: RequestSample) => {
+    load.watch?.note(s);
+    requests.push(s);
+    tally.done++;
+    if (s.error !== null) tally.errors++;
+    tally.tokens += s.completionTokens;
+    load.onDone?.(tally);
+  };
+  for (let rep = 0; rep < load.repeats && !load.signal.aborted; rep++) {
+    const firstRequest = requests.length;
+    const startedAtSeconds = hostNow(load.clock);
+    if (load.mode === "closed") await closedLoop(load, record);
+    else await openLoop(load, poissonArrivals(load.level, load.count, load.seed + rep), record);
+    runs.push({
+      startedAtSeconds,
+      finishedAtSeconds: hostNow(load.clock),
+      firstRequest,
+      requestCount: requests.length - firstRequest,
+    });
+  }
+  return { requests, runs };
+}
+
+async function closedLoop(load: LevelLoad, record: (s: RequestSample) => void): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < load.count && !load.signal.aborted) record(await load.send(load.request(next++)));
+  };
+  await Promise.all(Array.from({ length: Math.min(load.level, load.count) }, worker));
+}
+
+/** Each request leaves at its arrival time (host seconds from the run's start; / X on the wall clock). */
+async function openLoop(load: LevelLoad, arrivals: number[], record: (s: RequestSample) => void): Promise<void> {
+  const start = performance.now();
+  await Promise.all(
+    arrivals.map(async (at, i) => {
+      const wait = (at * 1000) / load.clock.timeScale - (performance.now() - start);
+      try {
+        if (wait > 0) await sleep(wait, load.signal);
+      } catch {
+        return; // stopped before this request was due: never sent
+      }
+      if (load.signal.aborted) return;
+      record(await load.send(load.request(i)));
+    }),
+  );
+}
+
+export interface SweepLoad {
+  mode: "closed" | "open";
+  /** Concurrencies (closed loop) or request rates per host second (open loop). */
+  levels: readonly number[];
+  /** Closed loop: requests per run = concurrency x this. Open loop: rate x this x 10 (ten seconds of arrivals). */
+  requestsPerLevel: number;
+  repeats: number;
+  seed: number;
+  request: (index: number) => LoadRequest;
+  send: Send;
+  clock: HostClock;
+  signal: AbortSignal;
+  /** Read after each level (speculative acceptance); null when the server reports none. */
+  readAcceptance: () => Promise<number | null>;
+  /** The server's watch: the sweep stops once the server is gone (the level it died in is kept). */
+  watch: ServerWatch;
+  onStart?: (level: number, requestsPerRun: number) => void;
+  onRequest?: (level: number, tally: LoadTally, requestsPerRun: number) => void;
+  onLevel?: (level: LevelSamples) => void;
+}
+
+/** Requests in one run of a level. */
+export function requestsPerRun(mode: "closed" | "open", level: number, requestsPerLevel: number): number {
+  return mode === "closed" ? level * requestsPerLevel : Math.max(1, Math.round(level * requestsPerLevel * 10));
+}
+
+/**
+ * The sweep, level after level. A level the deadline or an interrupt cut short measured the cut,
+ * not the server: it is dropped, and no level after it runs.
+ */
+export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
+  const out: LevelSamples[] = [];
+  const watch = load.watch;
+  for (const level of load.levels) {
+    if (load.signal.aborted || watch.gone !== null) break;
+    const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
+    watch.during = levelName({ mode: load.mode, level });
+    load.onStart?.(level, count);
+    const startedAtSeconds = hostNow(load.clock);
+    const result = await runLevelLoad({
+      ...load,
+      signal: watch.signal,
+      level,
+      count,
+      onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
+    });
+    const finishedAtSeconds = hostNow(load.clock);
+    await watch.settle();
+    if (load.signal.aborted) break;
+    // The level the server died in stays: its failures are what the report must show.
+    const samples: LevelSamples = {
+      mode: load.mode,
+      ...(load.mode === "closed" ? { concurrency: level } : { requestRate: level }),
+      startedAtSeconds,
+      finishedAtSeconds,
+      acceptanceLength: watch.gone === null ? await load.readAcceptance() : null,
+      ...result,
+    };
+    out.push(samples);
+    load.onLevel?.(samples);
+  }
+  return out;
+}
+
+export interface MeasureOptions {
+  shape: WorkloadShape;
+  levels: number[];
+  requestsPerLevel: number;
+  repeats: number;
+  requestTimeoutSeconds: number;
+  /** Simulated seconds per wall second of the server measured (1 on real hardware). */
+  timeScale: number;
+  judgement: LevelJudgement;
+  signal?: AbortSignal;
+  onLevel?: (level: SweepLevel) => void;
+}
+
+/** The sweep alone, for a caller that verified the server itself (the comparison). */
+export interface MeasuredSweep {
+  /** Levels with their runs' samples. */
+  sweep: SweepLevel[];
+  /** The server went away mid-run (the sweep stopped there), or null. */
+  serverGone: string | null;
+}
+
+export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
+  const base = baseUrl(endpoint.url);
+  const mode = opts.shape.mode;
+  const agent = makeAgent(mode === "closed" ? Math.max(...opts.levels, 1) + 4 : 256);
+  const signal = opts.signal ?? new AbortController().signal;
+  const clock: HostClock = { origin: performance.now(), timeScale: opts.timeScale };
+  const watch = new ServerWatch(base, signal);
+  const summarize = (l: LevelSamples) =>
+    summarizeSweepLevel(
+      mode,
+      l.concurrency ?? l.requestRate ?? 0,
+      levelRuns(l, opts.judgement.slo),
+      opts.judgement.slo,
+      l.acceptanceLength,
+      opts.judgement,
+    );
+  try {
+    const levels = await runSweep({
+      mode,
+      levels: opts.levels,
+      requestsPerLevel: opts.requestsPerLevel,
+      repeats: opts.repeats,
+      seed: opts.shape.seed,
+      request: (i) => shapedRequest(opts.shape, i),
+      send: makeSender({
+        endpoint,
+        base,
+        model,
+        agent,
+        clock,
+        signal,
+        requestTimeoutSeconds: opts.requestTimeoutSeconds,
+      }),
+      clock,
+      signal,
+      readAcceptance: () =>
+        withTimeout(
+          [signal],
+          10_000,
+          () => "no answer within 10 s",
+          (s) => readAcceptanceLength(agent, base, endpoint.apiKey, s),
+        ).catch(() => null),
+      onLevel: (l) => opts.onLevel?.(summarize(l)),
+      watch,
+    });
+    return { sweep: levels.map(summarize), serverGone: watch.gone };
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * What a sweep may conclude, in one place: which levels count (the error budget) and where the
+ * knee is. Failure is never capacity: a level whose error rate exceeds the budget is excluded from
+ * everything that follows (saturation, sustained throughput, capacity plans, comparisons).
+ *
+ * The knee: walk the levels that kept the budget in order of concurrency; the knee is the first
+ * level where going to the next one adds less than `minGain` of throughput per doubling of
+ * concurrency (gain (T2/T1)^(1/log2(C2/C1)) - 1, so 32 -> 48 is judged like a doubling), or, with a
+ * TTFT bound, the last level before TTFT p95 crosses it. When throughput still rises at the last
+ * level, there is no knee: "not saturated up to C=N", and the sustained figure is that level's, a
+ * lower bound, never called saturation.
+ */
+
+/** The fields of a level summary these rules read (LevelSummary has them all). */
+export interface LevelFigures {
+  concurrency: number;
+  requests: number;
+  errors: number;
+  outputTokensPerSecond: number;
+  ttftP95Seconds: number | null;
+  /** Successful requests with no visible content (reasoning used the budget); absent: not counted. */
+  answerlessRequests?: number;
+}
+
+/**
+ * A level whose successful requests all produced no visible answer (reasoning used each one's
+ * budget) measured no answer at all: by the gate's rule (no answer is no generation) it is no
+ * capacity, however many tokens it streamed.
+ */
+export function answerless(level: Pick<LevelFigures, "requests" | "errors" | "answerlessRequests">): boolean {
+  const ok = level.requests - level.errors;
+  return ok > 0 && level.answerlessRequests === ok;
+}
+
+/** Error rate of a level: failed requests over requests sent (a level that sent nothing failed). */
+export function errorRate(level: Pick<LevelFigures, "requests" | "errors">): number {
+  return level.requests > 0 ? level.errors / level.requests : 1;
+}
+
+/** Whether a level kept the error budget (a fraction, 0.01 = 1 %). */
+export function withinErrorBudget(level: Pick<LevelFigures, "requests" | "errors">, budget: number): boolean {
+  return level.requests > 0 && errorRate(level) <= budget;
+}
+
+/** Throughput gain from one level to the next, normalised to one doubling of concurrency. */
+export function gainPerDoubling(from: LevelFigures, to: LevelFigures): number {
+  if (from.outputTokensPerSecond <= 0) return to.outputTokensPerSecond > 0 ? Infinity : 0;
+  const doublings = Math.log2(to.concurrency / from.concurrency);
+  const ratio = to.outputTokensPerSecond / from.outputTokensPerSecond;
+  if (doublings <= 0) return ratio - 1;
+  return Math.pow(ratio, 1 / doublings) - 1;
+}
+
+export interface KneeOptions {
+  errorBudget: number;
+  minGain: number;
+  maxTtftP95Seconds?: number;
+}
+
+export interface Knee {
+  /** True when a knee was found among the levels that kept the error budget. */
+  saturated: boolean;
+  /** The knee's concurrency; null when not saturated or no level counts. */
+  saturationConcurrency: number | null;
+  /** The knee's throughput, or, not saturated, the last counted level's (a lower bound); 0 when none counts. */
+  sustainedOutputTokensPerSecond: number;
+  /** The concurrency of the level the sustained figure comes from (null when none counts). */
+  sustainedConcurrency: number | null;
+  /** Concurrency levels excluded because they broke the error budget. */
+  failedLevels: number[];
+  /** Levels (within the budget) excluded because no request produced a visible answer. */
+  answerlessLevels: number[];
+  /** One sentence: "saturation at C=32 (...)", "not saturated up to C=64", "no level ...". */
+  verdict: string;
+  /** closed: levels are concurrencies; open: offered request rates. */
+  mode: "closed" | "open";
+  /** The level the sustained figure comes from, concurrency or offered rate (null when none counts). */
+  sustainedLevel: number | null;
+}
+
+export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
+  const sorted = [...levels].sort((a, b) => a.concurrency - b.concurrency);
+  const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.concurrency);
+  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const answerlessLevels = kept.filter(answerless).map((l) => l.concurrency);
+  const ok = kept.filter((l) => !answerless(l));
+  const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
+  const failedNote =
+    (failedLevels.length > 0
+      ? `; C=${failedLevels.join(", C=")} broke the error budget of ${budget} and are excluded`
+      : "") +
+    (answerlessLevels.length > 0
+      ? `; C=${answerlessLevels.join(", C=")} produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
+      : "");
+  if (ok.length === 0) {
+    return {
+      saturated: false,
+      saturationConcurrency: null,
+      sustainedOutputTokensPerSecond: 0,
+      sustainedConcurrency: null,
+      failedLevels,
+      answerlessLevels,
+      mode: "closed",
+      sustainedLevel: null,
+      verdict:
+        answerlessLevels.length > 0
+          ? `no level produced a visible answer within the error budget of ${budget}: no throughput can be claimed${failedNote}`
+          : `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
+    };
+  }
+  const at = (l: LevelFigures, saturated: boolean, why: string): Knee => ({
+    saturated,
+    saturationConcurrency: saturated ? l.concurrency : null,
+    sustainedOutputTokensPerSecond: l.outputTokensPerSecond,
+    sustainedConcurrency: l.concurrency,
+    failedLevels,
+    answerlessLevels,
+    verdict: `${why}${failedNote}`,
+    mode: "closed",
+    sustainedLevel: l.concurrency,
+  });
+  const bound = opts.maxTtftP95Seconds;
+  for (let i = 0; i < ok.length; i++) {
+    const level = ok[i];
+    if (bound !== undefined && level.ttftP95Seconds !== null && level.ttftP95Seconds > bound) {
+      const knee = i > 0 ? ok[i - 1] : level;
+      return at(
+        knee,
+        true,
+        `saturation at C=${knee.concurrency}: TTFT p95 crosses ${bound} s at C=${level.concurrency} (${level.ttftP95Seconds.toFixed(2)} s)`,
+      );
+    }
+    if (i + 1 < ok.length) {
+      const gain = gainPerDoubling(level, ok[i + 1]);
+      if (gain < opts.minGain) {
+        return at(
+          level,
+          true,
+          `saturation at C=${level.concurrency}: going to C=${ok[i + 1].concurrency} adds ${(gain * 100).toFixed(1)} % per doubling (< ${(opts.minGain * 100).toFixed(0)} %)`,
+        );
+      }
+    }
+  }
+  const last = ok[ok.length - 1];
+  return at(
+    last,
+    false,
+    `not saturated up to C=${last.concurrency}: throughput still rises; ${last.outputTokensPerSecond.toFixed(1)} tok/s there is a lower bound`,
+  );
+}
+
+/** The fields of an open-loop level these rules read (LevelSummary has them all). */
+export interface RateFigures {
+  /** The offered request rate per second. */
+  level: number;
+  requests: number;
+  errors: number;
+  outputTokensPerSecond: number;
+  achievedRequestsPerSecond: number | null;
+  /** The achieved rate kept up with the rate sent (levels.ts); false: saturated; null: unknown. */
+  keptUp: boolean | null;
+  answerlessRequests?: number;
+}
+
+/**
+ * Open loop: a rate level the server kept up with measured the offered load, not the server, so
+ * its throughput is no capacity figure. A level (within the error budget) where the server fell
+ * behind is saturated: the best throughput among those is the sustained figure. With none, nothing
+ * is claimed (sustained 0) and the verdict says to offer more.
+ */
+export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
+  const sorted = [...levels].sort((a, b) => a.level - b.level);
+  const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.level);
+  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
+  const answerlessLevels = kept.filter(answerless).map((l) => l.level);
+  const ok = kept.filter((l) => !answerless(l));
+  const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
+  const failedNote =
+    (failedLevels.length > 0
+      ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`
+      : "") +
+    (answerlessLevels.length > 0
+      ? `; ${answerlessLevels.join(", ")} req/s offered produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
+      : "");
+  const none = (verdict: string): Knee => ({
+    saturated: false,
+    saturationConcurrency: null,
+    sustainedOutputTokensPerSecond: 0,
+    sustainedConcurrency: null,
+    failedLevels,
+    answerlessLevels,
+    verdict: `${verdict}${failedNote}`,
+    mode: "open",
+    sustainedLevel: null,
+  });
+  if (ok.length === 0)
+    return none(
+      `no rate level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
+    );
+  const behind = ok.filter((l) => l.keptUp === false);
+  if (behind.length === 0) {
+    const last = ok[ok.length - 1];
+    return none(
+      `not saturated up to ${last.level} req/s offered: the server kept up with every rate, so ${last.outputTokensPerSecond.toFixed(1)} tok/s there is the offered load's, not a capacity figure; offer a higher rate`,
+    );
+  }
+  const best = behind.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
+  const achieved = best.achievedRequestsPerSecond;
+  return {
+    saturated: true,
+    saturationConcurrency: null,
+    sustainedOutputTokensPerSecond: best.outputTokensPerSecond,
+    sustainedConcurrency: null,
+    failedLevels,
+    answerlessLevels,
+    verdict: `saturation at ${best.level} req/s offered: the server began only ${achieved === null ? "n/a" : achieved.toFixed(2)} req/s, so ${best.outputTokensPerSecond.toFixed(1)} tok/s there is its capacity${failedNote}`,
+    mode: "open",
+    sustainedLevel: best.level,
+  };
+}
+
+/** The one judgement of a sweep: the knee for concurrencies, saturation by shortfall for rates. */
+export function judgeLevels(
+  levels: readonly (RateFigures & { mode?: "closed" | "open"; ttftP95Seconds: number | null })[],
+  opts: KneeOptions,
+): Knee {
+  if (levels.length > 0 && levels.every((l) => l.mode === "open")) return findRateSaturation(levels, opts);
+  return findKnee(
+    levels.map((l) => ({ ...l, concurrency: l.level })),
+    opts,
+  );
+}

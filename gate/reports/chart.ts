@@ -1,0 +1,187 @@
+/**
+ * The charts, one family for bench and compare: throughput and latencies against the levels
+ * (concurrency, or request rate offered for an open loop), hand-written SVG (svg.ts), no charting
+ * dependency. The benchmark's: each latency on its own axis (TTFT is seconds where E2E is minutes:
+ * on one axis TTFT would look flat at zero), the saturation point marked. The comparison's: one line
+ * per service, each crossover (where a speculative service stops beating autoregressive) marked.
+ */
+import type { BenchSummary } from "../measurement/bench";
+import { SERVICE_LABEL, type ServiceName } from "../measurement/compare";
+import type { CompareResult } from "../measurement/compare-run";
+import type { LevelSummary } from "../measurement/levels";
+import { esc, fmt, panel, svgDocument, type Series } from "./svg";
+import { timeNote } from "./outputs";
+
+/** The x axis of a sweep: concurrency, or the request rate offered (open loop). */
+export function levelAxisLabel(mode: "closed" | "open" | undefined): string {
+  return mode === "open" ? "request rate offered, req/s (log scale)" : "concurrency (log scale)";
+}
+
+type ChartLevel = Pick<LevelSummary, "level" | "outputTokensPerSecond"> &
+  Partial<Pick<LevelSummary, "mode">> &
+  Pick<
+    LevelSummary,
+    "ttftP50Seconds" | "ttftP99Seconds" | "itlP50Seconds" | "itlP99Seconds" | "e2eP50Seconds" | "e2eP99Seconds"
+  >;
+
+export function benchChart(
+  summary: Pick<BenchSummary, "model" | "saturationConcurrency" | "sustainedOutputTokensPerSecond"> & {
+    sweep: ChartLevel[];
+  } & Partial<Pick<BenchSummary, "mode" | "sustainedLevel" | "saturated" | "timeScale">>,
+): string {
+  const mode = summary.mode ?? summary.sweep[0]?.mode ?? "closed";
+  const levels = [...summary.sweep].sort((a, b) => a.level - b.level);
+  const xs = levels.map((l) => l.level);
+  const pick = (f: (l: (typeof levels)[number]) => number | null) =>
+    levels.flatMap((l) => {
+      const y = f(l);
+      return y === null ? [] : [{ x: l.level, y }];
+    });
+  const at =
+    mode === "open" ? (summary.saturated ? (summary.sustainedLevel ?? null) : null) : summary.saturationConcurrency;
+  const mark =
+    at === null
+      ? []
+      : [{ x: at, label: `saturation at ${at}${mode === "open" ? " req/s offered" : ""}`, color: "#ff7f0e" }];
+  const common = { width: 320, height: 250, xLabel: levelAxisLabel(mode), xs, markers: mark };
+  const row1 = { ...common, top: 80 };
+  const row2 = { ...common, top: 420 };
+  const against = mode === "open" ? "request rate offered" : "concurrency";
+  const time =
+    summary.timeScale !== undefined && summary.timeScale !== 1
+      ? `; simulated host time (time scale ${summary.timeScale})`
+      : "";
+  return svgDocument(
+    880,
+    730,
+    `${summary.model}: throughput and latency vs ${against}`,
+    headline(summary, mode, xs) + time,
+    [
+      panel({
+        ...row1,
+        left: 90,
+        title: "aggregate output tokens/s",
+        yLabel: "tokens/s",
+        series: [{ label: "output tok/s", color: "#1f77b4", points: pick((l) => l.outputTokensPerSecond) }],
+      }),
+      panel({
+        ...row1,
+        left: 520,
+        title: "time to first token",
+        yLabel: "seconds",
+        series: [
+          { label: "TTFT p50", color: "#2ca02c", points: pick((l) => l.ttftP50Seconds) },
+          { label: "TTFT p99", color: "#98df8a", dashed: true, points: pick((l) => l.ttftP99Seconds) },
+        ],
+      }),
+      panel({
+        ...row2,
+        left: 90,
+        title: "inter-token latency (between output chunks)",
+        yLabel: "milliseconds",
+        series: [
+          {
+            label: "ITL p50",
+            color: "#9467bd",
+            points: pick((l) => (l.itlP50Seconds === null ? null : l.itlP50Seconds * 1000)),
+          },
+          {
+            label: "ITL p99",
+            color: "#c5b0d5",
+            dashed: true,
+            points: pick((l) => (l.itlP99Seconds === null ? null : l.itlP99Seconds * 1000)),
+          },
+        ],
+      }),
+      panel({
+        ...row2,
+        left: 520,
+        title: "end-to-end latency",
+        yLabel: "seconds",
+        series: [
+          { label: "E2E p50", color: "#d62728", points: pick((l) => l.e2eP50Seconds) },
+          { label: "E2E p99", color: "#ff9896", dashed: true, points: pick((l) => l.e2eP99Seconds) },
+        ],
+      }),
+    ],
+  );
+}
+
+/** The knee, or "not saturated up to C=N" with its lower bound: never the last level called saturation. */
+function headline(
+  summary: Pick<BenchSummary, "saturationConcurrency" | "sustainedOutputTokensPerSecond"> &
+    Partial<Pick<BenchSummary, "sustainedLevel">>,
+  mode: "closed" | "open",
+  xs: number[],
+): string {
+  const tps = fmt(summary.sustainedOutputTokensPerSecond);
+  if (mode === "open") {
+    if (summary.sustainedOutputTokensPerSecond > 0 && summary.sustainedLevel !== undefined)
+      return `capacity ${tps} tok/s: the server fell behind at ${summary.sustainedLevel} req/s offered`;
+    if (xs.length > 0)
+      return `not saturated up to ${Math.max(...xs)} req/s offered: the offered load bound every level, no capacity claimed`;
+    return "no rate level kept the error budget: no throughput claimed";
+  }
+  if (summary.saturationConcurrency !== null)
+    return `sustained ${tps} tok/s at concurrency ${summary.saturationConcurrency}`;
+  if (summary.sustainedOutputTokensPerSecond > 0 && xs.length > 0)
+    return `not saturated up to C=${Math.max(...xs)}: at least ${tps} tok/s`;
+  return "no level kept the error budget: no throughput claimed";
+}
+
+const COLORS: Record<ServiceName, string> = { autoregressive: "#1f77b4", eagle3: "#d62728", dflash: "#2ca02c" };
+
+export function compareChart(r: CompareResult, model: string): string {
+  const measured = r.outcomes.filter((o) => o.failure === null && o.sweep.length > 0);
+  const xs = measured.flatMap((o) => o.sweep.map((l) => l.level));
+  const mode = measured[0]?.sweep[0]?.mode ?? "closed";
+  const series = (f: (l: (typeof measured)[number]["sweep"][number]) => number | null): Series[] =>
+    measured.map((o) => ({
+      label: SERVICE_LABEL[o.service],
+      color: COLORS[o.service],
+      points: o.sweep.flatMap((l) => {
+        const y = f(l);
+        return y === null ? [] : [{ x: l.level, y }];
+      }),
+    }));
+  const markers = (r.comparison?.crossovers ?? [])
+    .filter((c) => c.estimatedLevel !== null)
+    .map((c) => ({
+      x: c.estimatedLevel!,
+      label: `${SERVICE_LABEL[c.service]} = AR at ~${Math.round(c.estimatedLevel!)}`,
+      color: COLORS[c.service],
+    }));
+  const xLabel = levelAxisLabel(mode);
+  const subtitle = r.comparison ? r.comparison.sentence : "no service could be measured";
+  const W = 1040;
+  return svgDocument(W, 470, `${model}: services compared on one host`, shorten(subtitle, 150), [
+    panel({
+      left: 80,
+      top: 80,
+      width: 400,
+      height: 300,
+      title: "aggregate output tokens/s",
+      xLabel,
+      yLabel: "tokens/s",
+      xs,
+      series: series((l) => l.throughput.mean),
+      markers,
+    }),
+    panel({
+      left: 600,
+      top: 80,
+      width: 400,
+      height: 300,
+      title: "time to first token, p95",
+      xLabel,
+      yLabel: "seconds",
+      xs,
+      series: series((l) => l.ttftP95Seconds),
+    }),
+    `<text x="${W / 2}" y="455" text-anchor="middle" fill="#555" font-size="11">${esc(timeNote(r.timeScale))}</text>`,
+  ]);
+}
+
+function shorten(s: string, max: number): string {
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,114 @@
+/**
+ * Small streaming OpenAI-style servers for the load generator's open-loop tests, misbehaving the
+ * ways real servers do under load: one that fails a share of its requests, or those beyond a number
+ * in flight (HTTP 500, the way an overloaded server sheds load), one that serves one request at a
+ * time, so arrivals faster than its service time queue and it cannot keep up, and one that dies
+ * mid-run (killed: connections cut, then the port refuses). Real sockets on free ports, closed by the tests.
+ */
+import * as http from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+
+export interface LoadServer {
+  url: string;
+  /** Benchmark requests (ignore_eos) received. */
+  received: number;
+  close(): Promise<void>;
+}
+
+export interface LoadServerOptions {
+  /**
+   * Every n-th benchmark request (those sent with ignore_eos, by arrival) answers HTTP 500; 0: none.
+   * The readiness gate's probes (no ignore_eos) always succeed, so the server passes the gate first.
+   */
+  failEvery?: number;
+  /** Benchmark requests stop at this many tokens with finish_reason length (a context limit), whatever max_tokens asked. */
+  truncateAt?: number;
+  /** Benchmark requests stream reasoning only and never a visible answer (the probes still answer). */
+  reasoningOnly?: boolean;
+  /** After this many benchmark requests the process dies: every connection cut, the port then refuses. */
+  dieAfter?: number;
+  /** HTTP 500 for a benchmark request that arrives while this many are in flight (load shedding). */
+  busyLimit?: number;
+  /** One request at a time: the others wait their turn (a server at its capacity queues). */
+  serial?: boolean;
+  /** Output chunks per answer, one token each. */
+  tokens?: number;
+  /** Milliseconds between chunks (after the first, which is sent as the request's turn comes). */
+  chunkMs?: number;
+}
+
+const MODELS = JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] });
+
+const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
+
+export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServer> {
+  const tokens = opts.tokens ?? 4;
+  const chunkMs = opts.chunkMs ?? 5;
+  const sockets = new Set<Socket>();
+  let queue: Promise<void> = Promise.resolve();
+  let inFlight = 0;
+  const state: LoadServer = {
+    url: "",
+    received: 0,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number) => {
+    const n = benchmark && opts.truncateAt !== undefined ? Math.min(opts.truncateAt, maxTokens) : tokens;
+    const delta = benchmark && opts.reasoningOnly ? { reasoning_content: "hmm " } : { content: "ok " };
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    for (let i = 0; i < n; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, chunkMs));
+      res.write(chunk({ choices: [{ index: 0, delta, finish_reason: null }] }));
+    }
+    res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
+    res.write(chunk({ choices: [], usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } }));
+    res.end("data: [DONE]\n\n");
+  };
+  const server = http.createServer((req, res) => {
+    const body: Buffer[] = [];
+    req.on("data", (b: Buffer) => body.push(b));
+    req.on("end", () => route(req, res, Buffer.concat(body).toString("utf8")));
+  });
+  const route = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => {
+    if (req.url === "/v1/models") {
+      res.writeHead(200, { "content-type": "application/json" }).end(MODELS);
+      return;
+    }
+    if (req.url !== "/v1/chat/completions") {
+      res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
+      return;
+    }
+    const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number };
+    const benchmark = request.ignore_eos === true;
+    const maxTokens = request.max_tokens ?? tokens;
+    const n = benchmark ? ++state.received : 0;
+    if (benchmark && opts.dieAfter !== undefined && n > opts.dieAfter) {
+      void state.close();
+      return;
+    }
+    const shed = opts.busyLimit !== undefined && inFlight >= opts.busyLimit;
+    if (benchmark && ((opts.failEvery && n % opts.failEvery === 0) || shed)) {
+      res.writeHead(500, { "content-type": "application/json" }).end('{"error":"overloaded"}');
+      return;
+    }
+    if (benchmark) {
+      inFlight++;
+      res.on("close", () => inFlight--);
+    }
+    if (!opts.serial) {
+      void answer(res, benchmark, maxTokens);
+      return;
+    }
+    queue = queue.then(() => answer(res, benchmark, maxTokens)).catch(() => undefined);
+  };
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return state;
+}
