@@ -7,7 +7,7 @@
 // layer's execOnHost and hostScript take the environment from here.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { writeStandinTrees } from "../components/cuda-catalog/catalog";
+import { writeStandinTrees } from "./standin";
 import { projectFile, projectRoot } from "../project-files";
 import { SIM_GPUHOST_DIR } from "../components/services/launch-args";
 import { workdirPath } from "../components/host/invocation";
