@@ -5,12 +5,12 @@
  * (StackReference) needs, keyed by host name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
+import { hostConnection, loadConfig, simulatedRoot } from "./stack/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { trustConnection } from "./components/host-key";
 import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
-import type { HostOutputs } from "./components/stack-outputs";
+import type { HostOutputs } from "./stack/outputs";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 

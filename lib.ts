@@ -16,7 +16,7 @@ export {
   type GpuhostConfigInput,
   type HostConfig,
   type SimulatorConfig,
-} from "./components/config";
+} from "./stack/config";
 export { CudaToolkit, type CudaToolkitArgs } from "./components/cuda-toolkit";
 export { ServingEnvironment, type ServingEnvironmentArgs } from "./components/serving-env/serving-environment";
 export { ServingService, type ServingServiceArgs } from "./components/services/serving-service";

@@ -18,18 +18,18 @@
  * taken from the same builders the components' Commands use, then probes again.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { GpuhostConfig, HostConfig } from "./config";
+import type { GpuhostConfig, HostConfig } from "../stack/config";
 import { CudaToolkit, cudaToolkitPlan } from "./cuda-toolkit";
 import { type HostConnectionInput, hostScript } from "./host/script";
 import type { HostPlatform } from "./platform";
 import { ServingEnvironment } from "./serving-env/serving-environment";
 import { toolkitKey } from "./serving-env/lock";
-import { activationStep, API_KEY_FILE_SCRIPT, ServingService } from "./services/serving-service";
+import { activationStep, API_KEY_FILE_SCRIPT, ServingService, unitEnvironment } from "./services/serving-service";
 import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind } from "./services/schema";
 import { ServiceComparison } from "./service-comparison";
 import { SloSchema } from "../gate/goodput";
 import { WorkloadShapeSchema } from "../gate/workload";
-import { pinnedEnvironment, UNIT_DIR, unitName } from "./services/unit";
+import { UNIT_DIR, unitName } from "./services/unit";
 import { toolkit as toolkitDescription } from "./cuda-catalog/catalog";
 import {
   expectedToolkitState,
@@ -171,11 +171,11 @@ export class GpuServingHost extends pulumi.ComponentResource {
         : []),
     ]);
 
-    const unitPath = pinnedEnvironment({
+    const unitPath = unitEnvironment({
       cudaHome,
-      // The units put the venv on PATH only where SGLang runs from it (as renderServiceUnits does).
-      venvPath: platform.serverProgram.kind === "sglang" ? env.venvPath : undefined,
+      venvPath: env.venvPath,
       jitCacheDir: "",
+      program: platform.serverProgram,
     }).find(([k]) => k === "PATH")![1];
     this.toolkitState = new ToolkitState(
       `${name}-toolkit-state`,
@@ -341,7 +341,7 @@ function comparisonArgs(args: GpuServingHostArgs, service: ServingService, conne
       requestsPerLevel: bench.requestsPerConcurrency,
       repeats: 1,
       requestTimeoutSeconds: bench.requestTimeoutSeconds,
-      timeScale: platform.serverProgram.kind === "simulator" ? platform.serverProgram.timeScale : 1,
+      timeScale: platform.timeScale ?? 1,
       verifyPolicy: config.verification,
       job: {
         purpose: "batch" as const,

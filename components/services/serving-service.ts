@@ -8,14 +8,7 @@
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, type HostConnectionInput } from "../host/script";
-import {
-  API_KEY_CREDENTIAL,
-  execStartArgv,
-  serverArgsFor,
-  SIM_GPUHOST_DIR,
-  simulatorEnvironment,
-  type ServerProgram,
-} from "./launch-args";
+import { API_KEY_CREDENTIAL, execStartArgv, serverArgsFor, sglangCommand, type ServerProgram } from "./launch-args";
 import { initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { keyedHash, StampKey } from "./stamp-key";
 import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
@@ -26,17 +19,8 @@ export interface ServingServiceArgs {
   connection: HostConnectionInput;
   /** The services knobs (config `services`), already validated. */
   services: ServicesConfig;
-  /** What ExecStart runs: SGLang from the venv, or the simulator on a simulated host. */
-  program:
-    | { kind: "sglang" }
-    | {
-        kind: "simulator";
-        profile: string;
-        /** Per-service profile overrides. */
-        serviceProfiles?: Partial<Record<ServiceKind, string>>;
-        faults: string[];
-        timeScale: number;
-      };
+  /** What ExecStart runs in place of SGLang from the venv (the platform's); unset: SGLang from the venv. */
+  program?: ServerProgram;
   /** The user the services run as (ServingEnvironment's). */
   serviceUser: string;
   /** WorkingDirectory= and the user's writable home. */
@@ -65,48 +49,45 @@ export function renderServiceUnits(
   a: Omit<ServingServiceArgs, "connection" | "jitWorkspace" | "environmentLock" | "apiKey"> & {
     jitWorkspace: string;
     apiKey: boolean;
-    nodePath?: string;
-    gpuhostDir?: string;
   },
 ): RenderedUnit[] {
   const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
-  const sim = a.program.kind === "simulator" ? a.program : undefined;
-  const programFor = (kind: ServiceKind): ServerProgram =>
-    sim === undefined
-      ? { kind: "sglang", venvPath: a.venvPath }
-      : {
-          kind: "simulator",
-          nodePath: a.nodePath ?? process.execPath,
-          gpuhostDir: a.gpuhostDir ?? SIM_GPUHOST_DIR,
-          profile: sim.serviceProfiles?.[kind] ?? sim.profile,
-          faults: sim.faults,
-          timeScale: sim.timeScale,
-        };
+  const command = a.program?.command ?? sglangCommand(a.venvPath);
   const apiKeyFile = a.apiKeyFile ?? DEFAULT_API_KEY_FILE;
   return configured.map((kind) => ({
     kind,
     name: unitName(kind),
     content: renderUnit({
       kind,
-      platform: a.program.kind === "sglang" ? "real" : "simulated",
-      execStart: execStartArgv(programFor(kind), serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
+      platform: a.program?.platform ?? "real",
+      execStart: execStartArgv(command, serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
       user: a.serviceUser,
       group: a.serviceUser,
       workingDirectory: a.serviceHome,
-      environment: [
-        ...pinnedEnvironment({
-          cudaHome: a.cudaHome,
-          venvPath: a.program.kind === "sglang" ? a.venvPath : undefined,
-          jitCacheDir: a.jitWorkspace,
-        }),
-        ...simulatorEnvironment(programFor(kind)),
-      ],
+      environment: [...unitEnvironment({ ...a, jitCacheDir: a.jitWorkspace }), ...(a.program?.environment[kind] ?? [])],
       apiKeyCredential: a.apiKey ? { name: API_KEY_CREDENTIAL, file: apiKeyFile } : undefined,
       readWritePaths: [a.serviceHome, a.jitWorkspace],
       timeoutStartSec: a.services.timeoutStartSec,
       restart: a.services.restart,
     }),
   }));
+}
+
+/**
+ * The environment every unit pins: the toolkit, the keyed JIT cache, and the venv on PATH where
+ * SGLang runs from it (a platform's own program does not).
+ */
+export function unitEnvironment(a: {
+  cudaHome: string;
+  venvPath: string;
+  jitCacheDir: string;
+  program?: ServerProgram;
+}): Array<[string, string]> {
+  return pinnedEnvironment({
+    cudaHome: a.cudaHome,
+    venvPath: a.program === undefined ? a.venvPath : undefined,
+    jitCacheDir: a.jitCacheDir,
+  });
 }
 
 export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";

@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { renderConfigDoc } from "../../components/config-doc";
+import { renderConfigDoc } from "../../stack/config-doc";
 import { ROOT } from "./stacks";
 
 describe("docs/configuration.md", () => {

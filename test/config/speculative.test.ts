@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { speculativeOf } from "../../components/gpu-serving-host";
 import { stackConfig } from "./stacks";
 

@@ -9,8 +9,7 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { type ScriptStep, toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { parseKeyValues, readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
-import { SIM_GPUHOST_DIR } from "../../components/services/launch-args";
+import { prepareSimulatedHost, SIM_GPUHOST_DIR, SIM_REPO_URL, simulatedConnection } from "../../sim-host/platform";
 import { projectRoot } from "../../project-files";
 import type { HostConnection } from "../../components/host/connection";
 
@@ -44,7 +43,7 @@ function snapshot(dir: string): Record<string, string> {
 beforeEach(() => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
   prepareSimulatedHost(root);
-  conn = { kind: "simulated", root };
+  conn = simulatedConnection(root);
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 

@@ -3,7 +3,7 @@
 // (components/stack-outputs.ts) describes.
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
-import { HostOutputsSchema, StackOutputsSchema } from "../../components/stack-outputs";
+import { HostOutputsSchema, StackOutputsSchema } from "../../stack/outputs";
 import { named, recordResources, valueOf } from "./harness";
 
 const measured = Object.fromEntries(
