@@ -4,7 +4,8 @@
 // components below it take these facts and never ask which platform they run on. Two
 // implementations: connectedPlatform (SSH or this machine, below) and simulatedPlatform (sim-host/host.ts).
 import type * as pulumi from "@pulumi/pulumi";
-import type { HostConnectionInput } from "./host/script";
+import type { CudaToolkitOptions } from "./cuda-toolkit/options";
+import { type HostConnectionInput, hostScript } from "./host/script";
 import type { ServerProgram } from "./services/launch-args";
 
 /** A host script step with its arguments (the shape ToolkitState's repairs take too). */
@@ -45,4 +46,26 @@ export function connectedPlatform(connection: HostConnectionInput): HostPlatform
           }
         : undefined,
   };
+}
+
+/** The toolkit options with the platform's own repository where the stack names none. */
+export function toolkitOptionsOn(platform: HostPlatform, options: CudaToolkitOptions): CudaToolkitOptions {
+  if (options.repository.url !== undefined || platform.toolkitRepository === undefined) return options;
+  return { ...options, repository: { ...options.repository, ...platform.toolkitRepository } };
+}
+
+/**
+ * The platform's preparation as a resource `${name}-prepare` (none where it has none): what every
+ * other host script of the host waits for.
+ */
+export function preparationOf(
+  name: string,
+  platform: HostPlatform,
+  opts: pulumi.CustomResourceOptions,
+): pulumi.Resource[] {
+  const prep = platform.preparation;
+  if (prep === undefined) return [];
+  return [
+    hostScript(`${name}-prepare`, { connection: platform.connection, ...prep.step, triggers: prep.triggers }, opts),
+  ];
 }

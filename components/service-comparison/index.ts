@@ -7,8 +7,20 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type { ServiceComparisonOutputs } from "../../gate/compare-outputs";
+import { SloSchema } from "../../gate/goodput";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import { WorkloadShapeSchema } from "../../gate/workload";
 import { callTimeProvider } from "../call-time-provider";
-import type { ServiceKind } from "../services/schema";
+import type { HostConnectionInput } from "../host/script";
+import { gateTunnel, gateUrl } from "../services/endpoint";
+import {
+  configuredServices,
+  initialService,
+  type ServiceKind,
+  type ServicesConfig,
+  type Speculative,
+  speculativeOf,
+} from "../services/schema";
 import { PROVIDER_VERSION, type ComparisonPlan } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, MEASURE_KEYS, type ComparisonPlan } from "./provider";
@@ -25,10 +37,79 @@ export interface ServiceComparisonArgs {
   /** Each configured service's activation stamp (ServingService.stamps). */
   stamps: pulumi.Input<Partial<Record<ServiceKind, string>>>;
   services: ServiceKind[];
-  drafts: Partial<Record<ServiceKind, { algorithm: string; draftModelPath: string; acceptanceFloor: number }>>;
+  drafts: Partial<Record<ServiceKind, Speculative>>;
   plan: ComparisonPlan;
   activateTimeoutSeconds: number;
   deadlineSeconds: number;
+}
+
+/** What a host's comparison is built from: the stack's sections it reads, and what ServingService made. */
+export interface ComparisonSources {
+  connection: HostConnectionInput;
+  services: ServicesConfig;
+  verification: VerifyPolicy;
+  benchmark: BenchPlan;
+  workload: Workload;
+  /** GPUs on the host (the capacity job's plan is per host). */
+  gpus: number;
+  /** Host seconds per wall-clock second (the platform's; 1 on real hosts). */
+  timeScale: number;
+  /** ServingService's served model name and per-service activation stamps. */
+  model: pulumi.Input<string>;
+  stamps: pulumi.Input<Partial<Record<ServiceKind, string>>>;
+  apiKey?: pulumi.Input<string>;
+}
+
+/**
+ * The comparison's arguments, in one place: the same gate policy and the benchmark's levels and
+ * request length as VerifiedGeneration, the capacity workload as the job, the platform's time
+ * scale; a deadline of each service's verification, benchmark and start-up, plus slack.
+ */
+export function comparisonArgs(src: ComparisonSources): ServiceComparisonArgs {
+  const s = src.services;
+  const bench = src.benchmark;
+  const services = configuredServices(s);
+  const drafts: Partial<Record<ServiceKind, Speculative>> = {};
+  for (const kind of services) {
+    const spec = speculativeOf(s, kind);
+    if (spec) drafts[kind] = spec;
+  }
+  const perService = src.verification.deadlineSeconds + bench.deadlineSeconds + s.timeoutStartSec + 120;
+  return {
+    connection: pulumi.output(src.connection),
+    url: gateUrl(src.connection, s.host, s.port),
+    tunnel: gateTunnel(src.connection, s.host, s.port),
+    model: src.model,
+    apiKey: src.apiKey,
+    stamps: src.stamps,
+    services,
+    drafts,
+    plan: {
+      shape: WorkloadShapeSchema.parse({
+        outputTokens: { distribution: "fixed", tokens: bench.sweepMaxTokens },
+        ignoreEos: bench.ignoreEos,
+      }),
+      slo: SloSchema.parse({}),
+      levels: [...bench.concurrency],
+      requestsPerLevel: bench.requestsPerConcurrency,
+      repeats: 1,
+      requestTimeoutSeconds: bench.requestTimeoutSeconds,
+      timeScale: src.timeScale,
+      verifyPolicy: src.verification,
+      job: {
+        purpose: "batch" as const,
+        completions: src.workload.completions,
+        outputTokensPerCompletion: src.workload.outputTokensPerCompletion,
+        deadlineDays: src.workload.deadlineDays,
+        gpusPerHost: Math.max(1, src.gpus),
+      },
+      auto: s.active === "auto",
+      restore: initialService(s),
+      acceptanceFloor: 1.5,
+    },
+    activateTimeoutSeconds: s.timeoutStartSec + 120,
+    deadlineSeconds: services.length * perService,
+  };
 }
 
 type Out<K extends keyof ServiceComparisonOutputs> = pulumi.Output<ServiceComparisonOutputs[K]>;

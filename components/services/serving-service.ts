@@ -9,9 +9,12 @@ import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { hostScript, type HostConnectionInput } from "../host/script";
 import { API_KEY_CREDENTIAL, execStartArgv, serverArgsFor, sglangCommand, type ServerProgram } from "./launch-args";
-import { initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import type { DriftFragment } from "../drift/fragments";
+import { restartUnitStep, UNIT_FIELDS, unitContentField } from "../drift/repair";
+import { urlOnHost } from "./endpoint";
+import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { keyedHash, StampKey } from "./stamp-key";
-import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
+import { pinnedEnvironment, renderUnit, UNIT_DIR, unitHash, unitName } from "./unit";
 
 const SCRIPTS = "components/services/scripts";
 
@@ -51,7 +54,7 @@ export function renderServiceUnits(
     apiKey: boolean;
   },
 ): RenderedUnit[] {
-  const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
+  const configured = configuredServices(a.services);
   const command = a.program?.command ?? sglangCommand(a.venvPath);
   const apiKeyFile = a.apiKeyFile ?? DEFAULT_API_KEY_FILE;
   return configured.map((kind) => ({
@@ -147,12 +150,20 @@ export class ServingService extends pulumi.ComponentResource {
   public readonly stamps: pulumi.Output<Partial<Record<ServiceKind, string>>>;
   /** The activation Command: what a comparison of the services waits for. */
   public readonly activation: pulumi.Resource;
+  /** With an API key: what ToolkitState compares the key file on the host with, and how it rewrites it. */
+  public readonly apiKeyCheck?: { apiKey: pulumi.Input<string>; apiKeyFile: { path: string; script: string } };
+  /** PATH as the units set it (the drift probe checks `which nvcc` through it). */
+  private readonly unitPath: string;
 
   constructor(name: string, args: ServingServiceArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingService", name, {}, opts);
     const s = args.services;
     const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
     this.apiKeyFile = apiKeyFile;
+    this.apiKeyCheck = args.apiKey
+      ? { apiKey: args.apiKey, apiKeyFile: { path: apiKeyFile, script: API_KEY_FILE_SCRIPT } }
+      : undefined;
+    this.unitPath = unitEnvironment({ ...args, jitCacheDir: "" }).find(([k]) => k === "PATH")![1];
     const units = pulumi
       .output(args.jitWorkspace)
       .apply((jitWorkspace) =>
@@ -175,7 +186,7 @@ export class ServingService extends pulumi.ComponentResource {
       : undefined;
 
     // The set of units is known from config alone, so resources can be declared before the text is.
-    const kinds = SERVICE_KINDS.filter((k) => k === "autoregressive" || s[k] !== undefined);
+    const kinds = configuredServices(s);
     const installs = kinds.map((kind) =>
       hostScript(
         `${name}-unit-${kind}`,
@@ -221,8 +232,7 @@ export class ServingService extends pulumi.ComponentResource {
     this.activeService = pulumi.output(active);
     this.activeUnit = pulumi.output(unitName(active));
     this.activeUnitHash = pulumi.unsecret(stamp);
-    const reachable = s.host === "0.0.0.0" ? "127.0.0.1" : s.host;
-    this.endpoint = pulumi.output(`http://${reachable}:${s.port}`);
+    this.endpoint = pulumi.output(urlOnHost(s.host, s.port));
     this.servedModelName = pulumi.output(s.servedModelName ?? s.modelPath);
     this.unitHashes = units.apply((u) =>
       Object.fromEntries(u.map((x) => [x.name, createHash("sha256").update(x.content).digest("hex")])),
@@ -241,6 +251,47 @@ export class ServingService extends pulumi.ComponentResource {
       unitHashes: this.unitHashes,
       steps: this.steps,
       stamps: this.stamps,
+    });
+  }
+
+  /**
+   * Its share of ToolkitState (components/drift), with `active` the running service (the configured
+   * one, or the comparison's pick) started with `stamp`: each unit file's content, the active unit
+   * enabled and running and the others not, the units' PATH. Repaired, in order, by re-installing a
+   * unit file, restarting the active unit after its file was restored (the process may have started
+   * from the edited file), the activation, and the API key file rewritten from the secret (stdin).
+   */
+  public drift(active: pulumi.Input<ServiceKind>, stamp: pulumi.Input<string>): pulumi.Output<DriftFragment> {
+    return pulumi.all([this.steps, this.unitHashes, active, stamp]).apply(([steps, hashes, kind, st]) => {
+      const running = unitName(kind);
+      const state = (u: string) =>
+        u === running ? { enabled: "enabled", active: "active" } : { enabled: "disabled", active: "inactive" };
+      return {
+        expected: {
+          unitPath: this.unitPath,
+          units: Object.fromEntries(
+            Object.entries(hashes).map(([u, sha256]) => [`${UNIT_DIR}/${u}`, { sha256, ...state(u) }]),
+          ),
+        },
+        repairs: [
+          ...Object.entries(steps.units).map(([u, step]) => ({
+            fields: [unitContentField(`${UNIT_DIR}/${u}`)],
+            ...step,
+          })),
+          restartUnitStep(`${UNIT_DIR}/${running}`),
+          { fields: [UNIT_FIELDS], ...activationStep(kind, st) },
+          ...(this.apiKeyCheck
+            ? [
+                {
+                  fields: ["apiKeyFile"],
+                  script: API_KEY_FILE_SCRIPT,
+                  args: [this.apiKeyFile],
+                  stdin: "apiKey" as const,
+                },
+              ]
+            : []),
+        ],
+      };
     });
   }
 }

@@ -22,6 +22,7 @@ import {
   requirements,
   toolkitKey,
 } from "./lock";
+import type { DriftFragment } from "../drift/fragments";
 import type { EnvironmentConfig } from "./schema";
 
 const SCRIPTS = "components/serving-env/scripts";
@@ -50,6 +51,8 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   public readonly torchCuda: pulumi.Output<string>;
   /** What python-env.sh reported: "real", or "simulated" where nothing was installed (under a root). */
   public readonly platform: pulumi.Output<string>;
+  /** Its share of ToolkitState (components/drift): the JIT cache base and the toolkit key in use. */
+  public readonly drift: pulumi.Output<DriftFragment>;
 
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingEnvironment", name, {}, opts);
@@ -135,6 +138,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     this.venvPath = pulumi.output(env.venvPath);
     this.torchCuda = venvReport.apply((r) => r.torch_cuda ?? "unknown");
     this.platform = venvReport.apply((r) => r.platform ?? "unknown");
+    this.drift = fingerprint.apply((f) => ({
+      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f) },
+    }));
     this.registerOutputs({
       environmentLock: this.environmentLock,
       jitWorkspace: this.jitWorkspace,

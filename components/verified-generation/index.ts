@@ -5,6 +5,10 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
+import type { HostConnectionInput } from "../host/script";
+import { gateTunnel, gateUrl } from "../services/endpoint";
+import { type ServiceKind, type ServicesConfig, speculativeOf } from "../services/schema";
+import { unitName } from "../services/unit";
 import type { VerifiedGenerationOutputs } from "../../gate/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { PROVIDER_VERSION } from "./provider";
@@ -51,6 +55,72 @@ export interface VerifiedGenerationArgs {
     remoteHost: string;
     remotePort: number;
   }>;
+}
+
+/**
+ * For SSH hosts: what VerifiedGeneration needs to tunnel to the service bound at bindHost:port and to
+ * read the unit's state and logs over the same connection (a secret: it carries the private key).
+ * Undefined otherwise.
+ */
+export function hostAccess(
+  connection: HostConnectionInput,
+  unit: pulumi.Input<string>,
+  bindHost: string,
+  port: number,
+): VerifiedGenerationArgs["hostAccess"] {
+  const target = gateTunnel(connection, bindHost, port);
+  if (target === undefined) return undefined;
+  return pulumi.all([pulumi.output(connection), unit]).apply(([conn, unitName]) => ({
+    connection: conn,
+    unit: unitName,
+    ...target,
+  }));
+}
+
+/** What a host's verification is built from: the stack's sections it reads, and what the components made. */
+export interface VerificationSources {
+  connection: HostConnectionInput;
+  services: ServicesConfig;
+  verification: VerifyPolicy;
+  benchmark: BenchPlan;
+  workload: Workload;
+  apiKey?: pulumi.Input<string>;
+  /** ServingService's served model name. */
+  model: pulumi.Input<string>;
+  /** The service that runs (the configured one, or the comparison's pick). */
+  active: pulumi.Output<ServiceKind>;
+  /** What identifies the running service (its unit's stamp): a change verifies again. */
+  serviceIdentity: pulumi.Input<string>;
+  toolkitFingerprint: pulumi.Input<string>;
+  environmentLock: pulumi.Input<string>;
+  /** The platform's probes of a unit's state and logs (components/platform.ts serviceProbes). */
+  serviceProbes(unit: string): { state: pulumi.Input<string>[]; logs: pulumi.Input<string>[] } | undefined;
+}
+
+/**
+ * The verification's arguments, in one place: the gate's URL (SSH hosts: through a tunnel), the
+ * parsed policy, plan and workload, the active service's draft and acceptance floor, and the unit
+ * probes (local hosts) or host access (SSH hosts) through which the gate reads the unit.
+ */
+export function verificationArgs(src: VerificationSources): VerifiedGenerationArgs {
+  const s = src.services;
+  const unit = src.active.apply(unitName);
+  const probe = unit.apply((u) => src.serviceProbes(u));
+  return {
+    url: gateUrl(src.connection, s.host, s.port),
+    model: src.model,
+    apiKey: src.apiKey,
+    serviceIdentity: src.serviceIdentity,
+    toolkitFingerprint: src.toolkitFingerprint,
+    environmentLock: src.environmentLock,
+    verifyPolicy: src.verification,
+    benchPlan: src.benchmark,
+    workload: src.workload,
+    speculative: src.active.apply((kind) => speculativeOf(s, kind)) as VerifiedGenerationArgs["speculative"],
+    serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
+    serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
+    hostAccess: hostAccess(src.connection, unit, s.host, s.port),
+  };
 }
 
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
