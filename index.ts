@@ -93,5 +93,6 @@ export const gpuHosts = pulumi.output(Object.fromEntries(hosts.map((h) => [h.nam
 export const fleetSustainedOutputTokensPerSecond = pulumi
   .all(hosts.map((h) => h.outputs.sustainedOutputTokensPerSecond))
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
+/** The configured `services.active` (each host's running service is under gpuHosts.<host>.activeService). */
 export const activeService = config.services.active;
 // StackOutputsSchema (components/stack-outputs.ts) describes these three exports.

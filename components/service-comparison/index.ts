@@ -115,14 +115,23 @@ export function comparisonArgs(src: ComparisonSources): ServiceComparisonArgs {
 type Out<K extends keyof ServiceComparisonOutputs> = pulumi.Output<ServiceComparisonOutputs[K]>;
 
 export class ServiceComparison extends pulumi.dynamic.Resource {
+  /** Per service, in the order measured: sweep, knee, acceptance, crossover. */
   declare public readonly services: Out<"services">;
+  /** The service the comparison recommends; null: none could be measured. */
   declare public readonly recommended: Out<"recommended">;
+  /** The next best service. */
   declare public readonly runnerUp: Out<"runnerUp">;
+  /** How much better the recommendation is than the runner-up (0.12 = 12 %). */
   declare public readonly margin: Out<"margin">;
+  /** The recommendation with its reason, one sentence. */
   declare public readonly recommendation: Out<"recommendation">;
+  /** The service left active: the recommendation under `active: auto`, else the configured one. */
   declare public readonly activeService: pulumi.Output<ServiceKind>;
+  /** Its unit, e.g. sglang-eagle3.service. */
   declare public readonly activeUnit: Out<"activeUnit">;
+  /** What clock the figures are in (the simulated host's own time when time-scaled). */
   declare public readonly timeNote: Out<"timeNote">;
+  /** ISO time the comparison finished. */
   declare public readonly comparedAt: Out<"comparedAt">;
 
   constructor(name: string, args: ServiceComparisonArgs, opts?: pulumi.CustomResourceOptions) {

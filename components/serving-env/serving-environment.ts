@@ -45,7 +45,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   public readonly environmentLock: pulumi.Output<string>;
   /** FLASHINFER_WORKSPACE_BASE for this toolkit. */
   public readonly jitWorkspace: pulumi.Output<string>;
+  /** The user the services run as. */
   public readonly serviceUser: pulumi.Output<string>;
+  /** The venv holding the pinned serving stack. */
   public readonly venvPath: pulumi.Output<string>;
   /** CUDA release of the torch in the venv, as the host reported it (under a root: from the pin). */
   public readonly torchCuda: pulumi.Output<string>;

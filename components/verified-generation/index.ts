@@ -126,19 +126,33 @@ export function verificationArgs(src: VerificationSources): VerifiedGenerationAr
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
 
 export class VerifiedGeneration extends pulumi.dynamic.Resource {
+  /** Whether the endpoint generated at the last create or refresh; false is drift. */
   declare public readonly generating: Out<"generating">;
+  /** "ok", or a short stable reason the last refresh found no generation. */
   declare public readonly generationCheck: Out<"generationCheck">;
+  /** The served model id that was verified. */
   declare public readonly model: Out<"model">;
+  /** ISO time verification and benchmark finished. */
   declare public readonly verifiedAt: Out<"verifiedAt">;
+  /** The readiness gate: time to verified generation, each phase with its timing. */
   declare public readonly readiness: Out<"readiness">;
+  /** Single requests at each max_tokens. */
   declare public readonly singleRequest: Out<"singleRequest">;
+  /** The concurrency sweep, level by level. */
   declare public readonly sweep: Out<"sweep">;
+  /** The knee: the concurrency past which throughput stops paying for latency. */
   declare public readonly saturationConcurrency: Out<"saturationConcurrency">;
+  /** A knee was found; false: not saturated up to the last level. */
   declare public readonly saturated: Out<"saturated">;
+  /** The knee in one sentence, with the levels excluded by the error budget. */
   declare public readonly saturationVerdict: Out<"saturationVerdict">;
+  /** Output tokens/s the host sustains at the knee: what the capacity plan is built on. */
   declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
+  /** Speculative services: the measured acceptance length (checked against the floor). */
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
+  /** Every sweep level ran. */
   declare public readonly benchComplete: Out<"benchComplete">;
+  /** The capacity plan of the configured workload on this host. */
   declare public readonly capacity: Out<"capacity">;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {

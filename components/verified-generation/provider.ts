@@ -8,7 +8,7 @@
  * PROVIDER_VERSION travels as an input and shows in diff.
  */
 import { randomBytes } from "node:crypto";
-import * as GateModule from "../../gate/index";
+import * as gate from "../../gate/index";
 import type { HostConnection } from "../host/connection";
 import { execOnHost, hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
@@ -65,11 +65,7 @@ export interface VerifiedGenerationInputs {
   hostAccess?: { connection: HostConnection; unit: string; remoteHost: string; remotePort: number };
 }
 
-type Gate = typeof GateModule;
-
-function loadGate(): Gate {
-  return GateModule;
-}
+type Gate = typeof gate;
 
 const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
 // projectRoot: an input of states written before the checkout's path left them (dropped on update).
@@ -93,7 +89,6 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
   }
   const gateUrl = typeof endpoint === "object" && endpoint !== null ? endpoint.url : undefined;
-  const gate = loadGate();
   if (typeof gateUrl === "string" && gateUrl !== unknown) {
     try {
       gate.baseUrl(gateUrl);
@@ -181,7 +176,6 @@ async function withHostAccess<T>(
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
-  const gate = loadGate();
   return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
 }
 
@@ -257,7 +251,6 @@ export async function update(
   olds: Record<string, unknown>,
   news: Record<string, unknown>,
 ): Promise<{ outs: Record<string, unknown> }> {
-  const gate = loadGate();
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
   const plan = gate.capacity(
     Number.isFinite(sustained) ? sustained : 0,
@@ -293,7 +286,6 @@ export async function read(
   id: string,
   props: Record<string, unknown>,
 ): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
-  const gate = loadGate();
   try {
     const { hostKeyRefused: _stale, ...rest } = props;
     return { id, props: { ...rest, ...(await checkGenerating(props, gate)) }, inputs: pickInputs(props) };

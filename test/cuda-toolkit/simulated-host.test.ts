@@ -81,6 +81,9 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(kv.nvcc_version).toBe("V13.0.88");
     expect(kv.cuda_link).toBe("/usr/local/cuda-13.0");
     expect(kv.proof).toMatch(/^ran: gpuhost stand-in binary: .*proof\.cu compiled against .*cuda-13\.0/);
+    // Location-free: the toolkit as the host names it, never the folder the simulated host lives in.
+    expect(kv.proof).toMatch(/ compiled against \/usr\/local\/cuda-13\.0 \(release 13\.0\)/);
+    expect(kv.proof).not.toContain(root);
     const versions = parsePackageVersions(kv.packages);
     expect(Object.keys(versions).sort()).toEqual(plan.packages);
     expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
