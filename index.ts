@@ -95,4 +95,4 @@ export const fleetSustainedOutputTokensPerSecond = pulumi
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
 /** The configured `services.active` (each host's running service is under gpuHosts.<host>.activeService). */
 export const activeService = config.services.active;
-// StackOutputsSchema (components/stack-outputs.ts) describes these three exports.
+// StackOutputsSchema (stack/outputs.ts) describes these three exports.

@@ -1,5 +1,5 @@
 /**
- * Generates docs/configuration.md from the stack-config schema (components/config.ts), so the
+ * Generates docs/configuration.md from the stack-config schema (stack/config.ts), so the
  * reference cannot fall behind the code: test/config/config-doc.test.ts fails when the committed
  * file differs from what this renders. `gpuhost config-doc --write` (cli/config-doc.ts) writes it.
  */

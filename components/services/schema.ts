@@ -1,6 +1,6 @@
 /**
  * The knobs of the serving services: the single source of their defaults and documentation.
- * components/config.ts composes this into the stack-config schema.
+ * stack/config.ts composes this into the stack-config schema.
  */
 import { z } from "zod";
 

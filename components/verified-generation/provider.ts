@@ -48,7 +48,7 @@ export interface VerifiedGenerationInputs {
   serviceIdentity: string;
   toolkitFingerprint: string;
   environmentLock: string;
-  /** Parsed once, by the stack config (components/config.ts); check() validates it again only as untrusted state. */
+  /** Parsed once, by the stack config (stack/config.ts); check() validates it again only as untrusted state. */
   verifyPolicy?: VerifyPolicy;
   benchPlan?: BenchPlan;
   workload?: Workload;
