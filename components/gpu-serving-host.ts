@@ -181,6 +181,10 @@ export class GpuServingHost extends pulumi.ComponentResource {
         ...sources,
         active,
         serviceIdentity: this.comparison ? activeStamp : service.activeUnitHash,
+        // A comparison that measured again restarted the units itself: its run is part of the start.
+        activation: this.comparison
+          ? pulumi.interpolate`${service.activationId} ${this.comparison.comparedAt}`
+          : service.activationId,
         toolkitFingerprint: toolkit.fingerprint,
         environmentLock: environment.environmentLock,
         serviceProbes: (unit) => platform.serviceProbes(unit),

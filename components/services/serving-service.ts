@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { hostScript, type HostConnectionInput } from "../host/script";
+import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
 import { API_KEY_CREDENTIAL, execStartArgv, serverArgsFor, sglangCommand, type ServerProgram } from "./launch-args";
 import type { DriftFragment } from "../drift/fragments";
 import { restartUnitStep, UNIT_FIELDS, unitContentField } from "../drift/repair";
@@ -150,6 +150,11 @@ export class ServingService extends pulumi.ComponentResource {
   public readonly stamps: pulumi.Output<Partial<Record<ServiceKind, string>>>;
   /** The activation Command: what a comparison of the services waits for. */
   public readonly activation: pulumi.Resource;
+  /**
+   * The host's record of the configured service's last start (activate.sh's `activation=` id): it
+   * changes with every start the activation makes, a reverted rollout's included, and not otherwise.
+   */
+  public readonly activationId: pulumi.Output<string>;
   /** With an API key: what ToolkitState compares the key file on the host with, and how it rewrites it. */
   public readonly apiKeyCheck?: { apiKey: pulumi.Input<string>; apiKeyFile: { path: string; script: string } };
   /** PATH as the units set it (the drift probe checks `which nvcc` through it). */
@@ -223,11 +228,13 @@ export class ServingService extends pulumi.ComponentResource {
       if (!st[active]) throw new Error(`service ${active} is not configured`);
       return st[active];
     });
-    this.activation = hostScript(
+    const activation = hostScript(
       `${name}-activate`,
       { connection: args.connection, ...activationStep(active, stamp) },
       { parent: this, dependsOn: installs },
     );
+    this.activation = activation;
+    this.activationId = activation.stdout.apply((out) => parseKeyValues(out).activation ?? "");
 
     this.activeService = pulumi.output(active);
     this.activeUnit = pulumi.output(unitName(active));
@@ -251,6 +258,7 @@ export class ServingService extends pulumi.ComponentResource {
       unitHashes: this.unitHashes,
       steps: this.steps,
       stamps: this.stamps,
+      activationId: this.activationId,
     });
   }
 

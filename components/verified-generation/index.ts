@@ -24,6 +24,12 @@ export interface VerifiedGenerationArgs {
   apiKey?: pulumi.Input<string>;
   /** What the service is: e.g. its rendered unit and launch arguments, hashed. Replaces on change. */
   serviceIdentity: pulumi.Input<string>;
+  /**
+   * The start of the service this verifies (the host's activation id, ServingService.activationId):
+   * every start gpuhost makes gives a new one, so a restart, even into a service identity verified
+   * before (a reverted rollout), is verified again in the same update. Replaces on change.
+   */
+  activation?: pulumi.Input<string>;
   /** Fingerprint of the CUDA toolkit the service runs on. Replaces on change. */
   toolkitFingerprint: pulumi.Input<string>;
   /** Lock of the Python serving environment (package versions). Replaces on change. */
@@ -91,6 +97,8 @@ export interface VerificationSources {
   active: pulumi.Output<ServiceKind>;
   /** What identifies the running service (its unit's stamp): a change verifies again. */
   serviceIdentity: pulumi.Input<string>;
+  /** Its start (the activation id, with the comparison's run where one switched the units): a change verifies again. */
+  activation: pulumi.Input<string>;
   toolkitFingerprint: pulumi.Input<string>;
   environmentLock: pulumi.Input<string>;
   /** The platform's probes of a unit's state and logs (components/platform.ts serviceProbes). */
@@ -111,6 +119,7 @@ export function verificationArgs(src: VerificationSources): VerifiedGenerationAr
     model: src.model,
     apiKey: src.apiKey,
     serviceIdentity: src.serviceIdentity,
+    activation: src.activation,
     toolkitFingerprint: src.toolkitFingerprint,
     environmentLock: src.environmentLock,
     verifyPolicy: src.verification,
@@ -161,6 +170,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       endpoint: pulumi.all([args.url, args.model]).apply(([url, model]) => ({ url, model })),
       apiKey: args.apiKey,
       serviceIdentity: args.serviceIdentity,
+      activation: args.activation,
       toolkitFingerprint: args.toolkitFingerprint,
       environmentLock: args.environmentLock,
       verifyPolicy: args.verifyPolicy,

@@ -19,7 +19,7 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 export const PROVIDER_VERSION = "3";
 
 /** What defines the served thing: a change means a fresh verification and benchmark. */
-const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
+const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "activation", "toolkitFingerprint", "environmentLock"];
 export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
 
 // Module-local (not exported) so the serialized methods capture just this array, not `exports`.
@@ -28,6 +28,7 @@ const INPUT_KEY_LIST = [
   "endpoint",
   "apiKey",
   "serviceIdentity",
+  "activation",
   "toolkitFingerprint",
   "environmentLock",
   "verifyPolicy",
@@ -46,6 +47,8 @@ export interface VerifiedGenerationInputs {
   endpoint: { url: string; model: string };
   apiKey?: string;
   serviceIdentity: string;
+  /** The start of the service it verified (the host's activation id): a restart gpuhost made changes it. */
+  activation?: string;
   toolkitFingerprint: string;
   environmentLock: string;
   /** Parsed once, by the stack config (stack/config.ts); check() validates it again only as untrusted state. */
@@ -78,6 +81,8 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     if (typeof news[key] !== "string" || news[key].length === 0)
       failures.push({ property: key, reason: `${key} must be a non-empty string` });
   }
+  if (news.activation !== undefined && typeof news.activation !== "string")
+    failures.push({ property: "activation", reason: "activation must be a string" });
   const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
   if (
     endpoint !== unknown &&
