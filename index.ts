@@ -5,12 +5,12 @@
  * (StackReference) needs, keyed by host name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { hostConnection, loadConfig, simulatedRoot } from "./components/config";
+import { hostConnection, loadConfig, simulatedRoot } from "./stack/config";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { trustConnection } from "./components/host-key";
 import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
-import type { HostOutputs } from "./components/stack-outputs";
+import type { HostOutputs } from "./stack/outputs";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 
@@ -93,5 +93,6 @@ export const gpuHosts = pulumi.output(Object.fromEntries(hosts.map((h) => [h.nam
 export const fleetSustainedOutputTokensPerSecond = pulumi
   .all(hosts.map((h) => h.outputs.sustainedOutputTokensPerSecond))
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
+/** The configured `services.active` (each host's running service is under gpuHosts.<host>.activeService). */
 export const activeService = config.services.active;
-// StackOutputsSchema (components/stack-outputs.ts) describes these three exports.
+// StackOutputsSchema (stack/outputs.ts) describes these three exports.

@@ -3,8 +3,9 @@
  * The package's `main` is the gpuhost program itself (Pulumi.yaml `main: .` runs it); `exports` gives
  * importers this file instead (README "Use it from your own program" lists the API).
  */
-export { GpuServingHost, type GpuServingHostArgs } from "./components/gpu-serving-host";
+export { GpuServingHost, type GpuServingHostArgs, type ServingHostConfig } from "./components/gpu-serving-host";
 export { connectedPlatform, type HostPlatform, type PlatformStep } from "./components/platform";
+export type { ServerProgram } from "./components/services/launch-args";
 export { simulatedPlatform } from "./sim-host/host";
 export type { HostConnectionInput } from "./components/host/script";
 export {
@@ -16,7 +17,7 @@ export {
   type GpuhostConfigInput,
   type HostConfig,
   type SimulatorConfig,
-} from "./components/config";
+} from "./stack/config";
 export { CudaToolkit, type CudaToolkitArgs } from "./components/cuda-toolkit";
 export { ServingEnvironment, type ServingEnvironmentArgs } from "./components/serving-env/serving-environment";
 export { ServingService, type ServingServiceArgs } from "./components/services/serving-service";

@@ -9,6 +9,7 @@ import * as fs from "node:fs";
 import type { HostConnection } from "../components/host/connection";
 import { probeHost } from "../components/drift/probe";
 import { expectedForSim, provisionGoldenHost, removeHost } from "../test/drift/sim-host";
+import { simulatedConnection } from "../sim-host/platform";
 
 async function time(conn: HostConnection, runs: number): Promise<number[]> {
   const expected = expectedForSim();
@@ -31,10 +32,10 @@ const summary = (label: string, ms: number[]): string => {
   const runs = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 20);
   const root = await provisionGoldenHost();
   try {
-    console.log(summary("simulated host", await time({ kind: "simulated", root }, runs)));
+    console.log(summary("simulated host", await time(simulatedConnection(root), runs)));
     const parallel = 4;
     const t = process.hrtime.bigint();
-    await Promise.all(Array.from({ length: parallel }, () => probeHost({ kind: "simulated", root }, expectedForSim())));
+    await Promise.all(Array.from({ length: parallel }, () => probeHost(simulatedConnection(root), expectedForSim())));
     console.log(
       `simulated host: ${parallel} probes in parallel took ${(Number(process.hrtime.bigint() - t) / 1e6).toFixed(0)} ms`,
     );

@@ -1,8 +1,8 @@
 // `gpuhost config-doc [--write]`: prints docs/configuration.md as rendered from the stack-config
-// schema (components/config-doc.ts), or writes it there.
+// schema (stack/config-doc.ts), or writes it there.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { renderConfigDoc } from "../components/config-doc";
+import { renderConfigDoc } from "../stack/config-doc";
 import { projectRoot } from "../project-files";
 import { defaultIo, EXIT, runCommand, type CliIo } from "./common";
 import type { CommandSpec } from "./options";

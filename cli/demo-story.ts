@@ -18,6 +18,7 @@ import { compareJson, compareText } from "../gate/reports/compare-report";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
 import { SloSchema } from "../gate/measurement/goodput";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
+import { freeLocalPort } from "../ports";
 import { SwitchableSimHost } from "../simulator/switchable";
 
 export const STORY_PROFILE = "kimi-k2.6-8x-rtx-pro-6000";
@@ -36,7 +37,7 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
     config: Record<string, unknown>;
   };
   const services = ServicesSchema.parse(doc.config["gpuhost:services"]);
-  const port = await SwitchableSimHost.freePort();
+  const port = await freeLocalPort();
   const argv = (kind: ServiceKind) =>
     sglangArgv(serverArgsFor(kind, { ...services, port }, { apiKey: false })).map(String);
   const host = new SwitchableSimHost({ profile: STORY_PROFILE, timeScale: o.timeScale });

@@ -1,6 +1,6 @@
 /**
  * The knobs of the readiness gate, the benchmark and the capacity plan: the single source of their
- * defaults and documentation. components/config.ts composes these into the stack-config schema, and
+ * defaults and documentation. stack/config.ts composes these into the stack-config schema, and
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
 import { z } from "zod";

@@ -5,10 +5,10 @@
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { descriptionHash } from "../components/cuda-catalog/catalog";
-import type { SimulatorConfig } from "../components/config";
+import type { SimulatorConfig } from "./config";
 import type { HostPlatform } from "../components/platform";
 import { projectRoot } from "../project-files";
-import { SIM_REPO_URL, simShimDir } from "./platform";
+import { SIM_REPO_URL, simShimDir, simulatorProgram } from "./platform";
 import { workdirPath } from "../components/host/invocation";
 
 export const PREPARE_SCRIPT = "sim-host/scripts/prepare.sh";
@@ -22,14 +22,9 @@ export function simulatedPlatform(root: pulumi.Input<string>, simulator: Simulat
   // absolute folder of the checkout, and a moved checkout shows no diff.
   const where = pulumi.output(root).apply((r) => workdirPath(r));
   return {
-    connection: { kind: "simulated", root: where },
-    serverProgram: {
-      kind: "simulator",
-      profile: simulator.profile,
-      serviceProfiles: simulator.serviceProfiles,
-      faults: simulator.faults,
-      timeScale: simulator.timeScale,
-    },
+    connection: { kind: "local", root: where, toolsDir: workdirPath(simShimDir()) },
+    serverProgram: simulatorProgram(simulator),
+    timeScale: simulator.timeScale,
     toolkitRepository: { url: SIM_REPO_URL, trust: "trusted" },
     // The catalogue's hash: an edited catalogue lays the repository out again.
     preparation: {

@@ -4,13 +4,53 @@
 // and keep their state inside the folder. The "apt repository" of the simulated host is the
 // CUDA catalogue itself, written as package trees into the folder by prepareSimulatedHost (the
 // preparation step, sim-host/scripts/prepare.sh, at `pulumi up`). No Pulumi import: the host
-// layer's execOnHost and hostScript take the environment from here.
+// layer's execOnHost and hostScript take the connection made here (a local one with a root and a
+// tools folder) as data, and never ask which platform they run on.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { writeStandinTrees } from "../components/cuda-catalog/catalog";
+import { writeStandinTrees } from "./standin";
 import { projectFile, projectRoot } from "../project-files";
-import { SIM_GPUHOST_DIR } from "../components/services/launch-args";
+import type { LocalConnection } from "../components/host/connection";
 import { workdirPath } from "../components/host/invocation";
+import type { ServerProgram } from "../components/services/launch-args";
+import { SERVICE_KINDS } from "../components/services/schema";
+import type { SimulatorConfig } from "./config";
+
+/**
+ * Where a simulated host sees gpuhost's own folder: its preparation (linkGpuhost, below) links
+ * <root>/opt/gpuhost-sim to the checkout with a relative link, so a unit names this host path and
+ * not the checkout's, and a checkout moved elsewhere renders the same units. Not /opt/gpuhost: the
+ * serving environment's default venv is /opt/gpuhost/venv, which then landed in the checkout.
+ */
+export const SIM_GPUHOST_DIR = "/opt/gpuhost-sim";
+
+/**
+ * What the simulated host's units start: the simulator's stand-in `sglang` entry
+ * (dist/simulator/sglang.js under SIM_GPUHOST_DIR), which parses the same flags as SGLang (refusing
+ * unknown ones) and serves what they describe, speculative decoding included. What the flags
+ * cannot say (profile, time scale, faults) travels in each unit's environment. `nodePath` and
+ * `gpuhostDir` are this machine's node and SIM_GPUHOST_DIR unless a test fixes them.
+ */
+export function simulatorProgram(
+  simulator: SimulatorConfig,
+  where: { nodePath?: string; gpuhostDir?: string } = {},
+): ServerProgram {
+  const gpuhostDir = where.gpuhostDir ?? SIM_GPUHOST_DIR;
+  return {
+    command: [where.nodePath ?? process.execPath, `${gpuhostDir}/dist/simulator/sglang.js`],
+    environment: Object.fromEntries(
+      SERVICE_KINDS.map((kind) => [
+        kind,
+        [
+          ["GPUHOST_SIM_PROFILE", simulator.serviceProfiles[kind] ?? simulator.profile],
+          ["GPUHOST_SIM_TIME_SCALE", String(simulator.timeScale)],
+          ["GPUHOST_SIM_FAULTS", simulator.faults.join(",")],
+        ],
+      ]),
+    ),
+    platform: "simulated",
+  };
+}
 
 /** Where the simulated host's apt repository lives, as the host sees it. */
 export const SIM_REPO_HOST_PATH = "/var/lib/gpuhost-sim/apt-repo";
@@ -25,13 +65,17 @@ export function simShimDir(): string {
   return path.dirname(projectFile("sim-host/bin/apt-get"));
 }
 
+/** The connection of a simulated host: a local one whose root is the host's folder and whose tools are the shims. */
+export type SimulatedConnection = LocalConnection & { root: string; toolsDir: string };
+
 /**
- * Environment every host script gets on the simulated host: GPUHOST_ROOT and the shims first on
- * PATH, as paths relative to the working directory where they lie inside it (workdirPath), so
- * the commands stored in the state name no absolute folder of the checkout.
+ * The connection every host script and probe of the simulated host whose folder is `root` runs
+ * with: GPUHOST_ROOT=root and the shims first on PATH, both relative to the working directory where
+ * they lie inside it (workdirPath), so the commands stored in the state name no absolute folder of
+ * the checkout.
  */
-export function simulatedEnvironment(root: string): { pathEnvironment: Record<string, string>; pathPrefix: string } {
-  return { pathEnvironment: { GPUHOST_ROOT: workdirPath(root) }, pathPrefix: workdirPath(simShimDir()) };
+export function simulatedConnection(root: string): SimulatedConnection {
+  return { kind: "local", root: workdirPath(root), toolsDir: workdirPath(simShimDir()) };
 }
 
 /**

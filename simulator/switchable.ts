@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as path from "node:path";
 import { startSimulator, type RunningSimulator } from "./index";
 import { parseSglangArgs } from "./sglang-args";
@@ -33,18 +32,6 @@ export class SwitchableSimHost {
   starts = 0;
 
   constructor(private readonly opts: SwitchableHostOptions) {}
-
-  /** A free loopback port for the services' --port. */
-  static async freePort(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const probe = net.createServer();
-      probe.once("error", reject);
-      probe.listen(0, "127.0.0.1", () => {
-        const { port } = probe.address() as net.AddressInfo;
-        probe.close(() => resolve(port));
-      });
-    });
-  }
 
   /** The command line now running, or null. */
   get active(): string[] | null {

@@ -3,6 +3,8 @@
 // compiling (and on GPUs running) a curand+cublas program. Children, in provisioning order:
 //   ${name}-repository -> ${name}-install -> ${name}-verify
 import * as pulumi from "@pulumi/pulumi";
+import type { DriftFragment } from "../drift/fragments";
+import { TOOLKIT_FIELDS } from "../drift/repair";
 import { type HostConnectionInput, hostScript, parseKeyValues } from "../host/script";
 import { parsePackageVersions } from "./fingerprint";
 import { type CudaToolkitOptionsInput, cudaToolkitOptionsSchema } from "./options";
@@ -11,8 +13,6 @@ import { type ToolkitPlan, toolkitPlan } from "./plan";
 export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
   /** The host to install on: whatever its platform, the same scripts run through this connection. */
   connection: HostConnectionInput;
-  /** Values whose change re-runs install and verify (e.g. the drift probe's observation, so `pulumi up` repairs drift). */
-  triggers?: pulumi.Input<unknown>[];
 }
 
 /**
@@ -21,6 +21,18 @@ export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
  */
 export function cudaToolkitPlan(options: CudaToolkitOptionsInput): ToolkitPlan {
   return toolkitPlan(cudaToolkitOptionsSchema.parse(options));
+}
+
+/**
+ * CudaToolkit's share of ToolkitState (components/drift): the release's packages, files, nvcc and
+ * /usr/local/cuda, repaired by re-running its repository, install and verify steps as its Commands
+ * run them.
+ */
+export function cudaToolkitDrift(plan: ToolkitPlan): DriftFragment {
+  return {
+    expected: { release: plan.release },
+    repairs: [plan.repository, plan.install, plan.verify].map((step) => ({ fields: [...TOOLKIT_FIELDS], ...step })),
+  };
 }
 
 export class CudaToolkit extends pulumi.ComponentResource {
@@ -36,10 +48,12 @@ export class CudaToolkit extends pulumi.ComponentResource {
   public readonly fingerprint: pulumi.Output<string>;
   /** What the proof-by-execution step did ("ran: ...", "compiled (no GPU to run it on)", "skipped"). */
   public readonly proof: pulumi.Output<string>;
+  /** Its share of ToolkitState: what it installed, and the steps that repair it (cudaToolkitDrift). */
+  public readonly drift: DriftFragment;
 
   constructor(name: string, args: CudaToolkitArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:CudaToolkit", name, {}, opts);
-    const { connection, triggers = [], ...rest } = args;
+    const { connection, ...rest } = args;
     const options = cudaToolkitOptionsSchema.parse(rest);
     const plan = toolkitPlan(options);
 
@@ -61,7 +75,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
         args: plan.install.args,
         deleteScript: options.removeOnDestroy ? plan.uninstall.script : undefined,
         deleteArgs: plan.uninstall.args,
-        triggers: [repository.stdout.apply((s) => parseKeyValues(s).sources_list ?? ""), ...triggers],
+        triggers: [repository.stdout.apply((s) => parseKeyValues(s).sources_list ?? "")],
       },
       { parent: this, dependsOn: [repository] },
     );
@@ -73,7 +87,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
         script: plan.verify.script,
         args: plan.verify.args,
         // Re-verify whenever the install ran again.
-        triggers: [install.stdout.apply((s) => parseKeyValues(s).cuda_link ?? ""), ...triggers],
+        triggers: [install.stdout.apply((s) => parseKeyValues(s).cuda_link ?? "")],
       },
       { parent: this, dependsOn: [install] },
     );
@@ -85,6 +99,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
     this.packageVersions = result.apply((r) => parsePackageVersions(r.packages ?? ""));
     this.fingerprint = result.apply((r) => r.fingerprint ?? "");
     this.proof = result.apply((r) => r.proof ?? "");
+    this.drift = cudaToolkitDrift(plan);
     this.registerOutputs({
       release: this.release,
       cudaHome: this.cudaHome,

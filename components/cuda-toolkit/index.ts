@@ -1,4 +1,4 @@
-export { CudaToolkit, cudaToolkitPlan, type CudaToolkitArgs } from "./cuda-toolkit";
+export { CudaToolkit, cudaToolkitDrift, cudaToolkitPlan, type CudaToolkitArgs } from "./cuda-toolkit";
 export {
   cudaToolkitOptionsSchema,
   cudaRepositorySchema,

@@ -1,5 +1,5 @@
 // Every knob of CudaToolkit, with its default and description: the stack config schema
-// (components/config.ts) embeds this, and the component applies it. No Pulumi import.
+// (stack/config.ts) embeds this, and the component applies it. No Pulumi import.
 import { z } from "zod";
 
 /** NVIDIA's repository for a distribution/architecture (the default when no mirror is configured). */

@@ -12,6 +12,7 @@ import type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStep
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
 
 export { expectedToolkitState, type ExpectedToolkitOptions } from "./expected";
+export { assembleDrift, preparationDrift, type AssembledDrift, type DriftFragment } from "./fragments";
 export { restartUnitStep, TOOLKIT_FIELDS, UNIT_FIELDS, unitContentField } from "./repair";
 export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStep, RepairStepInput } from "./schema";
 
@@ -20,8 +21,9 @@ export interface ToolkitStateArgs {
   connection: pulumi.Input<HostConnectionInput>;
   /**
    * What provisioning set up: toolkit version, CUDA_HOME, /usr/local/cuda target, package versions,
-   * required files, rendered unit hashes, JIT cache key. Build it with `expectedToolkitState()`,
-   * which takes the packages and files from the toolkit description.
+   * required files, rendered unit hashes, JIT cache key. Build it with `assembleDrift()` from the
+   * components' fragments (or `expectedToolkitState()`), which take the packages and files from
+   * the toolkit description.
    */
   expected: pulumi.Input<ExpectedState>;
   /**

@@ -11,7 +11,7 @@ import type { Drift } from "./schema";
 export const TOOLKIT_STATE_TYPE = "pulumi-nodejs:dynamic/gpuhost:ToolkitState";
 
 export interface HostReport {
-  /** Where the probe ran, e.g. "ssh root@gpu1:22" or "simulated /path". */
+  /** Where the probe ran, e.g. "ssh root@gpu1:22" or "local /path" (a folder standing for /). */
   host: string;
   /** ToolkitState resources probed on this host (URN names). */
   resources: string[];

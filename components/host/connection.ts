@@ -1,5 +1,6 @@
-// How gpuhost reaches a host: over SSH, on this machine, or on the simulated platform (a folder
-// standing for /, with shims for apt-get, systemctl & co. in front of PATH). One zod schema holds
+// How gpuhost reaches a host: over SSH, or on this machine, where a folder may stand for / (the
+// host scripts prefix every host path with GPUHOST_ROOT) and a folder of tools may come first on
+// PATH (the simulated platform's, sim-host/, hands such a connection over). One zod schema holds
 // the shape; values that later reach a shell are restricted to safe patterns here AND quoted
 // where they are used. No Pulumi import (exec.ts needs this from dist/ without Pulumi).
 import * as path from "node:path";
@@ -60,30 +61,33 @@ export const sshConnectionSchema = z
   })
   .strict();
 
-export const localConnectionSchema = z.object({ kind: z.literal("local") }).strict();
+/** A folder path that reaches a shell only quoted: no newlines or NULs. */
+const folderSchema = z
+  .string()
+  .min(1)
+  .refine((p) => !/[\n\r\0]/.test(p), "must be a folder path without newlines");
 
-export const simulatedConnectionSchema = z
+export const localConnectionSchema = z
   .object({
-    kind: z.literal("simulated"),
-    root: z
-      .string()
-      .min(1)
-      .refine((p) => !/[\n\r\0]/.test(p) && path.resolve(p) !== "/", "must be a folder other than /, without newlines")
+    kind: z.literal("local"),
+    root: folderSchema
+      .refine((p) => path.resolve(p) !== "/", "must be a folder other than /, without newlines")
+      .optional()
       .describe(
-        "Folder that stands for / on the simulated host: absolute, or relative to the program's folder (where Pulumi runs the program and its providers), which keeps the checkout's path out of the state",
+        "Folder that stands for / (GPUHOST_ROOT: the host scripts write under it, as the login user, no sudo): absolute, or relative to the program's folder (where Pulumi runs the program and its providers), which keeps the checkout's path out of the state; unset: the machine's own /",
+      ),
+    toolsDir: folderSchema
+      .optional()
+      .describe(
+        "Folder put first on PATH for the host scripts (tools standing in for apt-get, systemctl & co.); relative to the program's folder, as root",
       ),
   })
   .strict();
 
-export const connectionSchema = z.discriminatedUnion("kind", [
-  sshConnectionSchema,
-  localConnectionSchema,
-  simulatedConnectionSchema,
-]);
+export const connectionSchema = z.discriminatedUnion("kind", [sshConnectionSchema, localConnectionSchema]);
 
 export type SshConnection = z.infer<typeof sshConnectionSchema>;
 export type LocalConnection = z.infer<typeof localConnectionSchema>;
-export type SimulatedConnection = z.infer<typeof simulatedConnectionSchema>;
 export type HostConnection = z.infer<typeof connectionSchema>;
 export type BastionConnection = z.infer<typeof bastionSchema>;
 
@@ -112,8 +116,6 @@ export function describeConnection(conn: HostConnection): string {
     case "ssh":
       return `ssh ${conn.user}@${conn.host}:${conn.port}${conn.bastion ? ` via ${conn.bastion.user}@${conn.bastion.host}:${conn.bastion.port}` : ""}`;
     case "local":
-      return "local";
-    case "simulated":
-      return `simulated ${conn.root}`;
+      return conn.root === undefined ? "local" : `local ${conn.root}`;
   }
 }

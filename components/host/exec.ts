@@ -1,16 +1,15 @@
 // Run a host script from a dynamic provider, which cannot use @pulumi/command: over the OpenSSH
-// client, or with local bash (the simulated platform: GPUHOST_ROOT and the shims). The command
+// client, or with local bash (with the connection's GPUHOST_ROOT and tools folder, where it names them). The command
 // line is rendered exactly as hostScript renders it (invocation.ts), so probes and provisioning
 // behave alike. No Pulumi import: providers require() this from dist/components/host/exec.js.
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
-import { needsSudo, renderInvocation } from "./invocation";
+import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 import { shellJoin } from "./quote";
 import { secretTempDir } from "./secret-dirs";
 import { fingerprint, keyWords } from "../host-key/probe";
-import { simulatedEnvironment } from "../../sim-host/platform";
 
 export interface ExecResult {
   code: number;
@@ -215,15 +214,12 @@ export async function execOnHost(
       secrets.remove();
     }
   }
-  const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
   const command = renderInvocation({
     scriptText,
     scriptName,
     args,
     environment: opts.environment ?? {},
-    pathEnvironment: sim?.pathEnvironment,
-    pathPrefix: sim?.pathPrefix,
-    sudo: conn.kind === "local" && process.getuid?.() !== 0,
+    ...localEnvironment(conn),
   });
   return run("/bin/sh", ["-c", command], timeoutMs, opts.stdin);
 }

@@ -3,6 +3,7 @@
 // same text runs for create, delete and probes alike, stdin stays free for the script's own
 // tools, and nothing has to be copied to the host first. No Pulumi import.
 import * as path from "node:path";
+import type { LocalConnection } from "./connection";
 import { envAssignments, shellJoin, shellQuote } from "./quote";
 
 export interface ScriptInvocation {
@@ -16,11 +17,11 @@ export interface ScriptInvocation {
   environment?: Readonly<Record<string, string>>;
   /**
    * Variables whose values are paths: a relative one is relative to the command's working directory
-   * and rendered as "$PWD"/<path>, so the command text names no absolute folder (the simulated
-   * platform's root and shims: a checkout moved elsewhere runs the same commands, see workdirPath).
+   * and rendered as "$PWD"/<path>, so the command text names no absolute folder (a local
+   * connection's root and tools folder: a checkout moved elsewhere runs the same commands, see workdirPath).
    */
   pathEnvironment?: Readonly<Record<string, string>>;
-  /** Folder put in front of PATH (the simulated platform's shims); relative as in pathEnvironment. */
+  /** Folder put in front of PATH (a local connection's tools folder); relative as in pathEnvironment. */
   pathPrefix?: string;
   /** Run through `sudo -n` (non-interactive: fails instead of prompting, since there is no PTY). */
   sudo?: boolean;
@@ -67,4 +68,20 @@ export function workdirPath(p: string): string {
 /** Whether commands for this login user need sudo (everyone but root does). */
 export function needsSudo(user: string | undefined): boolean {
   return user !== undefined && user !== "root";
+}
+
+/**
+ * How a script runs on a local connection: under its root (GPUHOST_ROOT, the login user's own
+ * folder, so no sudo) with its tools folder first on PATH, both relative to the working directory
+ * where they lie inside it (workdirPath), so the commands stored in the state name no absolute
+ * folder of the checkout; or on the machine's own /, through sudo unless this process is root.
+ */
+export function localEnvironment(
+  conn: LocalConnection,
+): Pick<ScriptInvocation, "pathEnvironment" | "pathPrefix" | "sudo"> {
+  return {
+    pathEnvironment: conn.root === undefined ? undefined : { GPUHOST_ROOT: workdirPath(conn.root) },
+    pathPrefix: conn.toolsDir === undefined ? undefined : workdirPath(conn.toolsDir),
+    sudo: conn.root === undefined && process.getuid?.() !== 0,
+  };
 }

@@ -1,6 +1,6 @@
 // hostScript: run a real .sh file from the repository on a host as a @pulumi/command resource.
-// ssh -> remote.Command; local and simulated -> local.Command (simulated adds GPUHOST_ROOT and
-// the shims on PATH). The command line is rendered by invocation.ts (script inside as base64,
+// ssh -> remote.Command; local -> local.Command (with the connection's GPUHOST_ROOT and tools
+// folder, where it names them). The command line is rendered by invocation.ts (script inside as base64,
 // args each quoted, `sudo -n` for non-root users, `env` for variables instead of SSH setenv).
 //
 // Long installs and dropped SSH sessions: @pulumi/command keeps no session alive and saves no
@@ -14,14 +14,14 @@ import * as path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import type { HostConnection } from "./connection";
-import { needsSudo, renderInvocation } from "./invocation";
-import { simulatedEnvironment } from "../../sim-host/platform";
+import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 
 /** A host connection as components take it: the private keys may be Pulumi secrets (Outputs). */
 export type HostConnectionInput =
-  | Exclude<HostConnection, { kind: "ssh" | "simulated" }>
-  /** A simulated host's folder; an Input, so another resource (a VM stand-in) can make it. */
-  | { kind: "simulated"; root: pulumi.Input<string> }
+  | (Omit<Extract<HostConnection, { kind: "local" }>, "root"> & {
+      /** The folder standing for /; an Input, so another resource (a VM stand-in) can make it. */
+      root?: pulumi.Input<string>;
+    })
   | (Omit<Extract<HostConnection, { kind: "ssh" }>, "host" | "privateKey" | "bastion" | "hostKey"> & {
       /** The address; an Input, so a host made by another resource (a VM's public IP) can be given. */
       host: pulumi.Input<string>;
@@ -68,9 +68,9 @@ export function readScript(script: string): { text: string; name: string; hash: 
   return { text, name: path.basename(file), hash: crypto.createHash("sha256").update(text).digest("hex") };
 }
 
-/** A connection whose simulated root is known (the SSH fields may still be Inputs: they are not rendered). */
+/** A connection whose root is known (the SSH fields may still be Inputs: they are not rendered). */
 export type RenderableConnection =
-  Exclude<HostConnectionInput, { kind: "simulated" }> | { kind: "simulated"; root: string };
+  Exclude<HostConnectionInput, { kind: "local" }> | Extract<HostConnection, { kind: "local" }>;
 
 /** The command line a Command runs for a script, given resolved args (pure; golden-tested). */
 export function hostCommandLine(
@@ -79,15 +79,12 @@ export function hostCommandLine(
   args: readonly string[],
   environment: Readonly<Record<string, string>> = {},
 ): string {
-  const sim = conn.kind === "simulated" ? simulatedEnvironment(conn.root) : undefined;
   return renderInvocation({
     scriptText: script.text,
     scriptName: script.name,
     args,
     environment,
-    pathEnvironment: sim?.pathEnvironment,
-    pathPrefix: sim?.pathPrefix,
-    sudo: conn.kind === "ssh" ? needsSudo(conn.user) : conn.kind === "local" && process.getuid?.() !== 0,
+    ...(conn.kind === "ssh" ? { sudo: needsSudo(conn.user) } : localEnvironment(conn)),
   });
 }
 
@@ -97,12 +94,10 @@ function render(
   args: pulumi.Input<string>[],
   environment: Record<string, pulumi.Input<string>>,
 ): pulumi.Output<string> {
-  const root = conn.kind === "simulated" ? conn.root : "";
+  const root = conn.kind === "local" ? conn.root : undefined;
   return pulumi
     .all([pulumi.all(args), pulumi.all(environment), root])
-    .apply(([a, env, r]) =>
-      hostCommandLine(conn.kind === "simulated" ? { kind: "simulated", root: r } : conn, script, a, env),
-    );
+    .apply(([a, env, r]) => hostCommandLine(conn.kind === "local" ? { ...conn, root: r } : conn, script, a, env));
 }
 
 /** The remote.Command connection for an SSH host (the provider marks it secret as a whole). */
@@ -176,6 +171,14 @@ export function hostScript(
     },
     opts,
   );
+}
+
+/**
+ * Whether host scripts on this connection run under a folder standing for / (GPUHOST_ROOT set):
+ * they then install nothing from the network (serving-env's python-env.sh), so no hash lock is needed.
+ */
+export function installsUnderRoot(conn: HostConnectionInput): boolean {
+  return conn.kind === "local" && conn.root !== undefined;
 }
 
 /** Parse `key=value` lines a host script printed (later keys win; other lines ignored). */

@@ -7,8 +7,19 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type { ServiceComparisonOutputs } from "../../gate/reports/outputs";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import { WorkloadShapeSchema } from "../../gate/measurement/workload";
 import { callTimeProvider } from "../call-time-provider";
-import type { ServiceKind } from "../services/schema";
+import type { HostConnectionInput } from "../host/script";
+import { gateTunnel, gateUrl } from "../services/endpoint";
+import {
+  configuredServices,
+  initialService,
+  type ServiceKind,
+  type ServicesConfig,
+  type Speculative,
+  speculativeOf,
+} from "../services/schema";
 import { PROVIDER_VERSION, type ComparisonPlan } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, MEASURE_KEYS, type ComparisonPlan } from "./provider";
@@ -25,23 +36,111 @@ export interface ServiceComparisonArgs {
   /** Each configured service's activation stamp (ServingService.stamps). */
   stamps: pulumi.Input<Partial<Record<ServiceKind, string>>>;
   services: ServiceKind[];
-  drafts: Partial<Record<ServiceKind, { algorithm: string; draftModelPath: string; acceptanceFloor: number }>>;
+  drafts: Partial<Record<ServiceKind, Speculative>>;
   plan: ComparisonPlan;
   activateTimeoutSeconds: number;
   deadlineSeconds: number;
 }
 
+/** What a host's comparison is built from: the stack's sections it reads, and what ServingService made. */
+export interface ComparisonSources {
+  connection: HostConnectionInput;
+  services: ServicesConfig;
+  verification: VerifyPolicy;
+  benchmark: BenchPlan;
+  workload: Workload;
+  /** GPUs on the host (the capacity job's plan is per host). */
+  gpus: number;
+  /** Host seconds per wall-clock second (the platform's; 1 on real hosts). */
+  timeScale: number;
+  /** ServingService's served model name and per-service activation stamps. */
+  model: pulumi.Input<string>;
+  stamps: pulumi.Input<Partial<Record<ServiceKind, string>>>;
+  apiKey?: pulumi.Input<string>;
+}
+
+/**
+ * The comparison's arguments, in one place: the same gate policy and the benchmark's settings
+ * (levels or rates, request length, workload, SLO, repeats, error budget and knee) as VerifiedGeneration, the capacity workload as the job, the platform's time
+ * scale; a deadline of each service's verification, benchmark and start-up, plus slack.
+ */
+export function comparisonArgs(src: ComparisonSources): ServiceComparisonArgs {
+  const s = src.services;
+  const bench = src.benchmark;
+  const services = configuredServices(s);
+  const drafts: Partial<Record<ServiceKind, Speculative>> = {};
+  for (const kind of services) {
+    const spec = speculativeOf(s, kind);
+    if (spec) drafts[kind] = spec;
+  }
+  const perService = src.verification.deadlineSeconds + bench.deadlineSeconds + s.timeoutStartSec + 120;
+  return {
+    connection: pulumi.output(src.connection),
+    url: gateUrl(src.connection, s.host, s.port),
+    tunnel: gateTunnel(src.connection, s.host, s.port),
+    model: src.model,
+    apiKey: src.apiKey,
+    stamps: src.stamps,
+    services,
+    drafts,
+    plan: {
+      shape: WorkloadShapeSchema.parse({
+        outputTokens: { distribution: "fixed", tokens: bench.sweepMaxTokens },
+        ignoreEos: bench.ignoreEos,
+        mode: bench.rate ? "open" : "closed",
+        ...(bench.mix ? { mix: bench.mix } : {}),
+        thinking: bench.thinking,
+      }),
+      slo: bench.slo,
+      levels: [...(bench.rate ?? bench.concurrency)],
+      requestsPerLevel: bench.requestsPerConcurrency,
+      repeats: bench.repeats,
+      requestTimeoutSeconds: bench.requestTimeoutSeconds,
+      timeScale: src.timeScale,
+      // Judged as VerifiedGeneration judges: the stack's error budget and knee, never the defaults.
+      judgement: {
+        errorBudget: bench.errorBudget,
+        kneeMinGain: bench.kneeMinGain,
+        kneeMaxTtftP95Seconds: bench.kneeMaxTtftP95Seconds,
+        rateShortfall: bench.rateShortfall,
+      },
+      verifyPolicy: src.verification,
+      job: {
+        purpose: "batch" as const,
+        completions: src.workload.completions,
+        outputTokensPerCompletion: src.workload.outputTokensPerCompletion,
+        deadlineDays: src.workload.deadlineDays,
+        gpusPerHost: Math.max(1, src.gpus),
+      },
+      auto: s.active === "auto",
+      restore: initialService(s),
+      acceptanceFloor: 1.5,
+    },
+    activateTimeoutSeconds: s.timeoutStartSec + 120,
+    deadlineSeconds: services.length * perService,
+  };
+}
+
 type Out<K extends keyof ServiceComparisonOutputs> = pulumi.Output<ServiceComparisonOutputs[K]>;
 
 export class ServiceComparison extends pulumi.dynamic.Resource {
+  /** Per service, in the order measured: sweep, knee, acceptance, crossover. */
   declare public readonly services: Out<"services">;
+  /** The service the comparison recommends; null: none could be measured. */
   declare public readonly recommended: Out<"recommended">;
+  /** The next best service. */
   declare public readonly runnerUp: Out<"runnerUp">;
+  /** How much better the recommendation is than the runner-up (0.12 = 12 %). */
   declare public readonly margin: Out<"margin">;
+  /** The recommendation with its reason, one sentence. */
   declare public readonly recommendation: Out<"recommendation">;
+  /** The service left active: the recommendation under `active: auto`, else the configured one. */
   declare public readonly activeService: pulumi.Output<ServiceKind>;
+  /** Its unit, e.g. sglang-eagle3.service. */
   declare public readonly activeUnit: Out<"activeUnit">;
+  /** What clock the figures are in (the simulated host's own time when time-scaled). */
   declare public readonly timeNote: Out<"timeNote">;
+  /** ISO time the comparison finished. */
   declare public readonly comparedAt: Out<"comparedAt">;
 
   constructor(name: string, args: ServiceComparisonArgs, opts?: pulumi.CustomResourceOptions) {

@@ -110,50 +110,24 @@ export function sglangArgv(a: SglangServerArgs): ExecWord[] {
 }
 
 /**
- * Where a simulated host sees gpuhost's own folder: its preparation (sim-host/platform.ts) links
- * <root>/opt/gpuhost-sim to the checkout with a relative link, so a unit names this host path and
- * not the checkout's, and a checkout moved elsewhere renders the same units. Not /opt/gpuhost: the
- * serving environment's default venv is /opt/gpuhost/venv, which then landed in the checkout.
+ * What ExecStart runs in place of SGLang from the venv: a program that takes SGLang's own flags
+ * (the platform hands it over, ready; components/platform.ts).
  */
-export const SIM_GPUHOST_DIR = "/opt/gpuhost-sim";
-
-/** What starts the server: SGLang in the venv, or the simulator on a simulated host. */
-export type ServerProgram =
-  | { kind: "sglang"; venvPath: string }
-  | {
-      kind: "simulator";
-      /** Absolute path of node on the machine that runs the simulated host. */
-      nodePath: string;
-      /**
-       * gpuhost's folder as the simulated host sees it (SIM_GPUHOST_DIR, where its preparation
-       * links it); the stand-in sglang is the compiled dist/simulator/sglang.js in it.
-       */
-      gpuhostDir: string;
-      profile: string;
-      faults: string[];
-      timeScale: number;
-    };
-
-/**
- * The full ExecStart argv: program first. Both platforms run SGLang's own command line: on a
- * simulated host the program is the simulator's stand-in `sglang` entry, which parses the same
- * flags as SGLang (refusing unknown ones) and serves what they describe, speculative decoding
- * included. What the flags cannot say (profile, time scale, faults) travels in the environment,
- * see simulatorEnvironment.
- */
-export function execStartArgv(program: ServerProgram, args: SglangServerArgs): ExecWord[] {
-  if (program.kind === "sglang") {
-    return [`${program.venvPath}/bin/python3`, "-m", "sglang.launch_server", ...sglangArgv(args)];
-  }
-  return [program.nodePath, `${program.gpuhostDir}/dist/simulator/sglang.js`, ...sglangArgv(args)];
+export interface ServerProgram {
+  /** The words before SGLang's flags: the program and its own arguments. */
+  command: string[];
+  /** Environment= entries each service's unit adds, by kind: what SGLang's flags cannot say. */
+  environment: Partial<Record<ServiceKind, Array<[string, string]>>>;
+  /** The platform the unit's header comment names (e.g. "simulated"). */
+  platform: string;
 }
 
-/** The stand-in's settings (simulator/sglang.ts), as unit Environment= entries. */
-export function simulatorEnvironment(program: ServerProgram): Array<[string, string]> {
-  if (program.kind !== "simulator") return [];
-  return [
-    ["GPUHOST_SIM_PROFILE", program.profile],
-    ["GPUHOST_SIM_TIME_SCALE", String(program.timeScale)],
-    ["GPUHOST_SIM_FAULTS", program.faults.join(",")],
-  ];
+/** SGLang's own server, run by the venv's Python. */
+export function sglangCommand(venvPath: string): string[] {
+  return [`${venvPath}/bin/python3`, "-m", "sglang.launch_server"];
+}
+
+/** The full ExecStart argv: the program's words, then SGLang's flags. */
+export function execStartArgv(command: readonly string[], args: SglangServerArgs): ExecWord[] {
+  return [...command, ...sglangArgv(args)];
 }

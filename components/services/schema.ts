@@ -1,6 +1,6 @@
 /**
  * The knobs of the serving services: the single source of their defaults and documentation.
- * components/config.ts composes this into the stack-config schema.
+ * stack/config.ts composes this into the stack-config schema.
  */
 import { z } from "zod";
 
@@ -208,4 +208,23 @@ export function initialService(s: Pick<ServicesConfig, "active">): ServiceKind {
 /** The configured services: autoregressive always, EAGLE-3 and DFlash where their section is set. */
 export function configuredServices(s: ServicesConfig): ServiceKind[] {
   return SERVICE_KINDS.filter((k) => k === "autoregressive" || s[k] !== undefined);
+}
+
+/** A speculative service's draft and the acceptance floor its verification checks. */
+export interface Speculative {
+  algorithm: string;
+  draftModelPath: string;
+  acceptanceFloor: number;
+}
+
+/** A service's draft and acceptance floor (default: the configured active one); undefined for autoregressive. */
+export function speculativeOf(s: ServicesConfig, active: ServiceKind = initialService(s)): Speculative | undefined {
+  if (active === "autoregressive") return undefined;
+  const spec = s[active];
+  if (!spec) return undefined;
+  return {
+    algorithm: active === "eagle3" ? "EAGLE3" : "DFLASH",
+    draftModelPath: spec.draftModelPath,
+    acceptanceFloor: spec.acceptanceFloor,
+  };
 }

@@ -7,18 +7,14 @@
  */
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
-import { hostScript, type HostConnectionInput } from "../host/script";
-import {
-  API_KEY_CREDENTIAL,
-  execStartArgv,
-  serverArgsFor,
-  SIM_GPUHOST_DIR,
-  simulatorEnvironment,
-  type ServerProgram,
-} from "./launch-args";
-import { initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
+import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
+import { API_KEY_CREDENTIAL, execStartArgv, serverArgsFor, sglangCommand, type ServerProgram } from "./launch-args";
+import type { DriftFragment } from "../drift/fragments";
+import { restartUnitStep, UNIT_FIELDS, unitContentField } from "../drift/repair";
+import { urlOnHost } from "./endpoint";
+import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
 import { keyedHash, StampKey } from "./stamp-key";
-import { pinnedEnvironment, renderUnit, unitHash, unitName } from "./unit";
+import { pinnedEnvironment, renderUnit, UNIT_DIR, unitHash, unitName } from "./unit";
 
 const SCRIPTS = "components/services/scripts";
 
@@ -26,17 +22,8 @@ export interface ServingServiceArgs {
   connection: HostConnectionInput;
   /** The services knobs (config `services`), already validated. */
   services: ServicesConfig;
-  /** What ExecStart runs: SGLang from the venv, or the simulator on a simulated host. */
-  program:
-    | { kind: "sglang" }
-    | {
-        kind: "simulator";
-        profile: string;
-        /** Per-service profile overrides. */
-        serviceProfiles?: Partial<Record<ServiceKind, string>>;
-        faults: string[];
-        timeScale: number;
-      };
+  /** What ExecStart runs in place of SGLang from the venv (the platform's); unset: SGLang from the venv. */
+  program?: ServerProgram;
   /** The user the services run as (ServingEnvironment's). */
   serviceUser: string;
   /** WorkingDirectory= and the user's writable home. */
@@ -65,48 +52,45 @@ export function renderServiceUnits(
   a: Omit<ServingServiceArgs, "connection" | "jitWorkspace" | "environmentLock" | "apiKey"> & {
     jitWorkspace: string;
     apiKey: boolean;
-    nodePath?: string;
-    gpuhostDir?: string;
   },
 ): RenderedUnit[] {
-  const configured = SERVICE_KINDS.filter((k) => k === "autoregressive" || a.services[k] !== undefined);
-  const sim = a.program.kind === "simulator" ? a.program : undefined;
-  const programFor = (kind: ServiceKind): ServerProgram =>
-    sim === undefined
-      ? { kind: "sglang", venvPath: a.venvPath }
-      : {
-          kind: "simulator",
-          nodePath: a.nodePath ?? process.execPath,
-          gpuhostDir: a.gpuhostDir ?? SIM_GPUHOST_DIR,
-          profile: sim.serviceProfiles?.[kind] ?? sim.profile,
-          faults: sim.faults,
-          timeScale: sim.timeScale,
-        };
+  const configured = configuredServices(a.services);
+  const command = a.program?.command ?? sglangCommand(a.venvPath);
   const apiKeyFile = a.apiKeyFile ?? DEFAULT_API_KEY_FILE;
   return configured.map((kind) => ({
     kind,
     name: unitName(kind),
     content: renderUnit({
       kind,
-      platform: a.program.kind === "sglang" ? "real" : "simulated",
-      execStart: execStartArgv(programFor(kind), serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
+      platform: a.program?.platform ?? "real",
+      execStart: execStartArgv(command, serverArgsFor(kind, a.services, { apiKey: a.apiKey })),
       user: a.serviceUser,
       group: a.serviceUser,
       workingDirectory: a.serviceHome,
-      environment: [
-        ...pinnedEnvironment({
-          cudaHome: a.cudaHome,
-          venvPath: a.program.kind === "sglang" ? a.venvPath : undefined,
-          jitCacheDir: a.jitWorkspace,
-        }),
-        ...simulatorEnvironment(programFor(kind)),
-      ],
+      environment: [...unitEnvironment({ ...a, jitCacheDir: a.jitWorkspace }), ...(a.program?.environment[kind] ?? [])],
       apiKeyCredential: a.apiKey ? { name: API_KEY_CREDENTIAL, file: apiKeyFile } : undefined,
       readWritePaths: [a.serviceHome, a.jitWorkspace],
       timeoutStartSec: a.services.timeoutStartSec,
       restart: a.services.restart,
     }),
   }));
+}
+
+/**
+ * The environment every unit pins: the toolkit, the keyed JIT cache, and the venv on PATH where
+ * SGLang runs from it (a platform's own program does not).
+ */
+export function unitEnvironment(a: {
+  cudaHome: string;
+  venvPath: string;
+  jitCacheDir: string;
+  program?: ServerProgram;
+}): Array<[string, string]> {
+  return pinnedEnvironment({
+    cudaHome: a.cudaHome,
+    venvPath: a.program === undefined ? a.venvPath : undefined,
+    jitCacheDir: a.jitCacheDir,
+  });
 }
 
 export const DEFAULT_API_KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
@@ -166,12 +150,25 @@ export class ServingService extends pulumi.ComponentResource {
   public readonly stamps: pulumi.Output<Partial<Record<ServiceKind, string>>>;
   /** The activation Command: what a comparison of the services waits for. */
   public readonly activation: pulumi.Resource;
+  /**
+   * The host's record of the configured service's last start (activate.sh's `activation=` id): it
+   * changes with every start the activation makes, a reverted rollout's included, and not otherwise.
+   */
+  public readonly activationId: pulumi.Output<string>;
+  /** With an API key: what ToolkitState compares the key file on the host with, and how it rewrites it. */
+  public readonly apiKeyCheck?: { apiKey: pulumi.Input<string>; apiKeyFile: { path: string; script: string } };
+  /** PATH as the units set it (the drift probe checks `which nvcc` through it). */
+  private readonly unitPath: string;
 
   constructor(name: string, args: ServingServiceArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingService", name, {}, opts);
     const s = args.services;
     const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
     this.apiKeyFile = apiKeyFile;
+    this.apiKeyCheck = args.apiKey
+      ? { apiKey: args.apiKey, apiKeyFile: { path: apiKeyFile, script: API_KEY_FILE_SCRIPT } }
+      : undefined;
+    this.unitPath = unitEnvironment({ ...args, jitCacheDir: "" }).find(([k]) => k === "PATH")![1];
     const units = pulumi
       .output(args.jitWorkspace)
       .apply((jitWorkspace) =>
@@ -194,7 +191,7 @@ export class ServingService extends pulumi.ComponentResource {
       : undefined;
 
     // The set of units is known from config alone, so resources can be declared before the text is.
-    const kinds = SERVICE_KINDS.filter((k) => k === "autoregressive" || s[k] !== undefined);
+    const kinds = configuredServices(s);
     const installs = kinds.map((kind) =>
       hostScript(
         `${name}-unit-${kind}`,
@@ -231,17 +228,18 @@ export class ServingService extends pulumi.ComponentResource {
       if (!st[active]) throw new Error(`service ${active} is not configured`);
       return st[active];
     });
-    this.activation = hostScript(
+    const activation = hostScript(
       `${name}-activate`,
       { connection: args.connection, ...activationStep(active, stamp) },
       { parent: this, dependsOn: installs },
     );
+    this.activation = activation;
+    this.activationId = activation.stdout.apply((out) => parseKeyValues(out).activation ?? "");
 
     this.activeService = pulumi.output(active);
     this.activeUnit = pulumi.output(unitName(active));
     this.activeUnitHash = pulumi.unsecret(stamp);
-    const reachable = s.host === "0.0.0.0" ? "127.0.0.1" : s.host;
-    this.endpoint = pulumi.output(`http://${reachable}:${s.port}`);
+    this.endpoint = pulumi.output(urlOnHost(s.host, s.port));
     this.servedModelName = pulumi.output(s.servedModelName ?? s.modelPath);
     this.unitHashes = units.apply((u) =>
       Object.fromEntries(u.map((x) => [x.name, createHash("sha256").update(x.content).digest("hex")])),
@@ -260,6 +258,48 @@ export class ServingService extends pulumi.ComponentResource {
       unitHashes: this.unitHashes,
       steps: this.steps,
       stamps: this.stamps,
+      activationId: this.activationId,
+    });
+  }
+
+  /**
+   * Its share of ToolkitState (components/drift), with `active` the running service (the configured
+   * one, or the comparison's pick) started with `stamp`: each unit file's content, the active unit
+   * enabled and running and the others not, the units' PATH. Repaired, in order, by re-installing a
+   * unit file, restarting the active unit after its file was restored (the process may have started
+   * from the edited file), the activation, and the API key file rewritten from the secret (stdin).
+   */
+  public drift(active: pulumi.Input<ServiceKind>, stamp: pulumi.Input<string>): pulumi.Output<DriftFragment> {
+    return pulumi.all([this.steps, this.unitHashes, active, stamp]).apply(([steps, hashes, kind, st]) => {
+      const running = unitName(kind);
+      const state = (u: string) =>
+        u === running ? { enabled: "enabled", active: "active" } : { enabled: "disabled", active: "inactive" };
+      return {
+        expected: {
+          unitPath: this.unitPath,
+          units: Object.fromEntries(
+            Object.entries(hashes).map(([u, sha256]) => [`${UNIT_DIR}/${u}`, { sha256, ...state(u) }]),
+          ),
+        },
+        repairs: [
+          ...Object.entries(steps.units).map(([u, step]) => ({
+            fields: [unitContentField(`${UNIT_DIR}/${u}`)],
+            ...step,
+          })),
+          restartUnitStep(`${UNIT_DIR}/${running}`),
+          { fields: [UNIT_FIELDS], ...activationStep(kind, st) },
+          ...(this.apiKeyCheck
+            ? [
+                {
+                  fields: ["apiKeyFile"],
+                  script: API_KEY_FILE_SCRIPT,
+                  args: [this.apiKeyFile],
+                  stdin: "apiKey" as const,
+                },
+              ]
+            : []),
+        ],
+      };
     });
   }
 }

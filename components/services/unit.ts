@@ -20,12 +20,13 @@ export function unitName(kind: ServiceKind): string {
   return `sglang-${kind}.service`;
 }
 
-/** Where unit files live on a host (under GPUHOST_ROOT on a simulated host). */
+/** Where unit files live on a host (under GPUHOST_ROOT where the connection has a root). */
 export const UNIT_DIR = "/etc/systemd/system";
 
 export interface UnitSpec {
   kind: ServiceKind;
-  platform: "real" | "simulated";
+  /** The platform the header comment names ("real", or the server program's). */
+  platform: string;
   /** Program first; see launch-args.ts. */
   execStart: ExecWord[];
   user: string;
@@ -72,6 +73,8 @@ export function renderUnit(spec: UnitSpec, template = fs.readFileSync(templatePa
     if (!USER_NAME.test(value))
       throw new Error(`${field} must be a plain system user/group name, got ${JSON.stringify(value)}`);
   }
+  if (!/^[a-z][a-z-]*$/.test(spec.platform))
+    throw new Error(`platform must be a plain lowercase word, got ${JSON.stringify(spec.platform)}`);
   if (spec.environment.length === 0) throw new Error("a unit needs its pinned environment");
   const others = SERVICE_KINDS.filter((k) => k !== spec.kind).map(unitName);
   return fillTemplate(template, {

@@ -3,13 +3,14 @@
  * for the installed toolkit), FlashInfer's JIT workspace keyed by the toolkit fingerprint, and an
  * optional JIT pre-warm. Outputs the environment lock the services and VerifiedGeneration key on.
  *
- * Simulated hosts run the same scripts; nothing is downloaded there (see scripts/python-env.sh and
- * docs/configuration.md "Simulated platform").
+ * A connection with a root (a folder standing for /, the simulated platform's) runs the same
+ * scripts; nothing is downloaded there (see scripts/python-env.sh and docs/configuration.md
+ * "Simulated platform").
  */
 import * as pulumi from "@pulumi/pulumi";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { hostScript, parseKeyValues, type HostConnectionInput } from "../host/script";
+import { hostScript, installsUnderRoot, parseKeyValues, type HostConnectionInput } from "../host/script";
 import {
   checkTorchMatchesToolkit,
   environmentLock,
@@ -21,6 +22,7 @@ import {
   requirements,
   toolkitKey,
 } from "./lock";
+import type { DriftFragment } from "../drift/fragments";
 import type { EnvironmentConfig } from "./schema";
 
 const SCRIPTS = "components/serving-env/scripts";
@@ -43,12 +45,16 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   public readonly environmentLock: pulumi.Output<string>;
   /** FLASHINFER_WORKSPACE_BASE for this toolkit. */
   public readonly jitWorkspace: pulumi.Output<string>;
+  /** The user the services run as. */
   public readonly serviceUser: pulumi.Output<string>;
+  /** The venv holding the pinned serving stack. */
   public readonly venvPath: pulumi.Output<string>;
-  /** CUDA release of the torch in the venv, as the host reported it (on simulated hosts: from the pin). */
+  /** CUDA release of the torch in the venv, as the host reported it (under a root: from the pin). */
   public readonly torchCuda: pulumi.Output<string>;
-  /** "real", or "simulated" where nothing was installed. */
+  /** What python-env.sh reported: "real", or "simulated" where nothing was installed (under a root). */
   public readonly platform: pulumi.Output<string>;
+  /** Its share of ToolkitState (components/drift): the JIT cache base and the toolkit key in use. */
+  public readonly drift: pulumi.Output<DriftFragment>;
 
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingEnvironment", name, {}, opts);
@@ -62,7 +68,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       const file = path.resolve(env.requirementsLock);
       if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
       hashLock = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
-    } else if (args.connection.kind !== "simulated" && hasRemoteIndex(env)) {
+    } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
       throw new Error(
         "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
       );
@@ -134,6 +140,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     this.venvPath = pulumi.output(env.venvPath);
     this.torchCuda = venvReport.apply((r) => r.torch_cuda ?? "unknown");
     this.platform = venvReport.apply((r) => r.platform ?? "unknown");
+    this.drift = fingerprint.apply((f) => ({
+      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f) },
+    }));
     this.registerOutputs({
       environmentLock: this.environmentLock,
       jitWorkspace: this.jitWorkspace,

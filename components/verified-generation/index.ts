@@ -5,6 +5,10 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
+import type { HostConnectionInput } from "../host/script";
+import { gateTunnel, gateUrl } from "../services/endpoint";
+import { type ServiceKind, type ServicesConfig, speculativeOf } from "../services/schema";
+import { unitName } from "../services/unit";
 import type { VerifiedGenerationOutputs } from "../../gate/reports/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { PROVIDER_VERSION } from "./provider";
@@ -20,6 +24,12 @@ export interface VerifiedGenerationArgs {
   apiKey?: pulumi.Input<string>;
   /** What the service is: e.g. its rendered unit and launch arguments, hashed. Replaces on change. */
   serviceIdentity: pulumi.Input<string>;
+  /**
+   * The start of the service this verifies (the host's activation id, ServingService.activationId):
+   * every start gpuhost makes gives a new one, so a restart, even into a service identity verified
+   * before (a reverted rollout), is verified again in the same update. Replaces on change.
+   */
+  activation?: pulumi.Input<string>;
   /** Fingerprint of the CUDA toolkit the service runs on. Replaces on change. */
   toolkitFingerprint: pulumi.Input<string>;
   /** Lock of the Python serving environment (package versions). Replaces on change. */
@@ -58,23 +68,110 @@ export interface VerifiedGenerationArgs {
   }>;
 }
 
+/**
+ * For SSH hosts: what VerifiedGeneration needs to tunnel to the service bound at bindHost:port and to
+ * read the unit's state and logs over the same connection (a secret: it carries the private key).
+ * Undefined otherwise.
+ */
+export function hostAccess(
+  connection: HostConnectionInput,
+  unit: pulumi.Input<string>,
+  bindHost: string,
+  port: number,
+): VerifiedGenerationArgs["hostAccess"] {
+  const target = gateTunnel(connection, bindHost, port);
+  if (target === undefined) return undefined;
+  return pulumi.all([pulumi.output(connection), unit]).apply(([conn, unitName]) => ({
+    connection: conn,
+    unit: unitName,
+    ...target,
+  }));
+}
+
+/** What a host's verification is built from: the stack's sections it reads, and what the components made. */
+export interface VerificationSources {
+  connection: HostConnectionInput;
+  services: ServicesConfig;
+  verification: VerifyPolicy;
+  benchmark: BenchPlan;
+  workload: Workload;
+  apiKey?: pulumi.Input<string>;
+  /** ServingService's served model name. */
+  model: pulumi.Input<string>;
+  /** Host seconds per wall-clock second (the platform's; 1 on real hosts): figures are in host time. */
+  timeScale: number;
+  /** The service that runs (the configured one, or the comparison's pick). */
+  active: pulumi.Output<ServiceKind>;
+  /** What identifies the running service (its unit's stamp): a change verifies again. */
+  serviceIdentity: pulumi.Input<string>;
+  /** Its start (the activation id, with the comparison's run where one switched the units): a change verifies again. */
+  activation: pulumi.Input<string>;
+  toolkitFingerprint: pulumi.Input<string>;
+  environmentLock: pulumi.Input<string>;
+  /** The platform's probes of a unit's state and logs (components/platform.ts serviceProbes). */
+  serviceProbes(unit: string): { state: pulumi.Input<string>[]; logs: pulumi.Input<string>[] } | undefined;
+}
+
+/**
+ * The verification's arguments, in one place: the gate's URL (SSH hosts: through a tunnel), the
+ * parsed policy, plan and workload, the active service's draft and acceptance floor, and the unit
+ * probes (local hosts) or host access (SSH hosts) through which the gate reads the unit.
+ */
+export function verificationArgs(src: VerificationSources): VerifiedGenerationArgs {
+  const s = src.services;
+  const unit = src.active.apply(unitName);
+  const probe = unit.apply((u) => src.serviceProbes(u));
+  return {
+    url: gateUrl(src.connection, s.host, s.port),
+    model: src.model,
+    apiKey: src.apiKey,
+    serviceIdentity: src.serviceIdentity,
+    activation: src.activation,
+    toolkitFingerprint: src.toolkitFingerprint,
+    environmentLock: src.environmentLock,
+    verifyPolicy: src.verification,
+    benchPlan: src.benchmark,
+    workload: src.workload,
+    timeScale: src.timeScale,
+    speculative: src.active.apply((kind) => speculativeOf(s, kind)) as VerifiedGenerationArgs["speculative"],
+    serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
+    serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
+    hostAccess: hostAccess(src.connection, unit, s.host, s.port),
+  };
+}
+
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
 
 export class VerifiedGeneration extends pulumi.dynamic.Resource {
+  /** Whether the endpoint generated at the last create or refresh; false is drift. */
   declare public readonly generating: Out<"generating">;
+  /** "ok", or a short stable reason the last refresh found no generation. */
   declare public readonly generationCheck: Out<"generationCheck">;
+  /** The served model id that was verified. */
   declare public readonly model: Out<"model">;
+  /** ISO time verification and benchmark finished. */
   declare public readonly verifiedAt: Out<"verifiedAt">;
+  /** The readiness gate: time to verified generation, each phase with its timing. */
   declare public readonly readiness: Out<"readiness">;
+  /** Single requests at each max_tokens. */
   declare public readonly singleRequest: Out<"singleRequest">;
+  /** The concurrency sweep, level by level. */
   declare public readonly sweep: Out<"sweep">;
+  /** The knee: the concurrency past which throughput stops paying for latency. */
   declare public readonly saturationConcurrency: Out<"saturationConcurrency">;
+  /** A knee was found; false: not saturated up to the last level. */
   declare public readonly saturated: Out<"saturated">;
+  /** The knee in one sentence, with the levels excluded by the error budget. */
   declare public readonly saturationVerdict: Out<"saturationVerdict">;
+  /** Output tokens/s the host sustains at the knee: what the capacity plan is built on. */
   declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
+  /** Speculative services: the measured acceptance length (checked against the floor). */
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
+  /** Every sweep level ran. */
   declare public readonly benchComplete: Out<"benchComplete">;
+  /** The capacity plan of the configured workload on this host. */
   declare public readonly capacity: Out<"capacity">;
+  /** Which clock the figures are in: the host's own (simulated hosts: wall clock times the time scale). */
   declare public readonly timeNote: Out<"timeNote">;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
@@ -83,6 +180,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       endpoint: pulumi.all([args.url, args.model]).apply(([url, model]) => ({ url, model })),
       apiKey: args.apiKey,
       serviceIdentity: args.serviceIdentity,
+      activation: args.activation,
       toolkitFingerprint: args.toolkitFingerprint,
       environmentLock: args.environmentLock,
       verifyPolicy: args.verifyPolicy,

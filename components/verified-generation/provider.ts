@@ -8,7 +8,7 @@
  * PROVIDER_VERSION travels as an input and shows in diff.
  */
 import { randomBytes } from "node:crypto";
-import * as GateModule from "../../gate/index";
+import * as gate from "../../gate/index";
 import type { HostConnection } from "../host/connection";
 import { execOnHost, hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
@@ -19,7 +19,7 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 export const PROVIDER_VERSION = "4";
 
 /** What defines the served thing: a change means a fresh verification and benchmark. */
-const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
+const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "activation", "toolkitFingerprint", "environmentLock"];
 export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
 
 // Module-local (not exported) so the serialized methods capture just this array, not `exports`.
@@ -28,6 +28,7 @@ const INPUT_KEY_LIST = [
   "endpoint",
   "apiKey",
   "serviceIdentity",
+  "activation",
   "toolkitFingerprint",
   "environmentLock",
   "verifyPolicy",
@@ -47,9 +48,11 @@ export interface VerifiedGenerationInputs {
   endpoint: { url: string; model: string };
   apiKey?: string;
   serviceIdentity: string;
+  /** The start of the service it verified (the host's activation id): a restart gpuhost made changes it. */
+  activation?: string;
   toolkitFingerprint: string;
   environmentLock: string;
-  /** Parsed once, by the stack config (components/config.ts); check() validates it again only as untrusted state. */
+  /** Parsed once, by the stack config (stack/config.ts); check() validates it again only as untrusted state. */
   verifyPolicy?: VerifyPolicy;
   benchPlan?: BenchPlan;
   workload?: Workload;
@@ -68,11 +71,7 @@ export interface VerifiedGenerationInputs {
   hostAccess?: { connection: HostConnection; unit: string; remoteHost: string; remotePort: number };
 }
 
-type Gate = typeof GateModule;
-
-function loadGate(): Gate {
-  return GateModule;
-}
+type Gate = typeof gate;
 
 const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
 // projectRoot: an input of states written before the checkout's path left them (dropped on update).
@@ -85,6 +84,8 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     if (typeof news[key] !== "string" || news[key].length === 0)
       failures.push({ property: key, reason: `${key} must be a non-empty string` });
   }
+  if (news.activation !== undefined && typeof news.activation !== "string")
+    failures.push({ property: "activation", reason: "activation must be a string" });
   const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
   if (
     endpoint !== unknown &&
@@ -96,7 +97,6 @@ export async function check(_olds: Record<string, unknown>, news: Record<string,
     failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
   }
   const gateUrl = typeof endpoint === "object" && endpoint !== null ? endpoint.url : undefined;
-  const gate = loadGate();
   if (typeof gateUrl === "string" && gateUrl !== unknown) {
     try {
       gate.baseUrl(gateUrl);
@@ -184,7 +184,6 @@ async function withHostAccess<T>(
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
-  const gate = loadGate();
   return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
 }
 
@@ -256,7 +255,6 @@ export async function update(
   olds: Record<string, unknown>,
   news: Record<string, unknown>,
 ): Promise<{ outs: Record<string, unknown> }> {
-  const gate = loadGate();
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
   const plan = gate.capacity(
     Number.isFinite(sustained) ? sustained : 0,
@@ -292,7 +290,6 @@ export async function read(
   id: string,
   props: Record<string, unknown>,
 ): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
-  const gate = loadGate();
   try {
     const { hostKeyRefused: _stale, ...rest } = props;
     return { id, props: { ...rest, ...(await checkGenerating(props, gate)) }, inputs: pickInputs(props) };

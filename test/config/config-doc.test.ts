@@ -1,11 +1,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { renderConfigDoc } from "../../components/config-doc";
+import { renderConfigDoc } from "../../stack/config-doc";
 import { ROOT } from "./stacks";
 
 describe("docs/configuration.md", () => {
-  it("is what components/config-doc.ts renders from the schema (run `npx tsx cli/config-doc.ts --write`)", () => {
+  it("is what stack/config-doc.ts renders from the schema (run `npx tsx cli/config-doc.ts --write`)", () => {
     const committed = fs.readFileSync(path.join(ROOT, "docs", "configuration.md"), "utf8");
     expect(committed).toBe(renderConfigDoc());
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, configPath, hostConnection, parseConfig, simulatedRoot } from "../../components/config";
+import { ConfigError, configPath, hostConnection, parseConfig, simulatedRoot } from "../../stack/config";
 import { stackConfig } from "./stacks";
 
 const sim = { hosts: [{ name: "sim-1", connection: { kind: "simulated" } }] };
@@ -178,9 +178,11 @@ describe("stack config schema", () => {
   it("a simulated host lives under .gpuhost/sim-hosts/<name> of the project by default", () => {
     const c = parseConfig(sim);
     expect(simulatedRoot(c.hosts[0], "/srv/gpuhost")).toBe("/srv/gpuhost/.gpuhost/sim-hosts/sim-1");
+    // The simulated platform's connection: a local one under that folder, its shims first on PATH.
     expect(hostConnection(c.hosts[0], "/srv/gpuhost", () => "unused")).toEqual({
-      kind: "simulated",
+      kind: "local",
       root: "/srv/gpuhost/.gpuhost/sim-hosts/sim-1",
+      toolsDir: "sim-host/bin",
     });
   });
 

@@ -4,7 +4,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, parseConfig, simulatedRoot } from "../../components/config";
+import { ConfigError, parseConfig, simulatedRoot } from "../../stack/config";
 import { projectRoot } from "../../project-files";
 
 const ROOT_PATH = "gpuhost:hosts[0].connection.root";

@@ -1,18 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
-import { speculativeOf } from "../../components/gpu-serving-host";
+import { parseConfig } from "../../stack/config";
+import { speculativeOf } from "../../components/services/schema";
 import { stackConfig } from "./stacks";
 
 describe("the active service's acceptance floor reaches verification", () => {
   const story = stackConfig("story") as { services: Record<string, unknown> };
 
   it("autoregressive: no speculative check", () => {
-    expect(speculativeOf(parseConfig(story))).toBeUndefined();
+    expect(speculativeOf(parseConfig(story).services)).toBeUndefined();
   });
 
   it("EAGLE-3 and DFlash: their draft and floor (default 1.5, configurable)", () => {
     const eagle = parseConfig({ ...story, services: { ...story.services, active: "eagle3" } });
-    expect(speculativeOf(eagle)).toEqual({
+    expect(speculativeOf(eagle.services)).toEqual({
       algorithm: "EAGLE3",
       draftModelPath: "/models/Kimi-K2.6-EAGLE3",
       acceptanceFloor: 1.5,
@@ -22,7 +22,7 @@ describe("the active service's acceptance floor reaches verification", () => {
       ...story,
       services: { ...story.services, active: "dflash", dflash: { ...dflash, acceptanceFloor: 2.5 } },
     });
-    expect(speculativeOf(d)).toEqual({
+    expect(speculativeOf(d.services)).toEqual({
       algorithm: "DFLASH",
       draftModelPath: "/models/Kimi-K2.6-DFlash",
       acceptanceFloor: 2.5,

@@ -5,19 +5,15 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
-  controlFile,
   filesOf,
   packageProviding,
   packagesOf,
   parseDescription,
   requiredFiles,
-  standinContent,
-  standinNvcc,
-  STANDIN_MARKER,
   toolkit,
   trapPackages,
-  writeStandinTrees,
 } from "../../components/cuda-catalog/catalog";
+import { controlFile, standinContent, standinNvcc, STANDIN_MARKER, writeStandinTrees } from "../../sim-host/standin";
 
 describe("the CUDA 13.0 description", () => {
   it("has NVIDIA's meta package structure", () => {

@@ -5,7 +5,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { standinNvcc } from "../../components/cuda-catalog/catalog";
+import { standinNvcc } from "../../sim-host/standin";
 
 let tk: string;
 let nvcc: string;

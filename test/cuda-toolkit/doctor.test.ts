@@ -9,7 +9,7 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
+import { prepareSimulatedHost, SIM_REPO_URL, simulatedConnection } from "../../sim-host/platform";
 
 const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
 const roots: string[] = [];
@@ -19,10 +19,10 @@ async function host(extra?: string): Promise<string> {
   roots.push(root);
   prepareSimulatedHost(root);
   for (const step of [plan.repository, plan.install]) {
-    const r = await execOnHost({ kind: "simulated", root }, readScript(step.script).text, step.args);
+    const r = await execOnHost(simulatedConnection(root), readScript(step.script).text, step.args);
     expect(r.code).toBe(0);
   }
-  if (extra) expect((await execOnHost({ kind: "simulated", root }, `set -e\n${extra}`, [])).code).toBe(0);
+  if (extra) expect((await execOnHost(simulatedConnection(root), `set -e\n${extra}`, [])).code).toBe(0);
   return root;
 }
 

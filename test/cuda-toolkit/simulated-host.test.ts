@@ -9,8 +9,7 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { type ScriptStep, toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
 import { parseKeyValues, readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL } from "../../sim-host/platform";
-import { SIM_GPUHOST_DIR } from "../../components/services/launch-args";
+import { prepareSimulatedHost, SIM_GPUHOST_DIR, SIM_REPO_URL, simulatedConnection } from "../../sim-host/platform";
 import { projectRoot } from "../../project-files";
 import type { HostConnection } from "../../components/host/connection";
 
@@ -44,7 +43,7 @@ function snapshot(dir: string): Record<string, string> {
 beforeEach(() => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
   prepareSimulatedHost(root);
-  conn = { kind: "simulated", root };
+  conn = simulatedConnection(root);
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 
@@ -82,6 +81,9 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(kv.nvcc_version).toBe("V13.0.88");
     expect(kv.cuda_link).toBe("/usr/local/cuda-13.0");
     expect(kv.proof).toMatch(/^ran: gpuhost stand-in binary: .*proof\.cu compiled against .*cuda-13\.0/);
+    // Location-free: the toolkit as the host names it, never the folder the simulated host lives in.
+    expect(kv.proof).toMatch(/ compiled against \/usr\/local\/cuda-13\.0 \(release 13\.0\)/);
+    expect(kv.proof).not.toContain(root);
     const versions = parsePackageVersions(kv.packages);
     expect(Object.keys(versions).sort()).toEqual(plan.packages);
     expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");

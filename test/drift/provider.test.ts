@@ -5,7 +5,7 @@ import { useSimulatedHosts } from "./sim-hosts-fixture";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { SimulatedConnection } from "../../components/host/connection";
+import type { SimulatedConnection } from "../../sim-host/platform";
 import * as impl from "../../components/drift/provider-impl";
 import type { ToolkitStateInputs, ToolkitStateOutputs } from "../../components/drift/provider-impl";
 import { TOOLKIT_STATE_PROVIDER_VERSION } from "../../components/drift/version";
@@ -46,7 +46,7 @@ describe("ToolkitState provider on a simulated host", () => {
     const { id, outs } = await impl.create(inputs(conn));
     expect(id).toMatch(/^toolkit-state-[0-9a-f]{16}$/);
     expect(outs.drift).toEqual([]);
-    expect(outs.hostLabel).toBe(`simulated ${conn.root}`);
+    expect(outs.hostLabel).toBe(`local ${conn.root}`);
     expect(outs.observed.cudaHome.version).toBe("13.0");
     expect(outs.observed.cudaLink).toBe("/usr/local/cuda-13.0");
     expect(outs.observed.packages["libcurand-dev-13-0"]).toBe("10.4.0.35-1");

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { SIM_REPO_URL } from "../../sim-host/platform";
 import { cudaToolkitPlan } from "../../components/cuda-toolkit/cuda-toolkit";
-import type { SimulatedConnection } from "../../components/host/connection";
+import type { SimulatedConnection } from "../../sim-host/platform";
 import { unitContentArg, unitInstallStep } from "../../components/services/serving-service";
 import * as impl from "../../components/drift/provider-impl";
 import type { ToolkitStateInputs } from "../../components/drift/provider-impl";

@@ -6,9 +6,9 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import type { SimulatedConnection } from "../../components/host/connection";
+import type { SimulatedConnection } from "../../sim-host/platform";
 import { execOnHost } from "../../components/host/exec";
-import { prepareSimulatedHost } from "../../sim-host/platform";
+import { prepareSimulatedHost, simulatedConnection } from "../../sim-host/platform";
 import { expectedToolkitState } from "../../components/drift/expected";
 import type { ExpectedState } from "../../components/drift/schema";
 
@@ -49,7 +49,7 @@ export async function provisionGoldenHost(): Promise<string> {
   const repoUrl = prepareSimulatedHost(root);
   const script = fs.readFileSync(path.join(fixtures, "provision-sim.sh"), "utf8");
   const r = await execOnHost(
-    { kind: "simulated", root },
+    simulatedConnection(root),
     script,
     [repoUrl, "13.0", UNIT_NAME, unitSource, `${JIT_BASE}/${JIT_KEY}`],
     {
@@ -65,7 +65,7 @@ export async function provisionGoldenHost(): Promise<string> {
 export function copyHost(golden: string): SimulatedConnection {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-drift-"));
   execFileSync("cp", ["-a", `${golden}/.`, root]);
-  return { kind: "simulated", root };
+  return simulatedConnection(root);
 }
 
 export function removeHost(root: string): void {

@@ -1,6 +1,6 @@
 // The golden simulated host as a vitest fixture (kept apart from sim-host.ts, which bench scripts import).
 import { afterAll, afterEach, beforeAll } from "vitest";
-import type { SimulatedConnection } from "../../components/host/connection";
+import type { SimulatedConnection } from "../../sim-host/platform";
 import { copyHost, provisionGoldenHost, removeHost } from "./sim-host";
 
 /**

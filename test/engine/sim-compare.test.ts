@@ -14,6 +14,7 @@ import { ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
 import { freeLocalPort } from "../../ports";
 import { projectRoot } from "../../project-files";
 import { createTestStack, type TestStack } from "../support/stack";
+import { simulatedConnection } from "../../sim-host/platform";
 
 // A simulated host's root must lie under the project's .gpuhost/ (the config refuses anything else).
 fs.mkdirSync(path.join(projectRoot(), ".gpuhost", "sim-hosts"), { recursive: true });
@@ -32,7 +33,7 @@ function summary(out: string): string {
 
 async function unitStates(): Promise<Record<string, string>> {
   const r = await execOnHost(
-    { kind: "simulated", root: hostRoot },
+    simulatedConnection(hostRoot),
     `for u in ${UNITS.join(" ")}; do echo "$u=$(systemctl is-active "$u" || true)"; done`,
     [],
     { timeoutMs: 60_000 },

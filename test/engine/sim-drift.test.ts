@@ -15,10 +15,11 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EngineResult, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { execOnHost } from "../../components/host/exec";
+import { simulatedConnection } from "../../sim-host/platform";
 import { driftMain } from "../../cli/drift";
 import type { DriftReport } from "../../components/drift/report";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
-import type { StackOutputs } from "../../components/stack-outputs";
+import type { StackOutputs } from "../../stack/outputs";
 import type { StateExport } from "../support/engine";
 import { createTestStack, type TestStack } from "../support/stack";
 
@@ -27,7 +28,7 @@ const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
 fs.mkdirSync(simHosts, { recursive: true });
 const hostRoot = fs.mkdtempSync(path.join(simHosts, "drift-"));
 const apiKey = `sim-drift-${randomBytes(16).toString("hex")}`;
-const host = { kind: "simulated" as const, root: hostRoot };
+const host = simulatedConnection(hostRoot);
 
 const UNIT_DIR = "/etc/systemd/system";
 const ACTIVE = "sglang-autoregressive.service";

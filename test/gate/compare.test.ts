@@ -15,6 +15,7 @@ import { runComparison, type CompareOptions } from "../../gate/measurement/compa
 import { SloSchema } from "../../gate/measurement/goodput";
 import type { SweepLevel } from "../../gate/measurement/levels";
 import { WorkloadShapeSchema } from "../../gate/measurement/workload";
+import { freeLocalPort } from "../../ports";
 import { SwitchableSimHost } from "../../simulator/switchable";
 import { stackConfig } from "../config/stacks";
 import { derivedProfile } from "../simulator/helpers";
@@ -184,7 +185,7 @@ describe("comparison on the story's simulated host (three services, one port, on
   let sim: Awaited<ReturnType<typeof storyHost>>;
 
   it("measures each service with the same workload; crossovers where the profile puts them; auto leaves the winner active", async () => {
-    port = await SwitchableSimHost.freePort();
+    port = await freeLocalPort();
     sim = await storyHost(FAST_LOAD, port);
     const r = await runComparison(options(port, cacheFile), {
       activate: (s) => sim.host.activate(sim.argv(s)),
@@ -238,7 +239,7 @@ describe("comparison on the story's simulated host (three services, one port, on
       p.load = { minSeconds: 20, maxSeconds: 20, warmupSeconds: 1 };
       p.drafts!.EAGLE3!.acceptLength = [{ batch: 1, value: 1.05 }];
     });
-    const p2 = await SwitchableSimHost.freePort();
+    const p2 = await freeLocalPort();
     const bad = await storyHost(poor, p2);
     const r = await runComparison(
       options(p2, path.join(path.dirname(cacheFile), "poor.json"), {

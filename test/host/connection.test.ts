@@ -26,7 +26,8 @@ describe("host connection schema", () => {
     });
     expect(parseConnection({ ...ssh, host: "::1" })).toMatchObject({ host: "::1" });
     expect(parseConnection({ kind: "local" })).toEqual({ kind: "local" });
-    expect(parseConnection({ kind: "simulated", root: "/tmp/sim" })).toEqual({ kind: "simulated", root: "/tmp/sim" });
+    const underRoot = { kind: "local", root: "/tmp/sim", toolsDir: "sim-host/bin" };
+    expect(parseConnection(underRoot)).toEqual(underRoot);
   });
 
   it("rejects a port of 70000 and of 0, with the config path", () => {
@@ -53,12 +54,12 @@ describe("host connection schema", () => {
     expect(issues({ kind: "telnet" })[0]).toMatch(/^gpuhost:hosts\.0\.connection\.kind: /);
     // Relative to the program's folder is allowed (it keeps the checkout's path out of the state);
     // the real root is not, however it is written.
-    expect(parseConnection({ kind: "simulated", root: ".gpuhost/sim-hosts/a" }, "gpuhost:hosts.0.connection")).toEqual({
-      kind: "simulated",
+    expect(parseConnection({ kind: "local", root: ".gpuhost/sim-hosts/a" }, "gpuhost:hosts.0.connection")).toEqual({
+      kind: "local",
       root: ".gpuhost/sim-hosts/a",
     });
-    expect(issues({ kind: "simulated", root: "/" })[0]).toMatch(/\.root: must be a folder other than \//);
-    expect(issues({ kind: "simulated", root: path.relative(process.cwd(), "/") })[0]).toMatch(
+    expect(issues({ kind: "local", root: "/" })[0]).toMatch(/\.root: must be a folder other than \//);
+    expect(issues({ kind: "local", root: path.relative(process.cwd(), "/") })[0]).toMatch(
       /\.root: must be a folder other than \//,
     );
   });

@@ -11,7 +11,7 @@ import { fingerprint } from "../../components/host-key/probe";
 import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
-import { simShimDir } from "../../sim-host/platform";
+import { simShimDir, simulatedConnection } from "../../sim-host/platform";
 
 const canary = path.join(os.tmpdir(), `gpuhost-exec-pwned-${process.pid}`);
 const hostileArgs = [`x; touch ${canary}`, `$(touch ${canary})`, "two words", "it's", "a\nb"];
@@ -40,10 +40,10 @@ describe("renderInvocation", () => {
     // Paths inside the working directory (the program's folder, where Pulumi runs commands) are
     // written relative to "$PWD", so a moved checkout renders the same command; others stay absolute.
     const shims = path.relative(process.cwd(), simShimDir());
-    expect(hostCommandLine({ kind: "simulated", root: "/tmp/s p" }, script, ["x"])).toBe(
+    expect(hostCommandLine(simulatedConnection("/tmp/s p"), script, ["x"])).toBe(
       `env GPUHOST_ROOT='/tmp/s p' PATH="$PWD"/${shims}:"$PATH" bash -c "$(printf %s dHJ1ZQo= | base64 -d)" t.sh x`,
     );
-    expect(hostCommandLine({ kind: "simulated", root: ".gpuhost/sim-hosts/a b" }, script, [])).toMatch(
+    expect(hostCommandLine(simulatedConnection(".gpuhost/sim-hosts/a b"), script, [])).toMatch(
       /^env GPUHOST_ROOT="\$PWD"\/'\.gpuhost\/sim-hosts\/a b' PATH=/,
     );
   });
@@ -65,14 +65,14 @@ describe("renderInvocation", () => {
 describe("execOnHost, local and simulated", () => {
   it("passes hostile arguments through unchanged and runs none of them", async () => {
     fs.rmSync(canary, { force: true });
-    const r = await execOnHost({ kind: "simulated", root: os.tmpdir() }, echoArgs, hostileArgs);
+    const r = await execOnHost(simulatedConnection(os.tmpdir()), echoArgs, hostileArgs);
     expect(r).toEqual({ code: 0, stdout: expectedEcho, stderr: "" });
     expect(fs.existsSync(canary)).toBe(false);
   });
 
   it("gives the simulated host GPUHOST_ROOT and the shims first on PATH; local gets neither", async () => {
     const sim = await execOnHost(
-      { kind: "simulated", root: "/tmp/gpuhost-sim-x" },
+      simulatedConnection("/tmp/gpuhost-sim-x"),
       'echo "$GPUHOST_ROOT"; command -v systemctl',
       [],
     );

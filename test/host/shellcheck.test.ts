@@ -12,7 +12,7 @@ const scripts = [
     .filter((f) => f.endsWith(".sh"))
     .map((f) => `components/cuda-toolkit/scripts/${f}`),
   ...fs.readdirSync(path.join(repo, "sim-host/bin")).map((f) => `sim-host/bin/${f}`),
-  "components/cuda-catalog/standin/nvcc",
+  "sim-host/standin/nvcc",
 ];
 
 describe("host scripts", () => {
@@ -22,7 +22,7 @@ describe("host scripts", () => {
         "components/cuda-toolkit/scripts/install.sh",
         "components/cuda-toolkit/scripts/verify.sh",
         "sim-host/bin/systemctl",
-        "components/cuda-catalog/standin/nvcc",
+        "sim-host/standin/nvcc",
       ]),
     );
   });

@@ -2,7 +2,7 @@
 // the platform chosen as index.ts chooses it, and what flows into the dynamic resources.
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { SIM_REPO_URL } from "../../sim-host/platform";
 import { PREPARE_SCRIPT, simulatedPlatform } from "../../sim-host/host";
@@ -98,7 +98,7 @@ describe("GpuServingHost on the simulated platform (mocks)", async () => {
   it("ToolkitState repairs with the preparation first, then the toolkit's and the units' own steps", () => {
     const ts = named(all, "sim-1-toolkit-state").inputs;
     expect(ts.onDrift).toBe("repair");
-    expect(ts.connection).toEqual({ kind: "simulated", root });
+    expect(ts.connection).toEqual({ kind: "local", root, toolsDir: "sim-host/bin" });
     expect((ts.repairs as { script: string }[]).map((s) => s.script)).toEqual([
       PREPARE_SCRIPT,
       "components/cuda-toolkit/scripts/repository.sh",

@@ -1,9 +1,9 @@
 // Mock test (pulumi.runtime.setMocks): the whole program (index.ts) on the sim stack's config. It
 // picks the simulated platform for a simulated host, and exports exactly what the one output schema
-// (components/stack-outputs.ts) describes.
+// (stack/outputs.ts) describes.
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
-import { HostOutputsSchema, StackOutputsSchema } from "../../components/stack-outputs";
+import { HostOutputsSchema, StackOutputsSchema } from "../../stack/outputs";
 import { named, recordResources, valueOf } from "./harness";
 
 const measured = Object.fromEntries(

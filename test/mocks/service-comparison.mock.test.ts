@@ -2,7 +2,7 @@
 // so it judges with the same error budget and knee as VerifiedGeneration (not the schema's
 // defaults), and both measure in the same (host) time.
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { simulatedPlatform } from "../../sim-host/host";
 import { named, recordResources } from "./harness";

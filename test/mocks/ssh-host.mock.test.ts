@@ -3,7 +3,7 @@
 // reaching the service through the SSH connection.
 import { describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
-import { hostConnection, parseConfig } from "../../components/config";
+import { hostConnection, parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { connectedPlatform } from "../../components/platform";
 import { DEFAULT_API_KEY_FILE } from "../../components/services/serving-service";

@@ -9,7 +9,7 @@ import { check, diff, update } from "../../components/service-comparison/provide
 
 const inputs = {
   providerVersion: "1",
-  connection: { kind: "simulated", root: "/r" },
+  connection: { kind: "local", root: "/r" },
   endpoint: { url: "http://127.0.0.1:30000", model: "tiny" },
   stamps: { autoregressive: "a".repeat(64), eagle3: "b".repeat(64) },
   serviceKinds: ["autoregressive", "eagle3"],
@@ -41,7 +41,7 @@ describe("ServiceComparison provider", () => {
   });
 
   it("a new connection: an update that keeps the measurements", async () => {
-    const news = { ...inputs, connection: { kind: "simulated", root: "/s" } };
+    const news = { ...inputs, connection: { kind: "local", root: "/s" } };
     const d = await diff("id", olds, news);
     expect(d.changes).toBe(true);
     expect(d.replaces).toEqual([]);

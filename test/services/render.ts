@@ -1,7 +1,8 @@
 // Renders the units of a committed stack for tests, with fixed machine-specific paths.
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { jitWorkspace } from "../../components/serving-env/lock";
 import { renderServiceUnits, type RenderedUnit } from "../../components/services/serving-service";
+import { simulatorProgram } from "../../sim-host/platform";
 import { stackConfig } from "../config/stacks";
 
 export const API_KEY = "0123456789abcdef0123456789abcdef";
@@ -17,21 +18,13 @@ export function unitsOf(
   return renderServiceUnits({
     services: c.services,
     program: simulated
-      ? {
-          kind: "simulator",
-          profile: c.simulator.profile,
-          serviceProfiles: c.simulator.serviceProfiles,
-          faults: c.simulator.faults,
-          timeScale: c.simulator.timeScale,
-        }
-      : { kind: "sglang" },
+      ? simulatorProgram(c.simulator, { nodePath: "/usr/bin/node", gpuhostDir: "/srv/gpuhost" })
+      : undefined,
     serviceUser: c.environment.serviceUser,
     serviceHome: c.environment.serviceHome,
     venvPath: c.environment.venvPath,
     cudaHome: "/usr/local/cuda-13.0",
     jitWorkspace: jitWorkspace(c.environment, "13.0", FINGERPRINT),
     apiKey,
-    nodePath: "/usr/bin/node",
-    gpuhostDir: "/srv/gpuhost",
   });
 }

@@ -100,16 +100,25 @@ describe("activate.sh: exactly one service, restarted only when its stamp change
   });
 
   it("first run starts the active one; the same stamp again does nothing; a new stamp restarts", () => {
-    expect(
-      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout,
-    ).toContain("restarted=true");
-    expect(
-      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1, "sglang-eagle3.service"]).stdout,
-    ).toContain("restarted=false");
-    expect(
-      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S2, "sglang-eagle3.service"]).stdout,
-    ).toContain("restarted=true (unit or environment changed)");
+    const activate = (stamp: string) =>
+      run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", stamp, "sglang-eagle3.service"]).stdout;
+    const activation = (stdout: string) => /^activation=(\S+)$/m.exec(stdout)?.[1];
+    const first = activate(S1);
+    expect(first).toContain("restarted=true");
+    const again = activate(S1);
+    expect(again).toContain("restarted=false");
+    const changed = activate(S2);
+    expect(changed).toContain("restarted=true (unit or environment changed)");
+    // Each start gets a new activation id, a run that starts nothing keeps it: VerifiedGeneration
+    // records the id it verified. Back to S1 (a reverted rollout) is a start, with a fresh id.
+    expect(activation(first)).toMatch(/^\d{8}T\d{6}\.\d{9}Z-\d+$/);
+    expect(activation(again)).toBe(activation(first));
+    expect(activation(changed)).not.toBe(activation(first));
+    const reverted = activate(S1);
+    expect(activation(reverted)).not.toBe(activation(changed));
+    expect(activation(reverted)).not.toBe(activation(first));
     expect(calls().filter((c) => c.startsWith("restart"))).toEqual([
+      "restart sglang-autoregressive.service",
       "restart sglang-autoregressive.service",
       "restart sglang-autoregressive.service",
     ]);
@@ -120,11 +129,12 @@ describe("activate.sh: exactly one service, restarted only when its stamp change
   });
 
   it("a stopped service with an unchanged stamp is started, not restarted", () => {
-    run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]);
+    const before = run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout;
     fs.writeFileSync(`${root}/active`, "");
-    expect(run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout).toContain(
-      "restarted=true (was not running)",
-    );
+    const started = run(`${SCRIPTS}/activate.sh`, ["sglang-autoregressive.service", S1]).stdout;
+    expect(started).toContain("restarted=true (was not running)");
+    // a start too: a new activation id, so the gate runs again
+    expect(/^activation=(\S+)$/m.exec(started)?.[1]).not.toBe(/^activation=(\S+)$/m.exec(before)?.[1]);
     // A unit that crashed into its start limit refuses a plain start: the failure is cleared first.
     const calls = fs.readFileSync(`${root}/systemctl.log`, "utf8").trim().split("\n");
     expect(calls.slice(-2)).toEqual([

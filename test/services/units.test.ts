@@ -1,7 +1,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { execStartArgv, sglangArgv, simulatorEnvironment } from "../../components/services/launch-args";
+import { execStartArgv, sglangArgv } from "../../components/services/launch-args";
+import { simulatorProgram } from "../../sim-host/platform";
 import { quoteExecWord, renderExecLine } from "../../components/services/systemd-syntax";
 import { fillTemplate, unitHash } from "../../components/services/unit";
 import { stackConfig } from "../config/stacks";
@@ -152,18 +153,18 @@ describe("launch args", () => {
     ]);
   });
   it("the simulator runs SGLang's own flags through its stand-in sglang; profile, scale and faults in the environment", () => {
-    const program = {
-      kind: "simulator" as const,
-      nodePath: "/usr/bin/node",
-      gpuhostDir: "/p",
-      profile: "tiny",
-      faults: ["jit-crash"],
-      timeScale: 4,
-    };
+    const program = simulatorProgram(
+      { profile: "tiny", serviceProfiles: {}, faults: ["jit-crash"], timeScale: 4 },
+      { nodePath: "/usr/bin/node", gpuhostDir: "/p" },
+    );
     const args = { ...base, apiKeyCredential: "sglang-server-args.yaml" };
-    expect(execStartArgv(program, args)).toEqual(["/usr/bin/node", "/p/dist/simulator/sglang.js", ...sglangArgv(args)]);
-    expect(execStartArgv(program, args)).toContainEqual({ credential: "sglang-server-args.yaml" });
-    expect(simulatorEnvironment(program)).toEqual([
+    expect(execStartArgv(program.command, args)).toEqual([
+      "/usr/bin/node",
+      "/p/dist/simulator/sglang.js",
+      ...sglangArgv(args),
+    ]);
+    expect(execStartArgv(program.command, args)).toContainEqual({ credential: "sglang-server-args.yaml" });
+    expect(program.environment.autoregressive).toEqual([
       ["GPUHOST_SIM_PROFILE", "tiny"],
       ["GPUHOST_SIM_TIME_SCALE", "4"],
       ["GPUHOST_SIM_FAULTS", "jit-crash"],

@@ -5,7 +5,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { renderInvocation } from "../../components/host/invocation";
 import {
   checkHashLock,

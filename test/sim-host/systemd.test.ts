@@ -4,10 +4,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { execOnHost } from "../../components/host/exec";
-import { prepareSimulatedHost } from "../../sim-host/platform";
+import { prepareSimulatedHost, simulatedConnection } from "../../sim-host/platform";
 
 let root: string;
-const sh = (cmd: string) => execOnHost({ kind: "simulated", root }, cmd, []);
+const sh = (cmd: string) => execOnHost(simulatedConnection(root), cmd, []);
 const unit = (name: string, text: string) => fs.writeFileSync(path.join(root, "etc/systemd/system", name), text);
 const wait = async (cond: () => Promise<boolean>) => {
   for (let i = 0; i < 100; i++) {

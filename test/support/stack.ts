@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import type { StackOutputs } from "../../components/stack-outputs";
+import type { StackOutputs } from "../../stack/outputs";
 import { EngineOptions, EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
 import { type PluginSet, testEngineOptions } from "./engine";
 

@@ -12,6 +12,7 @@ import { createHash } from "node:crypto";
 import { existsSync, promises as fs } from "node:fs";
 import * as path from "node:path";
 import * as toolkitDescription from "../../components/cuda-catalog/catalog";
+import * as standins from "../../sim-host/standin";
 import { run, withLock } from "./proc";
 import { serveDirectory, StaticServer } from "./static-server";
 
@@ -98,7 +99,7 @@ function maintainerScripts(tk: toolkitDescription.Toolkit): { postinst: string; 
 function cacheKey(): string {
   const h = createHash("sha256");
   h.update(toolkitDescription.descriptionHash());
-  for (const release of toolkitDescription.toolkitReleases()) h.update(toolkitDescription.standinNvcc(release));
+  for (const release of toolkitDescription.toolkitReleases()) h.update(standins.standinNvcc(release));
   for (const tk of alternativesOwners().values()) h.update(JSON.stringify(maintainerScripts(tk)));
   h.update(String(BUILDER_VERSION));
   return h.digest("hex").slice(0, 12);
@@ -144,7 +145,7 @@ export async function buildStandinDebs(
       .allPackages()
       .map((p) => p.name)
       .filter((n) => n !== "cuda-keyring");
-    toolkitDescription.writeStandinTrees(trees, names);
+    standins.writeStandinTrees(trees, names);
     for (const [name, tk] of alternativesOwners()) {
       const scripts = maintainerScripts(tk);
       await fs.writeFile(path.join(trees, name, "DEBIAN/postinst"), scripts.postinst, { mode: 0o755 });
@@ -209,7 +210,7 @@ export async function serveAptRepo(
     const base = opts.fileUrl ?? server.url;
     const sourcesLine = `deb [signed-by=${keyringPath}] ${base} /`;
     const trees = path.join(dir, ".keyring-tree");
-    toolkitDescription.writeStandinTrees(trees, ["cuda-keyring"]);
+    standins.writeStandinTrees(trees, ["cuda-keyring"]);
     // the description's stand-in keyring is a marker file; apt needs the real public key here
     await fs.writeFile(path.join(trees, "cuda-keyring", keyringPath), debs.publicKeyring, { mode: 0o644 });
     const list = path.join(trees, "cuda-keyring", CUDA_SOURCES_LIST);

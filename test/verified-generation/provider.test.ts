@@ -53,6 +53,7 @@ function inputs(url: string, over: Record<string, unknown> = {}): Record<string,
     providerVersion: PROVIDER_VERSION,
     endpoint: { url, model: "tiny" },
     serviceIdentity: "sglang-tiny.service@abc",
+    activation: "20261202T080000.000000001Z-42",
     toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
     environmentLock: "sglang==0.5.6",
     verifyPolicy: { deadlineSeconds: 20 },
@@ -138,7 +139,8 @@ describe("VerifiedGeneration provider", () => {
     // Key order is not a change.
     const reordered = Object.fromEntries(Object.entries(inputs("http://127.0.0.1:1")).reverse());
     expect((await diff("id", olds, reordered)).changes).toBe(false);
-    for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
+    // activation: a start gpuhost made (a reverted rollout's too, whose identity was verified before).
+    for (const key of ["serviceIdentity", "activation", "toolkitFingerprint", "environmentLock"]) {
       expect(await diff("id", olds, inputs("http://127.0.0.1:1", { [key]: "changed" }))).toMatchObject({
         changes: true,
         replaces: [key],

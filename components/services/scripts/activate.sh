@@ -3,6 +3,9 @@
 # ACTIVE, and restarts it only when its stamp (hash of the rendered unit, the environment lock and
 # a keyed hash of the API key) differs from the one recorded at its last start, or when it is not running.
 # A `pulumi up` that changes nothing therefore restarts nothing.
+# Every (re)start records a new activation id on the host, printed as `activation=ID` on every run:
+# VerifiedGeneration records the id it verified, so any start this script makes (a reverted rollout
+# included, whose stamp equals an earlier verified one) is followed by the gate in the same update.
 # Usage: activate.sh ACTIVE_UNIT STAMP [OTHER_UNIT...]
 set -euo pipefail
 
@@ -41,20 +44,33 @@ mkdir -p "$stamps"
 chmod 0700 "$stamps"
 systemctl enable "$active"
 
+activationfile="$stamps/$active.activation"
+# A fresh id: the UTC time to the nanosecond and this process, never one an earlier start had.
+record_activation() {
+  printf '%s-%s\n' "$(date -u +%Y%m%dT%H%M%S.%NZ)" "$$" >"$activationfile.tmp"
+  chmod 0600 "$activationfile.tmp"
+  mv "$activationfile.tmp" "$activationfile"
+}
+
 previous=""
 if [[ -f "$stampfile" ]]; then previous="$(cat "$stampfile")"; fi
 if [[ "$previous" != "$stamp" ]]; then
   systemctl restart "$active"
+  record_activation
   echo "restarted=true (unit or environment changed)"
 elif ! systemctl is-active --quiet "$active"; then
   # A unit that crashed into its start limit stays "failed" and refuses a plain start until the
   # failure is cleared: after the cause is repaired, the next `pulumi up` must be able to start it.
   systemctl reset-failed "$active"
   systemctl start "$active"
+  record_activation
   echo "restarted=true (was not running)"
 else
   echo "restarted=false"
 fi
+# A host activated before ids were recorded gets one now (verified once more, then stable).
+[[ -f "$activationfile" ]] || record_activation
 printf '%s\n' "$stamp" >"$stampfile.tmp"
 chmod 0600 "$stampfile.tmp"
 mv "$stampfile.tmp" "$stampfile"
+echo "activation=$(cat "$activationfile")"

@@ -6,8 +6,8 @@ import { z } from "zod";
 import { ServiceComparisonOutputsSchema } from "../gate/reports/outputs";
 import { VerifiedGenerationOutputsSchema } from "../gate/reports/outputs";
 import { HostSchema } from "./config";
-import { driftSchema } from "./drift/schema";
-import { SERVICE_KINDS } from "./services/schema";
+import { driftSchema } from "../components/drift/schema";
+import { SERVICE_KINDS } from "../components/services/schema";
 
 export const HostOutputsSchema = z
   .object({

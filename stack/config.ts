@@ -1,8 +1,9 @@
 /**
  * The stack configuration: ONE zod schema holding every knob of gpuhost with its default and
  * description. Sections are composed from the schemas their owners keep (gate/schema.ts,
- * services/schema.ts, serving-env/schema.ts, host/connection.ts); docs/configuration.md is
- * generated from this schema (components/config-doc.ts), so the reference cannot fall behind.
+ * components' services/schema.ts, serving-env/schema.ts, host/connection.ts, and the simulated
+ * platform's sim-host/config.ts); docs/configuration.md is generated from this schema
+ * (stack/config-doc.ts), so the reference cannot fall behind.
  *
  * Each top-level key is one Pulumi config key in the `gpuhost` namespace (`gpuhost:services`, ...).
  * Secrets are separate keys read with getSecret (a secret nested in an object would make the whole
@@ -14,14 +15,14 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
-import { faultNameSchema } from "../simulator/faults";
-import { cudaToolkitOptionsSchema } from "./cuda-toolkit/options";
-import { hostKeyPolicySchema } from "./host-key";
-import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./host/connection";
-import type { HostConnectionInput } from "./host/script";
-import { projectRoot } from "../project-files";
-import { EnvironmentSchema } from "./serving-env/schema";
-import { ServicesSchema } from "./services/schema";
+import { cudaToolkitOptionsSchema } from "../components/cuda-toolkit/options";
+import { hostKeyPolicySchema } from "../components/host-key";
+import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "../components/host/connection";
+import type { HostConnectionInput } from "../components/host/script";
+import { SIM_HOME, SimulatorSchema, simulatedConnectionConfig, underSimHome } from "../sim-host/config";
+import { simulatedConnection } from "../sim-host/platform";
+import { EnvironmentSchema } from "../components/serving-env/schema";
+import { ServicesSchema } from "../components/services/schema";
 
 export const CONFIG_NAMESPACE = "gpuhost";
 
@@ -74,38 +75,6 @@ const sshConnectionConfig = sshConnectionSchema
   })
   .describe("Over SSH; commands run through `sudo -n` unless the user is root.");
 
-/**
- * The folder every simulated host lives in: the project's own .gpuhost/. A simulated host writes its
- * packages, units and users under its root, so a root elsewhere (`/..`, /var, a home) would let a
- * stack file write outside the project.
- */
-const SIM_HOME = ".gpuhost";
-
-/** Whether `root` (relative to `project`, or absolute) names a folder strictly inside project/.gpuhost. */
-function underSimHome(root: string, project: string): boolean {
-  const home = path.join(project, SIM_HOME);
-  return path.resolve(project, root).startsWith(`${home}${path.sep}`);
-}
-
-const simulatedConnectionConfig = z
-  .object({
-    kind: z.literal("simulated"),
-    root: z
-      .string()
-      .regex(/^[A-Za-z0-9._+@/-]+$/, "must be a folder path of letters, digits and ._+@-/")
-      .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
-      .refine(
-        (p) => underSimHome(p, projectRoot()),
-        `must be a folder under the project's ${SIM_HOME}/ (e.g. ${SIM_HOME}/sim-hosts/a), relative to the project or absolute`,
-      )
-      .optional()
-      .describe(
-        `Folder standing for /: a folder under the project's ${SIM_HOME}/ (relative paths are relative to the project); default ${SIM_HOME}/sim-hosts/<host name>.`,
-      ),
-  })
-  .strict()
-  .describe("The simulated platform: a folder of the project stands for /, the simulator serves.");
-
 export const HostSchema = z
   .object({
     name: z
@@ -115,7 +84,8 @@ export const HostSchema = z
     connection: z
       .discriminatedUnion("kind", [
         sshConnectionConfig,
-        localConnectionSchema.describe("This machine."),
+        // A root and a tools folder are the simulated platform's to hand over, never a stack's to set.
+        localConnectionSchema.pick({ kind: true }).strict().describe("This machine."),
         simulatedConnectionConfig,
       ])
       .describe("How gpuhost reaches the host (kind: ssh | local | simulated)."),
@@ -149,50 +119,6 @@ export const HostSchema = z
 export const ToolkitSchema = cudaToolkitOptionsSchema.describe(
   "The CUDA toolkit every service compiles and runs with: the full cuda-toolkit-13-0 from NVIDIA's apt repository.",
 );
-
-export const SimulatorSchema = z
-  .object({
-    profile: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]+$/, "must be a profile name (simulator/profiles/<name>.yaml)")
-      .default("tiny")
-      .describe("Simulator profile (simulator/profiles/<name>.yaml) served on simulated hosts."),
-    serviceProfiles: z
-      .object({
-        autoregressive: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the autoregressive unit; default: profile."),
-        eagle3: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the EAGLE-3 unit; default: profile."),
-        dflash: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the DFlash unit; default: profile."),
-      })
-      .strict()
-      .default({})
-      .describe(
-        "Per-service profile overrides (e.g. eagle3: kimi-k2.6-8x-rtx-pro-6000-eagle3), so each simulated unit shows its own speculative behaviour.",
-      ),
-    faults: z
-      .array(faultNameSchema)
-      .default([])
-      .describe("Simulator faults to inject (listed by `gpuhost sim --list`)."),
-    timeScale: z
-      .number()
-      .positive()
-      .max(10000)
-      .default(1)
-      .describe("Simulated seconds per real second (e.g. 60: a 10-minute load takes 10 s)."),
-  })
-  .strict()
-  .describe("The SGLang simulator that serves on simulated hosts (ignored on real hosts).");
 
 const apiKey = z
   .string()
@@ -242,7 +168,7 @@ export const ConfigSchema = z
 export type GpuhostConfig = z.infer<typeof ConfigSchema>;
 export type GpuhostConfigInput = z.input<typeof ConfigSchema>;
 export type HostConfig = GpuhostConfig["hosts"][number];
-export type SimulatorConfig = GpuhostConfig["simulator"];
+export type { SimulatorConfig } from "../sim-host/config";
 
 export interface ConfigIssue {
   /** The config path as `pulumi config set --path` takes it, with the namespace: gpuhost:hosts[0].connection.port */
@@ -318,7 +244,7 @@ export function hostConnection(
     case "local":
       return c;
     case "simulated":
-      return { kind: "simulated", root: simulatedRoot(host, projectRoot, index) };
+      return simulatedConnection(simulatedRoot(host, projectRoot, index));
     case "ssh":
       return {
         kind: "ssh",
