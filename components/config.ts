@@ -20,6 +20,7 @@ import { hostKeyPolicySchema } from "./host-key";
 import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./host/connection";
 import type { HostConnectionInput } from "./host/script";
 import { projectRoot } from "../project-files";
+import { PlainError } from "./plain-error";
 import { EnvironmentSchema } from "./serving-env/schema";
 import { ServicesSchema } from "./services/schema";
 
@@ -250,9 +251,15 @@ export interface ConfigIssue {
   message: string;
 }
 
-export class ConfigError extends Error {
+/**
+ * The stack config is invalid: one line naming each config path and what is wrong there, which the
+ * engine shows as it is (PlainError: no stack trace, no colour codes).
+ */
+export class ConfigError extends PlainError {
   constructor(readonly issues: ConfigIssue[]) {
-    super(`invalid gpuhost stack configuration:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`);
+    super(
+      `Invalid gpuhost stack configuration: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}. Fix it with \`pulumi config set --path <path> <value>\` (or \`pulumi config rm --path <path>\`), or in the stack's Pulumi.<stack>.yaml.`,
+    );
     this.name = "ConfigError";
   }
 }
