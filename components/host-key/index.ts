@@ -4,7 +4,9 @@
  *   - pinned (default): `hostKey` must be set; unset, `up` refuses before anything runs on the host,
  *     showing the key and fingerprint the host presented so it can be pinned after checking it;
  *   - trust-on-first-use: the first key seen is recorded in the state (TrustedHostKey) and enforced on
- *     every later run; `up` says which key it trusts and since when;
+ *     every later run; `up` says which key it trusts and since when. The program itself compares the
+ *     key presented with the record before any step gets the connection, so a swapped key is refused
+ *     once, saying it was the recorded key (the steps' checks only know the key they were given);
  *   - insecure-accept-any: whatever key the host presents is taken, with a warning on every run.
  * Commands and dynamic providers then always get a key and check it strictly.
  */
@@ -162,11 +164,23 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
     );
     if (bastionTofu) {
       const t = tofu;
-      // Said on every run, as for the target: which bastion key is trusted, and since when.
-      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt]).apply(([k, at]) => {
+      // Checked, and said on every run, as for the target: which bastion key is trusted, and since when.
+      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt, t.urn]).apply(async ([k, at, urn]) => {
         if (!k)
           throw new PlainError(
-            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key (pulumi up --replace) to record it.`,
+            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key to record it: pulumi up --replace '${urn}'`,
+          );
+        const seen = await presentedKeys({ host: b.host, port: b.port });
+        if (seen.target && keyWords(seen.target) !== keyWords(k))
+          throw new PlainError(
+            recordedKeyRefusal({
+              configPath: `${a.configPath}.bastion`,
+              where: `the bastion ${b.host}:${b.port}`,
+              presented: seen.target,
+              recorded: k,
+              recordedAt: at,
+              urn,
+            }),
           );
         log(
           `${a.configPath}.bastion: trusting the bastion ${b.host}:${b.port}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
