@@ -38,7 +38,10 @@ describe("bench against the simulator", () => {
         singleRequestMaxTokens: [256],
         singleRequestPrompts: 3,
         concurrency: [8, 24],
-        sweepMaxTokens: 256,
+        // Long enough (about half a second each) that 24 workers' requests overlap past the overload
+        // threshold whatever the machine's load; at 256 tokens they finished so fast on a loaded
+        // machine that fewer than 12 were ever in flight, and no 500 was served (2 runs in 3).
+        sweepMaxTokens: 1024,
         requestsPerConcurrency: 2,
       },
     );
