@@ -120,9 +120,11 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("an SSH host's key un
   );
 
   it(
-    "unpinned: preview refuses in two sentences naming the key it presented and how to pin it",
+    "unpinned: preview and up refuse in two sentences naming the key it presented and how to pin it",
     async () => {
       const line = refusalOf(await stack.run("preview"));
+      // up too: before, its refusal was the tail of "error serializing property serviceIdentity: ...".
+      expect(refusalOf(await stack.run("up", "--yes", "--skip-preview"))).toBe(line);
       expect(line).toBe(
         `gpuhost:hosts[0].connection.hostKey is unset and hostKeyPolicy is pinned: refusing to run anything on ${where()}, which cannot be told from an impostor. ` +
           `It presented ssh-ed25519 ${fingerprint(sshd.hostKey)}; if that is your host's key (check it on the host: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), pin it: gpuhost:hosts[0].connection.hostKey = "${sshd.hostKey}" (pulumi config set --path 'gpuhost:hosts[0].connection.hostKey' '${sshd.hostKey}'), or choose hostKeyPolicy trust-on-first-use.`,
@@ -135,7 +137,10 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("an SSH host's key un
     "trust-on-first-use, the key swapped: refused naming both keys, when and by which resource the first was recorded, and the command that accepts the new one",
     async () => {
       await stack.ok("config", "set", "--path", "gpuhost:hosts[0].connection.hostKeyPolicy", "trust-on-first-use");
-      // Record the key, creating only the record: nothing is provisioned on this machine's sshd.
+      // Record the key, creating only the record: nothing is provisioned on this machine's sshd. (The
+      // refused up before left the stack's root resource, and --target then names only resources that
+      // exist: empty the state first, as on a first run.)
+      await stack.ok("destroy", "--yes", "--skip-preview");
       const state = async () =>
         (JSON.parse((await stack.ok("stack", "export")).stdout) as StateExport).deployment.resources;
       const urn = `urn:pulumi:${stack.stack}::gpuhost::pulumi-nodejs:dynamic:Resource::sim-1-trusted-host-key`;
