@@ -23,6 +23,7 @@ import { SIM_HOME, SimulatorSchema, simulatedConnectionConfig, underSimHome } fr
 import { simulatedConnection } from "../sim-host/platform";
 import { EnvironmentSchema } from "../components/serving-env/schema";
 import { ServicesSchema } from "../components/services/schema";
+import { PlainError } from "../components/plain-error";
 
 export const CONFIG_NAMESPACE = "gpuhost";
 
@@ -176,9 +177,15 @@ export interface ConfigIssue {
   message: string;
 }
 
-export class ConfigError extends Error {
+/**
+ * The stack config is invalid: one line naming each config path and what is wrong there, which the
+ * engine shows as it is (PlainError: no stack trace, no colour codes).
+ */
+export class ConfigError extends PlainError {
   constructor(readonly issues: ConfigIssue[]) {
-    super(`invalid gpuhost stack configuration:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join("\n")}`);
+    super(
+      `Invalid gpuhost stack configuration: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}. Fix it with \`pulumi config set --path <path> <value>\` (or \`pulumi config rm --path <path>\`), or in the stack's Pulumi.<stack>.yaml.`,
+    );
     this.name = "ConfigError";
   }
 }

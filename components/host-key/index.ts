@@ -4,13 +4,16 @@
  *   - pinned (default): `hostKey` must be set; unset, `up` refuses before anything runs on the host,
  *     showing the key and fingerprint the host presented so it can be pinned after checking it;
  *   - trust-on-first-use: the first key seen is recorded in the state (TrustedHostKey) and enforced on
- *     every later run; `up` says which key it trusts and since when;
+ *     every later run; `up` says which key it trusts and since when. The program itself compares the
+ *     key presented with the record before any step gets the connection, so a swapped key is refused
+ *     once, saying it was the recorded key (the steps' checks only know the key they were given);
  *   - insecure-accept-any: whatever key the host presents is taken, with a warning on every run.
  * Commands and dynamic providers then always get a key and check it strictly.
  */
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { callTimeProvider } from "../call-time-provider";
+import { PlainError } from "../plain-error";
 import { fingerprint, keyWords, presentedKeys, type ProbeHop } from "./probe";
 
 export const HOST_KEY_POLICIES = ["pinned", "trust-on-first-use", "insecure-accept-any"] as const;
@@ -81,10 +84,33 @@ export interface TrustedKeys {
   bastionHostKey?: pulumi.Output<string>;
 }
 
-const refusal = (configPath: string, key: string | undefined, stderr: string) =>
+/** What to run on the host to see its key, for a person to compare with what it presented. */
+const CHECK_ON_HOST = "check it on the host: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub";
+
+const shown = (key: string) => `${key.split(" ")[0]} ${fingerprint(key)}`;
+
+const refusal = (configPath: string, where: string, key: string | undefined, stderr: string) =>
   key
-    ? `${configPath}.hostKey is unset and hostKeyPolicy is pinned: refusing to run anything on a host that cannot be told from an impostor. It presented ${key.split(" ")[0]} ${fingerprint(key)}; if that is your host's key (check on the host: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), pin it: ${configPath}.hostKey = "${keyWords(key)}" (or choose hostKeyPolicy trust-on-first-use)`
-    : `${configPath}.hostKey is unset and hostKeyPolicy is pinned, and the host could not be asked for its key (${stderr || "no answer"})`;
+    ? `${configPath}.hostKey is unset and hostKeyPolicy is pinned: refusing to run anything on ${where}, which cannot be told from an impostor. It presented ${shown(key)}; if that is your host's key (${CHECK_ON_HOST}), pin it: ${configPath}.hostKey = "${keyWords(key)}" (pulumi config set --path '${configPath}.hostKey' '${keyWords(key)}'), or choose hostKeyPolicy trust-on-first-use.`
+    : `${configPath}.hostKey is unset and hostKeyPolicy is pinned, and ${where} could not be asked for its key (${oneLine(stderr) || "no answer"}): nothing was run on it.`;
+
+/** ssh's error output as one line (it may hold several). */
+const oneLine = (text: string) => text.replace(/\s*\n\s*/g, "; ").trim();
+
+/**
+ * Under trust-on-first-use, the host presented a key other than the one recorded: what was found,
+ * what was recorded (when, by which resource), and the command that accepts the new key.
+ */
+export function recordedKeyRefusal(r: {
+  configPath: string;
+  where: string;
+  presented: string;
+  recorded: string;
+  recordedAt: string;
+  urn: string;
+}): string {
+  return `${r.configPath}: ${r.where} presented ${shown(r.presented)}, but the key trust-on-first-use recorded for it at ${r.recordedAt} (resource ${r.urn.split("::").at(-1)}) is ${shown(r.recorded)}: refused, nothing was run on it. If the host's key really changed (${CHECK_ON_HOST}), accept the new one with: pulumi up --replace '${r.urn}'`;
+}
 
 /**
  * The keys the connection's Commands and providers check, per the policies. Throws (through the
@@ -112,13 +138,16 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
     else if (b.hostKeyPolicy === "pinned")
       bastionHostKey = pulumi.output(
         presentedKeys({ host: b.host, port: b.port }).then((seen) => {
-          throw new Error(refusal(`${a.configPath}.bastion`, seen.target, seen.stderr));
+          throw new PlainError(refusal(`${a.configPath}.bastion`, `${b.host}:${b.port}`, seen.target, seen.stderr));
         }),
       );
     else if (b.hostKeyPolicy === "insecure-accept-any")
       bastionHostKey = pulumi.output(
         presentedKeys({ host: b.host, port: b.port }).then((seen) => {
-          if (!seen.target) throw new Error(`${a.configPath}.bastion: no answer (${seen.stderr})`);
+          if (!seen.target)
+            throw new PlainError(
+              `${a.configPath}.bastion: no answer from ${b.host}:${b.port} (${oneLine(seen.stderr)}).`,
+            );
           log(
             `${a.configPath}.bastion.hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(seen.target)} unchecked; anyone between here and ${b.host} can impersonate it`,
             true,
@@ -135,11 +164,23 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
     );
     if (bastionTofu) {
       const t = tofu;
-      // Said on every run, as for the target: which bastion key is trusted, and since when.
-      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt]).apply(([k, at]) => {
+      // Checked, and said on every run, as for the target: which bastion key is trusted, and since when.
+      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt, t.urn]).apply(async ([k, at, urn]) => {
         if (!k)
-          throw new Error(
-            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key (pulumi up --replace) to record it`,
+          throw new PlainError(
+            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key to record it: pulumi up --replace '${urn}'`,
+          );
+        const seen = await presentedKeys({ host: b.host, port: b.port });
+        if (seen.target && keyWords(seen.target) !== keyWords(k))
+          throw new PlainError(
+            recordedKeyRefusal({
+              configPath: `${a.configPath}.bastion`,
+              where: `the bastion ${b.host}:${b.port}`,
+              presented: seen.target,
+              recorded: k,
+              recordedAt: at,
+              urn,
+            }),
           );
         log(
           `${a.configPath}.bastion: trusting the bastion ${b.host}:${b.port}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
@@ -153,18 +194,36 @@ export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pul
   if (a.hostKey) hostKey = pulumi.output(keyWords(a.hostKey));
   else if (a.hostKeyPolicy === "trust-on-first-use" && tofu) {
     const t = tofu;
-    hostKey = pulumi.all([t.hostKey, t.recordedAt]).apply(([k, at]) => {
-      log(
-        `${a.configPath}: trusting ${a.host}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
-      );
-      return k;
-    });
+    // Checked here, before any step gets the connection: a swapped key is refused once, in words that
+    // say it was recorded on first use (the steps' own checks can only say which key they were given).
+    hostKey = pulumi
+      .all([t.hostKey, t.recordedAt, t.urn, pulumi.output(bastionHop(bastionHostKey))])
+      .apply(async ([k, at, urn, hop]) => {
+        const seen = await presentedKeys({ host: a.host, port: a.port }, hop ?? undefined);
+        if (seen.target && keyWords(seen.target) !== keyWords(k))
+          throw new PlainError(
+            recordedKeyRefusal({
+              configPath: a.configPath,
+              where: `${a.host}:${a.port}`,
+              presented: seen.target,
+              recorded: k,
+              recordedAt: at,
+              urn,
+            }),
+          );
+        log(
+          `${a.configPath}: trusting ${a.host}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
+        );
+        return k;
+      });
   } else {
     const via = bastionHop(bastionHostKey);
     hostKey = pulumi.output(via ?? Promise.resolve(undefined)).apply(async (hop) => {
       const seen = await presentedKeys({ host: a.host, port: a.port }, hop ?? undefined);
-      if (a.hostKeyPolicy === "pinned") throw new Error(refusal(a.configPath, seen.target, seen.stderr));
-      if (!seen.target) throw new Error(`${a.configPath}: no answer from ${a.host}:${a.port} (${seen.stderr})`);
+      if (a.hostKeyPolicy === "pinned")
+        throw new PlainError(refusal(a.configPath, `${a.host}:${a.port}`, seen.target, seen.stderr));
+      if (!seen.target)
+        throw new PlainError(`${a.configPath}: no answer from ${a.host}:${a.port} (${oneLine(seen.stderr)}).`);
       log(
         `${a.configPath}.hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(seen.target)} from ${a.host} unchecked; anyone between here and the host can impersonate it and receive the API key and root`,
         true,

@@ -94,9 +94,13 @@ function hostKeyOptions(
   ];
 }
 
+/** What to run on the host to see its key, for a person to compare with what it presented. */
+const CHECK_ON_HOST = "check it on the host: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub";
+
 /**
- * When a session failed on the host key: which hop presented which key, and what to do. Undefined
- * when the key was not the reason.
+ * When a session failed on the host key: which hop presented which key, and what to do, in two
+ * sentences without a final period (callers go on with their own: "not probed: <this>. The recorded
+ * ..."). Undefined when the key was not the reason.
  */
 export function hostKeyRefusal(conn: SshConnection, tmp: string, stderr: string): string | undefined {
   if (!/Host key verification failed|No .* host key is known|REMOTE HOST IDENTIFICATION HAS CHANGED/i.test(stderr))
@@ -110,8 +114,8 @@ export function hostKeyRefusal(conn: SshConnection, tmp: string, stderr: string)
     if (h.hostKey && keyWords(h.hostKey) === keyWords(seen)) continue;
     const shown = `${seen.split(" ")[0]} ${fingerprint(seen)}`;
     return h.hostKey
-      ? `${h.host}:${h.port} presented ${shown}, but ${field} pins ${h.hostKey.split(" ")[0]} ${fingerprint(h.hostKey)}: refused (someone in between, or the host's key changed: pin the new key only after checking it on the host)`
-      : `${h.host}:${h.port}: refused, ${field} is unset; it presented ${shown} ("${keyWords(seen)}")`;
+      ? `${h.host}:${h.port} presented ${shown}, but ${field} pins ${h.hostKey.split(" ")[0]} ${fingerprint(h.hostKey)}: refused, nothing was run. Someone is in between, or the host's key changed: ${CHECK_ON_HOST}, and only if it matches, pin the new key "${keyWords(seen)}"`
+      : `${h.host}:${h.port}: refused, ${field} is unset; it presented ${shown} ("${keyWords(seen)}"). Nothing was run: if that is the host's key (${CHECK_ON_HOST}), pin it`;
   }
   return undefined;
 }
@@ -203,7 +207,9 @@ export async function execOnHost(
       });
       const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
-      if (refused) return { ...r, stderr: `${r.stderr}\ngpuhost: ${refused}`, hostKeyRefusal: refused };
+      // OpenSSH's own account (a banner of @ signs, "remove with: ssh-keygen -R" for a known_hosts
+      // file that is gpuhost's temporary one) tells a person nothing they can act on: the refusal alone.
+      if (refused) return { ...r, stderr: refused, hostKeyRefusal: refused };
       if (r.code === 255 && /Timeout, server .* not responding/.test(r.stderr))
         return {
           ...r,

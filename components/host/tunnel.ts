@@ -58,9 +58,10 @@ export async function openTunnel(
       // Read before close(): the keys each hop presented are recorded in the folder close() removes.
       const refused = child.exitCode === 255 ? hostKeyRefusal(conn, tmp, stderr) : undefined;
       await close();
-      const message = `ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed: ${stderr.trim() || "timed out"}`;
-      if (refused) throw new HostKeyRefusedError(`${message}\ngpuhost: ${refused}`, refused);
-      throw new Error(message);
+      const failed = `ssh tunnel to ${remoteHost}:${remotePort} on ${conn.user}@${conn.host}:${conn.port} failed`;
+      // On a host key, the refusal alone: OpenSSH's banner names only gpuhost's temporary known_hosts.
+      if (refused) throw new HostKeyRefusedError(`${failed}: ${refused}`, refused);
+      throw new Error(`${failed}: ${stderr.trim() || "timed out"}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -11,6 +11,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { hostScript, installsUnderRoot, parseKeyValues, type HostConnectionInput } from "../host/script";
+import { PlainError } from "../plain-error";
 import {
   checkTorchMatchesToolkit,
   environmentLock,
@@ -59,20 +60,21 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingEnvironment", name, {}, opts);
     const env = args.environment;
-    // Fails at preview, before any download, when the pin cannot match the toolkit.
-    checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
-
-    // Wheels from a remote index are installed only against a hash lock (pip --require-hashes).
-    let hashLock: string | undefined;
-    if (env.requirementsLock !== undefined) {
-      const file = path.resolve(env.requirementsLock);
-      if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
-      hashLock = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
-    } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
-      throw new Error(
-        "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
-      );
-    }
+    const hashLock = checkedConfig(() => {
+      // Fails at preview, before any download, when the pin cannot match the toolkit.
+      checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
+      // Wheels from a remote index are installed only against a hash lock (pip --require-hashes).
+      if (env.requirementsLock !== undefined) {
+        const file = path.resolve(env.requirementsLock);
+        if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
+        return checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+      } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
+        throw new Error(
+          "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
+        );
+      }
+      return undefined;
+    });
 
     const fingerprint = pulumi.output(args.toolkitFingerprint);
     const lock = fingerprint.apply((f) => environmentLock(env, f, hashLock));
@@ -151,5 +153,17 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       torchCuda: this.torchCuda,
       platform: this.platform,
     });
+  }
+}
+
+/**
+ * `check()`'s result; what it throws is the stack config's fault, said as it is (PlainError: the
+ * engine shows the sentence, not a stack trace).
+ */
+function checkedConfig<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (e) {
+    throw new PlainError(e instanceof Error ? e.message : String(e));
   }
 }

@@ -62,14 +62,34 @@ describe("npm test's prerequisites", () => {
 
   it("not root: stops at once with one sentence saying what to run", () => {
     if (process.getuid?.() !== 0) return; // needs root to become another user
-    const r = spawnSync(
-      "runuser",
-      ["-u", "nobody", "--", "bash", path.join(PROJECT_ROOT, "engine", "test-prereqs.sh")],
-      { encoding: "utf8", timeout: 30_000, env: { PATH: process.env.PATH } },
-    );
+    // `nobody` cannot reach a checkout under a 0700 folder (root's home is one): it runs a copy of
+    // the scripts in a folder anyone can read, laid out as in the checkout.
+    const copy = readableCopy(["engine/test-prereqs.sh", ".ci/prereqs.sh", ".ci/testhost-prereqs.sh"]);
+    const r = spawnSync("runuser", ["-u", "nobody", "--", "bash", path.join(copy, "engine", "test-prereqs.sh")], {
+      encoding: "utf8",
+      timeout: 30_000,
+      cwd: copy,
+      env: { PATH: process.env.PATH },
+    });
     expect(r.status).toBe(1);
     const lines = r.stderr.trim().split("\n");
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/needs root: run `sudo npm test`.*GPUHOST_SKIP_TESTHOST=1 npm test/);
   });
 });
+
+/** The checkout's files `rels` copied into a fresh folder under tmp that every user can read and enter. */
+function readableCopy(rels: string[]): string {
+  const dir = fs.mkdtempSync(path.join(tmp, "checkout-"));
+  for (const rel of rels) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.copyFileSync(path.join(PROJECT_ROOT, rel), path.join(dir, rel));
+  }
+  // mkdtemp makes a 0700 folder and the copies follow the umask: open them up for `nobody`.
+  fs.chmodSync(dir, 0o755);
+  for (const entry of fs.readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+    const full = path.join(dir, entry);
+    fs.chmodSync(full, fs.statSync(full).isDirectory() ? 0o755 : 0o644);
+  }
+  return dir;
+}

@@ -22,6 +22,7 @@ import { exitCodeOf, parseRefreshOutput } from "../../components/drift/report";
 import { fingerprint } from "../../components/host-key/probe";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
 import { type StateExport, testEngineOptions, writeFixtureProject } from "../support/engine";
+import { errorLines, expectPlainSentences } from "../support/plain-message";
 import { type TestSshd, canRunSshd, startSshd } from "../support/sshd";
 
 const STACK = "rekey";
@@ -86,6 +87,10 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("a pinned host key th
       expect(out).toContain(
         `${sshd.host}:${sshd.port} presented ssh-ed25519 ${fingerprint(sshd.hostKey)}, but hostKey pins ssh-ed25519 ${fingerprint(first)}: refused`,
       );
+      // Plain sentences, not OpenSSH's banner (whose tail, "...move with: ssh-keygen -R ...", began the
+      // probe's error line when it kept stderr's last 500 characters).
+      for (const line of new Set(errorLines(out))) expectPlainSentences(line);
+      expect(out).not.toMatch(/move with:|@@@|REMOTE HOST IDENTIFICATION|Host key verification failed/);
       expect(await storedHostKey()).toBe(first);
 
       // What `gpuhost drift` runs and reads: the host is an error (exit 2), with the refusal.

@@ -1,6 +1,6 @@
-/** The benchmark against the real simulator: faults become errors, throughput agrees with ground truth. */
+/** The benchmark against the real simulator: faults become errors, throughput agrees with what the simulator served. */
 import { afterEach, describe, expect, it } from "vitest";
-import { bench, verify } from "../../gate/index";
+import { bench, findKnee, verify } from "../../gate/index";
 import type { FailureReason } from "../../simulator/state";
 import type { Truth } from "../simulator/helpers";
 import { startSim, tinyVariant, type SimHandle } from "./sim-fixture";
@@ -13,6 +13,13 @@ afterEach(async () => {
 
 async function truth(url: string, query = ""): Promise<Truth> {
   return (await (await fetch(`${url}/sim/truth${query}`)).json()) as Truth;
+}
+
+/** The concurrency a sweep progress event names ("concurrency 8: 16 requests, ..."). */
+function levelOf(text: string): number {
+  const m = /^concurrency (\d+)/.exec(text);
+  if (!m) throw new Error(`no concurrency in progress text: ${text}`);
+  return Number(m[1]);
 }
 
 describe("bench against the simulator", () => {
@@ -31,7 +38,10 @@ describe("bench against the simulator", () => {
         singleRequestMaxTokens: [256],
         singleRequestPrompts: 3,
         concurrency: [8, 24],
-        sweepMaxTokens: 256,
+        // Long enough (about half a second each) that 24 workers' requests overlap past the overload
+        // threshold whatever the machine's load; at 256 tokens they finished so fast on a loaded
+        // machine that fewer than 12 were ever in flight, and no 500 was served (2 runs in 3).
+        sweepMaxTokens: 1024,
         requestsPerConcurrency: 2,
       },
     );
@@ -60,11 +70,18 @@ describe("bench against the simulator", () => {
       for (const s of level.requests) if (s.error !== null) expect(s.completionTokens).toBe(0);
   });
 
-  it("throughput matches the simulator's ground truth, sweep, saturation and single requests are consistent", async () => {
+  it("throughput agrees with the simulator's own books over the same window; sweep, saturation and single requests are consistent", async () => {
     sim = await startSim({ timeScale: 1 });
     expect((await verify({ url: sim.url }, { deadlineSeconds: 10 })).ready).toBe(true);
+    // The simulator's books at each sweep level's edges: read when the level starts (before its first
+    // request is sent) and when its last request has been answered. The performance model's figure is
+    // not the reference here: on a loaded machine the simulator itself runs slower than its model, and
+    // the benchmark must report what was served. Accuracy against the model is a benchmark
+    // (`npx tsx bench/gate-throughput.ts`, README), not a test.
+    const edges = new Map<number, { start?: Promise<Truth>; end?: Promise<Truth> }>();
+    const url = sim.url;
     const r = await bench(
-      { url: sim.url },
+      { url },
       {
         singleRequestMaxTokens: [512, 1024],
         singleRequestPrompts: 2,
@@ -72,22 +89,41 @@ describe("bench against the simulator", () => {
         sweepMaxTokens: 1024,
         requestsPerConcurrency: 2,
       },
+      {
+        onProgress: (e) => {
+          if (e.kind === "stage" && e.stage === "sweep") edges.set(levelOf(e.detail), { start: truth(url) });
+          else if (e.kind === "request" && e.stage === "sweep" && e.done === e.total)
+            edges.get(levelOf(e.label))!.end = truth(url);
+        },
+      },
     );
+    expect([...edges.keys()]).toEqual([8, 32, 64]);
     for (const level of r.sweep) {
-      const t = await truth(sim.url, `?concurrency=${level.concurrency}&output_tokens=1024&prompt_tokens=20`);
-      const expected = t.expected!.aggregateOutputTokensPerSecond * t.timeScale;
+      const edge = edges.get(level.concurrency)!;
+      const [before, after] = await Promise.all([edge.start!, edge.end!]);
       expect(level.errors).toBe(0);
       expect(level.completionTokens).toBe(level.concurrency * 2 * 1024);
-      // Loose here (the bench script measures the 1% target on a long run); this catches gross errors.
-      console.log(level.concurrency, level.outputTokensPerSecond, expected);
-      expect(Math.abs(level.outputTokensPerSecond - expected) / expected).toBeLessThan(0.1);
+      // Exact: the level's tokens and requests are the ones the simulator completed in its window.
+      expect(level.completionTokens).toBe(after.completed.completionTokens - before.completed.completionTokens);
+      expect(level.requests).toBe(after.requests.completed - before.requests.completed);
+      // The rate the simulator served over the same window, on its own clock (wall seconds).
+      const served = level.completionTokens / (after.wallSeconds - before.wallSeconds);
+      expect(Math.abs(level.outputTokensPerSecond - served) / served).toBeLessThan(0.1);
     }
-    // tiny caps running requests at 32: 64 queues and gains nothing, so saturation is at 32 at most.
-    expect(r.saturationConcurrency).not.toBeNull();
-    expect(r.saturationConcurrency!).toBeLessThanOrEqual(32);
+    // The knee is the rule's verdict on the levels reported, and the sustained figure its level's.
+    const rule = { errorBudget: r.plan.errorBudget, minGain: r.plan.kneeMinGain };
+    const knee = findKnee(r.sweep, rule);
+    expect(r.saturationConcurrency).toBe(knee.saturationConcurrency);
     expect(r.sustainedOutputTokensPerSecond).toBe(
-      r.sweep.find((l) => l.concurrency === r.saturationConcurrency)!.outputTokensPerSecond,
+      r.sweep.find((l) => l.concurrency === (knee.saturationConcurrency ?? 64))!.outputTokensPerSecond,
     );
+    // tiny caps running requests at 32. Whether 32 -> 64 still gains 10 % is the machine's load's to
+    // decide (a loaded client leaves a slot idle between its two requests at 32; at 64 the queue
+    // refills it), so the cap is checked where load cannot move it: at 64 requests wait for a slot,
+    // about a whole generation, and a TTFT bound of half a generation puts the knee at 32 at most.
+    const capped = findKnee(r.sweep, { ...rule, maxTtftP95Seconds: r.sweep[1].e2eP50Seconds! / 2 });
+    expect(capped.saturationConcurrency).not.toBeNull();
+    expect(capped.saturationConcurrency!).toBeLessThanOrEqual(32);
     expect(r.singleRequest.map((s) => s.maxTokens)).toEqual([512, 1024]);
     expect(r.singleRequest[1].completionTokens).toBe(2 * 1024);
     expect(r.samples.singleRequest[1].requests).toHaveLength(2);

@@ -12,6 +12,7 @@ import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
 import { simShimDir, simulatedConnection } from "../../sim-host/platform";
+import { expectPlainSentences } from "../support/plain-message";
 
 const canary = path.join(os.tmpdir(), `gpuhost-exec-pwned-${process.pid}`);
 const hostileArgs = [`x; touch ${canary}`, `$(touch ${canary})`, "two words", "it's", "a\nb"];
@@ -244,8 +245,13 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     );
     expect(r.code).toBe(255);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toMatch(/host key|Host key verification failed/i);
-    expect(r.stderr).toContain(`presented ssh-ed25519 ${fingerprint(hostKey)}, but hostKey pins`);
+    // The refusal alone, in plain sentences: OpenSSH's banner is not passed on.
+    expect(r.stderr).toBe(r.hostKeyRefusal);
+    expectPlainSentences(r.stderr);
+    expect(r.stderr).toContain(
+      `127.0.0.1:${port} presented ssh-ed25519 ${fingerprint(hostKey)}, but hostKey pins ssh-ed25519 ${fingerprint(wrong)}: refused, nothing was run.`,
+    );
+    expect(r.stderr).toContain(`pin the new key "${hostKey}"`);
     const e = await execOnHost(
       { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey },
       "exit 3",
@@ -265,6 +271,8 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     expect(r.stderr).toContain(
       `refused, hostKey is unset; it presented ssh-ed25519 ${fingerprint(hostKey)} ("${hostKey}")`,
     );
+    expect(r.stderr).toBe(r.hostKeyRefusal);
+    expectPlainSentences(r.stderr);
     expect(fs.existsSync(canary)).toBe(false);
     // through an unpinned bastion (the same sshd as jump host): refused at the bastion
     const b = await execOnHost(
