@@ -11,6 +11,7 @@ import { trustConnection } from "./components/host-key";
 import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
 import type { HostOutputs } from "./components/stack-outputs";
+import { gpuFleet } from "./components/router/fleet";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 
@@ -34,18 +35,21 @@ function connectionOf(host: (typeof config.hosts)[number], i: number): HostConne
 }
 
 const hosts = config.hosts.map((host, index) => {
+  const platform =
+    host.connection.kind === "simulated"
+      ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
+      : connectedPlatform(connectionOf(host, index));
   const h = new GpuServingHost(host.name, {
     host,
-    platform:
-      host.connection.kind === "simulated"
-        ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
-        : connectedPlatform(connectionOf(host, index)),
-    config,
+    platform,
+    // hosts[].port: hosts sharing one machine (simulated ones) each serve on their own port.
+    config: host.port === undefined ? config : { ...config, services: { ...config.services, port: host.port } },
     apiKey,
   });
   const v = h.verification;
   return {
     name: host.name,
+    fleetHost: { host, connection: platform.connection, verification: v, model: h.model },
     // Typed by the one output schema: every key it names, nothing else.
     outputs: {
       gpus: host.gpus,
@@ -94,4 +98,10 @@ export const fleetSustainedOutputTokensPerSecond = pulumi
   .all(hosts.map((h) => h.outputs.sustainedOutputTokensPerSecond))
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
 export const activeService = config.services.active;
-// StackOutputsSchema (components/stack-outputs.ts) describes these three exports.
+/** The fleet behind SMG (config `router`): workers, throughput through the router, scaling, plan. */
+export const fleet = gpuFleet(
+  config,
+  hosts.map((h) => h.fleetHost),
+  apiKey,
+);
+// StackOutputsSchema (components/stack-outputs.ts) describes these four exports.

@@ -239,11 +239,11 @@ export const ConfigSchema = z
       if (seen.has(h.name))
         ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
       seen.add(h.name);
-      if (h.connection.kind !== "ssh") {
-        // Simulated and local hosts all serve on this machine: one port each.
+      if (h.connection.kind === "simulated") {
+        // Simulated hosts all serve on this machine: one port each.
         const port = h.port ?? c.services.port;
         const other = c.hosts.findIndex(
-          (o, j) => j < i && o.connection.kind !== "ssh" && (o.port ?? c.services.port) === port,
+          (o, j) => j < i && o.connection.kind === "simulated" && (o.port ?? c.services.port) === port,
         );
         if (other >= 0)
           ctx.addIssue({

@@ -15,6 +15,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import {
   EMBEDDED_STACK,
+  EMBEDDED_STACKS,
   type EngineOptions,
   ensureStack,
   PROJECT_ROOT,
@@ -22,10 +23,12 @@ import {
   secretsProviderProblem,
 } from "./pulumi";
 import { rehearseStory } from "./story";
+import { fleetTable } from "../components/router/fleet-table";
+import type { StackOutputs } from "../components/stack-outputs";
 
 async function stack(destroy: boolean): Promise<number> {
   const name = process.env.GPUHOST_STACK ?? EMBEDDED_STACK;
-  const opts: EngineOptions = { embedded: name === EMBEDDED_STACK };
+  const opts: EngineOptions = { embedded: EMBEDDED_STACKS.includes(name) };
   const problem = opts.embedded ? undefined : secretsProviderProblem(name, opts);
   if (problem) {
     process.stderr.write(`gpuhost demo: ${problem}\n`);
@@ -43,6 +46,10 @@ async function stack(destroy: boolean): Promise<number> {
   if (destroy) return 0;
   const out = await runPulumi(["stack", "output", "--json", "--stack", name], opts);
   process.stdout.write(`\nStack outputs (${name}):\n${out.stdout}`);
+  if (out.code === 0) {
+    const fleet = (JSON.parse(out.stdout) as Partial<StackOutputs>).fleet;
+    if (fleet) process.stdout.write(`\n${fleetTable(fleet)}\n`);
+  }
   return out.code;
 }
 
@@ -76,6 +83,9 @@ async function main(): Promise<number> {
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`(rehearsed in ${((Date.now() - started) / 1000).toFixed(0)} s of wall time)\n`);
+  process.stdout.write(
+    "A fleet of three simulated hosts behind SGLang's router (SMG, from PyPI), verified and measured through it: GPUHOST_STACK=sim-fleet npm run demo -- --stack\n",
+  );
   // Figures are wall-clock measurements scaled up: a process kept waiting for a CPU reads slow by
   // the wait times the scale. Say so when the machine was that busy.
   const load = os.loadavg()[0];
