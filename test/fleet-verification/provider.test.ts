@@ -99,26 +99,26 @@ describe("FleetVerification against the real SMG", () => {
   });
 
   it("read names a worker the router lost; the next create registers it again", async () => {
-    const gone = (await listWorkers(router.url, KEY)).find((w) => w.url === sims[1]!.url)!;
+    const gone = (await listWorkers(router.url, KEY)).find((w) => w.url === sims[1].url)!;
     await fetch(`${router.url}/workers/${gone.id}`, { method: "DELETE", headers: { authorization: `Bearer ${KEY}` } });
     let drift: string[] = [];
     for (let i = 0; i < 50 && drift.length === 0; i++) {
-      drift = (await read("id", outs)).props.drift as string[];
+      drift = (await read("id", outs)).props.drift;
       if (drift.length === 0) await new Promise((r) => setTimeout(r, 200));
     }
     // SMG drains a removed worker first, then forgets it: either is drift.
     expect(drift).toHaveLength(1);
-    expect(drift[0]).toMatch(new RegExp(`^h2 ${sims[1]!.url}: (draining in|missing from) the router$`));
+    expect(drift[0]).toMatch(new RegExp(`^h2 ${sims[1].url}: (draining in|missing from) the router$`));
     expect((await diff("id", { ...outs, drift }, inputs())).replaces).toEqual(["drift"]);
     const again = await create(inputs());
-    expect(again.outs.reconciled).toEqual([`${sims[1]!.url}: registered`]);
+    expect(again.outs.reconciled).toEqual([`${sims[1].url}: registered`]);
     expect((await read("id", again.outs)).props.drift).toEqual([]);
   }, 300_000);
 
   it("fails below router.minHealthyHosts, naming the host left out and why", async () => {
     const workers = {
-      registered: [{ name: "h1", url: sims[0]!.url }],
-      leftOut: [{ name: "h2", url: sims[1]!.url, reason: "the gate timed out in phase models" }],
+      registered: [{ name: "h1", url: sims[0].url }],
+      leftOut: [{ name: "h2", url: sims[1].url, reason: "the gate timed out in phase models" }],
     };
     await expect(create(inputs({ workers }))).rejects.toThrow(
       "only 1 of 2 hosts passed their gate, fewer than router.minHealthyHosts 2; left out: h2 (the gate timed out in phase models)",
