@@ -226,6 +226,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
         serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
         serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
         hostAccess: hostAccess(connection, unit, config.services.host, config.services.port),
+        // Behind a router, a host whose gate fails is left out of the fleet (components/router) instead of failing the update.
+        failureIsOutcome: config.router !== undefined ? true : undefined,
       },
       // Explicit order: ToolkitState's repair may restart the unit, so it runs first; the gate
       // never verifies a unit that a repair is about to restart, and verifies the repaired one.

@@ -39,6 +39,7 @@ export function gpuFleet(
         name: h.host.name,
         url: workerUrl(on.host, h.host, h.host.port ?? config.services.port),
         generating: h.verification.generating,
+        failure: h.verification.gateFailure,
       })),
     },
     // Only hosts whose gate ran in this update are workers: the router waits for every gate.

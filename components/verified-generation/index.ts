@@ -51,6 +51,8 @@ export interface VerifiedGenerationArgs {
     remoteHost: string;
     remotePort: number;
   }>;
+  /** A fleet's host: a gate that does not pass is recorded (generating false, gateFailure) instead of failing the update. */
+  failureIsOutcome?: boolean;
 }
 
 type Out<K extends keyof VerifiedGenerationOutputs> = pulumi.Output<VerifiedGenerationOutputs[K]>;
@@ -70,6 +72,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
   declare public readonly benchComplete: Out<"benchComplete">;
   declare public readonly capacity: Out<"capacity">;
+  /** With failureIsOutcome: why the gate did not pass (undefined when it did). */
+  declare public readonly gateFailure: pulumi.Output<string | undefined>;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
@@ -87,6 +91,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       serviceLogsCommand: args.serviceLogsCommand,
       refreshTimeoutSeconds: args.refreshTimeoutSeconds,
       hostAccess: args.hostAccess ? pulumi.secret(args.hostAccess) : undefined,
+      failureIsOutcome: args.failureIsOutcome,
       // Declared so the engine fills them in as outputs.
       generating: undefined,
       generationCheck: undefined,
@@ -102,6 +107,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       acceptanceLength: undefined,
       benchComplete: undefined,
       capacity: undefined,
+      gateFailure: undefined,
     };
     super(
       callTimeProvider("dist/components/verified-generation/provider.js"),

@@ -84,7 +84,7 @@ describe("FleetVerification against the real SMG", () => {
 
   it("update keeps the measurement and re-plans; diff replaces only on what defines the fleet", async () => {
     const news = inputs({ workload: { completions: 2000, outputTokensPerCompletion: 100, deadlineDays: 1 } });
-    const u = await update("id", outs, news);
+    const u = (await update("id", outs, news)) as { outs: Record<string, unknown> };
     expect(u.outs.sustainedOutputTokensPerSecond).toBe(outs.sustainedOutputTokensPerSecond);
     expect((u.outs.plan as { totalOutputTokens: number }).totalOutputTokens).toBe(200_000);
     expect((await diff("id", outs, news)).replaces).toEqual([]);
