@@ -131,9 +131,9 @@ describe("sim-fleet under the real engine and the real SMG", () => {
   it("a host whose service stopped is named by the refresh; the next up brings it back into the router", async () => {
     const before = await fleet();
     await onHost(roots[1], "systemctl stop sglang-autoregressive.service");
-    const refresh = await stack!.run("refresh", "--preview-only", "--expect-no-changes", "--yes");
+    const refresh = await stack!.run("refresh", "--preview-only", "--expect-no-changes", "--json");
     expect(refresh.code).not.toBe(0);
-    expect(refresh.stdout).toMatch(/sim-fleet-2-(verified|toolkit-state)/);
+    expect(`${refresh.stdout}${refresh.stderr}`).toMatch(/sim-fleet-2-(verified|toolkit-state)/);
     const { changed } = await upJson();
     expect(changed).toEqual(expect.arrayContaining([expect.stringMatching(/fleet-verified$/)]));
     const after = await fleet();
