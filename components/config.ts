@@ -290,6 +290,11 @@ function routerIssues(c: {
       path: ["apiKey"],
       message: `router.bind ${r.bind} exposes the fleet beyond loopback: set an API key (pulumi config set --secret apiKey ...)`,
     });
+  if (on && on.connection.kind === "ssh" && (r.bind === "127.0.0.1" || r.bind === "localhost"))
+    issues.push({
+      path: ["router", "bind"],
+      message: `is loopback, but the router runs on SSH host '${on.name}': FleetVerification reaches it from where \`pulumi up\` runs, so bind 0.0.0.0 (with apiKey)`,
+    });
   if (on && on.connection.kind === "ssh") {
     // The router reaches each worker at its serving address: a worker bound to its own loopback is
     // reachable only from its own machine.

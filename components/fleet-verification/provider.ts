@@ -14,7 +14,8 @@ import { randomBytes } from "node:crypto";
 import * as GateModule from "../../gate/index";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
-import { listWorkers, readRequestCounts, reconcileWorkers, workerDrift } from "./router-api";
+import { SMG_VERSION } from "../router/render";
+import { listWorkers, readRequestCounts, reconcileWorkers, routerVersion, workerDrift } from "./router-api";
 
 export const PROVIDER_VERSION = "1";
 
@@ -227,6 +228,9 @@ export async function read(id: string, props: Record<string, unknown>) {
       const name = input.workers.registered.find((w) => d.startsWith(`${w.url}:`))?.name;
       return name ? `${name} ${d}` : d;
     });
+    const version = await routerVersion(input.router.url, input.apiKey);
+    if (version !== undefined && !version.includes(SMG_VERSION))
+      drift.push(`router runs ${version}, not the pinned smg ${SMG_VERSION}`);
   } catch (e) {
     drift = [`router unreachable: ${(e as Error).message}`];
   }

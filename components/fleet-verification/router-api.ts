@@ -122,6 +122,18 @@ export async function reconcileWorkers(
   }
 }
 
+/** The router's own version string (`/get_loads` answers e.g. "smg-1.13.0"); undefined when it names none. */
+export async function routerVersion(
+  router: string,
+  apiKey?: string,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const body = (await call(`${router}/get_loads`, { headers: headers(apiKey) }, signal, "GET /get_loads")) as {
+    version?: unknown;
+  };
+  return typeof body?.version === "string" ? body.version : undefined;
+}
+
 /** smg_worker_requests_total per worker URL (summed over models), from the Prometheus text. */
 export function workerRequestCounts(metrics: string): Record<string, number> {
   const out: Record<string, number> = {};

@@ -127,12 +127,13 @@ describe("FleetVerification against the real SMG", () => {
 });
 
 /** A router stand-in: GET /workers answers `workers()`; POST and DELETE are recorded. */
-async function fakeRouter(workers: () => unknown[]) {
+async function fakeRouter(workers: () => unknown[], version = "smg-1.13.0") {
   const calls: string[] = [];
   const server = http.createServer((req, res) => {
     calls.push(`${req.method} ${req.url}`);
     res.setHeader("content-type", "application/json");
     if (req.method === "GET" && req.url === "/workers") res.end(JSON.stringify({ workers: workers() }));
+    else if (req.method === "GET" && req.url === "/get_loads") res.end(JSON.stringify({ version, loads: [] }));
     else res.writeHead(202).end("{}");
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -172,6 +173,40 @@ describe("reconcileWorkers against routers that misbehave", () => {
     } finally {
       await r.close();
     }
+  });
+});
+
+describe("read against a router that drifted", () => {
+  it("names a router running another smg than the pinned one, and a worker it lost", async () => {
+    const r = await fakeRouter(
+      () => [{ id: "w1", url: "http://h1:1", status: "ready", is_healthy: true }],
+      "smg-1.12.0",
+    );
+    try {
+      const props = {
+        router: { url: r.url, metricsUrl: `${r.url}/metrics`, model: "tiny" },
+        workers: {
+          registered: [
+            { name: "h1", url: "http://h1:1" },
+            { name: "h2", url: "http://h2:1" },
+          ],
+          leftOut: [],
+        },
+      };
+      expect((await read("id", props)).props.drift).toEqual([
+        "h2 http://h2:1: missing from the router",
+        "router runs smg-1.12.0, not the pinned smg 1.13.0",
+      ]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("a router that does not answer is drift, named, not an exception", async () => {
+    const r = await fakeRouter(() => []);
+    await r.close();
+    const props = { router: { url: r.url, metricsUrl: "", model: "tiny" }, workers: { registered: [], leftOut: [] } };
+    expect((await read("id", props)).props.drift).toEqual([expect.stringMatching(/^router unreachable: /)]);
   });
 });
 

@@ -131,6 +131,16 @@ describe("config `router`", () => {
       "gpuhost:hosts[2].port: port 31411 is also host 'sim-fleet-1's, on the same machine: give each its own hosts[].port",
     ]);
   });
+  it("refuses a router on an SSH host bound to loopback: FleetVerification could not reach it", () => {
+    const raw = {
+      hosts: [{ name: "r", connection: { kind: "ssh", host: "10.0.0.1" } }],
+      router: { host: "r" },
+    };
+    expect(issues(raw)).toEqual([
+      "gpuhost:router.bind: is loopback, but the router runs on SSH host 'r': FleetVerification reaches it from where `pulumi up` runs, so bind 0.0.0.0 (with apiKey)",
+    ]);
+  });
+
   it("refuses a router beyond loopback without an API key", () => {
     const raw = base();
     expect(issues({ ...raw, router: { ...(raw.router as object), bind: "0.0.0.0" } })).toEqual([
