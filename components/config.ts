@@ -21,7 +21,7 @@ import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "./hos
 import type { HostConnectionInput } from "./host/script";
 import { projectRoot } from "../project-files";
 import { EnvironmentSchema } from "./serving-env/schema";
-import { RouterSchema } from "./router/schema";
+import { routerConfigIssues, RouterSchema } from "./router/schema";
 import { ServicesSchema } from "./services/schema";
 
 export const CONFIG_NAMESPACE = "gpuhost";
@@ -261,64 +261,8 @@ export const ConfigSchema = z
       }
     });
   })
-  .superRefine((c, ctx) => routerIssues(c).forEach((i) => ctx.addIssue({ code: "custom", ...i })))
+  .superRefine((c, ctx) => routerConfigIssues(c).forEach((i) => ctx.addIssue({ code: "custom", ...i })))
   .describe("gpuhost stack configuration");
-
-/** What the `router` section asks that the rest of the stack cannot give. */
-function routerIssues(c: {
-  hosts: Array<{ name: string; connection: { kind: string } }>;
-  router?: { host: string; bind: string; minHealthyHosts?: number };
-  apiKey?: string;
-  services: { host: string };
-}): Array<{ path: PropertyKey[]; message: string }> {
-  const r = c.router;
-  if (!r) return [];
-  const issues: Array<{ path: PropertyKey[]; message: string }> = [];
-  const on = c.hosts.find((h) => h.name === r.host);
-  if (!on)
-    issues.push({
-      path: ["router", "host"],
-      message: `names no host (hosts: ${c.hosts.map((h) => h.name).join(", ")})`,
-    });
-  if (r.minHealthyHosts !== undefined && r.minHealthyHosts > c.hosts.length)
-    issues.push({
-      path: ["router", "minHealthyHosts"],
-      message: `is ${r.minHealthyHosts}, but the stack has ${c.hosts.length} host(s)`,
-    });
-  if (r.bind !== "127.0.0.1" && r.bind !== "localhost" && c.apiKey === undefined)
-    issues.push({
-      path: ["apiKey"],
-      message: `router.bind ${r.bind} exposes the fleet beyond loopback: set an API key (pulumi config set --secret apiKey ...)`,
-    });
-  if (on && on.connection.kind === "ssh" && (r.bind === "127.0.0.1" || r.bind === "localhost"))
-    issues.push({
-      path: ["router", "bind"],
-      message: `is loopback, but the router runs on SSH host '${on.name}': FleetVerification reaches it from where \`pulumi up\` runs, so bind 0.0.0.0 (with apiKey)`,
-    });
-  if (on && on.connection.kind === "ssh") {
-    // The router reaches each worker at its serving address: a worker bound to its own loopback is
-    // reachable only from its own machine.
-    c.hosts.forEach((h, i) => {
-      if (h.name === on.name) return;
-      if (h.connection.kind !== "ssh")
-        issues.push({ path: ["hosts", i], message: `is not reachable from the router's host '${on.name}' (over SSH)` });
-      else if (c.services.host === "127.0.0.1" || c.services.host === "localhost")
-        issues.push({
-          path: ["services", "host"],
-          message: `is loopback, so the router on '${on.name}' cannot reach host '${h.name}': bind 0.0.0.0 (with apiKey)`,
-        });
-    });
-  }
-  if (on && on.connection.kind !== "ssh")
-    c.hosts.forEach((h, i) => {
-      if (h.connection.kind === "ssh" && (c.services.host === "127.0.0.1" || c.services.host === "localhost"))
-        issues.push({
-          path: ["services", "host"],
-          message: `is loopback, so the router on '${on.name}' cannot reach host '${h.name}' (hosts[${i}]): bind 0.0.0.0 (with apiKey)`,
-        });
-    });
-  return issues;
-}
 
 export type GpuhostConfig = z.infer<typeof ConfigSchema>;
 export type GpuhostConfigInput = z.input<typeof ConfigSchema>;

@@ -110,7 +110,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     expect(f.plan.hosts).toBe(3);
   }, 900_000);
 
-  it("the router's key is in no argv, no environment and no journal line; the router holds it", async () => {
+  it("the router's key is in no argv, no environment, no journal line and not in the state in plaintext; the router holds it", async () => {
     const pid = Number((await onHost(roots[0], `systemctl show -p MainPID --value ${ROUTER_UNIT}`)).trim());
     expect(pid).toBeGreaterThan(0);
     expect(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")).not.toContain(apiKey);
@@ -120,6 +120,8 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     expect(await onHost(roots[0], `journalctl -u ${ROUTER_UNIT} -n 100000 --no-pager || true`)).not.toContain(apiKey);
     const f = await fleet();
     expect((await fetch(`${f.routerEndpoint}/workers`)).status).toBe(401);
+    // Nor in the state in plaintext: the key file's stdin and FleetVerification's input are secrets.
+    expect((await stack!.ok("stack", "export")).stdout).not.toContain(apiKey);
   });
 
   it("a second up with nothing changed re-measures nothing", async () => {
