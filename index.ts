@@ -37,7 +37,10 @@ function connectionOf(host: (typeof config.hosts)[number], i: number): HostConne
 const hosts = config.hosts.map((host, index) => {
   const platform =
     host.connection.kind === "simulated"
-      ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
+      ? simulatedPlatform(simulatedRoot(host, root, index), {
+          ...config.simulator,
+          faults: [...config.simulator.faults, ...(host.simulatorFaults ?? [])],
+        })
       : connectedPlatform(connectionOf(host, index));
   const h = new GpuServingHost(host.name, {
     host,

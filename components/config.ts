@@ -152,6 +152,12 @@ export const HostSchema = z
       .describe(
         "The serving port on this host; default services.port. Hosts that share one machine (simulated ones) each need their own.",
       ),
+    simulatorFaults: z
+      .array(faultNameSchema)
+      .optional()
+      .describe(
+        "Simulated hosts only: faults of this host's simulator, added to simulator.faults (one host of a fleet that misbehaves).",
+      ),
   })
   .strict();
 
@@ -239,6 +245,12 @@ export const ConfigSchema = z
       if (seen.has(h.name))
         ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
       seen.add(h.name);
+      if (h.simulatorFaults !== undefined && h.connection.kind !== "simulated")
+        ctx.addIssue({
+          code: "custom",
+          path: ["hosts", i, "simulatorFaults"],
+          message: `is for simulated hosts only; host '${h.name}' is ${h.connection.kind}`,
+        });
       if (h.connection.kind === "simulated") {
         // Simulated hosts all serve on this machine: one port each.
         const port = h.port ?? c.services.port;

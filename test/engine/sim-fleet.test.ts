@@ -1,11 +1,14 @@
 /**
  * The fleet under the real engine with the real SMG (PyPI smg, hash-locked): a throwaway copy of
  * stacks/Pulumi.sim-fleet.yaml (three simulated hosts, each on its own free port, the router on the
- * first host's folder) with a secret API key. In sequence: `pulumi up` brings the fleet up (every
- * host gated, registered, verified and measured through the router); the router's key is in no
- * argv, environment or log; a second `up` measures nothing again; a host whose service was stopped
- * is named by the refresh, and the next `up` brings it back into the router, which serves from it
- * again. Destroy leaves no router running. Nothing is mocked.
+ * first host's folder) with a secret API key; the third host's simulator starts with the `silent`
+ * fault (it accepts connections and never answers, its unit active): its gate never passes. In
+ * sequence: `pulumi up` brings up a fleet of two (router.minHealthyHosts 2), the third host left out
+ * and named with the gate's diagnosis; the router's key is in no argv, environment, log or plaintext
+ * state; with the fault removed, the next `up` gates the third host and the router serves from all
+ * three; a further `up` measures nothing again; a host whose service was stopped is named by the
+ * refresh, and the next `up` brings it back into the router, which serves from it again. Destroy
+ * leaves no router running. Nothing is mocked.
  */
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
@@ -73,6 +76,9 @@ beforeAll(async () => {
       ]),
       { path: "gpuhost:router.port", value: String(ports[3]) },
       { path: "gpuhost:router.prometheusPort", value: String(ports[4]) },
+      { path: "gpuhost:router.minHealthyHosts", value: "2" },
+      { path: "gpuhost:hosts[2].simulatorFaults[0]", value: "silent" },
+      { path: "gpuhost:verification.deadlineSeconds", value: "30" },
       { path: "gpuhost:apiKey", value: apiKey, secret: true },
     ],
     600_000,
@@ -88,26 +94,17 @@ afterAll(async () => {
 }, 600_000);
 
 describe("sim-fleet under the real engine and the real SMG", () => {
-  it("comes up: three gated hosts registered, verified and measured through the router", async () => {
+  it("comes up with the two hosts whose gate passed; the third is left out, named with the gate's diagnosis", async () => {
     await upJson();
     const f = await fleet();
     expect(f.smgVersion).toContain("1.13.0");
-    expect(f.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2", "sim-fleet-3"]);
-    expect(f.leftOut).toEqual([]);
+    expect(f.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2"]);
+    expect(f.leftOut.map((l) => l.name)).toEqual(["sim-fleet-3"]);
+    expect(f.leftOut[0].reason).toMatch(/not ready after 30 s|phase "(connect|models)"/);
     expect(f.drift).toEqual([]);
-    expect(f.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
-    // Every worker served part of the fleet benchmark, and the shares are SMG's own counts.
-    for (const w of f.registered) {
-      expect(w.requests).toBeGreaterThan(0);
-      expect(w.hostSustainedOutputTokensPerSecond).toBeGreaterThan(0);
-    }
-    expect(f.registered.reduce((s, w) => s + (w.share ?? 0), 0)).toBeCloseTo(1, 6);
-    expect(f.sweep.map((l) => l.concurrency)).toEqual([12, 24, 48]);
-    expect(f.scalingEfficiency).toBeCloseTo(
-      f.sustainedOutputTokensPerSecond / f.hostsSustainedOutputTokensPerSecond,
-      9,
-    );
-    expect(f.plan.hosts).toBe(3);
+    for (const w of f.registered) expect(w.requests).toBeGreaterThan(0);
+    expect(f.sweep.map((l) => l.concurrency)).toEqual([8, 16, 32]);
+    expect(f.plan.hosts).toBe(2);
   }, 900_000);
 
   it("the router's key is in no argv, no environment, no journal line and not in the state in plaintext; the router holds it", async () => {
@@ -123,6 +120,27 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     // Nor in the state in plaintext: the key file's stdin and FleetVerification's input are secrets.
     expect((await stack!.ok("stack", "export")).stdout).not.toContain(apiKey);
   });
+
+  it("with the fault removed, the next up gates the third host and the router serves from all three", async () => {
+    await stack!.ok("config", "rm", "--path", "gpuhost:hosts[2].simulatorFaults");
+    await upJson();
+    const f = await fleet();
+    expect(f.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2", "sim-fleet-3"]);
+    expect(f.leftOut).toEqual([]);
+    expect(f.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    // Every worker served part of the fleet benchmark, and the shares are SMG's own counts.
+    for (const w of f.registered) {
+      expect(w.requests).toBeGreaterThan(0);
+      expect(w.hostSustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    }
+    expect(f.registered.reduce((s, w) => s + (w.share ?? 0), 0)).toBeCloseTo(1, 6);
+    expect(f.sweep.map((l) => l.concurrency)).toEqual([12, 24, 48]);
+    expect(f.scalingEfficiency).toBeCloseTo(
+      f.sustainedOutputTokensPerSecond / f.hostsSustainedOutputTokensPerSecond,
+      9,
+    );
+    expect(f.plan.hosts).toBe(3);
+  }, 900_000);
 
   it("a second up with nothing changed re-measures nothing", async () => {
     const { changes, changed } = await upJson();

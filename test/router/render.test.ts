@@ -141,6 +141,23 @@ describe("config `router`", () => {
     ]);
   });
 
+  it("takes per-host simulator faults on simulated hosts only", () => {
+    const raw = base();
+    const hosts = raw.hosts as Array<Record<string, unknown>>;
+    expect(
+      parseConfig({ ...raw, hosts: [...hosts.slice(0, 2), { ...hosts[2], simulatorFaults: ["silent"] }] }).hosts[2],
+    ).toMatchObject({
+      simulatorFaults: ["silent"],
+    });
+    const local = { name: "l", connection: { kind: "local" }, simulatorFaults: ["silent"] };
+    expect(issues({ hosts: [local] })).toEqual([
+      "gpuhost:hosts[0].simulatorFaults: is for simulated hosts only; host 'l' is local",
+    ]);
+    expect(issues({ ...raw, hosts: [{ ...hosts[0], simulatorFaults: ["nope"] }, ...hosts.slice(1)] })[0]).toMatch(
+      /^gpuhost:hosts\[0\]\.simulatorFaults\[0\]: /,
+    );
+  });
+
   it("refuses a router beyond loopback without an API key", () => {
     const raw = base();
     expect(issues({ ...raw, router: { ...(raw.router as object), bind: "0.0.0.0" } })).toEqual([
