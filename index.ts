@@ -11,6 +11,7 @@ import { trustConnection } from "./components/host-key";
 import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
 import type { HostOutputs } from "./stack/outputs";
+import { gpuFleet } from "./stack/fleet";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 
@@ -34,18 +35,25 @@ function connectionOf(host: (typeof config.hosts)[number], i: number): HostConne
 }
 
 const hosts = config.hosts.map((host, index) => {
+  const platform =
+    host.connection.kind === "simulated"
+      ? simulatedPlatform(simulatedRoot(host, root, index), {
+          ...config.simulator,
+          faults: [...config.simulator.faults, ...(host.simulatorFaults ?? [])],
+        })
+      : connectedPlatform(connectionOf(host, index));
   const h = new GpuServingHost(host.name, {
     host,
-    platform:
-      host.connection.kind === "simulated"
-        ? simulatedPlatform(simulatedRoot(host, root, index), config.simulator)
-        : connectedPlatform(connectionOf(host, index)),
-    config,
+    platform,
+    // hosts[].port: hosts sharing one machine (simulated ones) each serve on their own port.
+    config: host.port === undefined ? config : { ...config, services: { ...config.services, port: host.port } },
     apiKey,
+    fleetMember: config.router !== undefined,
   });
   const v = h.verification;
   return {
     name: host.name,
+    fleetHost: { host, connection: platform.connection, verification: v, model: h.model },
     // Typed by the one output schema: every key it names, nothing else.
     outputs: {
       gpus: host.gpus,
@@ -95,4 +103,10 @@ export const fleetSustainedOutputTokensPerSecond = pulumi
   .apply((values) => values.reduce<number>((sum, v) => sum + (typeof v === "number" ? v : 0), 0));
 /** The configured `services.active` (each host's running service is under gpuHosts.<host>.activeService). */
 export const activeService = config.services.active;
-// StackOutputsSchema (stack/outputs.ts) describes these three exports.
+/** The fleet behind SMG (config `router`): workers, throughput through the router, scaling, plan. */
+export const fleet = gpuFleet(
+  config,
+  hosts.map((h) => h.fleetHost),
+  apiKey,
+);
+// StackOutputsSchema (stack/outputs.ts) describes these four exports.

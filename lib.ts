@@ -24,3 +24,6 @@ export { ServingService, type ServingServiceArgs } from "./components/services/s
 export { VerifiedGeneration, type VerifiedGenerationArgs } from "./components/verified-generation";
 export { ServiceComparison, type ServiceComparisonArgs } from "./components/service-comparison";
 export { ToolkitState, type ToolkitStateArgs } from "./components/drift";
+export { Router, type RouterArgs, fleetWorkers } from "./components/router";
+export { FleetVerification, type FleetVerificationArgs } from "./components/fleet-verification";
+export { hostsForJob, type JobSpec, type ServicePlan } from "./stack/plan-from-outputs";

@@ -7,6 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import {
   EMBEDDED_STACK,
+  EMBEDDED_STACKS,
   type EngineOptions,
   ensureStack,
   pendingOperations,
@@ -19,6 +20,8 @@ import {
 import { MAX_TOKENS_BOUND } from "./bench";
 import { defaultIo, EXIT, runCommand } from "./common";
 import { rehearseStory } from "./demo-story";
+import { fleetTable } from "./fleet-table";
+import type { StackOutputs } from "../stack/outputs";
 import type { CommandSpec } from "./options";
 
 export const DEMO = {
@@ -57,7 +60,7 @@ async function warnPending(name: string, opts: EngineOptions): Promise<void> {
 
 async function stack(destroy: boolean, signal: AbortSignal): Promise<number> {
   const name = process.env.GPUHOST_STACK ?? EMBEDDED_STACK;
-  const opts: EngineOptions = { embedded: name === EMBEDDED_STACK, signal };
+  const opts: EngineOptions = { embedded: EMBEDDED_STACKS.includes(name), signal };
   const problem = opts.embedded ? undefined : secretsProviderProblem(name, opts);
   if (problem) {
     process.stderr.write(`gpuhost demo: ${problem}\n`);
@@ -77,6 +80,10 @@ async function stack(destroy: boolean, signal: AbortSignal): Promise<number> {
   if (destroy) return 0;
   const out = await runPulumi(["stack", "output", "--json", "--stack", name], opts);
   process.stdout.write(`\nStack outputs (${name}):\n${out.stdout}`);
+  if (out.code === 0) {
+    const fleet = (JSON.parse(out.stdout) as Partial<StackOutputs>).fleet;
+    if (fleet) process.stdout.write(`\n${fleetTable(fleet)}\n`);
+  }
   return out.code;
 }
 
@@ -104,6 +111,9 @@ async function story(timeScale: number, levels: number[], outputTokens: number):
     say: (line) => process.stdout.write(`${line}\n`),
   });
   process.stdout.write(`(rehearsed in ${((Date.now() - started) / 1000).toFixed(0)} s of wall time)\n`);
+  process.stdout.write(
+    "A fleet of three simulated hosts behind SGLang's router (SMG, from PyPI), verified and measured through it: GPUHOST_STACK=sim-fleet npm run demo -- --stack\n",
+  );
   // Figures are wall-clock measurements scaled up: a process kept waiting for a CPU reads slow by
   // the wait times the scale. Say so when the machine was that busy.
   const load = os.loadavg()[0];

@@ -51,6 +51,12 @@ export interface GpuServingHostArgs {
   config: ServingHostConfig;
   /** The services' API key, a Pulumi secret. */
   apiKey?: pulumi.Output<string>;
+  /**
+   * The host is one worker of a fleet behind a router (config `router`): a gate that does not pass
+   * is recorded (VerifiedGeneration `gateFailure`) and the router leaves the host out, instead of
+   * failing the whole update.
+   */
+  fleetMember?: boolean;
 }
 
 /** The outputs the component records in its state, beside the child resources' own. */
@@ -196,6 +202,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
         toolkitFingerprint: toolkit.fingerprint,
         environmentLock: environment.environmentLock,
         serviceProbes: (unit) => platform.serviceProbes(unit),
+        // Behind a router, a host whose gate fails is left out of the fleet instead of failing the update.
+        failureIsOutcome: args.fleetMember === true ? true : undefined,
       }),
       // Explicit order: ToolkitState's repair may restart the unit, so it runs first; the gate
       // never verifies a unit that a repair is about to restart, and verifies the repaired one.

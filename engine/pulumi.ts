@@ -21,6 +21,8 @@ export const PROJECT_ROOT = projectRoot();
 
 /** The stack the demo runs, on the embedded backend with the documented passphrase. */
 export const EMBEDDED_STACK = "sim";
+/** Every stack of stacks/ that runs on the embedded backend: simulated hosts only, no credentials. */
+export const EMBEDDED_STACKS: readonly string[] = [EMBEDDED_STACK, "sim-fleet"];
 
 /**
  * The passphrase of the embedded `sim` stack only. It is deliberately not a secret: that stack holds no

@@ -24,6 +24,8 @@ import { simulatedConnection } from "../sim-host/platform";
 import { EnvironmentSchema } from "../components/serving-env/schema";
 import { ServicesSchema } from "../components/services/schema";
 import { PlainError } from "../components/plain-error";
+import { faultNameSchema } from "../simulator/faults";
+import { routerConfigIssues, RouterSchema } from "../components/router/schema";
 
 export const CONFIG_NAMESPACE = "gpuhost";
 
@@ -113,6 +115,21 @@ export const HostSchema = z
       .strict()
       .prefault({})
       .describe("The GPUs the host is expected to have."),
+    port: z
+      .number()
+      .int()
+      .min(1)
+      .max(65535)
+      .optional()
+      .describe(
+        "The serving port on this host; default services.port. Hosts that share one machine (simulated ones) each need their own.",
+      ),
+    simulatorFaults: z
+      .array(faultNameSchema)
+      .optional()
+      .describe(
+        "Simulated hosts only: faults of this host's simulator, added to simulator.faults (one host of a fleet that misbehaves).",
+      ),
   })
   .strict();
 
@@ -140,6 +157,7 @@ export const ConfigSchema = z
     benchmark: BenchPlanSchema.prefault({}),
     workload: WorkloadSchema.prefault({}),
     simulator: SimulatorSchema.prefault({}),
+    router: RouterSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -155,6 +173,25 @@ export const ConfigSchema = z
       if (seen.has(h.name))
         ctx.addIssue({ code: "custom", path: ["hosts", i, "name"], message: `duplicate host name '${h.name}'` });
       seen.add(h.name);
+      if (h.simulatorFaults !== undefined && h.connection.kind !== "simulated")
+        ctx.addIssue({
+          code: "custom",
+          path: ["hosts", i, "simulatorFaults"],
+          message: `is for simulated hosts only; host '${h.name}' is ${h.connection.kind}`,
+        });
+      if (h.connection.kind === "simulated") {
+        // Simulated hosts all serve on this machine: one port each.
+        const port = h.port ?? c.services.port;
+        const other = c.hosts.findIndex(
+          (o, j) => j < i && o.connection.kind === "simulated" && (o.port ?? c.services.port) === port,
+        );
+        if (other >= 0)
+          ctx.addIssue({
+            code: "custom",
+            path: ["hosts", i, "port"],
+            message: `port ${port} is also host '${c.hosts[other].name}'s, on the same machine: give each its own hosts[].port`,
+          });
+      }
       if (h.gpus.count > 0 && h.gpus.count < c.services.tp) {
         ctx.addIssue({
           code: "custom",
@@ -164,6 +201,7 @@ export const ConfigSchema = z
       }
     });
   })
+  .superRefine((c, ctx) => routerConfigIssues(c).forEach((i) => ctx.addIssue({ code: "custom", ...i })))
   .describe("gpuhost stack configuration");
 
 export type GpuhostConfig = z.infer<typeof ConfigSchema>;

@@ -44,6 +44,68 @@ export const HostOutputsSchema = z
   .describe("One host's outputs (VerifiedGeneration's measured half from gate/reports/outputs.ts)");
 export type HostOutputs = z.infer<typeof HostOutputsSchema>;
 
+const FleetPlanSchema = z
+  .object({
+    hosts: z.number().int().describe("Workers the fleet was measured with"),
+    totalOutputTokens: z.number().describe("The configured job: completions x output tokens per completion"),
+    daysForJob: z.number().nullable().describe("Days the job takes on this fleet at its measured sustained rate"),
+    deadlineDays: z.number().describe("The configured deadline (workload.deadlineDays)"),
+    hostsForDeadline: z
+      .number()
+      .int()
+      .nullable()
+      .describe("Hosts the deadline needs at this fleet's rate per host (routing overhead included)"),
+    hostsMissing: z.number().int().nullable().describe("hostsForDeadline minus the hosts the fleet has (0: enough)"),
+  })
+  .describe("The fleet's capacity plan");
+
+export const FleetOutputsSchema = z
+  .object({
+    routerEndpoint: z.string().describe("Router: the fleet's endpoint (SMG), as its machine sees it"),
+    smgVersion: z.string().describe("Router: `smg --version` of the installed, hash-locked release"),
+    registered: z
+      .array(
+        z.object({
+          name: z.string(),
+          url: z.string().describe("The worker's URL as the router reaches it"),
+          requests: z
+            .number()
+            .describe("Requests the router sent it during the fleet benchmark (smg_worker_requests_total)"),
+          share: z.number().nullable().describe("Its share of those requests (0-1)"),
+          hostSustainedOutputTokensPerSecond: z
+            .number()
+            .nullable()
+            .describe("The host's own sustained tok/s, from its VerifiedGeneration"),
+        }),
+      )
+      .describe("Hosts whose gate passed in this update: the router's workers"),
+    leftOut: z
+      .array(z.object({ name: z.string(), url: z.string(), reason: z.string() }))
+      .describe("Hosts not registered, each with why"),
+    sweep: z
+      .array(
+        z.object({
+          concurrency: z.number(),
+          outputTokensPerSecond: z.number(),
+          requests: z.number(),
+          errors: z.number(),
+        }),
+      )
+      .describe("The fleet benchmark through the router, per concurrency level (host levels x workers)"),
+    saturationConcurrency: z.number().nullable().describe("The fleet's knee"),
+    sustainedOutputTokensPerSecond: z.number().describe("The fleet's sustained output tok/s through the router"),
+    hostsSustainedOutputTokensPerSecond: z.number().describe("Sum of the registered hosts' own sustained tok/s"),
+    scalingEfficiency: z
+      .number()
+      .nullable()
+      .describe("Fleet sustained over the sum of the hosts' own sustained figures (1: perfect scaling)"),
+    plan: FleetPlanSchema,
+    drift: z.array(z.string()).describe("How the router's workers differ from the stack's (refresh); empty: none"),
+    verifiedAt: z.string().describe("When the fleet was verified and measured"),
+  })
+  .describe("The fleet behind the router (config `router`): FleetVerification's outputs");
+export type FleetOutputs = z.infer<typeof FleetOutputsSchema>;
+
 export const StackOutputsSchema = z
   .object({
     gpuHosts: z.record(z.string(), HostOutputsSchema).describe("Per host, by name"),
@@ -53,6 +115,7 @@ export const StackOutputsSchema = z
     activeService: z
       .enum([...SERVICE_KINDS, "auto"])
       .describe("The configured service (auto: each host's comparison picks; see gpuHosts.<host>.activeService)"),
+    fleet: FleetOutputsSchema.nullable().describe("The fleet behind SMG (config `router`); null without a router"),
   })
   .describe("Everything index.ts exports");
 export type StackOutputs = z.infer<typeof StackOutputsSchema>;

@@ -66,6 +66,8 @@ export interface VerifiedGenerationArgs {
     remoteHost: string;
     remotePort: number;
   }>;
+  /** A fleet's host: a gate that does not pass is recorded (generating false, gateFailure) instead of failing the update. */
+  failureIsOutcome?: boolean;
 }
 
 /**
@@ -108,6 +110,8 @@ export interface VerificationSources {
   activation: pulumi.Input<string>;
   toolkitFingerprint: pulumi.Input<string>;
   environmentLock: pulumi.Input<string>;
+  /** A fleet's host: a failing gate is recorded, not an update failure (VerifiedGenerationArgs). */
+  failureIsOutcome?: boolean;
   /** The platform's probes of a unit's state and logs (components/platform.ts serviceProbes). */
   serviceProbes(unit: string): { state: pulumi.Input<string>[]; logs: pulumi.Input<string>[] } | undefined;
 }
@@ -133,6 +137,7 @@ export function verificationArgs(src: VerificationSources): VerifiedGenerationAr
     benchPlan: src.benchmark,
     workload: src.workload,
     timeScale: src.timeScale,
+    failureIsOutcome: src.failureIsOutcome,
     speculative: src.active.apply((kind) => speculativeOf(s, kind)) as VerifiedGenerationArgs["speculative"],
     serviceStateCommand: probe.apply((p) => p?.state) as pulumi.Output<string[]>,
     serviceLogsCommand: probe.apply((p) => p?.logs) as pulumi.Output<string[]>,
@@ -173,6 +178,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly capacity: Out<"capacity">;
   /** Which clock the figures are in: the host's own (simulated hosts: wall clock times the time scale). */
   declare public readonly timeNote: Out<"timeNote">;
+  /** With failureIsOutcome: why the gate did not pass (undefined when it did). */
+  declare public readonly gateFailure: pulumi.Output<string | undefined>;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
@@ -192,6 +199,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       serviceLogsCommand: args.serviceLogsCommand,
       refreshTimeoutSeconds: args.refreshTimeoutSeconds,
       hostAccess: args.hostAccess ? pulumi.secret(args.hostAccess) : undefined,
+      failureIsOutcome: args.failureIsOutcome,
       // Declared so the engine fills them in as outputs.
       generating: undefined,
       generationCheck: undefined,
@@ -208,6 +216,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       benchComplete: undefined,
       capacity: undefined,
       timeNote: undefined,
+      gateFailure: undefined,
     };
     super(
       callTimeProvider("dist/components/verified-generation/provider.js"),

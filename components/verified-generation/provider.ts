@@ -40,6 +40,7 @@ const INPUT_KEY_LIST = [
   "refreshTimeoutSeconds",
   "hostAccess",
   "timeScale",
+  "failureIsOutcome",
 ];
 export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
 
@@ -69,6 +70,12 @@ export interface VerifiedGenerationInputs {
    * `endpoint.url` then names the service as seen on the host. Secret: it holds the private key.
    */
   hostAccess?: { connection: HostConnection; unit: string; remoteHost: string; remotePort: number };
+  /**
+   * A fleet's host (config `router`): a gate that does not pass is recorded (generating: false,
+   * gateFailure: why) instead of failing the update, so the router leaves this host out and the
+   * other hosts still serve; the next `up` verifies it again (diff replaces on generating: false).
+   */
+  failureIsOutcome?: boolean;
 }
 
 type Gate = typeof gate;
@@ -184,7 +191,22 @@ async function withHostAccess<T>(
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as VerifiedGenerationInputs;
-  return withHostAccess(input, gate, (url, hostHooks) => verifyAndMeasure(inputs, input, gate, url, hostHooks));
+  const measure = withHostAccess(input, gate, (url, hostHooks) =>
+    verifyAndMeasure(inputs, input, gate, url, hostHooks),
+  );
+  if (input.failureIsOutcome !== true) return measure;
+  try {
+    return await measure;
+  } catch (e) {
+    // Interrupted (Ctrl-C, a cancelled up) is no verdict on the host: that still fails.
+    if (providerGuard().signal.aborted) throw e;
+    const gateFailure = (e as Error).message;
+    process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] left out of the fleet: ${gateFailure}\n`);
+    return {
+      id: `${input.endpoint.model}@${input.endpoint.url}#${randomBytes(4).toString("hex")}`,
+      outs: { ...pickInputs(inputs), generating: false, gateFailure, verifiedAt: new Date().toISOString() },
+    };
+  }
 }
 
 async function verifyAndMeasure(

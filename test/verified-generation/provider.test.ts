@@ -106,6 +106,23 @@ describe("VerifiedGeneration provider", () => {
     expect((performance.now() - t0) / 1000).toBeLessThan(21);
   });
 
+  it("create behind a router (failureIsOutcome): the same failure is recorded as generating false with its diagnosis, and the next up verifies again", async () => {
+    const host = await sim(["jit-crash"]);
+    const res = await create(
+      inputs(host.url, {
+        serviceStateCommand: host.serviceStateCommand,
+        serviceLogsCommand: host.serviceLogsCommand,
+        failureIsOutcome: true,
+      }),
+    );
+    const outs = res.outs as Record<string, unknown>;
+    expect(outs.generating).toBe(false);
+    expect(outs.gateFailure).toMatch(/phase "generate"[\s\S]*curand\.h: No such file or directory/);
+    expect(outs.sustainedOutputTokensPerSecond).toBeUndefined();
+    expect(outs.capacity).toBeUndefined();
+    expect((await diff("id", outs, inputs(host.url, { failureIsOutcome: true }))).replaces).toContain("generating");
+  });
+
   it("create fails naming the draft model when speculative acceptance is below the floor; passes above it", async () => {
     const poor = derivedProfile("tiny", (p) => {
       p.speculative = { algorithm: "EAGLE3" };

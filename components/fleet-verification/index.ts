@@ -1,0 +1,91 @@
+/**
+ * FleetVerification: after the Router, `pulumi up` does not finish until the fleet answers through
+ * the router (the gate's verify()), every registered worker is healthy in the router, and the fleet
+ * is measured through it (the gate's bench(), concurrency scaled by the workers). Outputs: the
+ * fleet's sustained tok/s, each worker's share of requests, the scaling efficiency (fleet over the
+ * sum of the hosts' own figures) and the fleet's capacity plan. See provider.ts.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { callTimeProvider } from "../call-time-provider";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { FleetWorkers } from "../router";
+import { PROVIDER_VERSION, type FleetPlan } from "./provider";
+
+export { fleetPlan, scaledPlan, type FleetPlan } from "./provider";
+
+export interface FleetVerificationArgs {
+  router: pulumi.Input<{ url: string; metricsUrl: string; model: string }>;
+  apiKey?: pulumi.Input<string>;
+  /** What the router runs with (Router.identity): a change re-verifies and re-measures. */
+  routerIdentity: pulumi.Input<string>;
+  workers: pulumi.Input<FleetWorkers>;
+  hostFigures: pulumi.Input<
+    Record<string, pulumi.Input<{ sustainedOutputTokensPerSecond: number | null; verifiedAt: string | null }>>
+  >;
+  minHealthyHosts?: number;
+  verifyPolicy?: pulumi.Input<VerifyPolicy>;
+  benchPlan?: pulumi.Input<BenchPlan>;
+  workload?: pulumi.Input<Workload>;
+  readyDeadlineSeconds?: number;
+}
+
+export interface FleetWorkerFigures {
+  name: string;
+  url: string;
+  requests: number;
+  share: number | null;
+  hostSustainedOutputTokensPerSecond: number | null;
+}
+
+export class FleetVerification extends pulumi.dynamic.Resource {
+  declare public readonly endpoint: pulumi.Output<string>;
+  declare public readonly registered: pulumi.Output<FleetWorkerFigures[]>;
+  declare public readonly leftOut: pulumi.Output<Array<{ name: string; url: string; reason: string }>>;
+  declare public readonly sweep: pulumi.Output<
+    Array<{ concurrency: number; outputTokensPerSecond: number; requests: number; errors: number }>
+  >;
+  declare public readonly saturationConcurrency: pulumi.Output<number | null>;
+  declare public readonly sustainedOutputTokensPerSecond: pulumi.Output<number>;
+  declare public readonly hostsSustainedOutputTokensPerSecond: pulumi.Output<number>;
+  declare public readonly scalingEfficiency: pulumi.Output<number | null>;
+  declare public readonly plan: pulumi.Output<FleetPlan>;
+  declare public readonly drift: pulumi.Output<string[]>;
+  declare public readonly verifiedAt: pulumi.Output<string>;
+
+  constructor(name: string, args: FleetVerificationArgs, opts?: pulumi.CustomResourceOptions) {
+    super(
+      callTimeProvider("dist/components/fleet-verification/provider.js"),
+      name,
+      {
+        providerVersion: PROVIDER_VERSION,
+        router: args.router,
+        apiKey: args.apiKey,
+        routerIdentity: args.routerIdentity,
+        workers: args.workers,
+        hostFigures: args.hostFigures,
+        minHealthyHosts: args.minHealthyHosts,
+        verifyPolicy: args.verifyPolicy,
+        benchPlan: args.benchPlan,
+        workload: args.workload,
+        readyDeadlineSeconds: args.readyDeadlineSeconds,
+        endpoint: undefined,
+        registered: undefined,
+        leftOut: undefined,
+        reconciled: undefined,
+        readinessSeconds: undefined,
+        sweep: undefined,
+        saturationConcurrency: undefined,
+        saturated: undefined,
+        sustainedOutputTokensPerSecond: undefined,
+        hostsSustainedOutputTokensPerSecond: undefined,
+        scalingEfficiency: undefined,
+        plan: undefined,
+        drift: undefined,
+        verifiedAt: undefined,
+      },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey"] },
+      "gpuhost",
+      "FleetVerification",
+    );
+  }
+}

@@ -1,0 +1,245 @@
+/**
+ * The FleetVerification dynamic provider, as plain functions (loaded at call time through
+ * components/call-time-provider.ts; tests call them directly).
+ *
+ * create: enough hosts passed their gate (router.minHealthyHosts), the router's worker list is the
+ * stack's and every worker is healthy in /workers, the gate's verify() passes THROUGH the router
+ * (a real answer, with its phases and deadline), then the gate's bench() through the router with
+ * every concurrency level scaled by the number of workers and the same error budget as a host. The
+ * per-worker share comes from SMG's own counters (smg_worker_requests_total) before and after.
+ * update: nothing re-measured (a workload change re-plans). read: the router's workers against the
+ * stack's list; any difference is drift, and the next `up` re-creates (re-registers, re-measures).
+ */
+import { randomBytes } from "node:crypto";
+import * as GateModule from "../../gate/index";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { SMG_VERSION } from "../router/render";
+import { listWorkers, readRequestCounts, reconcileWorkers, routerVersion, workerDrift } from "./router-api";
+
+export const PROVIDER_VERSION = "1";
+
+const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures"];
+const INPUT_KEY_LIST = [
+  "providerVersion",
+  "router",
+  "apiKey",
+  "routerIdentity",
+  "workers",
+  "hostFigures",
+  "minHealthyHosts",
+  "verifyPolicy",
+  "benchPlan",
+  "workload",
+  "readyDeadlineSeconds",
+];
+
+export interface FleetVerificationInputs {
+  providerVersion: string;
+  /** The router as reached from where `pulumi up` runs. */
+  router: { url: string; metricsUrl: string; model: string };
+  apiKey?: string;
+  routerIdentity: string;
+  workers: {
+    registered: Array<{ name: string; url: string }>;
+    leftOut: Array<{ name: string; url: string; reason: string }>;
+  };
+  /** Each host's own measurement: its sustained tok/s and when it was verified (a re-measure replaces). */
+  hostFigures: Record<string, { sustainedOutputTokensPerSecond: number | null; verifiedAt: string | null }>;
+  /** Default: every host. */
+  minHealthyHosts?: number;
+  verifyPolicy?: VerifyPolicy;
+  benchPlan?: BenchPlan;
+  workload?: Workload;
+  readyDeadlineSeconds?: number;
+}
+
+/** The fleet's capacity plan: the job on this fleet, and what the deadline still needs. */
+export interface FleetPlan {
+  hosts: number;
+  totalOutputTokens: number;
+  daysForJob: number | null;
+  deadlineDays: number;
+  hostsForDeadline: number | null;
+  hostsMissing: number | null;
+}
+
+export function fleetPlan(fleetTokPerSec: number, hosts: number, workload: Workload | undefined): FleetPlan {
+  const plan = GateModule.capacity(fleetTokPerSec, workload ?? {});
+  const days = plan.daysOnOneHost;
+  // Per host as this fleet delivers it (routing overhead and imbalance included), not as alone.
+  const hostsForDeadline = days === null ? null : Math.max(1, Math.ceil((hosts * days) / plan.deadlineDays - 1e-9));
+  return {
+    hosts,
+    totalOutputTokens: plan.totalOutputTokens,
+    daysForJob: days,
+    deadlineDays: plan.deadlineDays,
+    hostsForDeadline,
+    hostsMissing: hostsForDeadline === null ? null : Math.max(0, hostsForDeadline - hosts),
+  };
+}
+
+/** Each concurrency level times the number of workers: the fleet sees N hosts' worth of load. */
+export function scaledPlan(plan: BenchPlan | undefined, workers: number): Record<string, unknown> {
+  const parsed = GateModule.BenchPlanSchema.parse(plan ?? {});
+  return { ...parsed, concurrency: parsed.concurrency.map((c) => c * Math.max(1, workers)) };
+}
+
+const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
+
+export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const failures: { property: string; reason: string }[] = [];
+  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  const r = news.router as { url?: unknown; metricsUrl?: unknown; model?: unknown } | string | undefined;
+  if (
+    r !== unknown &&
+    (typeof r !== "object" || r === null || typeof r.url !== "string" || typeof r.model !== "string")
+  )
+    failures.push({ property: "router", reason: "router must be { url, metricsUrl, model }" });
+  return { inputs: news, failures };
+}
+
+export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const replaces = REPLACE_KEY_LIST.filter((k) => stable(olds[k]) !== stable(news[k]));
+  // A refresh that found the router's workers differing from the stack's: the next up re-registers and re-measures.
+  if (Array.isArray(olds.drift) && olds.drift.length > 0) replaces.push("drift");
+  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, ["sustainedOutputTokensPerSecond", "scalingEfficiency"]);
+}
+
+export async function create(inputs: Record<string, unknown>) {
+  const input = inputs as unknown as FleetVerificationInputs;
+  const gate = GateModule;
+  const { signal } = providerGuard();
+  const say = (line: string) => process.stderr.write(`[FleetVerification ${input.router.url}] ${line}\n`);
+  const { registered, leftOut } = input.workers;
+  const total = registered.length + leftOut.length;
+  const min = input.minHealthyHosts ?? total;
+  const why = leftOut.map((l) => `${l.name} (${l.reason})`).join("; ");
+  if (registered.length < min || registered.length === 0)
+    throw new Error(
+      `only ${registered.length} of ${total} hosts passed their gate, fewer than router.minHealthyHosts ${min}${why ? `; left out: ${why}` : ""}`,
+    );
+  if (leftOut.length) say(`left out: ${why}`);
+
+  const urls = registered.map((w) => w.url);
+  const actions = await reconcileWorkers(input.router.url, urls, {
+    apiKey: input.apiKey,
+    deadlineMs: (input.readyDeadlineSeconds ?? 300) * 1000,
+    signal,
+    say,
+  });
+  const endpoint = { url: input.router.url, model: input.router.model, apiKey: input.apiKey };
+  const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, {
+    signal,
+    onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`),
+  });
+  if (!readiness.ready) throw new Error(`through the router: ${readiness.diagnosis ?? "the readiness gate failed"}`);
+
+  const before = await readRequestCounts(input.router.metricsUrl, signal);
+  const plan = scaledPlan(input.benchPlan, registered.length);
+  say(
+    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${String(plan.concurrency)}`,
+  );
+  const result = await gate.bench(endpoint, plan, {
+    signal,
+    onProgress: (e: {
+      kind: string;
+      summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };
+    }) => {
+      if (e.kind === "level" && e.summary)
+        say(
+          `concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
+        );
+    },
+  });
+  if (signal.aborted) throw new Error("the fleet benchmark was interrupted");
+  if (result.failedLevels.length > 0) {
+    const detail = result.sweep
+      .filter((l) => !l.withinErrorBudget)
+      .map((l) => `C=${l.concurrency}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`)
+      .join("; ");
+    throw new Error(
+      `the fleet benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}`,
+    );
+  }
+  if (!(result.sustainedOutputTokensPerSecond > 0))
+    throw new Error(`the fleet benchmark measured no throughput (complete: ${result.complete})`);
+  const after = await readRequestCounts(input.router.metricsUrl, signal);
+
+  const sent = registered.map((w) => ({ ...w, requests: (after[w.url] ?? 0) - (before[w.url] ?? 0) }));
+  const allSent = sent.reduce((s, w) => s + w.requests, 0);
+  const fleet = result.sustainedOutputTokensPerSecond;
+  const hostsSum = registered.reduce((s, w) => s + (input.hostFigures[w.name]?.sustainedOutputTokensPerSecond ?? 0), 0);
+  const outs = {
+    ...pickInputs(inputs),
+    endpoint: input.router.url,
+    registered: sent.map((w) => ({
+      name: w.name,
+      url: w.url,
+      requests: w.requests,
+      share: allSent > 0 ? w.requests / allSent : null,
+      hostSustainedOutputTokensPerSecond: input.hostFigures[w.name]?.sustainedOutputTokensPerSecond ?? null,
+    })),
+    leftOut,
+    reconciled: actions,
+    readinessSeconds: readiness.elapsedSeconds,
+    sweep: result.sweep.map((l) => ({
+      concurrency: l.concurrency,
+      outputTokensPerSecond: l.outputTokensPerSecond,
+      requests: l.requests,
+      errors: l.errors,
+    })),
+    saturationConcurrency: result.saturationConcurrency,
+    saturated: result.saturated,
+    sustainedOutputTokensPerSecond: fleet,
+    hostsSustainedOutputTokensPerSecond: hostsSum,
+    scalingEfficiency: hostsSum > 0 ? fleet / hostsSum : null,
+    plan: fleetPlan(fleet, registered.length, input.workload),
+    drift: [] as string[],
+    verifiedAt: new Date().toISOString(),
+  };
+  return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
+}
+
+/** Nothing that defines the fleet changed: keep the measurement, re-plan for the workload. */
+export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
+  const measured = omitKeys(olds, INPUT_KEY_LIST);
+  const fleet = Number(olds.sustainedOutputTokensPerSecond);
+  const hosts = (news.workers as FleetVerificationInputs["workers"]).registered.length;
+  return {
+    outs: {
+      ...measured,
+      ...pickInputs(news),
+      plan: fleetPlan(Number.isFinite(fleet) ? fleet : 0, hosts, news.workload as Workload | undefined),
+    },
+  };
+}
+
+/** Refresh: the router's workers against the stack's list (missing, Failed, unknown: drift). */
+export async function read(id: string, props: Record<string, unknown>) {
+  const input = props as unknown as FleetVerificationInputs;
+  let drift: string[];
+  try {
+    const actual = await listWorkers(input.router.url, input.apiKey);
+    drift = workerDrift(
+      input.workers.registered.map((w) => w.url),
+      actual,
+    ).map((d) => {
+      const name = input.workers.registered.find((w) => d.startsWith(`${w.url}:`))?.name;
+      return name ? `${name} ${d}` : d;
+    });
+    const version = await routerVersion(input.router.url, input.apiKey);
+    if (version !== undefined && !version.includes(SMG_VERSION))
+      drift.push(`router runs ${version}, not the pinned smg ${SMG_VERSION}`);
+  } catch (e) {
+    drift = [`router unreachable: ${(e as Error).message}`];
+  }
+  return { id, props: { ...props, drift }, inputs: pickInputs(props) };
+}
+
+export async function deleteResource(): Promise<void> {
+  // A record of what was measured; the router itself is the Router component's.
+}
+
+export const provider = { check, diff, create, update, read, delete: deleteResource };
+export type { BenchPlan, VerifyPolicy };

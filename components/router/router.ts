@@ -1,0 +1,168 @@
+/**
+ * Router: SMG (SGLang's router, PyPI smg, pinned and hash-locked) on one host entry's machine, in
+ * front of the hosts whose VerifiedGeneration passed in this update. Three host steps, through the
+ * same host layer every component uses (components/host/script.ts):
+ *
+ *   install (venv + launcher) --\
+ *   key file (stdin, 0600) -------+-> configure (unit, workers, restart when its stamp changed)
+ *
+ * The worker list is the stack's (declarative): it is rendered into the launcher's config, so a
+ * router restart (which forgets workers registered at run time) comes back with it. The key reaches
+ * smg through a systemd credential read by our launcher (launcher.py), never argv or Environment=.
+ */
+import { createHash } from "node:crypto";
+import * as pulumi from "@pulumi/pulumi";
+import { type HostConnectionInput, hostScript } from "../host/script";
+import { API_KEY_FILE_SCRIPT } from "../services/serving-service";
+import { keyedHash, StampKey } from "../services/stamp-key";
+import {
+  launcherText,
+  renderRouterUnit,
+  requirementsText,
+  ROUTER_KEY_FILE,
+  routerIdentity,
+  routerLaunchConfig,
+} from "./render";
+import type { RouterConfig } from "./schema";
+
+const SCRIPTS = "components/router/scripts";
+
+/** One host behind the router, with its gate's outcome in this update. */
+export interface RouterHost {
+  name: string;
+  /** The host's serving URL as the router reaches it (render.ts workerUrl). */
+  url: string;
+  /** VerifiedGeneration's `generating`: true once its gate passed. */
+  generating: pulumi.Input<boolean | undefined>;
+  /** Why the gate did not pass, when it did not. */
+  failure?: pulumi.Input<string | undefined>;
+}
+
+export interface FleetWorkers {
+  registered: Array<{ name: string; url: string }>;
+  leftOut: Array<{ name: string; url: string; reason: string }>;
+}
+
+export interface RouterArgs {
+  /** The router's machine (a host entry's connection). */
+  connection: HostConnectionInput;
+  router: RouterConfig;
+  hosts: RouterHost[];
+  /** The stack's API key, a secret: clients send it to the router, the router sends it to workers. */
+  apiKey?: pulumi.Output<string>;
+}
+
+/** Which hosts become workers: exactly those whose gate passed (pure). */
+export function fleetWorkers(
+  hosts: Array<{ name: string; url: string; generating?: boolean; failure?: string }>,
+): FleetWorkers {
+  return {
+    registered: hosts.filter((h) => h.generating === true).map(({ name, url }) => ({ name, url })),
+    leftOut: hosts
+      .filter((h) => h.generating !== true)
+      .map(({ name, url, failure }) => ({
+        name,
+        url,
+        reason: failure ?? "its readiness gate did not pass in this update",
+      })),
+  };
+}
+
+export class Router extends pulumi.ComponentResource {
+  /** The fleet's endpoint as the router's machine sees it. */
+  public readonly endpoint: pulumi.Output<string>;
+  /** Prometheus metrics of the router (smg_*), as its machine sees them. */
+  public readonly metricsEndpoint: pulumi.Output<string>;
+  /** Hash of unit, launch config, requirements and launcher (no key): what the fleet was verified against. */
+  public readonly identity: pulumi.Output<string>;
+  public readonly workers: pulumi.Output<FleetWorkers>;
+  public readonly smgVersion: pulumi.Output<string>;
+  /** The configure step: FleetVerification runs after it. */
+  public readonly configured: pulumi.Resource;
+
+  constructor(name: string, args: RouterArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("gpuhost:index:Router", name, {}, opts);
+    const { connection, router } = args;
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+    const install = hostScript(
+      `${name}-install`,
+      {
+        connection,
+        script: `${SCRIPTS}/install-router.sh`,
+        args: [router.venvPath, b64(requirementsText()), b64(launcherText())],
+      },
+      { parent: this },
+    );
+
+    const keyFile = args.apiKey
+      ? hostScript(
+          `${name}-api-key-file`,
+          {
+            connection,
+            script: API_KEY_FILE_SCRIPT,
+            args: [ROUTER_KEY_FILE],
+            stdin: pulumi.secret(args.apiKey.apply((k) => `${k}\n`)),
+            deleteScript: "components/services/scripts/remove-api-key-file.sh",
+            deleteArgs: [ROUTER_KEY_FILE],
+          },
+          { parent: this, deleteBeforeReplace: true },
+        )
+      : undefined;
+
+    this.workers = pulumi
+      .all(
+        args.hosts.map((h) =>
+          pulumi.all([h.generating, h.failure]).apply(([generating, failure]) => ({
+            name: h.name,
+            url: h.url,
+            generating,
+            failure,
+          })),
+        ),
+      )
+      .apply(fleetWorkers);
+    const unit = renderRouterUnit(router, { apiKey: args.apiKey !== undefined });
+    const launch = this.workers.apply((w) =>
+      routerLaunchConfig(
+        router,
+        w.registered.map((r) => r.url),
+      ),
+    );
+    this.identity = launch.apply((l) => routerIdentity(unit, l));
+    // A rotated key restarts the router too; keyed with the stack's secret, the stamp says nothing of it.
+    const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
+    const keyHash =
+      args.apiKey && stampKey
+        ? pulumi.all([args.apiKey, stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
+        : pulumi.output("");
+    const stamp = pulumi.unsecret(
+      pulumi
+        .all([this.identity, keyHash])
+        .apply(([id, kh]) => createHash("sha256").update(`${id}\0${kh}`).digest("hex")),
+    );
+
+    this.configured = hostScript(
+      `${name}-configure`,
+      {
+        connection,
+        script: `${SCRIPTS}/configure-router.sh`,
+        args: [b64(unit), launch.apply((l) => b64(`${JSON.stringify(l, null, 2)}\n`)), stamp],
+        deleteScript: `${SCRIPTS}/remove-router.sh`,
+      },
+      { parent: this, dependsOn: [install, ...(keyFile ? [keyFile] : [])], deleteBeforeReplace: true },
+    );
+
+    const seen = router.bind === "localhost" || router.bind === "0.0.0.0" ? "127.0.0.1" : router.bind;
+    this.endpoint = pulumi.output(`http://${seen}:${router.port}`);
+    this.metricsEndpoint = pulumi.output(`http://${seen}:${router.prometheusPort}/metrics`);
+    this.smgVersion = install.stdout.apply((out) => /^smgVersion=(.*)$/m.exec(out)?.[1]?.trim() ?? "");
+    this.registerOutputs({
+      endpoint: this.endpoint,
+      metricsEndpoint: this.metricsEndpoint,
+      identity: this.identity,
+      workers: this.workers,
+      smgVersion: this.smgVersion,
+    });
+  }
+}

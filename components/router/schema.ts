@@ -1,0 +1,110 @@
+// The `router` config section: SMG (SGLang's router) in front of the stack's hosts. Its owner's
+// schema, composed into the one stack schema by components/config.ts. No Pulumi import.
+import { z } from "zod";
+
+export const ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "random", "least_load"] as const;
+
+const port = z.number().int().min(1).max(65535);
+
+export const RouterSchema = z
+  .object({
+    host: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "must name a host of `hosts`")
+      .describe(
+        "The `hosts` entry whose machine runs the router (its connection: over SSH, this machine, or simulated).",
+      ),
+    bind: z
+      .union([z.ipv4(), z.literal("localhost")])
+      .default("127.0.0.1")
+      .describe("Address the router listens on; beyond loopback it needs apiKey (clients must send it)."),
+    port: port.default(30100).describe("Port clients send requests to (the fleet's endpoint)."),
+    prometheusPort: port.default(29000).describe("Port of SMG's Prometheus metrics (smg_*), bound like `bind`."),
+    policy: z
+      .enum(ROUTER_POLICIES)
+      .default("cache_aware")
+      .describe("SMG's load-balancing policy (--policy): cache_aware sends shared prefixes to the same worker."),
+    minHealthyHosts: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        "Fewest hosts whose gate passed that the fleet may serve from; fewer fails the update. Default: every host.",
+      ),
+    venvPath: z
+      .string()
+      .regex(/^\/[A-Za-z0-9._/-]+$/, "must be an absolute path of letters, digits and ._-/")
+      .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
+      .default("/opt/gpuhost-router/venv")
+      .describe("The router's own venv on its machine (smg, pinned and hash-locked)."),
+    readyDeadlineSeconds: z
+      .number()
+      .int()
+      .positive()
+      .max(3600)
+      .default(300)
+      .describe("How long FleetVerification waits for every registered worker to be healthy in the router."),
+  })
+  .strict()
+  .describe(
+    "SMG (SGLang's router, PyPI smg) in front of the hosts: only hosts whose gate passed are its workers, and the fleet is verified and measured through it.",
+  );
+
+export type RouterConfig = z.infer<typeof RouterSchema>;
+
+/** What the `router` section asks that the rest of the stack cannot give. */
+export function routerConfigIssues(c: {
+  hosts: Array<{ name: string; connection: { kind: string } }>;
+  router?: { host: string; bind: string; minHealthyHosts?: number };
+  apiKey?: string;
+  services: { host: string };
+}): Array<{ path: PropertyKey[]; message: string }> {
+  const r = c.router;
+  if (!r) return [];
+  const issues: Array<{ path: PropertyKey[]; message: string }> = [];
+  const on = c.hosts.find((h) => h.name === r.host);
+  if (!on)
+    issues.push({
+      path: ["router", "host"],
+      message: `names no host (hosts: ${c.hosts.map((h) => h.name).join(", ")})`,
+    });
+  if (r.minHealthyHosts !== undefined && r.minHealthyHosts > c.hosts.length)
+    issues.push({
+      path: ["router", "minHealthyHosts"],
+      message: `is ${r.minHealthyHosts}, but the stack has ${c.hosts.length} host(s)`,
+    });
+  if (r.bind !== "127.0.0.1" && r.bind !== "localhost" && c.apiKey === undefined)
+    issues.push({
+      path: ["apiKey"],
+      message: `router.bind ${r.bind} exposes the fleet beyond loopback: set an API key (pulumi config set --secret apiKey ...)`,
+    });
+  if (on && on.connection.kind === "ssh" && (r.bind === "127.0.0.1" || r.bind === "localhost"))
+    issues.push({
+      path: ["router", "bind"],
+      message: `is loopback, but the router runs on SSH host '${on.name}': FleetVerification reaches it from where \`pulumi up\` runs, so bind 0.0.0.0 (with apiKey)`,
+    });
+  if (on && on.connection.kind === "ssh") {
+    // The router reaches each worker at its serving address: a worker bound to its own loopback is
+    // reachable only from its own machine.
+    c.hosts.forEach((h, i) => {
+      if (h.name === on.name) return;
+      if (h.connection.kind !== "ssh")
+        issues.push({ path: ["hosts", i], message: `is not reachable from the router's host '${on.name}' (over SSH)` });
+      else if (c.services.host === "127.0.0.1" || c.services.host === "localhost")
+        issues.push({
+          path: ["services", "host"],
+          message: `is loopback, so the router on '${on.name}' cannot reach host '${h.name}': bind 0.0.0.0 (with apiKey)`,
+        });
+    });
+  }
+  if (on && on.connection.kind !== "ssh")
+    c.hosts.forEach((h, i) => {
+      if (h.connection.kind === "ssh" && (c.services.host === "127.0.0.1" || c.services.host === "localhost"))
+        issues.push({
+          path: ["services", "host"],
+          message: `is loopback, so the router on '${on.name}' cannot reach host '${h.name}' (hosts[${i}]): bind 0.0.0.0 (with apiKey)`,
+        });
+    });
+  return issues;
+}

@@ -1,0 +1,95 @@
+/**
+ * The fleet as the program composes it (config `router`): the Router on its host entry's machine,
+ * in front of the hosts whose VerifiedGeneration passed, then FleetVerification through it. What
+ * index.ts exports as `fleet` (stack/outputs.ts FleetOutputsSchema).
+ */
+import * as pulumi from "@pulumi/pulumi";
+import type { GpuhostConfig, HostConfig } from "./config";
+import { FleetVerification } from "../components/fleet-verification";
+import type { FleetOutputs } from "./outputs";
+import type { HostConnectionInput } from "../components/host/script";
+import type { VerifiedGeneration } from "../components/verified-generation";
+import { workerUrl } from "../components/router/render";
+import { Router } from "../components/router/router";
+
+export interface FleetHost {
+  host: HostConfig;
+  connection: HostConnectionInput;
+  verification: VerifiedGeneration;
+  model: pulumi.Output<string>;
+}
+
+/** The fleet's outputs, or null when the stack configures no router. */
+export function gpuFleet(
+  config: GpuhostConfig,
+  hosts: FleetHost[],
+  apiKey?: pulumi.Output<string>,
+): pulumi.Output<FleetOutputs> | null {
+  const r = config.router;
+  if (!r) return null;
+  const on = hosts.find((h) => h.host.name === r.host);
+  if (!on) throw new Error(`router.host ${r.host} names no host`);
+  const router = new Router(
+    "router",
+    {
+      connection: on.connection,
+      router: r,
+      apiKey,
+      hosts: hosts.map((h) => ({
+        name: h.host.name,
+        url: workerUrl(on.host, h.host, h.host.port ?? config.services.port),
+        generating: h.verification.generating,
+        failure: h.verification.gateFailure,
+      })),
+    },
+    // Only hosts whose gate ran in this update are workers: the router waits for every gate.
+    { dependsOn: hosts.map((h) => h.verification) },
+  );
+  // From where `pulumi up` runs: this machine for a simulated or local router, else its address.
+  const reach = (url: string) =>
+    on.host.connection.kind === "ssh" ? url.replace("127.0.0.1", on.host.connection.host) : url;
+  const verification = new FleetVerification(
+    "fleet-verified",
+    {
+      router: pulumi
+        .all([router.endpoint, router.metricsEndpoint, on.model])
+        .apply(([url, metricsUrl, model]) => ({ url: reach(url), metricsUrl: reach(metricsUrl), model })),
+      apiKey,
+      routerIdentity: router.identity,
+      workers: router.workers,
+      hostFigures: Object.fromEntries(
+        hosts.map((h) => [
+          h.host.name,
+          pulumi
+            .all([h.verification.sustainedOutputTokensPerSecond, h.verification.verifiedAt])
+            .apply(([sustained, at]) => ({
+              sustainedOutputTokensPerSecond: typeof sustained === "number" ? sustained : null,
+              verifiedAt: typeof at === "string" ? at : null,
+            })),
+        ]),
+      ),
+      minHealthyHosts: r.minHealthyHosts,
+      verifyPolicy: config.verification,
+      benchPlan: config.benchmark,
+      workload: config.workload,
+      readyDeadlineSeconds: r.readyDeadlineSeconds,
+    },
+    { dependsOn: [router, router.configured] },
+  );
+  const v = verification;
+  const outputs: { [K in keyof FleetOutputs]: pulumi.Input<FleetOutputs[K]> } = {
+    routerEndpoint: router.endpoint,
+    smgVersion: router.smgVersion,
+    registered: v.registered,
+    leftOut: v.leftOut,
+    sweep: v.sweep,
+    saturationConcurrency: v.saturationConcurrency,
+    sustainedOutputTokensPerSecond: v.sustainedOutputTokensPerSecond,
+    hostsSustainedOutputTokensPerSecond: v.hostsSustainedOutputTokensPerSecond,
+    scalingEfficiency: v.scalingEfficiency,
+    plan: v.plan,
+    drift: v.drift,
+    verifiedAt: v.verifiedAt,
+  };
+  return pulumi.output(outputs);
+}

@@ -1,0 +1,167 @@
+// The router's files as rendered (pure): the unit checked by systemd's own parser, the launcher's
+// config (no key), worker URLs as the router reaches them, which hosts become workers, and the
+// `router` config section's refusals.
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../stack/config";
+import { fleetWorkers } from "../../components/router/router";
+import {
+  renderRouterUnit,
+  ROUTER_UNIT,
+  routerIdentity,
+  routerLaunchConfig,
+  workerUrl,
+} from "../../components/router/render";
+import { RouterSchema } from "../../components/router/schema";
+import { stackConfig } from "../config/stacks";
+import { systemdAnalyzeAvailable, verifyUnit } from "../services/systemd-analyze";
+
+const router = RouterSchema.parse({ host: "a" });
+
+describe("gpuhost-router.service", () => {
+  it.each([true, false])(
+    "verifies with systemd-analyze, no warning (api key %s)",
+    (apiKey) => {
+      expect(systemdAnalyzeAvailable()).toBe(true);
+      const unit = renderRouterUnit(router, { apiKey });
+      const r = verifyUnit(ROUTER_UNIT, unit);
+      expect(r.stderr).toBe("");
+      expect(r.status).toBe(0);
+      expect(r.argv).toEqual([
+        "/opt/gpuhost-router/venv/bin/python",
+        "/opt/gpuhost-router/launcher.py",
+        "/etc/gpuhost-router/router.json",
+      ]);
+      expect(unit.includes("LoadCredential=router-api-key:/etc/gpuhost/router-api-key.yaml")).toBe(apiKey);
+    },
+    60_000,
+  );
+
+  it("is hardened: a throw-away user, no privilege, no devices, a read-only system", () => {
+    const unit = renderRouterUnit(router, { apiKey: true });
+    for (const line of [
+      "DynamicUser=yes",
+      "NoNewPrivileges=yes",
+      "ProtectSystem=strict",
+      "PrivateDevices=yes",
+      "CapabilityBoundingSet=",
+      "SystemCallFilter=@system-service",
+    ])
+      expect(unit).toContain(`\n${line}\n`);
+    expect(unit).not.toContain("--api-key");
+    expect(unit).not.toMatch(/^Environment=/m);
+  });
+});
+
+describe("the launcher's config", () => {
+  it("holds the workers sorted, the policy and the metrics port, and never a key", () => {
+    const c = routerLaunchConfig(router, ["http://127.0.0.1:2", "http://127.0.0.1:1"]);
+    expect(c["worker-urls"]).toEqual(["http://127.0.0.1:1", "http://127.0.0.1:2"]);
+    expect(c).toMatchObject({ policy: "cache_aware", port: 30100, "prometheus-port": 29000, host: "127.0.0.1" });
+    expect(Object.keys(c).some((k) => k.includes("key"))).toBe(false);
+  });
+
+  it("changes the router's identity when the workers change, not when their order does", () => {
+    const unit = renderRouterUnit(router, { apiKey: false });
+    const id = (urls: string[]) => routerIdentity(unit, routerLaunchConfig(router, urls));
+    expect(id(["http://h:1", "http://h:2"])).toBe(id(["http://h:2", "http://h:1"]));
+    expect(id(["http://h:1"])).not.toBe(id(["http://h:1", "http://h:2"]));
+  });
+});
+
+describe("workers", () => {
+  const sim = (name: string) => ({ name, connection: { kind: "simulated" } });
+  const ssh = (name: string, host: string) => ({ name, connection: { kind: "ssh", host } });
+  it("are reached on loopback on the router's machine, at their address over SSH", () => {
+    expect(workerUrl(sim("r"), sim("w"), 31412)).toBe("http://127.0.0.1:31412");
+    expect(workerUrl(ssh("r", "10.0.0.1"), ssh("r", "10.0.0.1"), 30000)).toBe("http://127.0.0.1:30000");
+    expect(workerUrl(ssh("r", "10.0.0.1"), ssh("w", "10.0.0.2"), 30000)).toBe("http://10.0.0.2:30000");
+    expect(workerUrl(sim("r"), ssh("w", "fd00::2"), 30000)).toBe("http://[fd00::2]:30000");
+  });
+
+  it("are exactly the hosts whose gate passed; the others are named with their reason", () => {
+    expect(
+      fleetWorkers([
+        { name: "a", url: "http://a", generating: true },
+        { name: "b", url: "http://b", generating: false, failure: "stuck at models" },
+        { name: "c", url: "http://c" },
+      ]),
+    ).toEqual({
+      registered: [{ name: "a", url: "http://a" }],
+      leftOut: [
+        { name: "b", url: "http://b", reason: "stuck at models" },
+        { name: "c", url: "http://c", reason: "its readiness gate did not pass in this update" },
+      ],
+    });
+  });
+});
+
+describe("config `router`", () => {
+  const base = () => stackConfig("sim-fleet");
+  const issues = (raw: Record<string, unknown>) => {
+    try {
+      parseConfig(raw);
+      return [];
+    } catch (e) {
+      return (e as { issues: Array<{ path: string; message: string }> }).issues.map((i) => `${i.path}: ${i.message}`);
+    }
+  };
+  it("the sim-fleet stack parses, with the defaults filled in", () => {
+    const c = parseConfig(base());
+    expect(c.router).toMatchObject({
+      host: "sim-fleet-1",
+      policy: "cache_aware",
+      venvPath: "/opt/gpuhost-router/venv",
+    });
+    expect(c.router?.minHealthyHosts).toBeUndefined();
+  });
+  it("refuses a router on no host, a minimum above the hosts, an unknown key, a shared port", () => {
+    const raw = base();
+    const r = raw.router as Record<string, unknown>;
+    expect(issues({ ...raw, router: { ...r, host: "nope" } })).toEqual([
+      expect.stringMatching(/^gpuhost:router\.host: names no host \(hosts: sim-fleet-1, sim-fleet-2, sim-fleet-3\)$/),
+    ]);
+    expect(issues({ ...raw, router: { ...r, minHealthyHosts: 4 } })).toEqual([
+      "gpuhost:router.minHealthyHosts: is 4, but the stack has 3 host(s)",
+    ]);
+    expect(issues({ ...raw, router: { ...r, policy: "fastest" } })[0]).toMatch(/^gpuhost:router\.policy: /);
+    expect(issues({ ...raw, router: { ...r, apiKey: "x" } })).toEqual(["gpuhost:router.apiKey: unknown key"]);
+    const hosts = (raw.hosts as Array<Record<string, unknown>>).map((h) => ({ ...h, port: 31411 }));
+    expect(issues({ ...raw, hosts })).toEqual([
+      "gpuhost:hosts[1].port: port 31411 is also host 'sim-fleet-1's, on the same machine: give each its own hosts[].port",
+      "gpuhost:hosts[2].port: port 31411 is also host 'sim-fleet-1's, on the same machine: give each its own hosts[].port",
+    ]);
+  });
+  it("refuses a router on an SSH host bound to loopback: FleetVerification could not reach it", () => {
+    const raw = {
+      hosts: [{ name: "r", connection: { kind: "ssh", host: "10.0.0.1" } }],
+      router: { host: "r" },
+    };
+    expect(issues(raw)).toEqual([
+      "gpuhost:router.bind: is loopback, but the router runs on SSH host 'r': FleetVerification reaches it from where `pulumi up` runs, so bind 0.0.0.0 (with apiKey)",
+    ]);
+  });
+
+  it("takes per-host simulator faults on simulated hosts only", () => {
+    const raw = base();
+    const hosts = raw.hosts as Array<Record<string, unknown>>;
+    expect(
+      parseConfig({ ...raw, hosts: [...hosts.slice(0, 2), { ...hosts[2], simulatorFaults: ["silent"] }] }).hosts[2],
+    ).toMatchObject({
+      simulatorFaults: ["silent"],
+    });
+    const local = { name: "l", connection: { kind: "local" }, simulatorFaults: ["silent"] };
+    expect(issues({ hosts: [local] })).toEqual([
+      "gpuhost:hosts[0].simulatorFaults: is for simulated hosts only; host 'l' is local",
+    ]);
+    expect(issues({ ...raw, hosts: [{ ...hosts[0], simulatorFaults: ["nope"] }, ...hosts.slice(1)] })[0]).toMatch(
+      /^gpuhost:hosts\[0\]\.simulatorFaults\[0\]: /,
+    );
+  });
+
+  it("refuses a router beyond loopback without an API key", () => {
+    const raw = base();
+    expect(issues({ ...raw, router: { ...(raw.router as object), bind: "0.0.0.0" } })).toEqual([
+      "gpuhost:apiKey: router.bind 0.0.0.0 exposes the fleet beyond loopback: set an API key (pulumi config set --secret apiKey ...)",
+    ]);
+  });
+});
