@@ -1,17 +1,23 @@
 /**
- * The test host's local apt repository: stand-in .deb packages built with dpkg-deb from THE toolkit
+ * The test host's local apt repository: .deb packages built with dpkg-deb from THE toolkit
  * description (components/cuda-catalog/cuda.yaml through its loader), laid out like NVIDIA's flat CUDA
  * repository (`deb [signed-by=...] URL /`), signed with a throwaway GPG key and served over HTTP
  * on 127.0.0.1. A cuda-keyring package installs the keyring and the sources entry, as NVIDIA's does.
  *
- * The toolkit .debs and the key are cached (keyed by the description, the stand-in nvcc and the
- * scripts below); the keyring package, the index and the signatures are made per serve because the
- * sources entry names the port the repository is served on.
+ * A package whose description has `fromWheel:` entries holds NVIDIA's own files (nvcc, headers,
+ * libraries) from the pinned wheels (cuda-wheels.ts), at the paths NVIDIA's .debs use, with the
+ * links the wheels lack; the others (meta packages, the 12.8 toolkit, cuobjdump, compute-sanitizer,
+ * version.json, nvml.h) hold the description's stand-ins.
+ *
+ * The toolkit .debs and the key are cached (keyed by the description, whose wheel pins include
+ * their sha256, the stand-in nvcc and the scripts below); the keyring package, the index and the
+ * signatures are made per serve because the sources entry names the port the repository is served on.
  */
 import { createHash } from "node:crypto";
 import { existsSync, promises as fs } from "node:fs";
 import * as path from "node:path";
 import * as toolkitDescription from "../../components/cuda-catalog/catalog";
+import { fetchWheels, unpackWheel } from "./cuda-wheels";
 import { run, withLock } from "./proc";
 import { serveDirectory, StaticServer } from "./static-server";
 
@@ -19,7 +25,7 @@ import { serveDirectory, StaticServer } from "./static-server";
 export const CUDA_SOURCES_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list";
 const KEY_UID = "gpuhost test repository (throwaway, tests only) <gpuhost-test-repo@localhost>";
 /** Bumped when maintainer scripts or the build below change, so the cache key follows them. */
-const BUILDER_VERSION = 1;
+const BUILDER_VERSION = 2;
 
 export interface StandinDebs {
   /** Folder of <package>_<version>_<arch>.deb files (every package but cuda-keyring). */
@@ -117,8 +123,40 @@ async function gpg(home: string, args: string[], input?: string): Promise<string
 }
 
 async function buildDeb(tree: string, outDir: string): Promise<void> {
-  // gzip: the payloads are tiny text files, and xz would only cost time on a 2-core runner
-  await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", tree, outDir]);
+  // zstd at a low level: NVIDIA's libraries run to 540 MB, and xz would cost minutes on a 2-core
+  // runner for every cache rebuild; dpkg reads zstd since Debian 12
+  await run("dpkg-deb", ["--root-owner-group", "-Zzstd", "-z3", "--build", tree, outDir], { timeoutMs: 10 * 60_000 });
+}
+
+/**
+ * Writes the dpkg-deb trees of the packages holding NVIDIA's files: each `fromWheel:` entry moved
+ * out of the unpacked wheels to its path under the toolkit root, then the description's links made
+ * beside them; a regular file the description names must have come from a wheel.
+ */
+async function writeWheelTrees(trees: string, names: string[], unpacked: string): Promise<void> {
+  const wheels = new Map(toolkitDescription.wheels().map((w) => [w.name, w]));
+  for (const name of names) {
+    const pkg = toolkitDescription.getPackage(name);
+    const tree = path.join(trees, name);
+    const root = path.join(tree, toolkitDescription.toolkit(pkg.toolkit!).root);
+    await fs.mkdir(path.join(tree, "DEBIAN"), { recursive: true });
+    await fs.writeFile(path.join(tree, "DEBIAN/control"), toolkitDescription.controlFile(name, "amd64", "wheels"));
+    for (const take of pkg.fromWheel) {
+      const source = path.join(unpacked, take.wheel, wheels.get(take.wheel)!.prefix, take.from);
+      if (!existsSync(source)) throw new Error(`${name}: the wheel ${take.wheel} has no ${take.from}`);
+      await fs.mkdir(path.dirname(path.join(root, take.to)), { recursive: true });
+      await fs.rename(source, path.join(root, take.to));
+    }
+    for (const resolved of toolkitDescription.filesOf(name)) {
+      const target = path.join(tree, resolved.path);
+      if (resolved.file.link !== undefined) {
+        await fs.mkdir(path.dirname(target), { recursive: true });
+        await fs.symlink(resolved.file.link, target);
+      } else if (!existsSync(target)) {
+        throw new Error(`${name}: ${resolved.path} is in the description, but no fromWheel entry provides it`);
+      }
+    }
+  }
 }
 
 /** Builds (or finds cached) the toolkit .debs and the throwaway signing key. */
@@ -134,7 +172,7 @@ export async function buildStandinDebs(
   });
   if (existsSync(path.join(dir, "complete"))) return result(false);
   await fs.mkdir(cacheDir, { recursive: true });
-  return withLock(`${dir}.lock`, 10 * 60_000, async () => {
+  return withLock(`${dir}.lock`, 30 * 60_000, async () => {
     if (existsSync(path.join(dir, "complete"))) return result(false);
     await fs.rm(dir, { recursive: true, force: true });
     const trees = path.join(dir, "trees");
@@ -144,7 +182,16 @@ export async function buildStandinDebs(
       .allPackages()
       .map((p) => p.name)
       .filter((n) => n !== "cuda-keyring");
-    toolkitDescription.writeStandinTrees(trees, names);
+    const real = names.filter((n) => toolkitDescription.getPackage(n).fromWheel.length > 0);
+    toolkitDescription.writeStandinTrees(
+      trees,
+      names.filter((n) => !real.includes(n)),
+    );
+    const unpacked = path.join(dir, "wheels");
+    const fetched = await fetchWheels(toolkitDescription.wheelsOf(real));
+    for (const [wheel, file] of fetched.files) await unpackWheel(file, path.join(unpacked, wheel));
+    await writeWheelTrees(trees, real, unpacked);
+    await fs.rm(unpacked, { recursive: true, force: true });
     for (const [name, tk] of alternativesOwners()) {
       const scripts = maintainerScripts(tk);
       await fs.writeFile(path.join(trees, name, "DEBIAN/postinst"), scripts.postinst, { mode: 0o755 });
