@@ -298,7 +298,7 @@ export function controlFile(
     `Package: ${pkg.name}`,
     `Version: ${pkg.version}`,
     `Architecture: ${pkg.name === "cuda-keyring" ? "all" : architecture}`,
-    "Maintainer: gpuhost stand-ins <gpuhost@localhost>",
+    `Maintainer: ${contents === "wheels" ? "gpuhost (NVIDIA's files repackaged)" : "gpuhost stand-ins"} <gpuhost@localhost>`,
     ...(pkg.depends.length > 0 ? [`Depends: ${pkg.depends.join(", ")}`] : []),
     `Description: ${description}`,
   ];

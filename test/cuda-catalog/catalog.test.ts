@@ -138,6 +138,15 @@ describe("stand-in contents", () => {
       "Depends: cuda-cudart-dev-13-0, libcurand-dev-13-0, libcublas-dev-13-0, libcusparse-dev-13-0\n",
     );
     expect(controlFile("cuda-keyring")).toContain("Architecture: all");
+    // the test host's packages that hold NVIDIA's files say so, naming the wheel and its version
+    expect(controlFile("libcurand-dev-13-0", "amd64", "wheels")).toContain(
+      "Description: NVIDIA's libcurand-dev-13-0 files, repackaged by gpuhost from the wheel(s) nvidia-curand 10.4.0.35\n",
+    );
+    expect(controlFile("libcurand-dev-13-0")).toContain(
+      `Description: ${STANDIN_MARKER} for NVIDIA's libcurand-dev-13-0`,
+    );
+    // a package without wheel files stays a stand-in whatever is asked
+    expect(controlFile("cuda-sanitizer-13-0", "amd64", "wheels")).toContain(STANDIN_MARKER);
   });
 
   it("writeStandinTrees writes dpkg-deb source trees, idempotently", () => {

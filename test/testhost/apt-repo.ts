@@ -24,7 +24,7 @@ import { serveDirectory, StaticServer } from "./static-server";
 /** Where NVIDIA's cuda-keyring for debian12/x86_64 puts its sources entry. */
 export const CUDA_SOURCES_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list";
 const KEY_UID = "gpuhost test repository (throwaway, tests only) <gpuhost-test-repo@localhost>";
-/** Bumped when maintainer scripts or the build below change, so the cache key follows them. */
+/** Bumped when the build below changes, so the cache key follows it (scripts and control files are hashed). */
 const BUILDER_VERSION = 2;
 
 export interface StandinDebs {
@@ -106,6 +106,9 @@ function cacheKey(): string {
   h.update(toolkitDescription.descriptionHash());
   for (const release of toolkitDescription.toolkitReleases()) h.update(toolkitDescription.standinNvcc(release));
   for (const tk of alternativesOwners().values()) h.update(JSON.stringify(maintainerScripts(tk)));
+  for (const pkg of toolkitDescription.allPackages()) {
+    h.update(toolkitDescription.controlFile(pkg.name, "amd64", pkg.fromWheel.length > 0 ? "wheels" : "standin"));
+  }
   h.update(String(BUILDER_VERSION));
   return h.digest("hex").slice(0, 12);
 }
