@@ -27,7 +27,7 @@ const KEY_UID = "gpuhost test repository (throwaway, tests only) <gpuhost-test-r
 /** Bumped when the build below changes, so the cache key follows it (scripts and control files are hashed). */
 const BUILDER_VERSION = 2;
 
-export interface StandinDebs {
+export interface ToolkitDebs {
   /** Folder of <package>_<version>_<arch>.deb files (every package but cuda-keyring). */
   debDir: string;
   gnupgHome: string;
@@ -163,11 +163,11 @@ async function writeWheelTrees(trees: string, names: string[], unpacked: string)
 }
 
 /** Builds (or finds cached) the toolkit .debs and the throwaway signing key. */
-export async function buildStandinDebs(
+export async function buildToolkitDebs(
   cacheDir = process.env.GPUHOST_TESTHOST_CACHE ?? "/var/cache/gpuhost/testhost",
-): Promise<StandinDebs> {
+): Promise<ToolkitDebs> {
   const dir = path.join(cacheDir, `apt-${cacheKey()}`);
-  const result = async (built: boolean): Promise<StandinDebs> => ({
+  const result = async (built: boolean): Promise<ToolkitDebs> => ({
     debDir: path.join(dir, "debs"),
     gnupgHome: path.join(dir, "gnupg"),
     publicKeyring: await fs.readFile(path.join(dir, "repo-keyring.gpg")),
@@ -203,7 +203,7 @@ export async function buildStandinDebs(
     for (const name of names) await buildDeb(path.join(trees, name), debs);
     await fs.rm(trees, { recursive: true, force: true });
 
-    // a fresh key per cache: it signs nothing but this stand-in repository
+    // a fresh key per cache: it signs nothing but this test repository
     const home = path.join(dir, "gnupg");
     await fs.mkdir(home, { mode: 0o700 });
     await gpg(home, ["--quick-gen-key", KEY_UID, "ed25519", "sign", "never"]);
@@ -228,7 +228,7 @@ async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
 }
 
 /**
- * Serves the stand-in repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
+ * Serves the repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
  * with dpkg-scanpackages, writes Release with apt-ftparchive and signs it (InRelease, Release.gpg).
  */
 export async function serveAptRepo(
@@ -238,12 +238,12 @@ export async function serveAptRepo(
     /**
      * The repository as the host will reach it when it is copied onto the host (copyOntoHost), e.g.
      * file:///srv/gpuhost-apt/: gpuhost takes package sources over https or file:// only. The
-     * loopback HTTP server still runs for tests of the stand-ins themselves.
+     * loopback HTTP server still runs for tests of the repository itself.
      */
     fileUrl?: string;
   } = {},
 ): Promise<AptRepo> {
-  const debs = await buildStandinDebs(opts.cacheDir);
+  const debs = await buildToolkitDebs(opts.cacheDir);
   const dir = await fs.mkdtemp(path.join(opts.workRoot ?? "/tmp", "gpuhost-aptrepo-"));
   let server: StaticServer | undefined;
   try {
@@ -277,7 +277,7 @@ export async function serveAptRepo(
         "-o",
         "APT::FTPArchive::Release::Origin=gpuhost-standin",
         "-o",
-        "APT::FTPArchive::Release::Label=gpuhost stand-in CUDA",
+        "APT::FTPArchive::Release::Label=gpuhost test CUDA repository",
         "release",
         ".",
       ],

@@ -9,7 +9,7 @@ import { promises as fs } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { wheels } from "../../components/cuda-catalog/catalog";
-import { buildStandinDebs } from "./apt-repo";
+import { buildToolkitDebs } from "./apt-repo";
 import { fetchWheels } from "./cuda-wheels";
 
 async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -29,11 +29,11 @@ async function main(): Promise<void> {
     for (const f of await fs.readdir(wheelDir)) size += (await fs.stat(path.join(wheelDir, f))).size;
     console.log(`  wheels: ${(size / 1e6).toFixed(0)} MB`);
     await timed("cached wheels, hashes checked", () => fetchWheels(wheels(), wheelDir));
-    const debs = await timed("build the .debs from cached wheels", () => buildStandinDebs(path.join(root, "apt")));
+    const debs = await timed("build the .debs from cached wheels", () => buildToolkitDebs(path.join(root, "apt")));
     let debSize = 0;
     for (const f of await fs.readdir(debs.debDir)) debSize += (await fs.stat(path.join(debs.debDir, f))).size;
     console.log(`  .debs: ${(debSize / 1e6).toFixed(0)} MB`);
-    await timed("cached .debs", () => buildStandinDebs(path.join(root, "apt")));
+    await timed("cached .debs", () => buildToolkitDebs(path.join(root, "apt")));
   } finally {
     await fs.rm(root, { recursive: true, force: true });
   }
