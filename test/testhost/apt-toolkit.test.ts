@@ -216,7 +216,7 @@ describe.runIf(enabled)("CUDA apt repository with NVIDIA's files on a real Debia
     "removing the toolkits unregisters the alternative: no /usr/local/cuda is left",
     async () => {
       await host.execOk(
-        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`,
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' libnvvm-13-0 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`,
       );
       expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
       expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
@@ -256,7 +256,7 @@ describe.runIf(enabled)("CUDA apt repository with NVIDIA's files on a real Debia
       // skips it and apt takes its recorded version as present, so a plain install of the meta
       // package failed configuring cuda-command-line-tools ("cuda-sanitizer-13-0 is not installed").
       await host.execOk(
-        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' cuda-toolkit-13-0-config-common && cd /tmp && rm -f ./*.deb && ` +
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' libnvvm-13-0 cuda-toolkit-13-0-config-common && cd /tmp && rm -f ./*.deb && ` +
           `${APT} download cuda-sanitizer-13-0 cuda-command-line-tools-13-0 && dpkg --unpack cuda-sanitizer-13-0_*.deb cuda-command-line-tools-13-0_*.deb && ` +
           `sed -i '/^Package: cuda-sanitizer-13-0$/,/^$/s/^Status: .*/Status: install reinstreq half-installed/' /var/lib/dpkg/status && ` +
           `dpkg -L cuda-sanitizer-13-0 | while read -r f; do if [ -f "$f" ]; then rm -f "$f"; fi; done`,
