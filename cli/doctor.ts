@@ -1,4 +1,5 @@
-// `gpuhost doctor`: the toolkit checks of components/cuda-toolkit/doctor.ts on this machine.
+// `gpuhost doctor`: the toolkit checks of components/cuda-toolkit/doctor.ts on this machine, the
+// proof program included (compiled and linked with the toolkit found; run only where there are GPUs).
 import * as path from "node:path";
 import { toolkitReleases } from "../components/cuda-catalog/catalog";
 import { doctor, type DoctorReport } from "../components/cuda-toolkit/doctor";
@@ -10,6 +11,7 @@ function render(r: DoctorReport): string {
     `CUDA home: ${r.cudaHome ?? "(none)"}${r.resolvedBy ? ` (found by ${r.resolvedBy})` : ""}`,
     `release: ${r.release ?? "unknown"}${r.nvccVersion ? ` (nvcc ${r.nvccVersion})` : ""}`,
     `/usr/local/cuda -> ${r.usrLocalCuda ?? "(absent)"}`,
+    `proof: ${r.proof.detail}`,
     `GPUs: ${r.gpus.length === 0 ? "none found (no nvidia-smi)" : r.gpus.map((g) => `sm_${g.computeCapability} driver ${g.driver}`).join(", ")}`,
     ...r.warnings.map((w) => `warning: ${w}`),
     ...r.problems.map(
@@ -24,7 +26,7 @@ function render(r: DoctorReport): string {
 export const DOCTOR = {
   name: "doctor",
   about:
-    "The toolkit checks of components/cuda-toolkit/doctor.ts on this machine, the way FlashInfer finds the toolkit.",
+    "The toolkit checks of components/cuda-toolkit/doctor.ts on this machine, the way FlashInfer finds the toolkit, and the proof program compiled and linked with it (run only where there are GPUs).",
   flags: {
     "cuda-home": {
       type: "path",
@@ -37,6 +39,7 @@ export const DOCTOR = {
       value: "DIR",
       description: "inspect a simulated host's folder instead of / (or GPUHOST_ROOT)",
     },
+    "no-proof": { type: "boolean", description: "skip compiling and linking the proof program" },
     json: { type: "boolean", description: "print the report as JSON" },
   },
   exits: [
@@ -56,7 +59,13 @@ export function doctorMain(
     if (!toolkitReleases().includes(expectRelease))
       throw new UsageError(`unknown release ${expectRelease} (known: ${toolkitReleases().join(", ")})`);
     const root = values.root ?? env.GPUHOST_ROOT ?? "";
-    const report = doctor({ cudaHome: values["cuda-home"], expectRelease, env, root: root ? path.resolve(root) : "" });
+    const report = doctor({
+      cudaHome: values["cuda-home"],
+      expectRelease,
+      env,
+      root: root ? path.resolve(root) : "",
+      proof: values["no-proof"] !== true,
+    });
     io.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : render(report));
     return report.healthy ? EXIT.ok : EXIT.failed;
   });

@@ -4,7 +4,14 @@
 // host's folder; the stand-in nvcc (standin/nvcc) imitates what gpuhost's checks ask of the real one.
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { allPackages, filesOf, getPackage, type ResolvedFile, toolkit } from "../components/cuda-catalog/catalog";
+import {
+  allPackages,
+  filesOf,
+  getPackage,
+  type ResolvedFile,
+  toolkit,
+  wheelsOf,
+} from "../components/cuda-catalog/catalog";
 import { projectFile } from "../project-files";
 
 /** A stand-in file: regular content with a mode, or a symlink. */
@@ -59,15 +66,24 @@ export function standinContent(resolved: ResolvedFile): StandinContent {
 }
 
 /** Debian control stanza for a stand-in package (the test host's .debs, the simulated repo). */
-export function controlFile(packageName: string, architecture = "amd64"): string {
+export function controlFile(
+  packageName: string,
+  architecture = "amd64",
+  contents: "standin" | "wheels" = "standin",
+): string {
   const pkg = getPackage(packageName);
+  const fromWheels = wheelsOf([pkg.name]).map((w) => `${w.name} ${w.version}`);
+  const description =
+    contents === "wheels" && fromWheels.length > 0
+      ? `NVIDIA's ${pkg.name} files, repackaged by gpuhost from the wheel(s) ${fromWheels.join(", ")}`
+      : `${STANDIN_MARKER} for NVIDIA's ${pkg.name}`;
   const lines = [
     `Package: ${pkg.name}`,
     `Version: ${pkg.version}`,
     `Architecture: ${pkg.name === "cuda-keyring" ? "all" : architecture}`,
-    "Maintainer: gpuhost stand-ins <gpuhost@localhost>",
+    `Maintainer: ${contents === "wheels" ? "gpuhost (NVIDIA's files repackaged)" : "gpuhost stand-ins"} <gpuhost@localhost>`,
     ...(pkg.depends.length > 0 ? [`Depends: ${pkg.depends.join(", ")}`] : []),
-    `Description: ${STANDIN_MARKER} for NVIDIA's ${pkg.name}`,
+    `Description: ${description}`,
   ];
   return `${lines.join("\n")}\n`;
 }

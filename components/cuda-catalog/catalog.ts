@@ -1,7 +1,8 @@
 // Loader for THE toolkit description (cuda.yaml): packages, versions, dependencies, files.
 // Everything that needs to know what CUDA 13.0 consists of asks this module, so the simulated
-// host (its stand-in packages: sim-host/standin.ts), verification, the drift probe and `gpuhost
-// doctor` cannot disagree. No Pulumi import: dynamic providers and the CLI load it from dist/.
+// host (its stand-in packages: sim-host/standin.ts), the test host's .debs (built from NVIDIA's
+// wheels), verification, the drift probe and `gpuhost doctor` cannot disagree. No Pulumi import:
+// dynamic providers and the CLI load it from dist/.
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -24,11 +25,36 @@ export const toolkitFileSchema = z
   .strict()
   .refine((f) => (f.kind === undefined) !== (f.link === undefined), "a file is either a kind or a link");
 
+const wheelPath = z
+  .string()
+  .min(1)
+  .refine((p) => !p.startsWith("/") && !p.split("/").includes(".."), "a relative path without ..");
+
+export const wheelSchema = z
+  .object({
+    version: z.string().regex(/^[0-9][0-9A-Za-z.+!-]*$/, "a wheel version"),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, "64 lowercase hex digits"),
+    prefix: wheelPath.describe("The folder inside the wheel that holds bin/, include/, lib/ (nvidia/cu13)"),
+  })
+  .strict();
+
+export const fromWheelSchema = z
+  .object({
+    wheel: z.string().min(1).describe("A name under wheels:"),
+    from: wheelPath.describe("A file or folder inside the wheel, relative to its prefix"),
+    to: wheelPath.describe("Where it lands, relative to the toolkit root"),
+  })
+  .strict();
+
 export const toolkitPackageSchema = z
   .object({
     toolkit: z.string().optional().describe("Toolkit release this package belongs to; absent for cuda-keyring"),
     version: z.string().regex(/^[0-9][0-9A-Za-z.+~-]*$/, "a Debian version"),
     depends: z.array(packageName).default([]),
+    fromWheel: z
+      .array(fromWheelSchema)
+      .default([])
+      .describe("NVIDIA's files this package holds on the test host; none: stand-ins"),
     files: z.array(toolkitFileSchema).default([]),
   })
   .strict();
@@ -50,6 +76,7 @@ export const toolkitSchema = z
 export const descriptionSchema = z
   .object({
     toolkits: z.record(z.string(), toolkitSchema),
+    wheels: z.record(z.string(), wheelSchema).default({}),
     packages: z.record(packageName, toolkitPackageSchema),
   })
   .strict();
@@ -57,6 +84,8 @@ export const descriptionSchema = z
 export type ToolkitFile = z.infer<typeof toolkitFileSchema>;
 export type ToolkitPackage = z.infer<typeof toolkitPackageSchema> & { name: string };
 export type Toolkit = z.infer<typeof toolkitSchema> & { release: string };
+export type Wheel = z.infer<typeof wheelSchema> & { name: string };
+export type FromWheel = z.infer<typeof fromWheelSchema>;
 export type ToolkitDescription = z.infer<typeof descriptionSchema>;
 
 /** A file as it lands on a host: absolute path, owning package, and what it is. */
@@ -88,6 +117,13 @@ export function parseDescription(text: string): ToolkitDescription {
     }
     if (pkg.toolkit !== undefined && !d.toolkits[pkg.toolkit]) {
       throw new Error(`invalid toolkit description: ${name} names unknown toolkit ${pkg.toolkit}`);
+    }
+    for (const w of pkg.fromWheel) {
+      if (!d.wheels[w.wheel])
+        throw new Error(`invalid toolkit description: ${name} takes from unknown wheel ${w.wheel}`);
+    }
+    if (pkg.fromWheel.length > 0 && pkg.toolkit === undefined) {
+      throw new Error(`invalid toolkit description: ${name} takes wheel files but names no toolkit`);
     }
   }
   for (const [release, tk] of Object.entries(d.toolkits)) {
@@ -171,6 +207,17 @@ export function packageProviding(filePath: string, release?: string): string | u
     if (pkg.files.some((f) => absolutePath(pkg, f) === wanted)) return pkg.name;
   }
   return undefined;
+}
+
+/** The pinned wheels, by name. */
+export function wheels(): Wheel[] {
+  return Object.entries(loadDescription().wheels).map(([name, w]) => ({ ...w, name }));
+}
+
+/** The wheels a set of packages takes files from, by name. */
+export function wheelsOf(packageNames: string[]): Wheel[] {
+  const names = new Set(packageNames.flatMap((n) => getPackage(n).fromWheel.map((w) => w.wheel)));
+  return wheels().filter((w) => names.has(w.name));
 }
 
 /** The toolkit packages by the trap name (e.g. "nvcc-only") with their dependency closure. */

@@ -46,7 +46,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
   public readonly packageVersions: pulumi.Output<Record<string, string>>;
   /** Hash of release + sorted package versions: key for FlashInfer's JIT cache, compared by the drift probe. */
   public readonly fingerprint: pulumi.Output<string>;
-  /** What the proof-by-execution step did ("ran: ...", "compiled (no GPU to run it on)", "skipped"). */
+  /** What the proof-by-execution step did ("ran: ...", "compiled and linked with nvcc 13.0.88; not run: no GPU", "skipped"). */
   public readonly proof: pulumi.Output<string>;
   /** Its share of ToolkitState: what it installed, and the steps that repair it (cudaToolkitDrift). */
   public readonly drift: DriftFragment;

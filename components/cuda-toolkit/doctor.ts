@@ -1,10 +1,14 @@
 // CudaToolkit's checks on this machine, without Pulumi (`gpuhost doctor`, cli/doctor.ts). CUDA is resolved the way FlashInfer's get_cuda_path() does
 // (CUDA_HOME, CUDA_PATH, dirname of `which nvcc`, /usr/local/cuda) and every missing piece is
-// reported with the package that provides it. `root` inspects a simulated host folder instead of /.
+// reported with the package that provides it. Then the toolkit found compiles the same proof
+// program CudaToolkit's verify.sh does (proof/curand_cublas.cu), so the compiler itself has the
+// last word; it runs only where there are GPUs. `root` inspects a simulated host folder instead of /.
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
-import { requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
+import { packageProviding, requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
+import { proofSource } from "./plan";
 
 export interface DoctorFinding {
   /** What is wrong, e.g. "missing include/curand.h". */
@@ -13,6 +17,13 @@ export interface DoctorFinding {
   package?: string;
   /** A command or step that fixes it. */
   fix?: string;
+}
+
+/** What the proof program did. Never "ran" unless it ran. */
+export interface DoctorProof {
+  status: "ran" | "compiled" | "compile-failed" | "run-failed" | "skipped";
+  /** One line: the program's output, the compiler's first error, or why it did not run. */
+  detail: string;
 }
 
 export interface DoctorReport {
@@ -26,6 +37,7 @@ export interface DoctorReport {
   nvccVersion: string | null;
   usrLocalCuda: string | null;
   gpus: { driver: string; computeCapability: string }[];
+  proof: DoctorProof;
   problems: DoctorFinding[];
   warnings: string[];
 }
@@ -36,6 +48,94 @@ export interface DoctorOptions {
   env: NodeJS.ProcessEnv;
   /** Folder standing for / (the simulated host); "" for the real machine. */
   root: string;
+  /** Compile (and on GPUs run) the proof program with the toolkit found; default true. */
+  proof?: boolean;
+}
+
+/** The bound on compiling the proof: the real nvcc takes seconds, a busy 2-core host tens of them. */
+const PROOF_COMPILE_TIMEOUT_MS = 300_000;
+const PROOF_RUN_TIMEOUT_MS = 120_000;
+
+function firstLine(text: string): string {
+  const lines = text.split("\n").map((l) => l.trim());
+  return lines.find((l) => /error|cannot find/.test(l)) ?? lines.find(Boolean) ?? "(no output)";
+}
+
+function processOutput(err: unknown): string {
+  const e = err as { stdout?: string; stderr?: string; message?: string };
+  return `${e.stderr ?? ""}${e.stdout ?? ""}` || (e.message ?? String(err));
+}
+
+/**
+ * Compiles proof/curand_cublas.cu with <home>/bin/nvcc the way verify.sh does, and runs it only
+ * where GPUs were found (or when the simulated host's stand-in nvcc made a script). A compile
+ * failure names the package providing the missing header or library.
+ */
+function runProof(
+  root: string,
+  home: string,
+  release: string,
+  nvccVersion: string | null,
+  gpuCount: number,
+  env: NodeJS.ProcessEnv,
+): { proof: DoctorProof; finding?: DoctorFinding & { missingPath?: string } } {
+  const nvcc = onHost(root, path.posix.join(home, "bin", "nvcc"));
+  if (!fs.existsSync(nvcc)) return { proof: { status: "skipped", detail: "not compiled: no nvcc" } };
+  // nvcc calls the host compiler (gcc) by PATH: the system folders stay reachable whatever PATH is
+  const compileEnv = { ...env, PATH: [env.PATH, "/usr/local/bin:/usr/bin:/bin"].filter(Boolean).join(":") };
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-proof-"));
+  try {
+    fs.writeFileSync(path.join(work, "proof.cu"), proofSource());
+    try {
+      execFileSync(nvcc, ["-o", "proof", "proof.cu", "-lcurand", "-lcublas"], {
+        cwd: work,
+        encoding: "utf8",
+        timeout: PROOF_COMPILE_TIMEOUT_MS,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: compileEnv,
+      });
+    } catch (err) {
+      const first = firstLine(processOutput(err));
+      const header = /fatal error: ([^:]+): No such file or directory/.exec(first)?.[1];
+      const lib = /cannot find -l(\S+)/.exec(first)?.[1];
+      const missing = header ? `include/${header}` : lib ? `lib64/lib${lib}.so` : undefined;
+      const pkg = missing ? packageProviding(missing, release) : undefined;
+      const where = missing && pkg ? ` (${path.posix.join(home, missing)} is provided by package ${pkg})` : "";
+      return {
+        proof: { status: "compile-failed", detail: `not compiled: ${first}${where}` },
+        finding: {
+          problem: `the proof program does not compile: ${first}`,
+          package: pkg,
+          fix: pkg && `apt-get install ${pkg}`,
+          missingPath: missing && path.posix.join(home, missing),
+        },
+      };
+    }
+    const binary = path.join(work, "proof");
+    const standin = fs.readFileSync(binary).subarray(0, 2).toString() === "#!";
+    const version = nvccVersion?.replace(/^V/, "") ?? "unknown";
+    if (gpuCount === 0 && !standin) {
+      return { proof: { status: "compiled", detail: `compiled and linked with nvcc ${version}; not run: no GPU` } };
+    }
+    try {
+      const libDir = onHost(root, path.posix.join(home, "lib64"));
+      const out = execFileSync(binary, [], {
+        encoding: "utf8",
+        timeout: PROOF_RUN_TIMEOUT_MS,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...compileEnv, LD_LIBRARY_PATH: [libDir, env.LD_LIBRARY_PATH].filter(Boolean).join(":") },
+      });
+      return { proof: { status: "ran", detail: `ran: ${out.trim().replace(/\n/g, " ")}` } };
+    } catch (err) {
+      const out = processOutput(err).trim().replace(/\n/g, " ");
+      return {
+        proof: { status: "run-failed", detail: `compiled, failed when run: ${out}` },
+        finding: { problem: `the proof program compiled but failed when run: ${out}` },
+      };
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
 }
 
 const onHost = (root: string, p: string) => (root ? path.join(root, p) : p);
@@ -123,6 +223,7 @@ export function doctor(opts: DoctorOptions): DoctorReport {
     nvccVersion: null,
     usrLocalCuda,
     gpus: gpus(env),
+    proof: { status: "skipped", detail: "not compiled" },
     problems,
     warnings,
   };
@@ -206,6 +307,18 @@ export function doctor(opts: DoctorOptions): DoctorReport {
         fix: "install an R580 (or newer) NVIDIA driver",
       });
     }
+  }
+  if (opts.proof !== false && release !== null) {
+    const { proof, finding } = runProof(root, home, tk.release, version, report.gpus.length, env);
+    report.proof = proof;
+    // A missing file already reported above is not reported twice; the compiler's line is in `proof`.
+    const known = finding?.missingPath && problems.some((p) => p.problem === `missing ${finding.missingPath}`);
+    if (finding && !known) {
+      const { missingPath: _unused, ...rest } = finding;
+      problems.push(rest);
+    }
+  } else if (opts.proof === false) {
+    report.proof = { status: "skipped", detail: "not compiled (--no-proof)" };
   }
   report.healthy = problems.length === 0;
   return report;

@@ -5,6 +5,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  allPackages,
   filesOf,
   packageProviding,
   packagesOf,
@@ -12,6 +13,8 @@ import {
   requiredFiles,
   toolkit,
   trapPackages,
+  wheels,
+  wheelsOf,
 } from "../../components/cuda-catalog/catalog";
 import { controlFile, standinContent, standinNvcc, STANDIN_MARKER, writeStandinTrees } from "../../sim-host/standin";
 
@@ -131,6 +134,15 @@ describe("stand-in contents", () => {
       "Depends: cuda-cudart-dev-13-0, libcurand-dev-13-0, libcublas-dev-13-0, libcusparse-dev-13-0\n",
     );
     expect(controlFile("cuda-keyring")).toContain("Architecture: all");
+    // the test host's packages that hold NVIDIA's files say so, naming the wheel and its version
+    expect(controlFile("libcurand-dev-13-0", "amd64", "wheels")).toContain(
+      "Description: NVIDIA's libcurand-dev-13-0 files, repackaged by gpuhost from the wheel(s) nvidia-curand 10.4.0.35\n",
+    );
+    expect(controlFile("libcurand-dev-13-0")).toContain(
+      `Description: ${STANDIN_MARKER} for NVIDIA's libcurand-dev-13-0`,
+    );
+    // a package without wheel files stays a stand-in whatever is asked
+    expect(controlFile("cuda-sanitizer-13-0", "amd64", "wheels")).toContain(STANDIN_MARKER);
   });
 
   it("writeStandinTrees writes dpkg-deb source trees, idempotently", () => {
@@ -167,5 +179,56 @@ describe("validation", () => {
       /either a kind or a link/,
     );
     expect(() => parseDescription(minimal("  a-pkg: { version: '1', colour: red }\n"))).toThrow(/colour/);
+  });
+
+  it("refuses a wheel pin without a full sha256, a path out of the wheel and an unknown wheel", () => {
+    const wheel = (sha: string) =>
+      `toolkits: {}\nwheels:\n  w: { version: '1.0', sha256: ${sha}, prefix: nvidia/cu13 }\n`;
+    expect(() => parseDescription(`${wheel("abc")}packages: {}\n`)).toThrow(/wheels\.w\.sha256: 64 lowercase hex/);
+    const sha = "a".repeat(64);
+    const pkg = (from: string, name = "w") =>
+      `${wheel(sha)}packages:\n  pk: { version: '1', fromWheel: [{ wheel: ${name}, from: ${from}, to: lib64 }] }\n`;
+    expect(() => parseDescription(pkg("../etc"))).toThrow(/packages\.pk\.fromWheel\.0\.from: a relative path/);
+    expect(() => parseDescription(pkg("lib", "ghost"))).toThrow(/pk takes from unknown wheel ghost/);
+    expect(() => parseDescription(pkg("lib"))).toThrow(/pk takes wheel files but names no toolkit/);
+  });
+});
+
+describe("NVIDIA's wheels behind the test host's packages", () => {
+  it("pins the wheels of the issue's versions, nvcc's matching the catalogue's nvcc line", () => {
+    const pinned = Object.fromEntries(wheels().map((w) => [w.name, w.version]));
+    expect(pinned).toMatchObject({
+      "nvidia-cuda-nvcc": "13.0.88",
+      "nvidia-cuda-crt": "13.0.88",
+      "nvidia-nvvm": "13.0.88",
+      "nvidia-cuda-runtime": "13.0.96",
+      "nvidia-curand": "10.4.0.35",
+      "nvidia-cublas": "13.0.2.14",
+      "nvidia-cusparse": "12.6.3.3",
+    });
+    expect(toolkit("13.0").nvccVersion).toBe(`V${pinned["nvidia-cuda-nvcc"]}`);
+  });
+
+  it("every regular file a wheel-built package names lies under one of its fromWheel targets", () => {
+    for (const pkg of allPackages().filter((p) => p.fromWheel.length > 0)) {
+      for (const f of pkg.files.filter((x) => x.link === undefined)) {
+        const covered = pkg.fromWheel.some((w) => f.path === w.to || f.path.startsWith(`${w.to}/`));
+        expect(covered, `${pkg.name}: ${f.path}`).toBe(true);
+      }
+    }
+  });
+
+  it("the nvcc-only trap takes nvcc, its headers, nvvm, cudart and cccl from the wheels, no curand/cublas/cusparse", () => {
+    const names = wheelsOf(trapPackages("13.0", "nvcc-only")).map((w) => w.name);
+    expect(names.sort()).toEqual([
+      "nvidia-cuda-cccl",
+      "nvidia-cuda-crt",
+      "nvidia-cuda-nvcc",
+      "nvidia-cuda-runtime",
+      "nvidia-nvvm",
+    ]);
+    expect(wheelsOf(packagesOf("cuda-toolkit-13-0")).length).toBe(wheels().length);
+    // the 12.8 toolkit (the story's stale /usr/local/cuda) stays stand-ins
+    expect(wheelsOf(packagesOf("cuda-toolkit-12-8"))).toEqual([]);
   });
 });

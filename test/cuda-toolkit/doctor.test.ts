@@ -79,6 +79,24 @@ describe("gpuhost doctor", () => {
     ]);
   });
 
+  it("compiles the proof program with the toolkit it finds and reports the compiler's verdict", () => {
+    // The simulated host's stand-in nvcc makes a script that says it ran no GPU code.
+    const ok = doctor({ expectRelease: "13.0", env: noPath, root: healthy });
+    expect(ok.proof.status).toBe("ran");
+    expect(ok.proof.detail).toMatch(/^ran: gpuhost stand-in binary: proof\.cu compiled against .*cuda-13\.0/);
+    const r = doctor({ expectRelease: "13.0", env: noPath, root: broken });
+    expect(r.proof.status).toBe("compile-failed");
+    expect(r.proof.detail).toMatch(
+      /^not compiled: proof\.cu:\d+:10: fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda\/include\/curand\.h is provided by package libcurand-dev-13-0\)$/,
+    );
+    // the missing header is one problem, not one per check that met it
+    expect(r.problems).toHaveLength(1);
+    expect(doctor({ expectRelease: "13.0", env: noPath, root: broken, proof: false }).proof).toEqual({
+      status: "skipped",
+      detail: "not compiled (--no-proof)",
+    });
+  });
+
   it("detects /usr/local/cuda pointing at 12.8 and CUDA_HOME/PATH disagreeing", () => {
     const r = doctor({ expectRelease: "13.0", env: { PATH: "/usr/local/cuda-13.0/bin" }, root: trap });
     // nvcc on PATH wins over /usr/local/cuda, so this resolves to 13.0 but warns.
@@ -112,6 +130,7 @@ describe("gpuhost doctor", () => {
       expect(out.join("")).toContain(
         "problem: missing /usr/local/cuda/include/curand.h, provided by package libcurand-dev-13-0",
       );
+      expect(out.join("")).toMatch(/^proof: not compiled: proof\.cu:\d+:10: fatal error: curand\.h/m);
       out.length = 0;
       expect(
         await doctorMain(["--json", "--cuda-home", "/usr/local/cuda-13.0"], { ...noPath, GPUHOST_ROOT: broken }),

@@ -1,28 +1,34 @@
 /**
- * The test host's local apt repository: stand-in .deb packages built with dpkg-deb from THE toolkit
+ * The test host's local apt repository: .deb packages built with dpkg-deb from THE toolkit
  * description (components/cuda-catalog/cuda.yaml through its loader), laid out like NVIDIA's flat CUDA
  * repository (`deb [signed-by=...] URL /`), signed with a throwaway GPG key and served over HTTP
  * on 127.0.0.1. A cuda-keyring package installs the keyring and the sources entry, as NVIDIA's does.
  *
- * The toolkit .debs and the key are cached (keyed by the description, the stand-in nvcc and the
- * scripts below); the keyring package, the index and the signatures are made per serve because the
- * sources entry names the port the repository is served on.
+ * A package whose description has `fromWheel:` entries holds NVIDIA's own files (nvcc, headers,
+ * libraries) from the pinned wheels (cuda-wheels.ts), at the paths NVIDIA's .debs use, with the
+ * links the wheels lack; the others (meta packages, the 12.8 toolkit, cuobjdump, compute-sanitizer,
+ * version.json, nvml.h) hold the description's stand-ins.
+ *
+ * The toolkit .debs and the key are cached (keyed by the description, whose wheel pins include
+ * their sha256, the stand-in nvcc and the scripts below); the keyring package, the index and the
+ * signatures are made per serve because the sources entry names the port the repository is served on.
  */
 import { createHash } from "node:crypto";
 import { existsSync, promises as fs } from "node:fs";
 import * as path from "node:path";
 import * as toolkitDescription from "../../components/cuda-catalog/catalog";
 import * as standins from "../../sim-host/standin";
+import { fetchWheels, unpackWheel } from "./cuda-wheels";
 import { run, withLock } from "./proc";
 import { serveDirectory, StaticServer } from "./static-server";
 
 /** Where NVIDIA's cuda-keyring for debian12/x86_64 puts its sources entry. */
 export const CUDA_SOURCES_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list";
 const KEY_UID = "gpuhost test repository (throwaway, tests only) <gpuhost-test-repo@localhost>";
-/** Bumped when maintainer scripts or the build below change, so the cache key follows them. */
-const BUILDER_VERSION = 1;
+/** Bumped when the build below changes, so the cache key follows it (scripts and control files are hashed). */
+const BUILDER_VERSION = 2;
 
-export interface StandinDebs {
+export interface ToolkitDebs {
   /** Folder of <package>_<version>_<arch>.deb files (every package but cuda-keyring). */
   debDir: string;
   gnupgHome: string;
@@ -101,6 +107,9 @@ function cacheKey(): string {
   h.update(toolkitDescription.descriptionHash());
   for (const release of toolkitDescription.toolkitReleases()) h.update(standins.standinNvcc(release));
   for (const tk of alternativesOwners().values()) h.update(JSON.stringify(maintainerScripts(tk)));
+  for (const pkg of toolkitDescription.allPackages()) {
+    h.update(standins.controlFile(pkg.name, "amd64", pkg.fromWheel.length > 0 ? "wheels" : "standin"));
+  }
   h.update(String(BUILDER_VERSION));
   return h.digest("hex").slice(0, 12);
 }
@@ -118,16 +127,48 @@ async function gpg(home: string, args: string[], input?: string): Promise<string
 }
 
 async function buildDeb(tree: string, outDir: string): Promise<void> {
-  // gzip: the payloads are tiny text files, and xz would only cost time on a 2-core runner
-  await run("dpkg-deb", ["--root-owner-group", "-Zgzip", "--build", tree, outDir]);
+  // zstd at a low level: NVIDIA's libraries run to 540 MB, and xz would cost minutes on a 2-core
+  // runner for every cache rebuild; dpkg reads zstd since Debian 12
+  await run("dpkg-deb", ["--root-owner-group", "-Zzstd", "-z3", "--build", tree, outDir], { timeoutMs: 10 * 60_000 });
+}
+
+/**
+ * Writes the dpkg-deb trees of the packages holding NVIDIA's files: each `fromWheel:` entry moved
+ * out of the unpacked wheels to its path under the toolkit root, then the description's links made
+ * beside them; a regular file the description names must have come from a wheel.
+ */
+async function writeWheelTrees(trees: string, names: string[], unpacked: string): Promise<void> {
+  const wheels = new Map(toolkitDescription.wheels().map((w) => [w.name, w]));
+  for (const name of names) {
+    const pkg = toolkitDescription.getPackage(name);
+    const tree = path.join(trees, name);
+    const root = path.join(tree, toolkitDescription.toolkit(pkg.toolkit!).root);
+    await fs.mkdir(path.join(tree, "DEBIAN"), { recursive: true });
+    await fs.writeFile(path.join(tree, "DEBIAN/control"), standins.controlFile(name, "amd64", "wheels"));
+    for (const take of pkg.fromWheel) {
+      const source = path.join(unpacked, take.wheel, wheels.get(take.wheel)!.prefix, take.from);
+      if (!existsSync(source)) throw new Error(`${name}: the wheel ${take.wheel} has no ${take.from}`);
+      await fs.mkdir(path.dirname(path.join(root, take.to)), { recursive: true });
+      await fs.rename(source, path.join(root, take.to));
+    }
+    for (const resolved of toolkitDescription.filesOf(name)) {
+      const target = path.join(tree, resolved.path);
+      if (resolved.file.link !== undefined) {
+        await fs.mkdir(path.dirname(target), { recursive: true });
+        await fs.symlink(resolved.file.link, target);
+      } else if (!existsSync(target)) {
+        throw new Error(`${name}: ${resolved.path} is in the description, but no fromWheel entry provides it`);
+      }
+    }
+  }
 }
 
 /** Builds (or finds cached) the toolkit .debs and the throwaway signing key. */
-export async function buildStandinDebs(
+export async function buildToolkitDebs(
   cacheDir = process.env.GPUHOST_TESTHOST_CACHE ?? "/var/cache/gpuhost/testhost",
-): Promise<StandinDebs> {
+): Promise<ToolkitDebs> {
   const dir = path.join(cacheDir, `apt-${cacheKey()}`);
-  const result = async (built: boolean): Promise<StandinDebs> => ({
+  const result = async (built: boolean): Promise<ToolkitDebs> => ({
     debDir: path.join(dir, "debs"),
     gnupgHome: path.join(dir, "gnupg"),
     publicKeyring: await fs.readFile(path.join(dir, "repo-keyring.gpg")),
@@ -135,7 +176,7 @@ export async function buildStandinDebs(
   });
   if (existsSync(path.join(dir, "complete"))) return result(false);
   await fs.mkdir(cacheDir, { recursive: true });
-  return withLock(`${dir}.lock`, 10 * 60_000, async () => {
+  return withLock(`${dir}.lock`, 30 * 60_000, async () => {
     if (existsSync(path.join(dir, "complete"))) return result(false);
     await fs.rm(dir, { recursive: true, force: true });
     const trees = path.join(dir, "trees");
@@ -145,7 +186,16 @@ export async function buildStandinDebs(
       .allPackages()
       .map((p) => p.name)
       .filter((n) => n !== "cuda-keyring");
-    standins.writeStandinTrees(trees, names);
+    const real = names.filter((n) => toolkitDescription.getPackage(n).fromWheel.length > 0);
+    standins.writeStandinTrees(
+      trees,
+      names.filter((n) => !real.includes(n)),
+    );
+    const unpacked = path.join(dir, "wheels");
+    const fetched = await fetchWheels(toolkitDescription.wheelsOf(real));
+    for (const [wheel, file] of fetched.files) await unpackWheel(file, path.join(unpacked, wheel));
+    await writeWheelTrees(trees, real, unpacked);
+    await fs.rm(unpacked, { recursive: true, force: true });
     for (const [name, tk] of alternativesOwners()) {
       const scripts = maintainerScripts(tk);
       await fs.writeFile(path.join(trees, name, "DEBIAN/postinst"), scripts.postinst, { mode: 0o755 });
@@ -154,7 +204,7 @@ export async function buildStandinDebs(
     for (const name of names) await buildDeb(path.join(trees, name), debs);
     await fs.rm(trees, { recursive: true, force: true });
 
-    // a fresh key per cache: it signs nothing but this stand-in repository
+    // a fresh key per cache: it signs nothing but this test repository
     const home = path.join(dir, "gnupg");
     await fs.mkdir(home, { mode: 0o700 });
     await gpg(home, ["--quick-gen-key", KEY_UID, "ed25519", "sign", "never"]);
@@ -179,7 +229,7 @@ async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
 }
 
 /**
- * Serves the stand-in repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
+ * Serves the repository on 127.0.0.1: builds the cuda-keyring package for this port, indexes
  * with dpkg-scanpackages, writes Release with apt-ftparchive and signs it (InRelease, Release.gpg).
  */
 export async function serveAptRepo(
@@ -189,12 +239,12 @@ export async function serveAptRepo(
     /**
      * The repository as the host will reach it when it is copied onto the host (copyOntoHost), e.g.
      * file:///srv/gpuhost-apt/: gpuhost takes package sources over https or file:// only. The
-     * loopback HTTP server still runs for tests of the stand-ins themselves.
+     * loopback HTTP server still runs for tests of the repository itself.
      */
     fileUrl?: string;
   } = {},
 ): Promise<AptRepo> {
-  const debs = await buildStandinDebs(opts.cacheDir);
+  const debs = await buildToolkitDebs(opts.cacheDir);
   const dir = await fs.mkdtemp(path.join(opts.workRoot ?? "/tmp", "gpuhost-aptrepo-"));
   let server: StaticServer | undefined;
   try {
@@ -228,7 +278,7 @@ export async function serveAptRepo(
         "-o",
         "APT::FTPArchive::Release::Origin=gpuhost-standin",
         "-o",
-        "APT::FTPArchive::Release::Label=gpuhost stand-in CUDA",
+        "APT::FTPArchive::Release::Label=gpuhost test CUDA repository",
         "release",
         ".",
       ],

@@ -1,25 +1,31 @@
 /**
- * The stand-in CUDA repository on a real Debian host: NVIDIA's install path (cuda-keyring, a signed
- * flat repository, apt-get), the story's nvcc-only trap failing on curand.h, the full toolkit fixing
- * it, and /usr/local/cuda managed by update-alternatives (12.8 pointing it at itself).
+ * The test host's CUDA repository on a real Debian host: NVIDIA's install path (cuda-keyring, a signed
+ * flat repository, apt-get), with NVIDIA's own nvcc, headers and libraries in the 13.0 packages (from
+ * the pinned wheels, apt-repo.ts). The story's nvcc-only trap fails in the real compiler on curand.h
+ * and gpuhost names the package; the full toolkit compiles and links CudaToolkit's proof program with
+ * Debian's g++, and reports it not run (no GPU here); /usr/local/cuda is managed by update-alternatives
+ * (12.8, still stand-ins, pointing it at itself).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { doctor } from "../../components/cuda-toolkit/doctor";
 import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
-import { readScript } from "../../components/host/script";
+import { parseKeyValues, readScript } from "../../components/host/script";
 import { packagesOf, toolkit, trapPackages } from "../../components/cuda-catalog/catalog";
+import { STANDIN_MARKER } from "../../sim-host/standin";
 import { serveAptRepo, AptRepo } from "./apt-repo";
 import { bootTestHost, requireTestHost, TestHost } from "./harness";
 
 const enabled = requireTestHost();
 
 // What FlashInfer's sampling kernels start with (include/flashinfer/sampling.cuh includes <curand.h>).
-const SAMPLING_CU = "#include <cuda_runtime.h>\n#include <curand.h>\n__global__ void sample() {}\n";
+const SAMPLING_CU =
+  "#include <cuda_runtime.h>\n#include <curand.h>\n__global__ void sample() {}\nint main() { return 0; }\n";
 const APT = "DEBIAN_FRONTEND=noninteractive apt-get -y -q";
 const STEP = 180_000; // apt on a busy 2-core runner
 
-describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", () => {
+describe.runIf(enabled)("CUDA apt repository with NVIDIA's files on a real Debian host", () => {
   let repo: AptRepo;
   let host: TestHost;
 
@@ -34,10 +40,10 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     await repo?.close();
   }, 60_000);
 
-  /** CudaToolkit's install step, as a root SSH session runs it. */
-  const runInstall = () => {
-    const install = toolkitPlan(cudaToolkitOptionsSchema.parse({})).install;
-    const script = readScript(install.script);
+  /** A CudaToolkit step (install.sh, verify.sh), as a root SSH session runs it. */
+  const runStep = (step: "install" | "verify") => {
+    const planned = toolkitPlan(cudaToolkitOptionsSchema.parse({}))[step];
+    const script = readScript(planned.script);
     const conn = {
       kind: "ssh" as const,
       host: host.host,
@@ -46,8 +52,17 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
       privateKey: host.privateKey,
       hostKey: host.hostKey,
     };
-    return execOnHost(conn, script.text, install.args, { timeoutMs: STEP, scriptName: script.name });
+    return execOnHost(conn, script.text, planned.args, { timeoutMs: STEP, scriptName: script.name });
   };
+  const runInstall = () => runStep("install");
+  /** gpuhost doctor on the host's files from this machine (its root folder), the proof program included. */
+  const doctorOnHost = () =>
+    doctor({
+      expectRelease: "13.0",
+      cudaHome: "/usr/local/cuda-13.0",
+      env: { PATH: "/usr/bin:/bin" },
+      root: host.rootDir,
+    });
 
   const compile = (cudaHome: string) =>
     host.exec(`cd /root/src && ${cudaHome}/bin/nvcc -arch=sm_120 -o sampling sampling.cu && ./sampling`);
@@ -90,11 +105,39 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
       expect((await host.exec("dpkg-query -W -f='${Status}' libcurand-dev-13-0")).stdout).not.toContain(
         "install ok installed",
       );
+      // NVIDIA's compiler, not a stand-in: an ELF binary printing the catalogue's build line
+      expect((await host.execOk("head -c4 /usr/local/cuda-13.0/bin/nvcc | tail -c3")).stdout).toBe("ELF");
       const version = await host.execOk("/usr/local/cuda-13.0/bin/nvcc --version");
       expect(version.stdout).toContain(`Cuda compilation tools, release 13.0, ${toolkit("13.0").nvccVersion}`);
+      expect(version.stdout).toContain(`Build ${toolkit("13.0").nvccBuild}`);
       const r = await compile("/usr/local/cuda-13.0");
       expect(r.code).not.toBe(0);
-      expect(r.stderr).toContain("fatal error: curand.h: No such file or directory");
+      expect(r.stderr).toMatch(/^sampling\.cu:2:10: fatal error: curand\.h: No such file or directory$/m);
+    },
+    STEP,
+  );
+
+  it(
+    "in the trap, CudaToolkit's verify and gpuhost doctor name libcurand-dev-13-0 from the real compiler's error",
+    async () => {
+      const v = await runStep("verify");
+      expect(v.code).toBe(1);
+      expect(v.stderr).toMatch(
+        /the proof program does not compile: proof\.cu:\d+:10: fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda-13\.0\/include\/curand\.h is provided by package libcurand-dev-13-0\)/,
+      );
+      expect(parseKeyValues(v.stdout).proof).toBe("compile-failed");
+      const d = doctorOnHost();
+      expect(d.release).toBe("13.0");
+      expect(d.proof.status).toBe("compile-failed");
+      expect(d.proof.detail).toMatch(
+        /fatal error: curand\.h: No such file or directory \(\/usr\/local\/cuda-13\.0\/include\/curand\.h is provided by package libcurand-dev-13-0\)$/,
+      );
+      expect(d.problems).toContainEqual(
+        expect.objectContaining({
+          problem: "missing /usr/local/cuda-13.0/include/curand.h",
+          package: "libcurand-dev-13-0",
+        }),
+      );
     },
     STEP,
   );
@@ -111,7 +154,34 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
       expect((await host.execOk("readlink -f /usr/local/cuda")).stdout.trim()).toBe("/usr/local/cuda-13.0");
       const r = await compile("/usr/local/cuda");
       expect(r.stderr).toBe("");
-      expect(r.stdout).toContain("compiled against /usr/local/cuda-13.0");
+      expect(r.code).toBe(0);
+      // what was compiled is an x86-64 program, linked by Debian's ld
+      expect((await host.execOk("head -c4 /root/src/sampling | tail -c3")).stdout).toBe("ELF");
+      // NVIDIA's headers and libraries, the unversioned links the wheels lack made beside them
+      const header = (await host.execOk("cat /usr/local/cuda-13.0/include/cublas_v2.h")).stdout;
+      expect(header).not.toContain(STANDIN_MARKER);
+      expect(header).toContain("NVIDIA");
+      expect((await host.execOk("readlink -f /usr/local/cuda-13.0/lib64/libcublas.so")).stdout.trim()).toBe(
+        "/usr/local/cuda-13.0/lib64/libcublas.so.13.0.2.14",
+      );
+    },
+    STEP,
+  );
+
+  it(
+    "CudaToolkit's proof program is compiled and linked by NVIDIA's nvcc against curand and cublas, and not run: no GPU",
+    async () => {
+      const v = await runStep("verify");
+      expect(v.stderr).toBe("");
+      expect(v.code).toBe(0);
+      const kv = parseKeyValues(v.stdout);
+      expect(kv.verified).toBe("yes");
+      expect(kv.gpus).toBe("0");
+      expect(kv.proof).toBe("compiled and linked with nvcc 13.0.88; not run: no GPU");
+      // doctor runs the same program with the toolkit it finds, and says the same
+      const d = doctorOnHost();
+      expect(d.problems).toEqual([]);
+      expect(d.proof).toEqual({ status: "compiled", detail: "compiled and linked with nvcc 13.0.88; not run: no GPU" });
     },
     STEP,
   );
@@ -147,7 +217,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
     "removing the toolkits unregisters the alternative: no /usr/local/cuda is left",
     async () => {
       await host.execOk(
-        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`,
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' libnvvm-13-0 'cuda-*-12-8' 'libcu*-12-8' cuda-toolkit-13-0-config-common cuda-toolkit-12-8-config-common`,
       );
       expect((await host.exec("test -e /usr/local/cuda")).code).not.toBe(0);
       expect((await host.exec("update-alternatives --query cuda")).code).not.toBe(0);
@@ -187,7 +257,7 @@ describe.runIf(enabled)("stand-in CUDA apt repository on a real Debian host", ()
       // skips it and apt takes its recorded version as present, so a plain install of the meta
       // package failed configuring cuda-command-line-tools ("cuda-sanitizer-13-0 is not installed").
       await host.execOk(
-        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' cuda-toolkit-13-0-config-common && cd /tmp && rm -f ./*.deb && ` +
+        `${APT} purge 'cuda-*-13-0' 'libcu*-13-0' libnvvm-13-0 cuda-toolkit-13-0-config-common && cd /tmp && rm -f ./*.deb && ` +
           `${APT} download cuda-sanitizer-13-0 cuda-command-line-tools-13-0 && dpkg --unpack cuda-sanitizer-13-0_*.deb cuda-command-line-tools-13-0_*.deb && ` +
           `sed -i '/^Package: cuda-sanitizer-13-0$/,/^$/s/^Status: .*/Status: install reinstreq half-installed/' /var/lib/dpkg/status && ` +
           `dpkg -L cuda-sanitizer-13-0 | while read -r f; do if [ -f "$f" ]; then rm -f "$f"; fi; done`,

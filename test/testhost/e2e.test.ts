@@ -1,6 +1,7 @@
 /**
  * End to end on a real Debian host: the real gpuhost program under the real Pulumi engine, over SSH,
- * on a `testhost` stack (stand-in CUDA packages and Python stack, see README.md). One host, in order:
+ * on a `testhost` stack (NVIDIA's CUDA 13.0 files in the test host's packages, stand-in Python stack,
+ * see README.md). One host, in order:
  * fresh up, no-op up, drift seen by refresh and repaired by up, service switch, a crash on first
  * generation failing up, destroy. Each step relies on the ones before it.
  */
@@ -43,12 +44,19 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
       expect(out.benchComplete).toBe(true);
       expect(out.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
       expect(out.nvccVersion).toBe("V13.0.88");
+      // NVIDIA's nvcc built the proof program; no GPU here, so it says it did not run it
+      expect(out.toolkitProof).toBe("compiled and linked with nvcc 13.0.88; not run: no GPU");
       expect(out.activeUnit).toBe("sglang-autoregressive.service");
       expect(await sh("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).toBe("install ok installed");
       expect(await sh("readlink -f /usr/local/cuda")).toBe("/usr/local/cuda-13.0");
       expect(await activeSglangUnits()).toEqual(["sglang-autoregressive.service"]);
-      // apt really read the signed stand-in repository (file:// on the host), signature checked
+      // apt really read the signed repository (file:// on the host), signature checked
       expect(await sh("ls /var/lib/apt/lists/ | grep -c '^_srv_gpuhost-apt_.*InRelease$'")).toBe("1");
+      // the drift baseline holds the hash of NVIDIA's curand.h as installed, not a stand-in's
+      const curand = "/usr/local/cuda-13.0/include/curand.h";
+      expect(await sh(`grep -c 'gpuhost stand-in' ${curand} || true`)).toBe("0");
+      const state = (await f.stack.pulumiOk("stack", "export")).stdout;
+      expect(state).toContain(await sh(`sha256sum ${curand} | cut -d' ' -f1`));
     },
     STEP,
   );

@@ -34,6 +34,9 @@ export const RootfsRecipeSchema = z.object({
       "nodejs",
       // curl for probes the components may run on the host
       "curl",
+      // NVIDIA's nvcc compiles the host half of the toolkit's proof program with the distribution's
+      // g++ (and links with its ld), as on a real Debian 12 GPU host
+      "g++",
     ])
     .describe("Debian packages installed into the tree (debootstrap --include)."),
   mirror: z

@@ -90,28 +90,34 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   done < <(nvidia-smi --query-gpu=driver_version,compute_cap --format=csv,noheader 2>/dev/null || true)
 fi
 
-# 6. Proof by execution: compile (and where possible run) a curand + cublas program.
+# 6. Proof by execution: compile and link a curand + cublas program with this toolkit's nvcc, and run
+# it where there are GPUs. Without one it is reported as compiled, never as run.
 proof_result="skipped"
 if [[ "$proof" == 1 && -x "$nvcc" && -n "$proof_b64" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   base64 -d <<<"$proof_b64" >"$work/proof.cu"
   # Compiled inside its folder so messages name proof.cu, as FlashInfer's would name its sources.
-  if ! (cd "$work" && "$nvcc" -o proof proof.cu -lcurand -lcublas >compile.log 2>&1); then
-    first="$(grep -m1 -E 'error' "$work/compile.log" || head -1 "$work/compile.log")"
+  # Bounded: the real nvcc takes seconds, a busy 2-core host tens of them.
+  if ! (cd "$work" && timeout 300 "$nvcc" -o proof proof.cu -lcurand -lcublas >compile.log 2>&1); then
+    first="$(grep -m1 -E 'error|cannot find' "$work/compile.log" || head -1 "$work/compile.log")"
     header="$(sed -n 's/.*fatal error: \([^:]*\): No such file or directory.*/\1/p' <<<"$first")"
+    lib="$(sed -n 's/.*cannot find -l\([^: ]*\).*/\1/p' <<<"$first")"
     if [[ -n "$header" ]]; then
       problem "the proof program does not compile: ${first} (${root}/include/${header} is provided by package $(provider_of "include/${header}"))"
+    elif [[ -n "$lib" ]]; then
+      problem "the proof program does not link: ${first} (${root}/lib64/lib${lib}.so is provided by package $(provider_of "lib64/lib${lib}.so"))"
     else
       problem "the proof program does not compile: ${first}"
     fi
     proof_result="compile-failed"
   elif [[ "$gpus" -gt 0 || "$(head -c2 "$work/proof")" == "#!" ]]; then
-    # Run on real GPUs, or when the stand-in nvcc (simulated/test host) produced a script.
-    if out="$("$work/proof" 2>&1)"; then proof_result="ran: ${out//$'\n'/ }"
+    # Run on real GPUs, or when the simulated host's stand-in nvcc produced a script.
+    if out="$(LD_LIBRARY_PATH="${CUDA_HOME}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 "$work/proof" 2>&1)"; then
+      proof_result="ran: ${out//$'\n'/ }"
     else problem "the proof program compiled but failed when run: ${out//$'\n'/ }"; proof_result="run-failed"; fi
   else
-    proof_result="compiled (no GPU to run it on)"
+    proof_result="compiled and linked with nvcc ${nvcc_version#V}; not run: no GPU"
   fi
 fi
 

@@ -58,8 +58,9 @@ def compile_sampling_kernels():
     src = os.path.join(out_dir, "sampling.cu")
     with open(src, "w", encoding="utf-8") as f:
         f.write(SAMPLING_SOURCE)
+    # a shared object, as FlashInfer's ninja build links each JIT module (NVIDIA's nvcc on the test host)
     cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-gencode=arch=compute_120,code=sm_120",
-           "-o", built + ".tmp", src]
+           "-Xcompiler", "-fPIC", "-shared", "-o", built + ".tmp", src]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise JitCompileError(f"Ninja build failed: {' '.join(cmd)}\n{proc.stderr}")
