@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the test suite checks against: shellcheck for every host script,
-# systemd (systemd-analyze verify) for every rendered unit, openssh-server for the SSH tests. Installs only what is missing.
+# systemd (systemd-analyze verify) for every rendered unit, openssh-server for the SSH tests,
+# python3-venv for SGLang's own parser (test/sglang/setup-venv.sh). Installs only what is missing.
 set -euo pipefail
-needed=(shellcheck systemd openssh-client openssh-server)
+needed=(shellcheck systemd openssh-client openssh-server python3-venv)
 missing=()
 for pkg in "${needed[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

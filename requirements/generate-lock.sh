@@ -2,8 +2,9 @@
 # Regenerates sglang-0.5.23.lock.txt: the hash lock of gpuhost's default serving pins (torch 2.14.1,
 # sglang 0.5.23, flashinfer-python 0.7.2, ninja 1.13.2) and everything they pull in, for Linux x86_64
 # and CPython 3.11 (Debian 12) and 3.12 (Ubuntu 24.04). pip resolves against the index pip is
-# configured for and reads each file's sha256 from the index (nothing is installed, and only the
-# metadata of the wheels is fetched where the index serves it separately). Needs pip >= 23.
+# configured for and reads each file's sha256 from the index's listing (pip's --report; nothing is
+# installed). Needs pip >= 23. For a labelled torch build from another index, set PIP_EXTRA_INDEX_URL
+# and TORCH (e.g. TORCH=2.14.1+cu130).
 # Usage: bash requirements/generate-lock.sh   (then review the diff: it is what your hosts install)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,7 +22,7 @@ for version in 3.11 3.12; do
   "$python" -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed \
     --only-binary=:all: "${platforms[@]}" --python-version "$version" --implementation cp \
     --target "$work/target-$version" --report "$work/report-$version.json" \
-    torch==2.14.1 sglang==0.5.23 flashinfer-python==0.7.2 ninja==1.13.2
+    "torch==${TORCH:-2.14.1}" sglang==0.5.23 flashinfer-python==0.7.2 ninja==1.13.2
   reports+=("$work/report-$version.json")
 done
 "$python" "$here/lock_from_reports.py" "$here/lock-header.txt" "${reports[@]}" >"$work/lock.txt"

@@ -36,12 +36,15 @@ interface SglangFlag {
 
 let python = "";
 let credentialDir = "";
+// GPUHOST_SGLANG_VENV: judge with another environment holding the same SGLang, e.g. one with PyPI's
+// real torch and its CUDA wheels: the stand-ins then stay off the path.
+const OWN_VENV = process.env.GPUHOST_SGLANG_VENV;
 
 /** One request to parse_units.py, answered by SGLang's parser. */
 function sglang<T>(request: object): T {
   const r = spawnSync(python, [path.join(HERE, "parse_units.py")], {
     input: JSON.stringify(request),
-    env: { ...process.env, PYTHONPATH: path.join(HERE, "standin"), PYTHONDONTWRITEBYTECODE: "1" },
+    env: { ...process.env, PYTHONPATH: OWN_VENV ? "" : path.join(HERE, "standin"), PYTHONDONTWRITEBYTECODE: "1" },
     encoding: "utf8",
     timeout: 120_000,
     maxBuffer: 64 * 1024 * 1024,
@@ -78,12 +81,17 @@ function unitFlags(content: string): string[] {
 
 beforeAll(() => {
   // Once per machine (the cache), minutes the first time: see README "Development".
-  const out = execFileSync("bash", [path.join(HERE, "setup-venv.sh")], {
-    encoding: "utf8",
-    timeout: 1_500_000,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  python = path.join(out.trim().split("\n").pop()!, "bin", "python");
+  const venv =
+    OWN_VENV ??
+    execFileSync("bash", [path.join(HERE, "setup-venv.sh")], {
+      encoding: "utf8",
+      timeout: 1_500_000,
+      stdio: ["ignore", "pipe", "inherit"],
+    })
+      .trim()
+      .split("\n")
+      .pop()!;
+  python = path.join(venv, "bin", "python");
   // The API key file as the host gets it (the real script, under a root folder), named as the unit's
   // credential: SGLang's --config needs the .yaml suffix.
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sglang-"));

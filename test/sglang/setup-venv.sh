@@ -2,7 +2,7 @@
 # The Python environment of test/sglang: the pinned SGLang release and what its argument parser
 # imports (parser-requirements.txt, --no-deps), built once per machine into the cache and reused
 # while that file is unchanged. Prints the venv's path on its last line of stdout.
-# Measured on a fresh 2-core machine: see README "Development" (about 45 MB of wheels, 370 MB installed).
+# Measured: README "Development" (67 MB of wheels, 370 MB installed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${GPUHOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost}"
