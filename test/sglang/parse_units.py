@@ -7,7 +7,10 @@ triton: inert stand-ins, see standin/gpuhost_inert.py). Reads one JSON request o
       Each argv goes through sglang.srt.server_args.prepare_server_args, the function
       `python -m sglang.launch_server` calls: argparse over ServerArgs.add_cli_args, SGLang's
       `--config FILE` merge (ConfigArgumentMerger), then ServerArgs.from_cli_args (the record and its
-      __post_init__). Answers per unit {"name", "ok", "error"?, "args"?}.
+      __post_init__). Answers per unit {"name", "ok", "error"?, "args"?}. A unit with
+      "resolve": true then goes through ServerArgs.resolve_once(), the checks launch_server runs
+      next (model config, device, speculative settings): that needs the real torch and the imports
+      of SGLang's model layers (GPUHOST_SGLANG_VENV in server-args.test.ts), not the stand-ins.
   {"flags": true}
       Every option of SGLang's parser: its option strings, dest, kind (bool: takes no value), the
       value's type name and choices (in the parser's order, which its error messages print).
@@ -61,7 +64,7 @@ FIELDS = (
 )
 
 
-def judge(server_args, argv):
+def judge(server_args, argv, resolve=False):
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -72,7 +75,14 @@ def judge(server_args, argv):
         return {"ok": False, "error": lines[-1] if lines else f"exit {e.code}"}
     except Exception as e:  # SGLang's own ValueErrors (e.g. from its --config merge)
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    return {"ok": True, "args": {f: getattr(record, f, None) for f in FIELDS}}
+    args = {f: getattr(record, f, None) for f in FIELDS}
+    if resolve:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                record.resolve_once()
+        except Exception as e:  # ValueErrors, and what a partial setting crashes with
+            return {"ok": False, "error": f"resolve: {type(e).__name__}: {e}", "args": args}
+    return {"ok": True, "args": args}
 
 
 def flags(server_args):
@@ -104,7 +114,11 @@ def main():
     if request.get("flags"):
         answer = {"flags": flags(server_args)}
     else:
-        answer = {"units": [{"name": u["name"], **judge(server_args, u["argv"])} for u in request["units"]]}
+        answer = {
+            "units": [
+                {"name": u["name"], **judge(server_args, u["argv"], u.get("resolve", False))} for u in request["units"]
+            ]
+        }
     json.dump(answer, sys.stdout, default=str)
 
 

@@ -52,7 +52,8 @@ function sglang<T>(request: object): T {
   if (r.status !== 0) throw new Error(`parse_units.py failed (${r.status ?? r.signal}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(r.stdout) as T;
 }
-const judge = (units: Array<{ name: string; argv: string[] }>) => sglang<{ units: Verdict[] }>({ units }).units;
+const judge = (units: Array<{ name: string; argv: string[]; resolve?: boolean }>) =>
+  sglang<{ units: Verdict[] }>({ units }).units;
 
 /** The words of an ExecStart= value as systemd splits them (the quoting quoteExecWord writes). */
 function execWords(line: string): string[] {
@@ -151,6 +152,69 @@ describe("SGLang 0.5.23's own parser (torch, triton: inert stand-ins) accepts ev
       const sim = unitsOf("sim", { platform: "simulated" }).find((u) => u.kind === real.kind)!;
       expect(unitFlags(sim.content)).toEqual(unitFlags(real.content));
     }
+  });
+});
+
+/** The value after `flag` replaced (the unit's own words otherwise). */
+const withValue = (argv: string[], flag: string, value: string) =>
+  argv.map((w, i) => (i > 0 && argv[i - 1] === flag ? value : w));
+
+// Resolution (ServerArgs.resolve_once, what launch_server runs after parsing) reads the model's
+// config and imports SGLang's model layers: it needs the real torch, so it runs only with a full
+// environment (GPUHOST_SGLANG_VENV; measured with PyPI's torch 2.14.1 and its CUDA wheels, 6.0 GB).
+describe.skipIf(!OWN_VENV)("with a full SGLang environment (GPUHOST_SGLANG_VENV): resolution on CPU", () => {
+  let models = "";
+  beforeAll(() => {
+    // Tiny configs in place of the weights (resolution reads config.json only): a Llama target and
+    // an EAGLE-3 draft.
+    models = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sglang-models-"));
+    const llama = {
+      architectures: ["LlamaForCausalLM"],
+      model_type: "llama",
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_attention_heads: 4,
+      num_key_value_heads: 4,
+      num_hidden_layers: 2,
+      vocab_size: 1000,
+      max_position_embeddings: 2048,
+      rms_norm_eps: 1e-5,
+      torch_dtype: "bfloat16",
+    };
+    for (const [dir, config] of [
+      ["target", llama],
+      ["draft", { ...llama, architectures: ["LlamaForCausalLMEagle3"], num_hidden_layers: 1 }],
+    ] as const) {
+      fs.mkdirSync(path.join(models, dir));
+      fs.writeFileSync(path.join(models, dir, "config.json"), JSON.stringify(config));
+    }
+  });
+
+  it("the story's units resolve with --device cpu added (DFlash: SGLang runs it on CUDA only)", () => {
+    const units = unitsOf("story", { platform: "real" }).map((u) => {
+      let argv = withValue(unitFlags(u.content), "--model-path", path.join(models, "target"));
+      argv = withValue(argv, "--speculative-draft-model-path", path.join(models, "draft"));
+      return { name: u.kind, argv: [...argv, "--device", "cpu"], resolve: true };
+    });
+    const [ar, eagle3, dflash] = judge(units);
+    expect([ar.ok, eagle3.ok]).toEqual([true, true]);
+    expect(dflash.error).toBe(
+      "resolve: ValueError: DFLASH speculative decoding is not supported by SRTPlatform on device 'cpu'.",
+    );
+  });
+
+  it("a partial speculative set, which the schema refuses, crashes SGLang's resolution", () => {
+    const [partial] = judge([
+      {
+        name: "partial",
+        argv: [
+          ...["--model-path", path.join(models, "target"), "--device", "cpu", "--speculative-algorithm", "EAGLE3"],
+          ...["--speculative-draft-model-path", path.join(models, "draft"), "--speculative-num-steps", "3"],
+        ],
+        resolve: true,
+      },
+    ]);
+    expect(partial.error).toMatch(/^resolve: TypeError: '>' not supported between instances of 'NoneType' and 'int'/);
   });
 });
 
