@@ -1,6 +1,6 @@
-"""gpuhost STAND-IN support for torch, triton and torchvision in the SGLang parser test (not PyTorch).
+"""gpuhost STAND-IN support for torch and triton in the SGLang parser test (not PyTorch).
 
-SGLang's argument parser (sglang.srt.server_args) imports torch, triton and torchvision at module
+SGLang's argument parser (sglang.srt.server_args) imports torch and triton at module
 level (device probes, op registration, nn.Module subclasses), but parsing a command line never runs
 a tensor. PyPI's torch cannot even be imported without its CUDA wheels (about 4.2 GB), so the parser
 test puts these stand-ins first on sys.path instead: every attribute that SGLang's import reads and
@@ -73,7 +73,7 @@ class InertModule(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Submodules (torch.distributed, torch.nn.functional, triton.language...) as inert modules."""
 
-    ROOTS = {"torch", "triton", "torchvision"}
+    ROOTS = {"torch", "triton"}
 
     def find_spec(self, name, path, target=None):
         if "." in name and name.split(".", 1)[0] in self.ROOTS:
