@@ -18,7 +18,7 @@ python3 -m venv "$venv" >&2
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all:)
 # The parser's own set, then torch with its dependencies (its CUDA wheels, triton) and transformers.
 "${pip[@]}" --no-deps -r "$here/parser-requirements.txt" >&2
-"${pip[@]}" torch==2.14.1 transformers==5.19.0 apache-tvm-ffi==0.1.11 dill loguru gguf >&2
+"${pip[@]}" torch==2.14.1 transformers==5.19.0 apache-tvm-ffi==0.1.11 IPython dill loguru gguf >&2
 # Imported by SGLang's model configs; their own dependencies would replace the pinned torch.
 "${pip[@]}" --no-deps torchvision==0.29.1 sentencepiece==0.2.1 compressed-tensors==0.18.0 >&2
 touch "$venv/.complete"
