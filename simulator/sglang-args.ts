@@ -8,40 +8,55 @@
  */
 import * as fs from "node:fs";
 import { parse as parseYaml } from "yaml";
+import {
+  ATTENTION_BACKENDS,
+  DTYPES,
+  KV_CACHE_DTYPES,
+  QUANTIZATIONS,
+  REASONING_PARSERS,
+  TOOL_CALL_PARSERS,
+} from "../components/services/sglang-choices";
 import { ALGORITHMS, type Algorithm } from "./speculative";
 
-type Kind = "str" | "int" | "float" | "bool";
+/** SGLang's argparse types; human_int is its human_readable_int (digits, or 32k, 1Mi ...). */
+type Kind = "str" | "int" | "human_int" | "float" | "bool";
 
-interface FlagSpec {
+export interface FlagSpec {
   dest: string;
   kind: Kind;
+  /** SGLang's other option strings for the same dest. */
   aliases?: string[];
-  choices?: string[];
+  /** Spellings argparse reaches only as unambiguous prefixes (`--tp` of `--tp-size`). */
+  abbreviations?: string[];
+  choices?: readonly string[];
 }
 
-/** dest -> spec; the primary flag is `--` + dest with '_' as '-', as SGLang derives it. */
-const FLAGS: FlagSpec[] = [
+/**
+ * dest -> spec; the primary flag is `--` + dest with '_' as '-', as SGLang derives it. Types and
+ * choices are the pinned SGLang's (test/sglang/server-args.test.ts checks them against its parser).
+ */
+export const FLAGS: readonly FlagSpec[] = [
   { dest: "model_path", kind: "str", aliases: ["--model"] },
   { dest: "tokenizer_path", kind: "str" },
   { dest: "served_model_name", kind: "str" },
   { dest: "trust_remote_code", kind: "bool" },
-  { dest: "context_length", kind: "int" },
+  { dest: "context_length", kind: "human_int" },
   { dest: "host", kind: "str" },
   { dest: "port", kind: "int" },
   // `--tp` is how SGLang's docs spell it: argparse accepts the unambiguous prefix of --tp-size.
-  { dest: "tp_size", kind: "int", aliases: ["--tensor-parallel-size", "--tp"] },
-  { dest: "dp_size", kind: "int", aliases: ["--data-parallel-size", "--dp"] },
+  { dest: "tp_size", kind: "int", aliases: ["--tensor-parallel-size"], abbreviations: ["--tp"] },
+  { dest: "dp_size", kind: "int", aliases: ["--data-parallel-size"], abbreviations: ["--dp"] },
   { dest: "mem_fraction_static", kind: "float" },
   { dest: "max_running_requests", kind: "int" },
   { dest: "max_queued_requests", kind: "int" },
   { dest: "chunked_prefill_size", kind: "int" },
-  { dest: "kv_cache_dtype", kind: "str" },
-  { dest: "attention_backend", kind: "str" },
-  { dest: "dtype", kind: "str" },
-  { dest: "quantization", kind: "str" },
+  { dest: "kv_cache_dtype", kind: "str", choices: KV_CACHE_DTYPES },
+  { dest: "attention_backend", kind: "str", choices: ATTENTION_BACKENDS },
+  { dest: "dtype", kind: "str", choices: DTYPES },
+  { dest: "quantization", kind: "str", choices: QUANTIZATIONS },
   { dest: "api_key", kind: "str" },
-  { dest: "reasoning_parser", kind: "str" },
-  { dest: "tool_call_parser", kind: "str" },
+  { dest: "reasoning_parser", kind: "str", choices: REASONING_PARSERS },
+  { dest: "tool_call_parser", kind: "str", choices: TOOL_CALL_PARSERS },
   { dest: "enable_metrics", kind: "bool" },
   { dest: "skip_server_warmup", kind: "bool" },
   { dest: "disable_cuda_graph", kind: "bool" },
@@ -57,8 +72,11 @@ const FLAGS: FlagSpec[] = [
 const BY_FLAG = new Map<string, FlagSpec>();
 for (const spec of FLAGS) {
   BY_FLAG.set(`--${spec.dest.replace(/_/g, "-")}`, spec);
-  for (const alias of spec.aliases ?? []) BY_FLAG.set(alias, spec);
+  for (const alias of [...(spec.aliases ?? []), ...(spec.abbreviations ?? [])]) BY_FLAG.set(alias, spec);
 }
+
+/** How argparse names an argument in its errors: every option string, joined by '/'. */
+const argName = (spec: FlagSpec) => [`--${spec.dest.replace(/_/g, "-")}`, ...(spec.aliases ?? [])].join("/");
 
 /** The flags this stand-in knows, primary names first: for tests and `--help`. */
 export const KNOWN_FLAGS = FLAGS.map((f) => `--${f.dest.replace(/_/g, "-")}`);
@@ -158,7 +176,7 @@ export function parseSglangArgs(argvIn: string[], warn?: (msg: string) => void):
       unknown.push(arg);
       continue;
     }
-    const name = `--${spec.dest.replace(/_/g, "-")}`;
+    const name = argName(spec);
     if (spec.kind === "bool") {
       if (eq > 0) throw new ArgparseError(`argument ${name}: ignored explicit argument '${arg.slice(eq + 1)}'`);
       raw[spec.dest] = true;
@@ -177,7 +195,8 @@ export function parseSglangArgs(argvIn: string[], warn?: (msg: string) => void):
   }
   // argparse collects every unrecognized word, then fails once with all of them.
   if (unknown.length) throw new ArgparseError(`unrecognized arguments: ${unknown.join(" ")}`);
-  if (raw.model_path === undefined) throw new ArgparseError("the following arguments are required: --model-path");
+  if (raw.model_path === undefined)
+    throw new ArgparseError(`the following arguments are required: ${argName(BY_FLAG.get("--model-path")!)}`);
   const args: SglangArgs = {
     model_path: String(raw.model_path),
     tokenizer_path: optString(raw.tokenizer_path),
@@ -202,8 +221,36 @@ export function parseSglangArgs(argvIn: string[], warn?: (msg: string) => void):
   return args;
 }
 
+/**
+ * SGLang's human_readable_int (sglang.srt.utils.common): digits, or a number with an SI suffix
+ * (k M G T, decimals allowed, truncated) or an IEC one (Ki Mi Gi Ti, integers only). Its refusals,
+ * as argparse prints an ArgumentTypeError.
+ */
+function humanReadableInt(name: string, value: string): number {
+  const v = value.trim();
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)$/.exec(v);
+  if (m) {
+    const iec: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
+    const si: Record<string, number> = { k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+    if (!(m[2] in iec)) return Math.trunc(Number(m[1]) * si[m[2]]);
+    if (!m[1].includes(".")) return Number(m[1]) * iec[m[2]];
+    throw new ArgparseError(
+      `argument ${name}: Decimals are not allowed with IEC suffixes like '${m[2]}'. Use an integer IEC value such as '${Math.trunc(Number(m[1]))}${m[2]}', or an SI value such as '${m[1]}${m[2][0]}'.`,
+    );
+  }
+  if (/^[+-]?\d+$/.test(v)) return Number(v);
+  throw new ArgparseError(
+    `argument ${name}: Invalid integer value: '${value}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive.`,
+  );
+}
+
 function convert(spec: FlagSpec, name: string, value: string): string | number {
+  if (spec.choices && !spec.choices.includes(value))
+    throw new ArgparseError(
+      `argument ${name}: invalid choice: '${value}' (choose from ${spec.choices.map((c) => `'${c}'`).join(", ")})`,
+    );
   if (spec.kind === "str") return value;
+  if (spec.kind === "human_int") return humanReadableInt(name, value);
   const n = Number(value);
   const ok = value.trim() !== "" && Number.isFinite(n) && (spec.kind === "float" || Number.isInteger(n));
   if (!ok) throw new ArgparseError(`argument ${name}: invalid ${spec.kind} value: '${value}'`);

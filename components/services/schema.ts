@@ -3,6 +3,7 @@
  * stack/config.ts composes this into the stack-config schema.
  */
 import { z } from "zod";
+import { REASONING_PARSERS, TOOL_CALL_PARSERS } from "./sglang-choices";
 
 export const SERVICE_KINDS = ["autoregressive", "eagle3", "dflash"] as const;
 export type ServiceKind = (typeof SERVICE_KINDS)[number];
@@ -17,8 +18,11 @@ const printable = (what: string) =>
       message: `${what} must not contain control characters (newlines, tabs)`,
     });
 
-/** Short identifiers that SGLang takes from a fixed list (parsers). */
-const identifier = z.string().regex(/^[A-Za-z0-9_.-]+$/, "must be letters, digits, '_', '.' or '-'");
+/** A value SGLang's parser takes only from its fixed list (argparse choices): refused here, at preview. */
+const sglangChoice = (choices: readonly [string, ...string[]]) =>
+  z.string().refine((v) => choices.includes(v), {
+    message: `must be one of the pinned SGLang's choices: ${choices.join(", ")}`,
+  });
 
 export const SpeculativeSchema = z
   .object({
@@ -131,8 +135,8 @@ export const ServicesSchema = z
       .default("127.0.0.1")
       .describe("--host the server binds. Loopback unless told otherwise: the API is unauthenticated without apiKey."),
     port: z.number().int().min(1).max(65535).default(30000).describe("--port the server listens on."),
-    reasoningParser: identifier.optional().describe("--reasoning-parser (kimi_k2 for Kimi K2.x)."),
-    toolCallParser: identifier.optional().describe("--tool-call-parser (kimi_k2 for Kimi K2.x)."),
+    reasoningParser: sglangChoice(REASONING_PARSERS).optional().describe("--reasoning-parser (kimi_k2 for Kimi K2.x)."),
+    toolCallParser: sglangChoice(TOOL_CALL_PARSERS).optional().describe("--tool-call-parser (kimi_k2 for Kimi K2.x)."),
     trustRemoteCode: z.boolean().default(false).describe("--trust-remote-code (Kimi K2.x ships custom model code)."),
     memFractionStatic: z.number().gt(0).lt(1).optional().describe("--mem-fraction-static; default: SGLang's own."),
     contextLength: z.number().int().positive().optional().describe("--context-length; default: the model's."),
@@ -181,7 +185,26 @@ export const ServicesSchema = z
         message: "active 'auto' picks the service by measurement: set services.compare: true",
       });
     }
+    // SGLang 0.5.23 (sglang.srt.arg_groups.speculative_hook) silently rewrites these: refused here so the
+    // config says what runs.
+    const e = s.eagle3;
+    if (e?.eagleTopk === 1 && e.numSteps !== undefined && e.numDraftTokens !== e.numSteps + 1) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["eagle3", "numDraftTokens"],
+        message: `with eagleTopk 1 the draft is a chain: must be numSteps + 1 (${e.numSteps + 1}), got ${e.numDraftTokens} (SGLang would replace it)`,
+      });
+    }
     const d = s.dflash;
+    for (const key of ["numSteps", "eagleTopk"] as const) {
+      if (d?.[key] !== undefined && d[key] !== 1) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["dflash", key],
+          message: `DFlash drafts one block per step: must be 1, got ${d[key]} (SGLang would replace it)`,
+        });
+      }
+    }
     if (d?.blockSize !== undefined && d.numDraftTokens !== undefined && d.blockSize !== d.numDraftTokens) {
       ctx.addIssue({
         code: "custom",

@@ -146,6 +146,34 @@ describe("stack config schema", () => {
     expect(ok.services.dflash?.blockSize).toBe(16);
   });
 
+  it("speculative settings SGLang 0.5.23 would silently replace are refused (its speculative_hook)", () => {
+    expect(
+      issues({ ...sim, services: { eagle3: { draftModelPath: "d", numSteps: 3, eagleTopk: 1, numDraftTokens: 8 } } }),
+    ).toEqual([
+      "gpuhost:services.eagle3.numDraftTokens: with eagleTopk 1 the draft is a chain: must be numSteps + 1 (4), got 8 (SGLang would replace it)",
+    ]);
+    // A tree (topk > 1) takes any draft-token count.
+    const tree = { draftModelPath: "d", numSteps: 3, eagleTopk: 4, numDraftTokens: 8 };
+    expect(parseConfig({ ...sim, services: { eagle3: tree } }).services.eagle3?.numDraftTokens).toBe(8);
+    expect(
+      issues({
+        ...sim,
+        services: { dflash: { draftModelPath: "d", numSteps: 2, eagleTopk: 4, numDraftTokens: 16, blockSize: 16 } },
+      }),
+    ).toEqual([
+      "gpuhost:services.dflash.numSteps: DFlash drafts one block per step: must be 1, got 2 (SGLang would replace it)",
+      "gpuhost:services.dflash.eagleTopk: DFlash drafts one block per step: must be 1, got 4 (SGLang would replace it)",
+    ]);
+  });
+
+  it("services.reasoningParser and toolCallParser: only the pinned SGLang's choices", () => {
+    const [reasoning, tool] = issues({ ...sim, services: { reasoningParser: "kimi-k2", toolCallParser: "kimi" } });
+    expect(reasoning).toMatch(
+      /^gpuhost:services\.reasoningParser: must be one of the pinned SGLang's choices: .*kimi_k2/,
+    );
+    expect(tool).toMatch(/^gpuhost:services\.toolCallParser: must be one of the pinned SGLang's choices: .*kimi_k2/);
+  });
+
   it("services.active auto picks by measurement: it needs services.compare", () => {
     expect(issues({ ...sim, services: { active: "auto" } })).toEqual([
       "gpuhost:services.active: active 'auto' picks the service by measurement: set services.compare: true",

@@ -73,6 +73,18 @@ describe("pins, lock and JIT workspace", () => {
     expect(() => checkHashLock(`requests>=2 ${h("b")}\n${good}`, e, "k")).toThrow("is not pinned with ==");
   });
 
+  it("the shipped lock (requirements/sglang-0.5.23.lock.txt) hash-pins every default pin but torch's +cu130 label", () => {
+    const lock = fs.readFileSync(path.join(ROOT, "requirements/sglang-0.5.23.lock.txt"), "utf8");
+    // Every package of the closure: torch's CUDA wheels and SGLang's kernels included.
+    for (const name of ["torch", "sglang", "flashinfer-python", "ninja", "sglang-kernel", "nvidia-cudnn-cu13"])
+      expect(lock).toMatch(new RegExp(`^${name}==\\S+ \\\\\\n    --hash=sha256:[0-9a-f]{64}`, "m"));
+    // The index it came from serves torch 2.14.1 (a CUDA 13.0 build) without the label gpuhost pins.
+    expect(() => checkHashLock(lock, envOf(), "k")).toThrow(
+      "k: must pin torch==2.14.1+cu130 (from environment.packages), it pins 2.14.1",
+    );
+    expect(checkHashLock(lock, envOf({ packages: { torch: "2.14.1" } }), "k")).toBe(lock);
+  });
+
   it("torch must be the CUDA build of the toolkit, checked before any download", () => {
     expect(torchCudaRelease("2.14.1+cu130")).toBe("13.0");
     expect(torchCudaRelease("2.14.1+cu128")).toBe("12.8");

@@ -167,7 +167,7 @@ describe("stand-in sglang: SGLang's flags (python/sglang/srt/server_args.py)", (
     );
     expect(() => parseSglangArgs(["--model-path", "m", "--port"])).toThrow(/argument --port: expected one argument/);
     expect(() => parseSglangArgs(["--model-path", "m", "--tp", "eight"])).toThrow(
-      /argument --tp-size: invalid int value: 'eight'/,
+      /argument --tp-size\/--tensor-parallel-size: invalid int value: 'eight'/,
     );
     expect(() => parseSglangArgs(["--tp", "8"])).toThrow(/required: --model-path/);
     const partial = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"];
