@@ -9,6 +9,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# The real inference server of test/real-server (llama.cpp's llama-server and a small model, built
+# once per machine: docs/real-server.md; under a second after that), unless
+# GPUHOST_SKIP_REAL_SERVER=1 skips that suite knowingly.
+real_server() {
+  if [ "${GPUHOST_SKIP_REAL_SERVER:-}" != "1" ]; then bash "$ROOT/.ci/real-server-prereqs.sh" >/dev/null; fi
+}
+
 if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
   missing=()
   for tool in shellcheck systemd-analyze ssh; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
@@ -16,6 +23,7 @@ if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
     echo "npm test needs ${missing[*]}: run \`sudo bash .ci/prereqs.sh\` once, then npm test again." >&2
     exit 1
   fi
+  real_server
   exit 0
 fi
 
@@ -29,3 +37,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 bash "$ROOT/.ci/prereqs.sh"
 bash "$ROOT/.ci/testhost-prereqs.sh" >/dev/null
+real_server
