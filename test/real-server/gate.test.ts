@@ -89,8 +89,9 @@ describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real s
     // the generation (the kill follows the server's own log line that the task started).
     const prompt = `Summarize this text in one word: ${"the quick brown fox jumps over the lazy dog. ".repeat(160)}`;
     const out = io();
+    const logFrom = s.log().length;
     const gate = verifyMain(["--endpoint", s.url, "--prompt", prompt, "--deadline", "600", "--json"], out);
-    await s.waitForLog(/launch_slot_|processing task/, 120_000);
+    await s.waitForLog(/launch_slot_|processing task/, 120_000, logFrom);
     const killedAt = performance.now();
     s.child.kill("SIGKILL");
     const code = await gate;

@@ -40,7 +40,12 @@ export function realServerInstall(): RealServerInstall {
       timeout: 3_600_000,
     }).trim();
   } catch (err) {
-    throw new Error(`the real server could not be set up (bash .ci/real-server-prereqs.sh): ${(err as Error).message}`);
+    throw new Error(
+      `the real server could not be set up (bash .ci/real-server-prereqs.sh): ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
   const manifest = JSON.parse(fs.readFileSync(path.join(dir, "manifest.json"), "utf8")) as RealServerManifest;
   return { dir, serverBin: path.join(dir, "bin/llama-server"), model: path.join(dir, manifest.model.file), manifest };
@@ -70,8 +75,8 @@ export interface LlamaServer {
   child: ChildProcess;
   /** Everything the server wrote so far (it logs to stderr). */
   log(): string;
-  /** Resolves when the log matches `re` (checked on every write); rejects after `timeoutMs`. */
-  waitForLog(re: RegExp, timeoutMs: number): Promise<void>;
+  /** Resolves when the log from offset `from` on matches `re` (checked on every write); rejects after `timeoutMs`. */
+  waitForLog(re: RegExp, timeoutMs: number, from?: number): Promise<void>;
   /** Resolves once the process has exited. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** SIGTERM, then SIGKILL after 5 s; resolves when it is gone. */
@@ -113,8 +118,8 @@ export async function startLlamaServer(
     text += b.toString("utf8");
     for (const w of waiters) w();
   };
-  child.stdout!.on("data", onData);
-  child.stderr!.on("data", onData);
+  child.stdout.on("data", onData);
+  child.stderr.on("data", onData);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
@@ -132,10 +137,10 @@ export async function startLlamaServer(
     child,
     log: () => text,
     exited,
-    waitForLog: (re, timeoutMs) =>
+    waitForLog: (re, timeoutMs, from = 0) =>
       new Promise<void>((resolve, reject) => {
         const check = () => {
-          if (!re.test(text)) return;
+          if (!re.test(text.slice(from))) return;
           cleanup();
           resolve();
         };
