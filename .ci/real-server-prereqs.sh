@@ -40,8 +40,10 @@ fi
 
 mkdir -p "$CACHE_ROOT/real-server"
 exec 9>"$CACHE_ROOT/real-server/.lock"
-log "waiting for the build lock (another run may be building)"
-flock 9
+if ! flock -n 9; then
+  log "another run is building it: waiting for it"
+  flock 9
+fi
 if [[ -f "$dir/manifest.json" ]]; then
   echo "$dir"
   exit 0

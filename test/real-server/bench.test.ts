@@ -298,7 +298,7 @@ describe.skipIf(skip)(
       expect(plain.usage!.completion_tokens).toBe(timings.predicted_n);
       expect(plain.choices[0].message.content!.length).toBeGreaterThan(0);
       // No reasoning model here: no reasoning_content in the message.
-      expect((plain.choices[0].message as { reasoning_content?: unknown }).reasoning_content ?? null).toBeNull();
+      expect((plain.choices[0].message as { reasoning_content?: unknown }).reasoning_content || null).toBeNull();
 
       // Streams: usage arrives in a final chunk when stream_options.include_usage asks for it.
       let usage: OpenAI.CompletionUsage | null = null;
