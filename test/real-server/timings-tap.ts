@@ -112,6 +112,9 @@ export async function startTap(upstream: string): Promise<Tap> {
           method: req.method,
           path: req.url,
           headers: { ...req.headers, host: target.host },
+          // A fresh connection per request: a pooled one that the server closed while idle would
+          // fail the next request with a reset that the server never caused.
+          agent: false,
         },
         (upRes) => {
           res.writeHead(upRes.statusCode ?? 502, upRes.headers);
