@@ -28,6 +28,9 @@ CMAKE_FLAGS=(
 )
 
 log() { printf 'real-server-prereqs: %s\n' "$*" >&2; }
+# CPU seconds (user + system) of the processes this script waited for, from a file `times` wrote
+# (`times` must run in this shell, not in a command substitution's subshell).
+children_cpu() { awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$1"; }
 
 CACHE_ROOT="${GPUHOST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhost}"
 cpu="$(uname -m)-$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | sha256sum | cut -c1-12)"
@@ -89,6 +92,7 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
   mkdir -p "$work/src"
   tar -xzf "$sdist" -C "$work/src" "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
 fi
+times >"$work/times.before"
 jobs="${GPUHOST_BUILD_JOBS:-$(nproc)}"
 log "building llama-server ($jobs jobs; minutes on a 2-core machine, resumed if interrupted)"
 cmake -S "$src" -B "$work/build" "${CMAKE_FLAGS[@]}" >"$work/cmake-configure.log" 2>&1 ||
@@ -96,6 +100,8 @@ cmake -S "$src" -B "$work/build" "${CMAKE_FLAGS[@]}" >"$work/cmake-configure.log
 cmake --build "$work/build" --target llama-server -j "$jobs" >"$work/cmake-build.log" 2>&1 ||
   { tail -40 "$work/cmake-build.log" >&2; exit 1; }
 t2=$(date +%s)
+times >"$work/times.after"
+build_cpu=$(($(children_cpu "$work/times.after") - $(children_cpu "$work/times.before")))
 
 out="$work/out"
 rm -rf "$out"
@@ -119,11 +125,11 @@ json.dump({
             "downloadBytes": $(stat -c %s "$wheel"), "file": "model/$(basename "$MODEL_MEMBER")",
             "fileSha256": "$(sha256sum "$model" | cut -d' ' -f1)"},
   "cpu": "$cpu",
-  "seconds": {"download": $((t1 - t0)), "build": $((t2 - t1)), "total": $(($(date +%s) - t0))},
+  "seconds": {"download": $((t1 - t0)), "build": $((t2 - t1)), "buildCpu": $build_cpu, "total": $(($(date +%s) - t0))},
 }, open(sys.argv[1], "w"), indent=1)
 PY
 rm -rf "$dir"
 mv "$out" "$dir"
 rm -rf "$work"
-log "llama-server and the model are cached in $dir ($((t2 - t0)) s)"
+log "llama-server and the model are cached in $dir ($((t2 - t0)) s; the build took $build_cpu s of CPU)"
 echo "$dir"
