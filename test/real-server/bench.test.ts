@@ -317,6 +317,16 @@ describe.skipIf(skip)(
       }
       expect(usage).not.toBeNull();
       expect(usage!.completion_tokens).toBe(streamTimings!.predicted_n);
+      // Not asked, no usage (only its own timings): why gpuhost always sends stream_options.include_usage.
+      let unaskedUsage = false;
+      const unasked = await client.chat.completions.create({
+        model: MODEL_ALIAS,
+        messages,
+        max_tokens: 8,
+        stream: true,
+      });
+      for await (const chunk of unasked) if (chunk.usage) unaskedUsage = true;
+      expect(unaskedUsage).toBe(false);
 
       // SGLang refuses a model it does not serve; llama-server answers with the one it loaded. gpuhost
       // verify checks /v1/models first (gate.test.ts); this is the behaviour that check exists for.
