@@ -9,6 +9,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# The real inference server of test/real-server (llama.cpp's llama-server and a small model, built
+# once per machine: docs/real-server.md; under a second after that), unless
+# GPUHOST_SKIP_REAL_SERVER=1 skips that suite knowingly.
+real_server() {
+  if [ "${GPUHOST_SKIP_REAL_SERVER:-}" != "1" ]; then bash "$ROOT/.ci/real-server-prereqs.sh" >/dev/null; fi
+}
+
 if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
   missing=()
   for tool in shellcheck systemd-analyze ssh; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
@@ -18,6 +25,7 @@ if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
   fi
   # The real SMG router of the fleet tests, once per machine (under a minute; cached after).
   bash "$ROOT/.ci/smg.sh" >/dev/null
+  real_server
   exit 0
 fi
 
@@ -33,3 +41,4 @@ bash "$ROOT/.ci/prereqs.sh"
 bash "$ROOT/.ci/testhost-prereqs.sh" >/dev/null
 # The real SMG router of the fleet tests, once per machine (under a minute; cached after).
 bash "$ROOT/.ci/smg.sh" >/dev/null
+real_server
