@@ -9,8 +9,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { benchMain } from "../../gate/cli";
-import type { RequestSample } from "../../gate/stream";
+import { benchMain } from "../../cli/bench";
+import type { RequestSample } from "../../gate/measurement/stream";
 import { benchArgv, io } from "../gate/cli-fixture";
 import {
   metric,

@@ -7,8 +7,8 @@ import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { verifyMain } from "../../gate/cli";
-import { compareMain } from "../../gate/compare-cli";
+import { verifyMain } from "../../cli/verify";
+import { compareMain } from "../../cli/compare";
 import { io } from "../gate/cli-fixture";
 import {
   freePort,
