@@ -1,24 +1,14 @@
 import { seededRandom } from "../seeded-draws";
-import type { BatchCurve, Profile } from "./profile";
-import { acceptLength, SHORT_CHAT, stepCost, type RequestShape } from "./speculative";
+import type { Profile } from "./profile";
+import { acceptLength, curveAt, SHORT_CHAT, stepCost, type RequestShape } from "./speculative";
 
 /**
  * The performance model, in simulated seconds. The scheduler emits tokens from exactly these
  * functions, and /sim/truth derives its theoretical figures from them too, so the two cannot disagree.
  */
 
-/** Piecewise-linear in the batch size, flat beyond the first and last points. */
-export function curveAt(curve: BatchCurve, batch: number): number {
-  if (batch <= curve[0].batch) return curve[0].value;
-  for (let i = 1; i < curve.length; i++) {
-    const hi = curve[i];
-    if (batch <= hi.batch) {
-      const lo = curve[i - 1];
-      return lo.value + ((hi.value - lo.value) * (batch - lo.batch)) / (hi.batch - lo.batch);
-    }
-  }
-  return curve[curve.length - 1].value;
-}
+// A profile's batch curves are read as a draft's are (speculative.ts), by the one interpolation.
+export { curveAt };
 
 export interface DecodeRates {
   /** Verify (or plain decode) steps per simulated second of one request. */

@@ -86,7 +86,8 @@ export function interpolate(points: Point[], x: number): number {
   return points[points.length - 1].y;
 }
 
-const byBatch = (c: Array<{ batch: number; value: number }>, b: number) =>
+/** A batch curve (a profile's, a draft's) at a batch size: piecewise-linear, flat beyond the ends. */
+export const curveAt = (c: Array<{ batch: number; value: number }>, b: number) =>
   interpolate(
     c.map((p) => ({ x: p.batch, y: p.value })),
     b,
@@ -145,7 +146,7 @@ export function acceptLength(
   shape: RequestShape = SHORT_CHAT,
 ): number {
   const mRef = maxAccept(algorithm, draft.reference);
-  const aRef = solveAcceptRate(byBatch(draft.acceptLength, batch), mRef);
+  const aRef = solveAcceptRate(curveAt(draft.acceptLength, batch), mRef);
   const refTopk = algorithm === "DFLASH" ? 1 : draft.reference.eagleTopk;
   const topk = algorithm === "DFLASH" ? 1 : settings.eagleTopk;
   // Undo the reference's tree, apply this one's, then content and context.
@@ -163,6 +164,6 @@ export function stepCost(
   shape: RequestShape = SHORT_CHAT,
 ): number {
   const work = (s: SpecSettings) => s.numSteps + s.numDraftTokens;
-  const above = byBatch(draft.verifyCost, batch) - 1;
+  const above = curveAt(draft.verifyCost, batch) - 1;
   return 1 + above * (work(settings) / work(draft.reference)) + byTokens(draft.longContextCost, shape.promptTokens);
 }

@@ -13,6 +13,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { callTimeProvider } from "../call-time-provider";
+import type { BastionInput } from "../host/script";
 import { PlainError } from "../plain-error";
 import { fingerprint, keyWords, presentedKeys, type ProbeHop } from "./probe";
 
@@ -244,13 +245,7 @@ export function trustConnection<
     port: number;
     user: string;
     hostKey?: pulumi.Input<string>;
-    bastion?: {
-      host: string;
-      port: number;
-      user: string;
-      privateKey: pulumi.Input<string>;
-      hostKey?: pulumi.Input<string>;
-    };
+    bastion?: BastionInput;
   },
 >(
   name: string,

@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { killProcessGroup } from "../host/process-group";
 
 export interface ProbeHop {
   host: string;
@@ -136,11 +137,7 @@ export async function presentedKeys(
       let err = "";
       child.stderr.on("data", (b: Buffer) => (err += b.toString()));
       const timer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, "SIGKILL");
-        } catch {
-          child.kill("SIGKILL");
-        }
+        killProcessGroup(child);
         err += `\nno answer within ${timeoutMs} ms`;
       }, timeoutMs);
       child.on("error", (e) => {

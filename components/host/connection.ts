@@ -32,12 +32,17 @@ const hostKeySchema = z
   .string()
   .regex(/^(ssh-|ecdsa-)[A-Za-z0-9-]+ [A-Za-z0-9+/=]+$/, "must be '<type> <base64>' as in known_hosts");
 
+/** Where an SSH login goes and as whom: the same fields, defaults and checks for a host and its bastion. */
+const sshLoginShape = {
+  host: hostNameSchema,
+  port: portSchema.default(22),
+  user: userSchema.default("root"),
+  privateKey: privateKeySchema,
+};
+
 export const bastionSchema = z
   .object({
-    host: hostNameSchema,
-    port: portSchema.default(22),
-    user: userSchema.default("root"),
-    privateKey: privateKeySchema,
+    ...sshLoginShape,
     hostKey: hostKeySchema
       .optional()
       .describe("The bastion's host key ('ssh-ed25519 AAAA...'), checked strictly; unset, the connection is refused"),
@@ -48,10 +53,7 @@ export const bastionSchema = z
 export const sshConnectionSchema = z
   .object({
     kind: z.literal("ssh"),
-    host: hostNameSchema,
-    port: portSchema.default(22),
-    user: userSchema.default("root"),
-    privateKey: privateKeySchema,
+    ...sshLoginShape,
     hostKey: hostKeySchema
       .optional()
       .describe(

@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
+import { killProcessGroup } from "./process-group";
 import { shellJoin } from "./quote";
 import { secretTempDir } from "./secret-dirs";
 import { fingerprint, keyWords } from "../host-key/probe";
@@ -246,11 +247,7 @@ function run(file: string, argv: string[], timeoutMs: number, stdin?: string): P
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        child.kill("SIGKILL");
-      }
+      killProcessGroup(child);
     }, timeoutMs);
     child.stdout?.on("data", (b: Buffer) => out.push(b));
     child.stderr?.on("data", (b: Buffer) => err.push(b));

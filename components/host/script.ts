@@ -16,6 +16,15 @@ import * as pulumi from "@pulumi/pulumi";
 import type { HostConnection } from "./connection";
 import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 
+/** A jump host as components take it: its private key and host key may be Pulumi secrets (Outputs). */
+export interface BastionInput {
+  host: string;
+  port: number;
+  user: string;
+  privateKey: pulumi.Input<string>;
+  hostKey?: pulumi.Input<string>;
+}
+
 /** A host connection as components take it: the private keys may be Pulumi secrets (Outputs). */
 export type HostConnectionInput =
   | (Omit<Extract<HostConnection, { kind: "local" }>, "root"> & {
@@ -28,13 +37,7 @@ export type HostConnectionInput =
       privateKey: pulumi.Input<string>;
       /** The key the host must present (pinned, or recorded on first use: components/host-key). */
       hostKey?: pulumi.Input<string>;
-      bastion?: {
-        host: string;
-        port: number;
-        user: string;
-        privateKey: pulumi.Input<string>;
-        hostKey?: pulumi.Input<string>;
-      };
+      bastion?: BastionInput;
     });
 
 export interface HostScriptArgs {

@@ -34,6 +34,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fingerprint, keyWords, recorded, recorder } from "../../../components/host-key/probe";
+import { killProcessGroup } from "../../../components/host/process-group";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -373,11 +374,7 @@ function spawnCollect(
         ? undefined
         : setTimeout(() => {
             timedOut = true;
-            try {
-              process.kill(-child.pid!, "SIGKILL");
-            } catch {
-              child.kill("SIGKILL");
-            }
+            killProcessGroup(child);
           }, timeoutMs);
     child.stdout.on("data", (b: Buffer) => out.push(b));
     child.stderr.on("data", (b: Buffer) => {
