@@ -92,6 +92,12 @@ export const VerifyPolicySchema = z
       .describe(
         "Once the port has accepted a connection, refused connections for this long mean the server process went away (it crashed): the gate stops at once instead of retrying to its deadline.",
       ),
+    requireUsage: z
+      .boolean()
+      .default(false)
+      .describe(
+        "The stability probes read their streams to the end and must carry usage (stream_options.include_usage), because a benchmark follows that counts tokens from usage: a server whose streams carry none fails readiness with that reason instead of passing and then failing every benchmark request. VerifiedGeneration sets it when it benchmarks.",
+      ),
     progressIntervalSeconds: timerSeconds()
       .default(10)
       .describe("While waiting, one progress line at most this often (phase changes are always reported)."),

@@ -200,7 +200,8 @@ async function verifyAndMeasure(
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
   // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
   const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
-  const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
+  // The benchmark that follows counts tokens from usage: a server whose streams carry none is not ready for it.
+  const readiness = await gate.verify(endpoint, { ...(input.verifyPolicy ?? {}), requireUsage: true }, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis ?? "the readiness gate failed");
   // Speculation that collapsed to ~1 token per step generates, but slower than none: not ready.
   const spec = input.speculative;

@@ -382,6 +382,7 @@ class GateRun {
       if (outcome.response !== null) this.lastResponse = `POST ${url}: ${outcome.response}`;
       if (!outcome.ok) {
         if (outcome.kind === "connection") this.lastError = outcome.message;
+        if (outcome.summary === "no usage") throw new GateFailure(outcome.message);
         throw new GateFailure(`the server generated once, then generation ${i + 2} failed: ${outcome.message}`);
       }
     }
