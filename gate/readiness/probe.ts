@@ -111,6 +111,9 @@ export async function probeGeneration(
   let status = 0;
   let contentType = "";
   let raw = "";
+  // The stream's own last words, for a diagnosis when it is cut (a crash mid-generation).
+  let events = 0;
+  let lastEvent: string | null = null;
   try {
     const res = await request(url, {
       method: "POST",
@@ -125,7 +128,11 @@ export async function probeGeneration(
       raw = await res.body.text();
     } else {
       const parser = new SseParser();
-      const onData = (payload: string) => onEvent(answer, payload);
+      const onData = (payload: string) => {
+        events++;
+        lastEvent = payload;
+        onEvent(answer, payload);
+      };
       const body = res.body as AsyncIterable<Buffer>;
       for await (const chunk of body) {
         if (raw.length < 2000) raw += chunk.toString("utf8");
@@ -144,7 +151,11 @@ export async function probeGeneration(
         retryable: fatal === null,
         summary: errorKind(err),
         message: fatal ?? `POST ${url}: ${describeError(err)}`,
-        response: null,
+        // Cut mid-stream: what the server said last, not an earlier request's answer.
+        response:
+          status === 0
+            ? null
+            : `HTTP ${status}, the stream was cut (${describeError(err)}) after ${events} event(s)${lastEvent === null ? "" : `; last event: ${truncate(lastEvent, 300)}`}`,
         error: err,
       };
     }

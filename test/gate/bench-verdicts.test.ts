@@ -2,9 +2,11 @@
  * The benchmark's verdicts do not lie about what it measured (issue 18 points 1, 5, 6, 10), against
  * small servers written in the tests (test/gate/load-servers.ts): one that does not list the model
  * asked for, one that ignores the request's `model`, one whose streams carry no usage, one that
- * never answers a chat, and a port nobody listens on.
+ * never answers a chat, one that dies mid-generation, and a port nobody listens on.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
+import * as http from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -158,5 +160,35 @@ describe("18.6 progress on any output", () => {
     }
     // The warmup ended (1 request, 4 tokens); the single request hangs: the heartbeat says so.
     expect(o.err()).toMatch(/\[bench\] \d+ s elapsed: 1 requests done \(0 errors\), 4 tokens so far; now: single/);
+  }, 30_000);
+});
+
+describe("18.7 after a crash mid-generation, the diagnosis ends with the probe's own last event", () => {
+  it("the last response is the cut stream and its last event, not GET /v1/models' HTTP 200", async () => {
+    const sockets = new Set<Socket>();
+    const server = http.createServer((req, res) => {
+      if (req.url === "/v1/models") {
+        res.writeHead(200, { "content-type": "application/json" }).end('{"data":[{"id":"m"}]}');
+        return;
+      }
+      // The process dies while generating: two reasoning events, then every connection cut and the port closed.
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { reasoning_content: "Let me" } }] })}\n\n`);
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { reasoning_content: " think" } }] })}\n\n`);
+      setTimeout(() => {
+        server.close();
+        for (const s of sockets) s.destroy();
+      }, 50);
+    });
+    server.on("connection", (s: Socket) => sockets.add(s));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const r = await verify({ url, model: "m" }, { deadlineSeconds: 20, serverGoneSeconds: 1 });
+    expect(r.ready).toBe(false);
+    expect(r.diagnosis).toMatch(/the server process went away during its first generation/);
+    expect(r.diagnosis).toMatch(
+      /last response: POST http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions: HTTP 200, the stream was cut \(.*\) after 2 event\(s\); last event: .*think/,
+    );
+    expect(r.diagnosis).not.toMatch(/last response: GET/);
   }, 30_000);
 });
