@@ -11,7 +11,7 @@ import { levelName } from "../gate/measurement/levels";
 import { answerless as answerlessLevel } from "../gate/measurement/saturation";
 import { benchChart } from "../gate/reports/chart";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
-import { BenchPlanSchema } from "../gate/schema";
+import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import {
   API_KEY_FLAGS,
@@ -55,7 +55,7 @@ Ctrl-C stops it. ${API_KEY_USAGE}`,
       value: "ID",
       description: "the model; GET /v1/models must list it (default: the first the server lists)",
     },
-    concurrency: { type: "integers", ...knob("concurrency") },
+    concurrency: { type: "integers", max: MAX_CONCURRENCY, maxReason: CONCURRENCY_REASON, ...knob("concurrency") },
     rate: {
       type: "numbers",
       value: "R,R,...",

@@ -32,7 +32,7 @@ export const BENCH_PROMPTS = [
 ];
 
 export type BenchProgress =
-  | { kind: "stage"; stage: "warmup" | "single" | "sweep"; detail: string; sinceStart: RunTotals }
+  | { kind: "stage"; stage: "models" | "warmup" | "single" | "sweep"; detail: string; sinceStart: RunTotals }
   | {
       kind: "request";
       stage: "single" | "sweep";
@@ -224,6 +224,12 @@ export async function bench(
   });
   try {
     let model: string;
+    progress({
+      kind: "stage",
+      stage: "models",
+      detail: `GET /v1/models lists ${asked === null ? "a model" : JSON.stringify(asked)}`,
+      sinceStart: totals,
+    });
     try {
       // Always asked, as the gate does: a model the server does not list would be benchmarked as another.
       model = await listedModel(agent, base, endpoint.apiKey, signal, asked);
@@ -405,7 +411,9 @@ async function listedModel(
     );
   } catch (err) {
     if (signal.aborted) throw err;
-    throw new Error(`the server never answered: GET ${url}: ${describeError(err)}; nothing was measured`);
+    throw new Error(`the server never answered: GET ${url}: ${describeError(err)}; nothing was measured`, {
+      cause: err,
+    });
   }
   if (reply.status !== 200) throw new Error(`GET ${url} answered HTTP ${reply.status}; nothing was measured`);
   let ids: string[];

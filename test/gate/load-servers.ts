@@ -46,6 +46,8 @@ export interface LoadServerOptions {
   /** Chat requests that are never answered: the warmup (hangChats) or only benchmark requests (hangBenchmark). */
   hangChats?: boolean;
   hangBenchmark?: boolean;
+  /** Benchmark requests after this many are accepted and never answered (the sweep hangs, the single requests not). */
+  hangBenchmarkAfter?: number;
 }
 
 const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
@@ -95,7 +97,11 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
     const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number; model?: string };
     const benchmark = request.ignore_eos === true;
     const model = opts.servesModel ?? request.model ?? "m";
-    if (opts.hangChats || (benchmark && opts.hangBenchmark)) {
+    const hang =
+      opts.hangChats ||
+      (benchmark &&
+        (opts.hangBenchmark || (opts.hangBenchmarkAfter !== undefined && state.received >= opts.hangBenchmarkAfter)));
+    if (hang) {
       if (benchmark) state.received++;
       return; // accepted, never answered
     }
