@@ -91,8 +91,10 @@ export interface BenchSummary {
   sweep: LevelSummary[];
   /** The knee's concurrency (gate/measurement/saturation.ts); null when not saturated or no level counts. */
   saturationConcurrency: number | null;
-  /** False when throughput still rose at the last level that kept the error budget. */
+  /** False when throughput still rose at the last level that kept the error budget, or the knee is undetermined. */
   saturated: boolean;
+  /** The throughput intervals could not tell a step from the knee threshold: no knee claimed, run more repeats. */
+  kneeUndetermined: boolean;
   /** The knee's throughput; not saturated, the last counted level's (a lower bound); 0 when none counts. */
   sustainedOutputTokensPerSecond: number;
   /** Levels whose error rate broke the plan's error budget: excluded from every figure above. */
@@ -154,6 +156,7 @@ export function summarizeBench(
     sweep,
     saturationConcurrency: gone === null ? knee.saturationConcurrency : null,
     saturated: gone === null && knee.saturated,
+    kneeUndetermined: gone === null && knee.undetermined === true,
     sustainedOutputTokensPerSecond: gone === null ? knee.sustainedOutputTokensPerSecond : 0,
     failedLevels: knee.failedLevels,
     saturationVerdict:
