@@ -18,8 +18,19 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "4";
 
-/** What defines the served thing: a change means a fresh verification and benchmark. */
-const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "toolkitFingerprint", "environmentLock"];
+/**
+ * What defines the served thing, or what its figures measured: a change means a fresh verification
+ * and benchmark. A changed benchmark plan (concurrencies, lengths, repeats) or time scale measures
+ * again: an in-place update would keep the earlier plan's figures under the new plan's name.
+ */
+const REPLACE_KEY_LIST = [
+  "endpoint",
+  "serviceIdentity",
+  "toolkitFingerprint",
+  "environmentLock",
+  "benchPlan",
+  "timeScale",
+];
 export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
 
 // Module-local (not exported) so the serialized methods capture just this array, not `exports`.
