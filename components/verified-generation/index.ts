@@ -64,6 +64,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly generating: Out<"generating">;
   declare public readonly generationCheck: Out<"generationCheck">;
   declare public readonly model: Out<"model">;
+  declare public readonly servedModels: Out<"servedModels">;
+  declare public readonly modelMismatch: Out<"modelMismatch">;
   declare public readonly verifiedAt: Out<"verifiedAt">;
   declare public readonly readiness: Out<"readiness">;
   declare public readonly singleRequest: Out<"singleRequest">;
@@ -71,6 +73,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly saturationConcurrency: Out<"saturationConcurrency">;
   declare public readonly saturated: Out<"saturated">;
   declare public readonly saturationVerdict: Out<"saturationVerdict">;
+  declare public readonly kneeUndetermined: Out<"kneeUndetermined">;
   declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
   declare public readonly acceptanceLength: Out<"acceptanceLength">;
   declare public readonly benchComplete: Out<"benchComplete">;
@@ -98,6 +101,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       generating: undefined,
       generationCheck: undefined,
       model: undefined,
+      servedModels: undefined,
+      modelMismatch: undefined,
       verifiedAt: undefined,
       readiness: undefined,
       singleRequest: undefined,
@@ -105,6 +110,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       saturationConcurrency: undefined,
       saturated: undefined,
       saturationVerdict: undefined,
+      kneeUndetermined: undefined,
       sustainedOutputTokensPerSecond: undefined,
       acceptanceLength: undefined,
       benchComplete: undefined,
