@@ -250,6 +250,9 @@ async function verifyAndMeasure(
       `the benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}; no throughput or capacity plan is published from a failing server (raise benchmark.errorBudget only if these errors are expected)`,
     );
   }
+  // A run that could not measure (a failed warmup, streams without usage, a model not listed) says why.
+  if (!(result.sustainedOutputTokensPerSecond > 0) && result.stopReason !== null && !signal.aborted)
+    throw new Error(`the benchmark stopped: ${result.stopReason}; no throughput or capacity plan is published`);
   if (!(result.sustainedOutputTokensPerSecond > 0)) {
     const examples = result.sweep.flatMap((l) => l.errorExamples).slice(0, 3);
     throw new Error(
