@@ -82,7 +82,7 @@ Ctrl-C stops it. ${API_KEY_USAGE}`,
       description:
         "the output length of every request: the sweep asks for the first, the single requests for each in turn",
       shownDefault: () =>
-        `${schemaDefault(BenchPlanSchema, "singleRequestMaxTokens")()} (sweep ${schemaDefault(BenchPlanSchema, "sweepMaxTokens")()})`,
+        `${schemaDefault(BenchPlanSchema, "singleRequestMaxTokens")()}: the sweep at ${schemaDefault(BenchPlanSchema, "sweepMaxTokens")()}`,
     },
     prompts: { type: "integer", ...knob("singleRequestPrompts") },
     "requests-per-concurrency": { type: "integer", ...knob("requestsPerConcurrency") },
