@@ -26,7 +26,7 @@ export interface VerifiedGenerationArgs {
   environmentLock: pulumi.Input<string>;
   /** Readiness gate knobs, parsed once by the stack config (gate/schema.ts VerifyPolicySchema). */
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
-  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema). */
+  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema); a change replaces the resource: it measures again. */
   benchPlan?: pulumi.Input<BenchPlan>;
   /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
   workload?: pulumi.Input<Workload>;
