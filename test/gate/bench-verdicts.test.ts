@@ -139,6 +139,24 @@ describe("18.10 a run that cannot measure ends with its reason, and writes it", 
     expect(json.sweep).toEqual([]);
   }, 30_000);
 
+  it("VerifiedGeneration: a ready server whose warmup fails fails the create with the run's reason", async () => {
+    const server = await start({ failMaxTokens: 16 });
+    await expect(
+      create({
+        providerVersion: PROVIDER_VERSION,
+        endpoint: { url: server.url, model: "m" },
+        serviceIdentity: "s@1",
+        toolkitFingerprint: "t",
+        environmentLock: "e",
+        verifyPolicy: { deadlineSeconds: 10 },
+        benchPlan: plan,
+      }),
+    ).rejects.toThrow(
+      /^the benchmark stopped: the warmup failed \(HTTP 503 .*warming.*\): stopped before the single requests and the sweep; no throughput/,
+    );
+    expect(server.received).toBe(0);
+  }, 30_000);
+
   it("a single request that hangs stops the run before the sweep", async () => {
     const server = await start({ hangBenchmark: true });
     const r = await bench({ url: server.url, model: "m" }, { ...plan, requestTimeoutSeconds: 1 });

@@ -46,6 +46,8 @@ export interface LoadServerOptions {
   /** Chat requests that are never answered: the warmup (hangChats) or only benchmark requests (hangBenchmark). */
   hangChats?: boolean;
   hangBenchmark?: boolean;
+  /** Requests for exactly this max_tokens (the benchmark's 16-token warmup) answer HTTP 503; the gate's probes ask for more. */
+  failMaxTokens?: number;
   /** Benchmark requests after this many are accepted and never answered (the sweep hangs, the single requests not). */
   hangBenchmarkAfter?: number;
 }
@@ -97,6 +99,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
     const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number; model?: string };
     const benchmark = request.ignore_eos === true;
     const model = opts.servesModel ?? request.model ?? "m";
+    if (opts.failMaxTokens !== undefined && request.max_tokens === opts.failMaxTokens) {
+      res.writeHead(503, { "content-type": "application/json" }).end('{"error":"warming"}');
+      return;
+    }
     const hang =
       opts.hangChats ||
       (benchmark &&
