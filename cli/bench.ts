@@ -6,12 +6,12 @@
  */
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { bench, type BenchProgress, type BenchResult } from "../gate/measurement/bench";
+import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/measurement/bench";
 import { levelName } from "../gate/measurement/levels";
 import { answerless as answerlessLevel } from "../gate/measurement/saturation";
 import { benchChart } from "../gate/reports/chart";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
-import { BenchPlanSchema } from "../gate/schema";
+import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import {
   API_KEY_FLAGS,
@@ -50,8 +50,12 @@ Ctrl-C stops it. ${API_KEY_USAGE}`,
       required: true,
       description: "the server: an http(s) URL with a host, e.g. http://127.0.0.1:30000",
     },
-    model: { type: "string", value: "ID", description: "the model (default: the first the server lists)" },
-    concurrency: { type: "integers", ...knob("concurrency") },
+    model: {
+      type: "string",
+      value: "ID",
+      description: "the model; GET /v1/models must list it (default: the first the server lists)",
+    },
+    concurrency: { type: "integers", max: MAX_CONCURRENCY, maxReason: CONCURRENCY_REASON, ...knob("concurrency") },
     rate: {
       type: "numbers",
       value: "R,R,...",
@@ -71,8 +75,15 @@ Ctrl-C stops it. ${API_KEY_USAGE}`,
     },
     "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective (goodput)" },
     "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective (goodput)" },
-    "max-tokens": { type: "integers", max: MAX_TOKENS_BOUND, ...knob("singleRequestMaxTokens") },
-    "sweep-max-tokens": { type: "integer", max: MAX_TOKENS_BOUND, ...knob("sweepMaxTokens") },
+    "max-tokens": {
+      type: "integers",
+      value: "N[,N...]",
+      max: MAX_TOKENS_BOUND,
+      description:
+        "the output length of every request: the sweep asks for the first, the single requests for each in turn",
+      shownDefault: () =>
+        `${schemaDefault(BenchPlanSchema, "singleRequestMaxTokens")()}: the sweep at ${schemaDefault(BenchPlanSchema, "sweepMaxTokens")()}`,
+    },
     prompts: { type: "integer", ...knob("singleRequestPrompts") },
     "requests-per-concurrency": { type: "integer", ...knob("requestsPerConcurrency") },
     "error-budget": { type: "fraction", ...knob("errorBudget") },
@@ -120,8 +131,9 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
       thinking: values.thinking === undefined ? undefined : values.thinking === "on",
       slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
       concurrency: values.concurrency,
+      // One flag for the output length: a run never asks for 64 tokens alone and 2048 in the sweep.
       singleRequestMaxTokens: values["max-tokens"],
-      sweepMaxTokens: values["sweep-max-tokens"],
+      sweepMaxTokens: values["max-tokens"]?.[0],
       singleRequestPrompts: values.prompts,
       requestsPerConcurrency: values["requests-per-concurrency"],
       errorBudget: values["error-budget"],
@@ -132,11 +144,15 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
     if (values.json) checkWritable("json", values.json);
     if (values.chart) checkWritable("chart", values.chart);
     const progress = progressPrinter(io);
-    const result = await bench({ url: values.endpoint, model: values.model, apiKey: apiKeyOption(values) }, plan.data, {
-      onProgress: progress,
-      signal,
-    });
-    progress.finish();
+    let result: BenchResult;
+    try {
+      result = await bench({ url: values.endpoint, model: values.model, apiKey: apiKeyOption(values) }, plan.data, {
+        onProgress: progress,
+        signal,
+      });
+    } finally {
+      progress.finish();
+    }
     const { samples, ...summary } = result;
     // The table first: whatever happens to the files, the measurements are on the screen.
     io.stdout.write(benchTable(summary));
@@ -165,41 +181,67 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
   });
 }
 
-/** Live progress: one rewritten line on a terminal; otherwise one line per stage and level, and per 10 s. */
-function progressPrinter(io: CliIo): ((e: BenchProgress) => void) & { finish(): void } {
+/**
+ * Live progress: one rewritten line on a terminal; otherwise one line per stage and level. On any
+ * output, a line at least every `intervalMs` (elapsed, requests and tokens so far), so a run that
+ * waits on a hung request, or writes to a file, never goes quiet.
+ */
+export function progressPrinter(io: CliIo, intervalMs = 10_000): ((e: BenchProgress) => void) & { finish(): void } {
   const tty = io.stderr.isTTY === true;
+  const started = performance.now();
   let pending = false;
-  let lastLine = performance.now();
-  const fn = (e: BenchProgress) => {
-    if (e.kind === "request") {
-      const rate = e.elapsedSeconds > 0 ? e.tokens / e.elapsedSeconds : 0;
-      const line = `[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`;
-      if (tty) {
-        io.stderr.write(`\r\x1b[K${line}`);
-        pending = true;
-      } else if (performance.now() - lastLine >= 10_000) {
-        lastLine = performance.now();
-        io.stderr.write(`${line}\n`);
-      }
-      return;
-    }
+  let lastLine = started;
+  let now = "the models check";
+  let totals: RunTotals = { requests: 0, errors: 0, tokens: 0 };
+  const line = (text: string) => {
     if (pending) io.stderr.write("\n");
     pending = false;
     lastLine = performance.now();
-    if (e.kind === "stage") io.stderr.write(`[bench] ${e.stage}: ${e.detail}\n`);
-    else {
+    io.stderr.write(`${text}\n`);
+  };
+  const heartbeat = setInterval(
+    () => {
+      if (performance.now() - lastLine < intervalMs) return;
+      const elapsed = (performance.now() - started) / 1000;
+      line(
+        `[bench] ${elapsed.toFixed(0)} s elapsed: ${totals.requests} requests done (${totals.errors} errors), ${totals.tokens} tokens so far; now: ${now}`,
+      );
+    },
+    Math.min(1000, intervalMs),
+  );
+  heartbeat.unref();
+  const fn = (e: BenchProgress) => {
+    if (e.kind === "request") {
+      totals = e.sinceStart;
+      const rate = e.elapsedSeconds > 0 ? e.tokens / e.elapsedSeconds : 0;
+      const text = `[bench] ${e.label}: ${e.done}/${e.total} requests, ${e.errors} errors, ${e.tokens} tokens (${rate.toFixed(0)} tok/s since start)`;
+      now = `${e.label}, ${e.done}/${e.total} requests`;
+      if (tty) {
+        io.stderr.write(`\r\x1b[K${text}`);
+        pending = true;
+        lastLine = performance.now();
+      } else if (performance.now() - lastLine >= intervalMs) line(text);
+      return;
+    }
+    if (e.kind === "stage") {
+      totals = e.sinceStart;
+      now = `${e.stage} (${e.detail})`;
+      line(`[bench] ${e.stage}: ${e.detail}`);
+    } else {
       const l = e.summary;
       const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
       const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
       const rate = l.mode === "open" ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s` : "";
-      io.stderr.write(
-        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${rate}${verdict}\n`,
+      line(
+        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${rate}${verdict}`,
       );
     }
   };
   return Object.assign(fn, {
     finish() {
+      clearInterval(heartbeat);
       if (pending) io.stderr.write("\n");
+      pending = false;
     },
   });
 }
@@ -213,6 +255,7 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
     `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
   ];
   if (s.stopReason !== null) lines.push(`stopped: ${s.stopReason}`);
+  if (s.modelMismatch !== null) lines.push(`WARNING: ${s.modelMismatch}`);
   for (const r of s.singleRequest) {
     lines.push(
       `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,

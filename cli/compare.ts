@@ -20,7 +20,7 @@ import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
 import { runComparison } from "../gate/measurement/compare-run";
 import { SloSchema } from "../gate/measurement/goodput";
-import { BenchPlanSchema } from "../gate/schema";
+import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { MAX_TOKENS_BOUND } from "./bench";
 import {
@@ -87,6 +87,8 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
     },
     concurrency: {
       type: "integers",
+      max: MAX_CONCURRENCY,
+      maxReason: CONCURRENCY_REASON,
       description: "closed-loop levels (requests in flight)",
       shownDefault: () => DEFAULT_LEVELS.join(","),
     },
@@ -104,7 +106,12 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
       description: "thinking on or off (default: the server's)",
     },
     repeats: { type: "integer", description: "runs of each level", default: 3 },
-    "requests-per-level": { type: "number", description: "requests per level, as a multiple of the level", default: 1 },
+    "requests-per-level": {
+      type: "number",
+      max: 1000,
+      description: "requests per level, as a multiple of the level",
+      default: 1,
+    },
     "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective" },
     "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective" },
     "error-budget": {

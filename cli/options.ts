@@ -44,6 +44,8 @@ export interface Flag {
   /** Inclusive bounds of a number (of each item of a list). */
   min?: number;
   max?: number;
+  /** Why `max` is the bound, said when a value exceeds it. */
+  maxReason?: string;
   /** The only values a string flag takes. */
   choices?: readonly string[];
   /** Parsed, so it can be refused with a reason, but not listed in --help. */
@@ -102,7 +104,9 @@ function decimal(name: string, f: Flag, raw: string, integer: boolean, item = ""
     throw new UsageError(`--${name} takes ${what} ${range(f)}, got ${show(raw)}`);
   const max = f.max ?? MAX_NUMBER;
   if (n > max)
-    throw new UsageError(`--${name} takes ${what} of at most ${max.toLocaleString("en-US")}, got ${show(raw)}`);
+    throw new UsageError(
+      `--${name} takes ${what} of at most ${max.toLocaleString("en-US")}, got ${show(raw)}${f.maxReason ? ` (${f.maxReason})` : ""}`,
+    );
   return n;
 }
 

@@ -92,6 +92,12 @@ export const VerifyPolicySchema = z
       .describe(
         "Once the port has accepted a connection, refused connections for this long mean the server process went away (it crashed): the gate stops at once instead of retrying to its deadline.",
       ),
+    requireUsage: z
+      .boolean()
+      .default(false)
+      .describe(
+        "The stability probes read their streams to the end and must carry usage (stream_options.include_usage), because a benchmark follows that counts tokens from usage: a server whose streams carry none fails readiness with that reason instead of passing and then failing every benchmark request. VerifiedGeneration sets it when it benchmarks.",
+      ),
     progressIntervalSeconds: timerSeconds()
       .default(10)
       .describe("While waiting, one progress line at most this often (phase changes are always reported)."),
@@ -107,6 +113,17 @@ export const VerifyPolicySchema = z
   .describe("Readiness gate: what must be true before a served model counts as generating.");
 export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;
 export type VerifyPolicyInput = z.input<typeof VerifyPolicySchema>;
+
+/**
+ * Requests in flight at once, at most: each holds a connection and a stream parser in one Node
+ * process, and beyond a few thousand they starve its event loop (Ctrl-C and the deadline stop
+ * firing). Higher concurrency is measured from several clients.
+ */
+export const MAX_CONCURRENCY = 4096;
+/** Requests in one run of a sweep level, at most (a level's requests are held in memory, each with its sample). */
+export const MAX_REQUESTS_PER_LEVEL = 100_000;
+export const CONCURRENCY_REASON =
+  "each request in flight holds a connection and a stream in one Node process, and more starve its event loop (Ctrl-C and the deadline stop firing); measure higher concurrency from several clients";
 
 export const BenchPlanSchema = z
   .strictObject({
@@ -124,10 +141,11 @@ export const BenchPlanSchema = z
       .number()
       .int()
       .positive()
+      .max(1000)
       .default(3)
       .describe("How many different prompts are sent, one after another, at each single-request max_tokens."),
     concurrency: z
-      .array(z.number().int().positive())
+      .array(z.number().int().positive().max(MAX_CONCURRENCY, `at most ${MAX_CONCURRENCY}: ${CONCURRENCY_REASON}`))
       .nonempty()
       .default([8, 16, 32, 48, 64])
       .describe("Concurrency levels of the sweep (requests in flight at once)."),
@@ -148,6 +166,7 @@ export const BenchPlanSchema = z
       .number()
       .int()
       .positive()
+      .max(1000)
       .default(2)
       .describe(
         "Requests per sweep level as a multiple of its concurrency (2: each slot runs two requests back to back). A rate level sends rate x 10 x this requests (ten seconds of arrivals per unit).",
@@ -209,6 +228,23 @@ export const BenchPlanSchema = z
       .describe(
         "When set, the knee is also the last level before TTFT p95 crosses this bound: a level beyond it is not a usable operating point.",
       ),
+  })
+  .superRefine((plan, ctx) => {
+    // A level's requests per run (gate/measurement/load.ts requestsPerRun), bounded like its concurrency.
+    const rpc = plan.requestsPerConcurrency;
+    const levels: [string, number, number][] = [
+      ...plan.concurrency.map((c, i): [string, number, number] => [`concurrency.${i}`, c, c * rpc]),
+      ...(plan.rate ?? []).map((r, i): [string, number, number] => [`rate.${i}`, r, Math.round(r * rpc * 10)]),
+    ];
+    for (const [where, level, requests] of levels) {
+      if (requests <= MAX_REQUESTS_PER_LEVEL) continue;
+      const [key, index] = where.split(".");
+      ctx.addIssue({
+        code: "custom",
+        path: [key, Number(index)],
+        message: `level ${level} x requestsPerConcurrency ${rpc}${key === "rate" ? " x 10" : ""} is ${requests.toLocaleString("en-US")} requests in one run, more than ${MAX_REQUESTS_PER_LEVEL.toLocaleString("en-US")} (each is held in memory with its measurement); lower requestsPerConcurrency`,
+      });
+    }
   })
   .describe("Benchmark run after readiness: warmup, single requests, a concurrency sweep or request rates.");
 export type BenchPlan = z.infer<typeof BenchPlanSchema>;

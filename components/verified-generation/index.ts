@@ -36,7 +36,7 @@ export interface VerifiedGenerationArgs {
   environmentLock: pulumi.Input<string>;
   /** Readiness gate knobs, parsed once by the stack config (gate/schema.ts VerifyPolicySchema). */
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
-  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema). */
+  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema); a change replaces the resource: it measures again. */
   benchPlan?: pulumi.Input<BenchPlan>;
   /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
   workload?: pulumi.Input<Workload>;
@@ -154,6 +154,10 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly generationCheck: Out<"generationCheck">;
   /** The served model id that was verified. */
   declare public readonly model: Out<"model">;
+  /** The model(s) the server named in its responses (a server may ignore the request's `model`). */
+  declare public readonly servedModels: Out<"servedModels">;
+  /** A served model other than the one asked for, or null. */
+  declare public readonly modelMismatch: Out<"modelMismatch">;
   /** ISO time verification and benchmark finished. */
   declare public readonly verifiedAt: Out<"verifiedAt">;
   /** The readiness gate: time to verified generation, each phase with its timing. */
@@ -168,6 +172,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly saturated: Out<"saturated">;
   /** The knee in one sentence, with the levels excluded by the error budget. */
   declare public readonly saturationVerdict: Out<"saturationVerdict">;
+  /** The intervals cannot tell whether a step gained more than kneeMinGain: run more repeats. */
+  declare public readonly kneeUndetermined: Out<"kneeUndetermined">;
   /** Output tokens/s the host sustains at the knee: what the capacity plan is built on. */
   declare public readonly sustainedOutputTokensPerSecond: Out<"sustainedOutputTokensPerSecond">;
   /** Speculative services: the measured acceptance length (checked against the floor). */
@@ -204,6 +210,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       generating: undefined,
       generationCheck: undefined,
       model: undefined,
+      servedModels: undefined,
+      modelMismatch: undefined,
       verifiedAt: undefined,
       readiness: undefined,
       singleRequest: undefined,
@@ -211,6 +219,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       saturationConcurrency: undefined,
       saturated: undefined,
       saturationVerdict: undefined,
+      kneeUndetermined: undefined,
       sustainedOutputTokensPerSecond: undefined,
       acceptanceLength: undefined,
       benchComplete: undefined,

@@ -18,8 +18,20 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "4";
 
-/** What defines the served thing: a change means a fresh verification and benchmark. */
-const REPLACE_KEY_LIST = ["endpoint", "serviceIdentity", "activation", "toolkitFingerprint", "environmentLock"];
+/**
+ * What defines the served thing, or what its figures measured: a change means a fresh verification
+ * and benchmark. A changed benchmark plan (concurrencies, lengths, repeats) or time scale measures
+ * again: an in-place update would keep the earlier plan's figures under the new plan's name.
+ */
+const REPLACE_KEY_LIST = [
+  "endpoint",
+  "serviceIdentity",
+  "activation",
+  "toolkitFingerprint",
+  "environmentLock",
+  "benchPlan",
+  "timeScale",
+];
 export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
 
 // Module-local (not exported) so the serialized methods capture just this array, not `exports`.
@@ -221,7 +233,8 @@ async function verifyAndMeasure(
   const say = (line: string) => process.stderr.write(`[VerifiedGeneration ${input.endpoint.url}] ${line}\n`);
   // The gate reports phase changes and, while waiting, one line per progressIntervalSeconds.
   const hooks = { ...hostHooks, signal, onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`) };
-  const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, hooks);
+  // The benchmark that follows counts tokens from usage: a server whose streams carry none is not ready for it.
+  const readiness = await gate.verify(endpoint, { ...(input.verifyPolicy ?? {}), requireUsage: true }, hooks);
   if (!readiness.ready) throw new Error(readiness.diagnosis ?? "the readiness gate failed");
   // Speculation that collapsed to ~1 token per step generates, but slower than none: not ready.
   const spec = input.speculative;
@@ -259,6 +272,9 @@ async function verifyAndMeasure(
       `the benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}; no throughput or capacity plan is published from a failing server (raise benchmark.errorBudget only if these errors are expected)`,
     );
   }
+  // A run that could not measure (a failed warmup, streams without usage, a model not listed) says why.
+  if (!(result.sustainedOutputTokensPerSecond > 0) && result.stopReason !== null && !signal.aborted)
+    throw new Error(`the benchmark stopped: ${result.stopReason}; no throughput or capacity plan is published`);
   if (!(result.sustainedOutputTokensPerSecond > 0)) {
     const examples = result.sweep.flatMap((l) => l.errorExamples).slice(0, 3);
     throw new Error(

@@ -6,7 +6,7 @@
  */
 import type { Agent } from "undici";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
-import { baseUrl, fetchText, makeAgent, type Endpoint } from "../transport/http";
+import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
 import { abortReason, armTimeout, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
@@ -32,7 +32,7 @@ export const BENCH_PROMPTS = [
 ];
 
 export type BenchProgress =
-  | { kind: "stage"; stage: "warmup" | "single" | "sweep"; detail: string }
+  | { kind: "stage"; stage: "models" | "warmup" | "single" | "sweep"; detail: string; sinceStart: RunTotals }
   | {
       kind: "request";
       stage: "single" | "sweep";
@@ -42,8 +42,20 @@ export type BenchProgress =
       errors: number;
       tokens: number;
       elapsedSeconds: number;
+      /** Every request of the run so far (warmup, single, sweep): kept as requests end, O(1) each. */
+      sinceStart: RunTotals;
     }
   | { kind: "level"; summary: LevelSummary };
+
+/** Requests ended, failed and tokens counted since the run began. */
+export interface RunTotals {
+  requests: number;
+  errors: number;
+  tokens: number;
+}
+
+/** The warmup is 16 tokens: a server that has not answered it within this many seconds hangs. */
+export const WARMUP_TIMEOUT_SECONDS = 300;
 
 export interface BenchHooks {
   onProgress?: (event: BenchProgress) => void;
@@ -54,13 +66,19 @@ export interface BenchHooks {
 }
 
 export interface BenchSamples {
-  warmup: RequestSample;
+  /** Null when the run stopped before it (the server never listed the model). */
+  warmup: RequestSample | null;
   singleRequest: { maxTokens: number; requests: RequestSample[] }[];
   sweep: LevelSamples[];
 }
 
 export interface BenchSummary {
+  /** The model asked for, as GET /v1/models listed it. */
   model: string;
+  /** The models the responses named (their `model` field), in order of first appearance. */
+  servedModels: string[];
+  /** A response named another model than the one asked for (a server that ignores `model`); null when none did. */
+  modelMismatch: string | null;
   startedAt: string;
   /** False when the deadline, the caller or the server's death stopped the run before every level ran. */
   complete: boolean;
@@ -73,8 +91,10 @@ export interface BenchSummary {
   sweep: LevelSummary[];
   /** The knee's concurrency (gate/measurement/saturation.ts); null when not saturated or no level counts. */
   saturationConcurrency: number | null;
-  /** False when throughput still rose at the last level that kept the error budget. */
+  /** False when throughput still rose at the last level that kept the error budget, or the knee is undetermined. */
   saturated: boolean;
+  /** The throughput intervals could not tell a step from the knee threshold: no knee claimed, run more repeats. */
+  kneeUndetermined: boolean;
   /** The knee's throughput; not saturated, the last counted level's (a lower bound); 0 when none counts. */
   sustainedOutputTokensPerSecond: number;
   /** Levels whose error rate broke the plan's error budget: excluded from every figure above. */
@@ -118,17 +138,25 @@ export function summarizeBench(
     maxTtftP95Seconds: meta.plan.kneeMaxTtftP95Seconds,
   });
   const gone = meta.serverGone ?? null;
+  const servedModels = servedModelsOf(samples);
+  const others = servedModels.filter((m) => m !== meta.model);
   return {
     model: meta.model,
+    servedModels,
+    modelMismatch:
+      others.length === 0
+        ? null
+        : `the server answered as ${others.map((m) => JSON.stringify(m)).join(", ")}, not the model asked for (${JSON.stringify(meta.model)}): it ignores the request's model, so these figures are the served model's`,
     startedAt: meta.startedAt,
     complete: meta.complete,
     stopReason: meta.stopReason ?? gone,
     serverGone: gone,
-    warmupError: samples.warmup.error,
+    warmupError: samples.warmup?.error ?? null,
     singleRequest: samples.singleRequest.map((s) => summarizeSingle(s.maxTokens, s.requests)),
     sweep,
     saturationConcurrency: gone === null ? knee.saturationConcurrency : null,
     saturated: gone === null && knee.saturated,
+    kneeUndetermined: gone === null && knee.undetermined === true,
     sustainedOutputTokensPerSecond: gone === null ? knee.sustainedOutputTokensPerSecond : 0,
     failedLevels: knee.failedLevels,
     saturationVerdict:
@@ -139,6 +167,25 @@ export function summarizeBench(
     timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
   };
+}
+
+/** The distinct `model` names the responses carried (O(n) over the samples, once per summary). */
+function servedModelsOf(samples: BenchSamples): string[] {
+  const seen = new Set<string>();
+  const look = (s: RequestSample) => {
+    if (typeof s.servedModel === "string") seen.add(s.servedModel);
+  };
+  if (samples.warmup) look(samples.warmup);
+  for (const single of samples.singleRequest) single.requests.forEach(look);
+  for (const level of samples.sweep) level.requests.forEach(look);
+  return [...seen];
+}
+
+/** Why a failed warmup stops the run: every later request would meet the same. */
+function warmupStop(error: string): string {
+  if (error.startsWith("the stream carried no usage"))
+    return "the server's streams carry no usage (stream_options.include_usage is ignored): the benchmark counts tokens from usage, so no request can be measured; stopped after the warmup";
+  return `the warmup failed (${error}): stopped before the single requests and the sweep`;
 }
 
 export async function bench(
@@ -162,12 +209,54 @@ export async function bench(
   const clock: HostClock = { origin: performance.now(), timeScale: hooks.timeScale ?? 1 };
   const startedAt = new Date().toISOString();
   const progress = hooks.onProgress ?? (() => undefined);
+  // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
+  const totals: RunTotals = { requests: 0, errors: 0, tokens: 0 };
+  const asked = endpoint.model && endpoint.model.length > 0 ? endpoint.model : null;
+  const stopped = (model: string, samples: BenchSamples, stopReason: string, serverGone: string | null = null) => ({
+    ...summarizeBench(samples, {
+      model,
+      startedAt,
+      complete: false,
+      acceptanceLength: null,
+      plan,
+      timeScale: clock.timeScale,
+      stopReason,
+      serverGone,
+    }),
+    samples,
+  });
   try {
-    const model =
-      endpoint.model && endpoint.model.length > 0
-        ? endpoint.model
-        : await firstModel(agent, base, endpoint.apiKey, signal);
-    const send = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
+    let model: string;
+    progress({
+      kind: "stage",
+      stage: "models",
+      detail: `GET /v1/models lists ${asked === null ? "a model" : JSON.stringify(asked)}`,
+      sinceStart: totals,
+    });
+    try {
+      // Always asked, as the gate does: a model the server does not list would be benchmarked as another.
+      model = await listedModel(agent, base, endpoint.apiKey, signal, asked);
+    } catch (err) {
+      const reason = signal.aborted ? abortReason(signal).message : (err as Error).message;
+      return stopped(asked ?? "(none)", { warmup: null, singleRequest: [], sweep: [] }, reason);
+    }
+    const count = (s: RequestSample) => {
+      totals.requests++;
+      if (s.error !== null) totals.errors++;
+      totals.tokens += s.completionTokens;
+      return s;
+    };
+    const sendRaw = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
+    const send: typeof sendRaw = (r, onChunk) => sendRaw(r, onChunk).then(count);
+    const sendWarmup = makeSender({
+      endpoint,
+      base,
+      model,
+      agent,
+      clock,
+      signal,
+      requestTimeoutSeconds: Math.min(plan.requestTimeoutSeconds, WARMUP_TIMEOUT_SECONDS),
+    });
     const watch = new ServerWatch(base, signal);
     const plain = (prompt: string, maxTokens: number, ignoreEos: boolean): LoadRequest => ({
       prompt,
@@ -175,12 +264,23 @@ export async function bench(
       extraBody: ignoreEos ? { ignore_eos: true } : {},
     });
 
-    progress({ kind: "stage", stage: "warmup", detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}` });
+    progress({
+      kind: "stage",
+      stage: "warmup",
+      detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}`,
+      sinceStart: totals,
+    });
     watch.during = "the warmup";
-    const warmup = await send(plain(WARMUP_PROMPT, plan.warmupMaxTokens, false));
+    const warmup = count(await sendWarmup(plain(WARMUP_PROMPT, plan.warmupMaxTokens, false)));
     watch.note(warmup);
     await watch.settle();
     const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
+    if (warmup.error !== null) {
+      // A failed warmup (no usage, a hang, an error) is what every later request would meet.
+      const reason = watch.gone ?? (signal.aborted ? abortReason(signal).message : warmupStop(warmup.error));
+      return stopped(model, samples, reason, watch.gone);
+    }
+    let hung: string | null = null;
 
     for (const maxTokens of plan.singleRequestMaxTokens) {
       if (watch.signal.aborted) break;
@@ -189,14 +289,18 @@ export async function bench(
         kind: "stage",
         stage: "single",
         detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}`,
+        sinceStart: totals,
       });
       const requests: RequestSample[] = [];
       const tally = { errors: 0, tokens: 0 };
-      for (let i = 0; i < plan.singleRequestPrompts && !watch.signal.aborted; i++) {
+      for (let i = 0; i < plan.singleRequestPrompts && !watch.signal.aborted && hung === null; i++) {
         const s = await send(plain(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
         watch.note(s);
         await watch.settle();
         requests.push(s);
+        // One request alone that never completed: the server hangs, and the sweep would only wait longer.
+        if (s.error?.startsWith("no complete answer within") && !signal.aborted)
+          hung = `a single request at max_tokens ${maxTokens} hung (${s.error}): stopped before the sweep`;
         if (s.error !== null) tally.errors++;
         tally.tokens += s.completionTokens;
         progress({
@@ -207,10 +311,13 @@ export async function bench(
           total: plan.singleRequestPrompts,
           ...tally,
           elapsedSeconds: hostNow(clock),
+          sinceStart: totals,
         });
       }
       samples.singleRequest.push({ maxTokens, requests });
+      if (hung !== null) break;
     }
+    if (hung !== null) return stopped(model, samples, hung);
     const acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, watch.signal);
 
     samples.sweep = await runSweep({
@@ -229,6 +336,7 @@ export async function bench(
         progress({
           kind: "stage",
           stage: "sweep",
+          sinceStart: totals,
           detail: `${mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`}: ${total} requests${plan.repeats > 1 ? ` x ${plan.repeats} runs` : ""}, max_tokens ${plan.sweepMaxTokens}`,
         }),
       onRequest: (level, tally, total) =>
@@ -239,6 +347,7 @@ export async function bench(
           ...tally,
           total,
           elapsedSeconds: hostNow(clock),
+          sinceStart: totals,
         }),
       onLevel: (level) =>
         progress({
@@ -286,26 +395,41 @@ function sweepRequests(plan: BenchPlan): (index: number) => LoadRequest {
   });
 }
 
-async function firstModel(
+/** The model to benchmark: the one asked for, if GET /v1/models lists it; otherwise the first listed. */
+async function listedModel(
   agent: Agent,
   base: string,
   apiKey: string | undefined,
   signal: AbortSignal,
+  asked: string | null,
 ): Promise<string> {
   const url = `${base}/v1/models`;
-  const reply = await withTimeout(
-    [signal],
-    30_000,
-    () => `GET ${url}: no answer within 30 s`,
-    (s) => fetchText(agent, url, { apiKey, signal: s }),
-  );
-  if (reply.status !== 200) throw new Error(`GET ${url} answered HTTP ${reply.status}`);
-  let id: unknown;
+  let reply;
   try {
-    id = (JSON.parse(reply.text) as ModelList | null)?.data?.[0]?.id;
+    reply = await withTimeout(
+      [signal],
+      30_000,
+      () => `GET ${url}: no answer within 30 s`,
+      (s) => fetchText(agent, url, { apiKey, signal: s }),
+    );
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw new Error(`the server never answered: GET ${url}: ${describeError(err)}; nothing was measured`, {
+      cause: err,
+    });
+  }
+  if (reply.status !== 200) throw new Error(`GET ${url} answered HTTP ${reply.status}; nothing was measured`);
+  let ids: string[];
+  try {
+    ids = ((JSON.parse(reply.text) as ModelList | null)?.data ?? []).map((m) => String(m?.id));
   } catch {
     throw new Error(`GET ${url} answered HTTP 200 with a body that is not JSON: ${reply.text.slice(0, 120)}`);
   }
-  if (typeof id !== "string") throw new Error(`GET ${url} lists no model`);
-  return id;
+  if (ids.length === 0) throw new Error(`GET ${url} lists no model`);
+  if (asked === null) return ids[0];
+  if (!ids.includes(asked))
+    throw new Error(
+      `GET ${url}: the server serves ${JSON.stringify(ids)}, not the model asked for ${JSON.stringify(asked)}; nothing was measured`,
+    );
+  return asked;
 }

@@ -131,6 +131,7 @@ export function planService(m: ServiceMeasurement, job: Job, judgement: KneeOpti
             requests: l.requests,
             errors: l.errors,
             outputTokensPerSecond: mean(l),
+            throughput: l.throughput,
             ttftP95Seconds: l.ttftP95Seconds,
             achievedRequestsPerSecond: l.achievedRequestsPerSecond ?? null,
             keptUp: l.keptUp ?? null,
@@ -213,5 +214,8 @@ export function recommendationSentence(
     job.purpose === "batch"
       ? `it finishes ${fmt(job.completions)} x ${fmt(job.outputTokensPerCompletion)} tokens soonest, sustaining ${fmt(winner.sustainedOutputTokensPerSecond)} tok/s at ${levelPhrase(winner.mode, winner.atLevel ?? "n/a")}${than} (${winner.daysOnOneHost?.toFixed(1) ?? "n/a"} days on one host)`
       : `it has the highest goodput under the SLO, ${fmt(winner.bestGoodputTokensPerSecond)} tok/s${than}`;
-  return `Run ${name}: ${why}${fades.length ? `; ${fades.join(", ")}` : ""}.`;
+  // A knee the intervals could not place: the figure is the best level's mean, and more repeats would place it.
+  const undetermined =
+    job.purpose === "batch" && winner.knee?.undetermined ? "; the knee is undetermined (run more repeats)" : "";
+  return `Run ${name}: ${why}${undetermined}${fades.length ? `; ${fades.join(", ")}` : ""}.`;
 }

@@ -9,6 +9,12 @@
  * TTFT bound, the last level before TTFT p95 crosses it. When throughput still rises at the last
  * level, there is no knee: "not saturated up to C=N", and the sustained figure is that level's, a
  * lower bound, never called saturation.
+ *
+ * Noisy means (repeats give each level a 95 % interval): a step is judged by the range of gains its
+ * two intervals allow. Clearly under `minGain`: a knee; clearly over: still rising; a range that
+ * holds the threshold: the knee is undetermined ("run more repeats"), and the sustained figure is
+ * the best level's mean, said so. A knee is never taken when a later level is clearly higher (its
+ * gain per doubling over the knee reaches `minGain`): that level is not discarded for an earlier knee.
  */
 
 /** The fields of a level summary these rules read (LevelSummary has them all). */
@@ -20,6 +26,8 @@ export interface LevelFigures {
   ttftP95Seconds: number | null;
   /** Successful requests with no visible content (reasoning used the budget); absent: not counted. */
   answerlessRequests?: number;
+  /** The throughput's 95 % interval over the repeats (levels.ts); absent or null half-width: one run, judged by the mean. */
+  throughput?: { halfWidth: number | null };
 }
 
 /**
@@ -51,6 +59,25 @@ export function gainPerDoubling(from: LevelFigures, to: LevelFigures): number {
   return Math.pow(ratio, 1 / doublings) - 1;
 }
 
+/** The gains per doubling a step's two throughput intervals allow: [low, high] (both the mean's without intervals). */
+export function gainRange(from: LevelFigures, to: LevelFigures): [number, number] {
+  const h1 = from.throughput?.halfWidth ?? 0;
+  const h2 = to.throughput?.halfWidth ?? 0;
+  const at = (t1: number, t2: number) =>
+    gainPerDoubling(
+      { ...from, outputTokensPerSecond: Math.max(0, t1) },
+      { ...to, outputTokensPerSecond: Math.max(0, t2) },
+    );
+  return [
+    at(from.outputTokensPerSecond + h1, to.outputTokensPerSecond - h2),
+    at(from.outputTokensPerSecond - h1, to.outputTokensPerSecond + h2),
+  ];
+}
+
+const tps = (l: LevelFigures) =>
+  `${l.outputTokensPerSecond.toFixed(1)}${l.throughput?.halfWidth == null ? "" : ` ± ${l.throughput.halfWidth.toFixed(1)}`} tok/s`;
+const pct = (v: number) => (Number.isFinite(v) ? `${v >= 0 ? "+" : ""}${(v * 100).toFixed(0)} %` : "unbounded");
+
 export interface KneeOptions {
   errorBudget: number;
   minGain: number;
@@ -72,6 +99,8 @@ export interface Knee {
   answerlessLevels: number[];
   /** One sentence: "saturation at C=32 (...)", "not saturated up to C=64", "no level ...". */
   verdict: string;
+  /** The throughput intervals could not tell a step's gain from `minGain`: no knee is claimed; run more repeats. */
+  undetermined?: boolean;
   /** closed: levels are concurrencies; open: offered request rates. */
   mode: "closed" | "open";
   /** The level the sustained figure comes from, concurrency or offered rate (null when none counts). */
@@ -131,14 +160,29 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
       );
     }
     if (i + 1 < ok.length) {
-      const gain = gainPerDoubling(level, ok[i + 1]);
-      if (gain < opts.minGain) {
+      const next = ok[i + 1];
+      const gain = gainPerDoubling(level, next);
+      const [low, high] = gainRange(level, next);
+      // A later level clearly higher than this one: whatever this step says, this is no knee.
+      const laterHigher = ok.slice(i + 2).some((later) => gainRange(level, later)[0] >= opts.minGain);
+      if (laterHigher || low >= opts.minGain) continue;
+      if (high < opts.minGain) {
         return at(
           level,
           true,
-          `saturation at C=${level.concurrency}: going to C=${ok[i + 1].concurrency} adds ${(gain * 100).toFixed(1)} % per doubling (< ${(opts.minGain * 100).toFixed(0)} %)`,
+          `saturation at C=${level.concurrency}: going to C=${next.concurrency} adds ${(gain * 100).toFixed(1)} % per doubling (< ${(opts.minGain * 100).toFixed(0)} %)`,
         );
       }
+      // The intervals hold the threshold: neither a knee nor a rise can be claimed.
+      const best = ok.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
+      return {
+        ...at(
+          best,
+          false,
+          `knee undetermined, run more repeats: from C=${level.concurrency} (${tps(level)}) to C=${next.concurrency} (${tps(next)}) the gain per doubling lies between ${pct(low)} and ${pct(high)}, which cannot be told from the ${(opts.minGain * 100).toFixed(0)} % threshold; the sustained figure is the best level's mean (C=${best.concurrency}), not a knee`,
+        ),
+        undetermined: true,
+      };
     }
   }
   const last = ok[ok.length - 1];
@@ -221,7 +265,11 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
 
 /** The one judgement of a sweep: the knee for concurrencies, saturation by shortfall for rates. */
 export function judgeLevels(
-  levels: readonly (RateFigures & { mode?: "closed" | "open"; ttftP95Seconds: number | null })[],
+  levels: readonly (RateFigures & {
+    mode?: "closed" | "open";
+    ttftP95Seconds: number | null;
+    throughput?: { halfWidth: number | null };
+  })[],
   opts: KneeOptions,
 ): Knee {
   if (levels.length > 0 && levels.every((l) => l.mode === "open")) return findRateSaturation(levels, opts);

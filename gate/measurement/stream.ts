@@ -33,6 +33,8 @@ export interface RequestSample {
   reasoningChunks: number;
   answerChunks: number;
   error: string | null;
+  /** The `model` the server's chunks named; null when they named none. */
+  servedModel?: string | null;
 }
 
 export interface StreamRequest {
@@ -64,6 +66,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     reasoningChunks: 0,
     answerChunks: 0,
     error: null,
+    servedModel: null,
   };
   // Assigned inside onData, which flow analysis does not see: without the assertion TypeScript takes it for always null.
   let usage = null as Usage | null;
@@ -87,6 +90,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
       return;
     }
     if (json.usage) usage = json.usage;
+    if (typeof json.model === "string" && json.model.length > 0) sample.servedModel = json.model;
     const choice = json.choices?.[0];
     if (choice === undefined) return;
     const delta = choice.delta;

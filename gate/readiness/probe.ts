@@ -104,11 +104,16 @@ export async function probeGeneration(
   const answer = new Answer(t0);
   // Enough seen: the answer started (and holds the known answer, when one is asked for).
   const enough = () => answer.ttfa !== null && (want === null || answer.content.toLowerCase().includes(want));
+  // A benchmark follows that counts tokens from usage: a stability probe reads to the end to see it.
+  const toEnd = policy.requireUsage && opts.sampling;
   // Stopping early aborts only this request; the caller's signal stays untouched.
   const local = armTimeout([opts.signal], null);
   let status = 0;
   let contentType = "";
   let raw = "";
+  // The stream's own last words, for a diagnosis when it is cut (a crash mid-generation).
+  let events = 0;
+  let lastEvent: string | null = null;
   try {
     const res = await request(url, {
       method: "POST",
@@ -123,18 +128,22 @@ export async function probeGeneration(
       raw = await res.body.text();
     } else {
       const parser = new SseParser();
-      const onData = (payload: string) => onEvent(answer, payload);
+      const onData = (payload: string) => {
+        events++;
+        lastEvent = payload;
+        onEvent(answer, payload);
+      };
       const body = res.body as AsyncIterable<Buffer>;
       for await (const chunk of body) {
         if (raw.length < 2000) raw += chunk.toString("utf8");
         parser.push(chunk, onData);
-        if (enough() || answer.streamError !== null) break;
+        if ((enough() && !toEnd) || answer.streamError !== null) break;
       }
-      if (!enough()) parser.end(onData);
-      if (enough()) res.body.destroy();
+      if (!enough() || toEnd) parser.end(onData);
+      if (enough() && !toEnd) res.body.destroy();
     }
   } catch (err) {
-    if (!enough()) {
+    if (!enough() || toEnd) {
       const fatal = fatalNetworkError(err, url);
       return {
         ok: false,
@@ -142,7 +151,11 @@ export async function probeGeneration(
         retryable: fatal === null,
         summary: errorKind(err),
         message: fatal ?? `POST ${url}: ${describeError(err)}`,
-        response: null,
+        // Cut mid-stream: what the server said last, not an earlier request's answer.
+        response:
+          status === 0
+            ? null
+            : `HTTP ${status}, the stream was cut (${describeError(err)}) after ${events} event(s)${lastEvent === null ? "" : `; last event: ${truncate(lastEvent, 300)}`}`,
         error: err,
       };
     }
@@ -200,6 +213,14 @@ export async function probeGeneration(
         : "the completion has no visible content",
     );
   }
+  if (toEnd && answer.usage === null)
+    return fail(
+      "invalid",
+      false,
+      "no usage",
+      `POST ${url}: the stream carried no usage although stream_options.include_usage was asked: the benchmark counts tokens from usage, so every benchmark request would fail; a server that reports usage in streams is needed`,
+      response,
+    );
   const completionTokens = answer.usage ? Number(answer.usage.completion_tokens) : null;
   if (completionTokens !== null && !(completionTokens > 0)) return invalid("usage.completion_tokens is 0");
   const result: ProbeResult = {

@@ -342,6 +342,9 @@ class GateRun {
     }
     if (deadline.aborted) throw deadline.reason;
     if (outcome.response !== null) this.lastResponse = `POST ${url}: ${outcome.response}`;
+    // A probe that got no answer at all: the last response is no longer an earlier request's (GET /v1/models).
+    else if (outcome.kind === "connection" && !this.lastResponse?.startsWith("POST"))
+      this.lastResponse = `POST ${url}: no response (${outcome.summary})`;
     // Network errors go through retry(), which knows when refusals mean the process is gone.
     if (outcome.kind === "connection") {
       if (!outcome.retryable) throw new GateFailure(outcome.message);
@@ -382,6 +385,7 @@ class GateRun {
       if (outcome.response !== null) this.lastResponse = `POST ${url}: ${outcome.response}`;
       if (!outcome.ok) {
         if (outcome.kind === "connection") this.lastError = outcome.message;
+        if (outcome.summary === "no usage") throw new GateFailure(outcome.message);
         throw new GateFailure(`the server generated once, then generation ${i + 2} failed: ${outcome.message}`);
       }
     }

@@ -200,6 +200,13 @@ export const VerifiedGenerationOutputsSchema = z
     generating: z.boolean().describe("the endpoint generated at the last create or refresh; false is drift"),
     generationCheck: z.string().describe('"ok", or a short stable reason the last refresh found no generation'),
     model: z.string().describe("the served model id that was verified"),
+    servedModels: z
+      .array(z.string())
+      .describe("the models the benchmark's responses named (their `model` field); another than `model` is reported"),
+    modelMismatch: z
+      .string()
+      .nullable()
+      .describe("a response named another model than asked (a server that ignores `model`); null when none did"),
     verifiedAt: z.string().describe("ISO time verification and benchmark finished"),
     readiness: ReadinessSchema,
     singleRequest: z.array(SingleRequestOutputSchema).describe("single requests at each max_tokens"),
@@ -211,6 +218,9 @@ export const VerifiedGenerationOutputsSchema = z
       .describe("the knee (gate/measurement/saturation.ts); null when throughput still rose at the last level"),
     saturated: z.boolean().describe("a knee was found; false: not saturated up to the last level"),
     saturationVerdict: z.string().describe("the knee in one sentence, with the levels excluded by the error budget"),
+    kneeUndetermined: z
+      .boolean()
+      .describe("the throughput intervals could not place the knee: no knee claimed, run more repeats"),
     sustainedOutputTokensPerSecond: z
       .number()
       .describe("aggregate output tok/s at the knee; not saturated: at the last level (a lower bound)"),
@@ -237,6 +247,8 @@ export function measuredOutputs(
     generating: true,
     generationCheck: "ok",
     model: readiness.model,
+    servedModels: summary.servedModels,
+    modelMismatch: summary.modelMismatch,
     verifiedAt: new Date().toISOString(),
     readiness: {
       elapsedSeconds: readiness.elapsedSeconds,
@@ -251,6 +263,7 @@ export function measuredOutputs(
     saturationConcurrency: summary.saturationConcurrency,
     saturated: summary.saturated,
     saturationVerdict: summary.saturationVerdict,
+    kneeUndetermined: summary.kneeUndetermined,
     sustainedOutputTokensPerSecond: summary.sustainedOutputTokensPerSecond,
     acceptanceLength: summary.acceptanceLength,
     benchComplete: summary.complete,

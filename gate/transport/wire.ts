@@ -19,6 +19,8 @@ export interface Usage {
 export interface ChatCompletionChunk {
   /** An error event some servers send mid-stream instead of a chunk. */
   error?: unknown;
+  /** The model the server says answered (a server that ignores the request's `model` names its own). */
+  model?: unknown;
   usage?: Usage | null;
   choices?: {
     delta?: { content?: string | null; reasoning_content?: string | null } | null;

@@ -47,7 +47,8 @@ describe("bad numbers are refused in one sentence naming the flag (issue 18 poin
         ["--endpoint", NOWHERE, "--max-tokens", "1000000000000"],
         /^gpuhost bench: --max-tokens takes a list of a whole number of at most 1,048,576, got "1000000000000"$/,
       ],
-      [benchMain, ["--endpoint", NOWHERE, "--sweep-max-tokens", "4096000"], /--sweep-max-tokens .* at most 1,048,576/],
+      [benchMain, ["--endpoint", NOWHERE, "--max-tokens", "8,4096000"], /--max-tokens .* at most 1,048,576/],
+      [benchMain, ["--endpoint", NOWHERE, "--sweep-max-tokens", "64"], /--sweep-max-tokens/],
       [
         verifyMain,
         ["--endpoint", NOWHERE, "--deadline", "-5"],

@@ -24,7 +24,7 @@ describe("gpuhost bench workload controls", () => {
     const code = await benchMain(
       [
         ...base(server.url),
-        ...["--concurrency", "2", "--requests-per-concurrency", "1", "--sweep-max-tokens", "4", "--repeats", "3"],
+        ...["--concurrency", "2", "--requests-per-concurrency", "1", "--repeats", "3"],
         ...["--mix", "chat=1,code=0", "--thinking", "off", "--slo-ttft", "5", "--slo-itl", "0.5", "--json", file],
       ],
       o,

@@ -64,7 +64,7 @@ describe("bench against the simulator", () => {
     const counted =
       r.sweep.reduce((a, l) => a + l.completionTokens, 0) +
       r.singleRequest.reduce((a, s) => a + s.completionTokens, 0) +
-      r.samples.warmup.completionTokens;
+      (r.samples.warmup?.completionTokens ?? 0);
     expect(counted).toBe(after.completed.completionTokens - before.completed.completionTokens);
     for (const level of r.samples.sweep)
       for (const s of level.requests) if (s.error !== null) expect(s.completionTokens).toBe(0);

@@ -24,21 +24,11 @@ export function io(): CapturedIo {
   };
 }
 
-/** `gpuhost bench` against ENDPOINT at the given levels and token caps, then MORE options. */
+/** `gpuhost bench` against ENDPOINT at the given levels and output length (the sweep's, then the single requests'), then MORE options. */
 export function benchArgv(
   endpoint: string,
-  run: { concurrency: string; maxTokens: number; sweepMaxTokens: number },
+  run: { concurrency: string; maxTokens: string },
   ...more: string[]
 ): string[] {
-  return [
-    "--endpoint",
-    endpoint,
-    "--concurrency",
-    run.concurrency,
-    "--max-tokens",
-    String(run.maxTokens),
-    "--sweep-max-tokens",
-    String(run.sweepMaxTokens),
-    ...more,
-  ];
+  return ["--endpoint", endpoint, "--concurrency", run.concurrency, "--max-tokens", run.maxTokens, ...more];
 }

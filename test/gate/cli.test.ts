@@ -93,7 +93,7 @@ describe("gpuhost bench", () => {
     const code = await benchMain(
       benchArgv(
         sim.url,
-        { concurrency: "2,4", maxTokens: 64, sweepMaxTokens: 64 },
+        { concurrency: "2,4", maxTokens: "64" },
         "--prompts",
         "2",
         "--json",

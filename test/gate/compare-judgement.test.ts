@@ -53,6 +53,24 @@ describe("the comparison's verdict follows the benchmark settings it is given", 
     expect(compareServices([m], job, stack).sentence).toContain("sustaining 1,800 tok/s at 16 concurrent");
   });
 
+  it("noisy means (issue 18.4): C=1 41 ± 19, C=2 41 ± 9, C=4 48 ± 10 is no knee at C=1; the plan says undetermined", () => {
+    const noisy = (l: number, mean: number, halfWidth: number) =>
+      ({
+        ...level(l, mean),
+        throughput: { mean, halfWidth, low: mean - halfWidth, high: mean + halfWidth, n: 3 },
+      }) as SweepLevel;
+    const m = {
+      service: "autoregressive" as const,
+      sweep: [noisy(1, 41, 19), noisy(2, 41, 9), noisy(4, 48, 10)],
+      acceptanceLength: null,
+    };
+    const c = compareServices([m], job);
+    expect(c.plans[0]).toMatchObject({ sustainedOutputTokensPerSecond: 48, atLevel: 4 });
+    expect(c.plans[0].knee?.undetermined).toBe(true);
+    expect(c.sentence).not.toContain("at 1 concurrent");
+    expect(c.sentence).toContain("the knee is undetermined (run more repeats)");
+  });
+
   it("kneeMinGain: +15 % per doubling is still rising at the default 10 %, and the knee at a stack's 20 %", () => {
     const m = { service: "autoregressive" as const, sweep: [level(8, 1000), level(16, 1150)], acceptanceLength: null };
     const rising = compareServices([m], job);

@@ -100,7 +100,7 @@ describe("streamed samples (fake server)", () => {
     expect(s.error).toContain("without [DONE]");
   });
 
-  it("a benchmark whose every request fails completes with errors and zero sustained throughput", async () => {
+  it("a benchmark whose every request fails stops after the failed warmup, with its reason and zero sustained throughput", async () => {
     const url = await fake((req, _b, res) =>
       req.url === "/v1/models" ? models(res) : res.writeHead(500).end('{"error":"boom"}'),
     );
@@ -108,11 +108,13 @@ describe("streamed samples (fake server)", () => {
       { url },
       { singleRequestMaxTokens: [8], singleRequestPrompts: 1, concurrency: [2], requestsPerConcurrency: 1 },
     );
-    expect(r.complete).toBe(true);
-    expect(r.sweep[0].errors).toBe(2);
-    expect(r.sweep[0].withinErrorBudget).toBe(false);
-    expect(r.failedLevels).toEqual([2]);
-    expect(r.sweep[0].errorExamples[0]).toContain("HTTP 500");
+    // Issue 18.10: every later request would meet what the warmup met; no level is walked.
+    expect(r.complete).toBe(false);
+    expect(r.stopReason).toMatch(
+      /^the warmup failed \(HTTP 500 .*boom.*\): stopped before the single requests and the sweep$/,
+    );
+    expect(r.sweep).toEqual([]);
+    expect(r.singleRequest).toEqual([]);
     expect(r.sustainedOutputTokensPerSecond).toBe(0);
     expect(r.saturationConcurrency).toBeNull();
     expect(r.warmupError).toContain("HTTP 500");

@@ -2,8 +2,10 @@
  * Small streaming OpenAI-style servers for the load generator's open-loop tests, misbehaving the
  * ways real servers do under load: one that fails a share of its requests, or those beyond a number
  * in flight (HTTP 500, the way an overloaded server sheds load), one that serves one request at a
- * time, so arrivals faster than its service time queue and it cannot keep up, and one that dies
- * mid-run (killed: connections cut, then the port refuses). Real sockets on free ports, closed by the tests.
+ * time, so arrivals faster than its service time queue and it cannot keep up, one that dies
+ * mid-run (killed: connections cut, then the port refuses), one that serves another model than
+ * asked, one whose streams carry no usage, and one that never answers a chat. Real sockets on free
+ * ports, closed by the tests.
  */
 import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -35,9 +37,20 @@ export interface LoadServerOptions {
   tokens?: number;
   /** Milliseconds between chunks (after the first, which is sent as the request's turn comes). */
   chunkMs?: number;
+  /** What GET /v1/models lists (default ["m"]). */
+  models?: string[];
+  /** The `model` every chunk names, whatever the request asked for (default: the request's). */
+  servesModel?: string;
+  /** Streams end without a usage chunk (stream_options.include_usage ignored), probes included. */
+  noUsage?: boolean;
+  /** Chat requests that are never answered: the warmup (hangChats) or only benchmark requests (hangBenchmark). */
+  hangChats?: boolean;
+  hangBenchmark?: boolean;
+  /** Requests for exactly this max_tokens (the benchmark's 16-token warmup) answer HTTP 503; the gate's probes ask for more. */
+  failMaxTokens?: number;
+  /** Benchmark requests after this many are accepted and never answered (the sweep hangs, the single requests not). */
+  hangBenchmarkAfter?: number;
 }
-
-const MODELS = JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] });
 
 const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
 
@@ -55,16 +68,17 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       await new Promise((r) => server.close(r));
     },
   };
-  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number) => {
+  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string) => {
     const n = benchmark && opts.truncateAt !== undefined ? Math.min(opts.truncateAt, maxTokens) : tokens;
     const delta = benchmark && opts.reasoningOnly ? { reasoning_content: "hmm " } : { content: "ok " };
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (let i = 0; i < n; i++) {
       if (i > 0) await new Promise((r) => setTimeout(r, chunkMs));
-      res.write(chunk({ choices: [{ index: 0, delta, finish_reason: null }] }));
+      res.write(chunk({ model, choices: [{ index: 0, delta, finish_reason: null }] }));
     }
-    res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
-    res.write(chunk({ choices: [], usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } }));
+    res.write(chunk({ model, choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
+    if (!opts.noUsage)
+      res.write(chunk({ model, choices: [], usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } }));
     res.end("data: [DONE]\n\n");
   };
   const server = http.createServer((req, res) => {
@@ -74,15 +88,29 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
   });
   const route = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => {
     if (req.url === "/v1/models") {
-      res.writeHead(200, { "content-type": "application/json" }).end(MODELS);
+      const data = (opts.models ?? ["m"]).map((id) => ({ id, object: "model" }));
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data }));
       return;
     }
     if (req.url !== "/v1/chat/completions") {
       res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
       return;
     }
-    const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number };
+    const request = JSON.parse(body) as { ignore_eos?: boolean; max_tokens?: number; model?: string };
     const benchmark = request.ignore_eos === true;
+    const model = opts.servesModel ?? request.model ?? "m";
+    if (opts.failMaxTokens !== undefined && request.max_tokens === opts.failMaxTokens) {
+      res.writeHead(503, { "content-type": "application/json" }).end('{"error":"warming"}');
+      return;
+    }
+    const hang =
+      opts.hangChats ||
+      (benchmark &&
+        (opts.hangBenchmark || (opts.hangBenchmarkAfter !== undefined && state.received >= opts.hangBenchmarkAfter)));
+    if (hang) {
+      if (benchmark) state.received++;
+      return; // accepted, never answered
+    }
     const maxTokens = request.max_tokens ?? tokens;
     const n = benchmark ? ++state.received : 0;
     if (benchmark && opts.dieAfter !== undefined && n > opts.dieAfter) {
@@ -99,10 +127,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       res.on("close", () => inFlight--);
     }
     if (!opts.serial) {
-      void answer(res, benchmark, maxTokens);
+      void answer(res, benchmark, maxTokens, model);
       return;
     }
-    queue = queue.then(() => answer(res, benchmark, maxTokens)).catch(() => undefined);
+    queue = queue.then(() => answer(res, benchmark, maxTokens, model)).catch(() => undefined);
   };
   server.on("connection", (s: Socket) => {
     sockets.add(s);

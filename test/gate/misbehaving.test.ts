@@ -173,7 +173,7 @@ describe("11.7 nothing lost at the end of a bench run", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-lost-"));
     const o = io();
     const run = benchMain(
-      benchArgv(sim.url, { concurrency: "2", maxTokens: 32, sweepMaxTokens: 32 }, "--json", path.join(dir, "b.json")),
+      benchArgv(sim.url, { concurrency: "2", maxTokens: "32" }, "--json", path.join(dir, "b.json")),
       o,
     );
     rmSync(dir, { recursive: true }); // the folder vanishes while the benchmark runs
@@ -193,8 +193,8 @@ describe("11.3 failure is never capacity (command line)", () => {
     expect((await verify({ url: sim.url })).ready).toBe(true);
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-budget-"));
     const o = io();
-    const levels = { concurrency: "2,4", maxTokens: 64, sweepMaxTokens: 1024 };
-    const code = await benchMain(benchArgv(sim.url, levels, "--json", path.join(dir, "b.json")), o);
+    const levels = { concurrency: "2,4", maxTokens: "1024" };
+    const code = await benchMain(benchArgv(sim.url, levels, "--prompts", "1", "--json", path.join(dir, "b.json")), o);
     expect(code).toBe(3);
     const json = JSON.parse(readFileSync(path.join(dir, "b.json"), "utf8")) as BenchResult;
     expect(json.failedLevels).toEqual([4]);
@@ -203,7 +203,7 @@ describe("11.3 failure is never capacity (command line)", () => {
     expect(o.out()).toMatch(/\n4\s.*FAILED/);
     expect(o.out()).toContain("C=4 broke the error budget of 1 %");
     // A generous budget accepts the same errors.
-    expect(await benchMain(benchArgv(sim.url, levels, "--error-budget", "100%"), io())).not.toBe(3);
+    expect(await benchMain(benchArgv(sim.url, levels, "--prompts", "1", "--error-budget", "100%"), io())).not.toBe(3);
   });
 });
 

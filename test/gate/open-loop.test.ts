@@ -35,7 +35,7 @@ describe("an open-loop level over the error budget is not capacity", () => {
     const code = await benchMain(
       [
         ...["--endpoint", server.url, "--model", "m", "--rate", "0.5,20", "--requests-per-concurrency", "1"],
-        ...["--max-tokens", "4", "--prompts", "1", "--sweep-max-tokens", "4", "--json", path.join(dir, "b.json")],
+        ...["--max-tokens", "4", "--prompts", "1", "--json", path.join(dir, "b.json")],
       ],
       o,
     );

@@ -141,6 +141,40 @@ describe("statistics", () => {
     expect(findKnee([lvl(8, 990), lvl(64, 700)], opts).saturationConcurrency).toBe(8);
   });
 
+  it("noisy means (issue 18.4): a step whose interval holds the threshold leaves the knee undetermined; the best level is the figure", () => {
+    const noisy = (c: number, mean: number, halfWidth: number) => ({ ...lvl(c, mean), throughput: { halfWidth } });
+    const k = findKnee([noisy(1, 41, 19), noisy(2, 41, 9), noisy(4, 48, 10)], opts);
+    expect(k).toMatchObject({
+      undetermined: true,
+      saturated: false,
+      saturationConcurrency: null,
+      sustainedOutputTokensPerSecond: 48,
+      sustainedLevel: 4,
+    });
+    expect(k.verdict).toMatch(
+      /^knee undetermined, run more repeats: from C=1 \(41\.0 ± 19\.0 tok\/s\) to C=2 \(41\.0 ± 9\.0 tok\/s\) the gain per doubling lies between -47 % and \+127 %/,
+    );
+    // The same means from single runs are judged by the means, as before: a knee at C=1.
+    expect(findKnee([lvl(1, 41), lvl(2, 41), lvl(4, 48)], opts)).toMatchObject({ saturationConcurrency: 1 });
+    // Tight intervals: the knee is claimed where the step is clearly under the threshold.
+    expect(findKnee([noisy(1, 100, 2), noisy(2, 190, 5), noisy(4, 195, 5)], opts)).toMatchObject({
+      saturated: true,
+      saturationConcurrency: 2,
+    });
+  });
+
+  it("a later level clearly higher is never discarded for an earlier knee", () => {
+    const noisy = (c: number, mean: number, halfWidth: number) => ({ ...lvl(c, mean), throughput: { halfWidth } });
+    // C=1 -> C=2 adds under 10 %, but C=4 is clearly higher than C=1: no knee at C=1.
+    const k = findKnee([noisy(1, 100, 2), noisy(2, 104, 2), noisy(4, 150, 3)], opts);
+    expect(k).toMatchObject({ saturated: false, sustainedOutputTokensPerSecond: 150 });
+    expect(k.verdict).toMatch(/^not saturated up to C=4/);
+    expect(findKnee([lvl(8, 100), lvl(16, 105), lvl(32, 200)], opts)).toMatchObject({
+      saturated: false,
+      sustainedLevel: 32,
+    });
+  });
+
   it("throughput still rising at the last level: not saturated up to C=N, never the last level as saturation", () => {
     const k = findKnee([lvl(8, 500), lvl(16, 900), lvl(32, 1500)], opts);
     expect(k).toMatchObject({ saturated: false, saturationConcurrency: null, sustainedOutputTokensPerSecond: 1500 });

@@ -57,7 +57,7 @@ describe("the server went away mid-run", () => {
     const code = await benchMain(
       [
         ...["--endpoint", server.url, "--model", "m", "--concurrency", "1,2,4", "--requests-per-concurrency", "4"],
-        ...["--max-tokens", "4", "--prompts", "1", "--sweep-max-tokens", "4", "--json", file],
+        ...["--max-tokens", "4", "--prompts", "1", "--json", file],
       ],
       o,
     );

@@ -26,7 +26,7 @@ const start = async (opts: Parameters<typeof loadServer>[0]) => {
 };
 const argv = (url: string, file: string) => [
   ...["--endpoint", url, "--model", "m", "--concurrency", "2", "--requests-per-concurrency", "2"],
-  ...["--max-tokens", "8", "--prompts", "1", "--sweep-max-tokens", "8", "--json", file],
+  ...["--max-tokens", "8", "--prompts", "1", "--json", file],
 ];
 const jsonFile = () => path.join(mkdtempSync(path.join(tmpdir(), "gpuhost-trunc-")), "b.json");
 

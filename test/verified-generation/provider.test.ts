@@ -150,7 +150,7 @@ describe("VerifiedGeneration provider", () => {
     );
   });
 
-  it("diff: only what defines the served thing replaces; other changes update; unchanged is no change", async () => {
+  it("diff: what defines the served thing or its measurement replaces; other changes update; unchanged is no change", async () => {
     const olds = { ...inputs("http://127.0.0.1:1"), generating: true, sustainedOutputTokensPerSecond: 10 };
     expect(await diff("id", olds, inputs("http://127.0.0.1:1"))).toMatchObject({ changes: false, replaces: [] });
     // Key order is not a change.
@@ -173,12 +173,13 @@ describe("VerifiedGeneration provider", () => {
         )
       ).replaces,
     ).toEqual(["endpoint"]);
-    for (const over of [
-      { providerVersion: "0" },
-      { benchPlan: { concurrency: [8] } },
-      { workload: { completions: 5 } },
-      { serviceLogsCommand: ["true"] },
-    ]) {
+    // Issue 18.9: a changed plan measures again; the figures never stay from the earlier plan.
+    expect(await diff("id", olds, inputs("http://127.0.0.1:1", { benchPlan: { concurrency: [30] } }))).toMatchObject({
+      changes: true,
+      replaces: ["benchPlan"],
+    });
+    expect((await diff("id", olds, inputs("http://127.0.0.1:1", { timeScale: 10 }))).replaces).toEqual(["timeScale"]);
+    for (const over of [{ providerVersion: "0" }, { workload: { completions: 5 } }, { serviceLogsCommand: ["true"] }]) {
       expect(await diff("id", olds, inputs("http://127.0.0.1:1", over))).toMatchObject({ changes: true, replaces: [] });
     }
     // Unknown during preview: treated as changed.
