@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../components/config";
+import { parseConfig } from "../../stack/config";
 import { API_KEY_CREDENTIAL, serverArgsFor, sglangArgv } from "../../components/services/launch-args";
 import { REASONING_PARSERS, TOOL_CALL_PARSERS } from "../../components/services/sglang-choices";
 import * as choices from "../../components/services/sglang-choices";
