@@ -197,11 +197,12 @@ describe("drift on a simulated host under the real engine", () => {
       "components/cuda-toolkit/scripts/repository.sh",
       "components/cuda-toolkit/scripts/install.sh",
       "components/cuda-toolkit/scripts/verify.sh",
+      // the API key file first (its script, fed the key on stdin by ToolkitState): systemd cannot
+      // start a unit whose credential file is missing, and a restart must load the rewritten key
+      "components/services/scripts/api-key-file.sh",
       ...UNITS.map(() => "components/services/scripts/install-unit.sh"),
       "components/drift/scripts/restart-unit.sh",
       "components/services/scripts/activate.sh",
-      // the API key file (its script, fed the key on stdin by ToolkitState)
-      "components/services/scripts/api-key-file.sh",
     ]);
   }, 60_000);
 
