@@ -195,10 +195,16 @@ export class GpuServingHost extends pulumi.ComponentResource {
         ...sources,
         active,
         serviceIdentity: this.comparison ? activeStamp : service.activeUnitHash,
-        // A comparison that measured again restarted the units itself: its run is part of the start.
-        activation: this.comparison
-          ? pulumi.interpolate`${service.activationId} ${this.comparison.comparedAt}`
-          : service.activationId,
+        // A comparison that measured again restarted the units itself: its run is part of the start,
+        // and so is a start ToolkitState's repair made (a restored unit, a rewritten key file).
+        activation: pulumi
+          .all([
+            this.comparison
+              ? pulumi.interpolate`${service.activationId} ${this.comparison.comparedAt}`
+              : service.activationId,
+            this.toolkitState.repairActivation,
+          ])
+          .apply(([started, repaired]) => (repaired ? `${started} repaired ${repaired}` : started)),
         toolkitFingerprint: toolkit.fingerprint,
         environmentLock: environment.environmentLock,
         serviceProbes: (unit) => platform.serviceProbes(unit),

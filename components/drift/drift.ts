@@ -1,5 +1,6 @@
 // Observed vs expected: the list of fields that drifted, each with a repair a person can run.
 // Pure functions (no I/O), shared by the provider's read/diff/create/update and by the tests.
+import { unitApiKeyField } from "./repair";
 import type { Baseline, Drift, ExpectedState, ObservedState } from "./schema";
 
 /** Baseline recorded at create: what no provisioning step states up front. */
@@ -166,6 +167,16 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       expected: "the configured API key",
       found: observed.apiKeyFile === "missing" ? null : "another content",
       repair: "pulumi up rewrites it from the apiKey secret (api-key-file.sh)",
+    });
+  }
+  const running = Object.entries(expected.units).find(([, u]) => u.active === "active")?.[0];
+  if (running !== undefined && observed.apiKeyRunning === "differs") {
+    const name = running.slice(running.lastIndexOf("/") + 1);
+    drift.push({
+      field: unitApiKeyField(running),
+      expected: "the configured API key",
+      found: "another key (the service started from an earlier key file: clients get 401)",
+      repair: `pulumi up rewrites the key file, restarts ${name} and verifies it again (by hand: systemctl restart ${name})`,
     });
   }
   return drift;

@@ -13,7 +13,7 @@ import { TOOLKIT_STATE_PROVIDER_VERSION } from "./version";
 
 export { expectedToolkitState, type ExpectedToolkitOptions } from "./expected";
 export { assembleDrift, preparationDrift, type AssembledDrift, type DriftFragment } from "./fragments";
-export { restartUnitStep, TOOLKIT_FIELDS, UNIT_FIELDS, unitContentField } from "./repair";
+export { restartUnitStep, TOOLKIT_FIELDS, UNIT_FIELDS, unitApiKeyField, unitContentField } from "./repair";
 export type { Baseline, Drift, ExpectedState, ObservedState, OnDrift, RepairStep, RepairStepInput } from "./schema";
 
 export interface ToolkitStateArgs {
@@ -42,7 +42,8 @@ export interface ToolkitStateArgs {
   repairs?: pulumi.Input<RepairStepInput[]>;
   /** The API key: its file on the host is compared with it on every probe, and rewritten by a repair. */
   apiKey?: pulumi.Input<string>;
-  apiKeyFile?: { path: string; script: string };
+  /** `credential`: the id the units load it as (LoadCredential=); systemd's copy is the key the service runs with. */
+  apiKeyFile?: { path: string; script: string; credential?: string };
 }
 
 const toolkitStateProvider = callTimeProvider("dist/components/drift/provider-impl.js");
@@ -61,6 +62,11 @@ export class ToolkitState extends pulumi.dynamic.Resource {
   declare public readonly baseline: pulumi.Output<Baseline>;
   /** Fields in which the host differs from what was provisioned; empty when it matches. */
   declare public readonly drift: pulumi.Output<Drift[]>;
+  /**
+   * The activation id of the last start a repair made ("" before any): a repair that restarted the
+   * service changes it, and VerifiedGeneration (which takes it as part of its `activation`) verifies again.
+   */
+  declare public readonly repairActivation: pulumi.Output<string>;
 
   constructor(name: string, args: ToolkitStateArgs, opts?: pulumi.CustomResourceOptions) {
     const connection = pulumi
@@ -81,6 +87,7 @@ export class ToolkitState extends pulumi.dynamic.Resource {
         observed: undefined,
         baseline: undefined,
         drift: undefined,
+        repairActivation: undefined,
       },
       { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "connection", "apiKey"] },
       "gpuhost",

@@ -19,7 +19,7 @@ import { describeConnection, type HostConnection, parseConnection } from "../hos
 import { execOnHost } from "../host/exec";
 import { baselineOf, findDrift } from "./drift";
 import { ProbeError, probeHost } from "./probe";
-import { planRepairs, repairScriptPath, runRepairs } from "./repair";
+import { planRepairs, repairedActivation, repairScriptPath, runRepairs } from "./repair";
 import { installProcessGuard } from "../../gate/transport/process-guard";
 import { projectRoot } from "../../project-files";
 import {
@@ -50,7 +50,8 @@ export interface ToolkitStateInputs {
   repairs?: RepairStepInput[];
   /** The API key (a secret input: encrypted in the state) and its file on the host, compared on every probe. */
   apiKey?: string;
-  apiKeyFile?: { path: string; script: string };
+  /** `credential`: the id the units load the file as (LoadCredential=): systemd's copy is what the service runs with. */
+  apiKeyFile?: { path: string; script: string; credential?: string };
 }
 
 /** What the state holds. */
@@ -66,6 +67,12 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
    * through and clears this; the same pin is refused again and fails the update, naming both keys.
    */
   hostKeyRefused?: string;
+  /**
+   * The activation id of the last start a repair made (activate.sh, restart-unit.sh), "" before any:
+   * VerifiedGeneration takes it as part of its `activation`, so the update that restarted the
+   * service is followed by the gate in the same `pulumi up`. Kept by read and by updates that start nothing.
+   */
+  repairActivation?: string;
 }
 
 const INPUT_KEYS = ["providerVersion", "connection", "expected", "onDrift", "repairs", "apiKey", "apiKeyFile"] as const;
@@ -123,11 +130,18 @@ export function stateId(connection: HostConnection, expected: ExpectedState): st
   return `toolkit-state-${digest}`;
 }
 
-async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefined): Promise<ToolkitStateOutputs> {
+async function observe(
+  inputs: ToolkitStateInputs,
+  baseline: Baseline | undefined,
+  repairActivation: string,
+): Promise<ToolkitStateOutputs> {
   const { connection, expected } = parsed(inputs);
   const observed = await probeHost(connection, expected);
-  if (inputs.apiKey !== undefined && inputs.apiKeyFile !== undefined)
-    observed.apiKeyFile = await checkApiKeyFile(connection, projectRoot(), inputs.apiKeyFile, inputs.apiKey);
+  if (inputs.apiKey !== undefined && inputs.apiKeyFile !== undefined) {
+    const key = await checkApiKeyFile(connection, projectRoot(), inputs.apiKeyFile, inputs.apiKey, runningCopy(inputs));
+    observed.apiKeyFile = key.file;
+    if (key.running !== undefined) observed.apiKeyRunning = key.running;
+  }
   const base = baseline ?? baselineOf(observed);
   return {
     ...inputsOf(inputs),
@@ -135,7 +149,19 @@ async function observe(inputs: ToolkitStateInputs, baseline: Baseline | undefine
     observed,
     baseline: base,
     drift: findDrift(expected, base, observed),
+    repairActivation,
   };
+}
+
+/**
+ * systemd's copy of the active unit's key credential (/run/credentials/UNIT/ID): the key the
+ * running service was started with, which may differ from the file once the file was rewritten.
+ */
+function runningCopy(inputs: ToolkitStateInputs): string | undefined {
+  const credential = inputs.apiKeyFile?.credential;
+  const active = Object.entries(inputs.expected.units ?? {}).find(([, u]) => u.active === "active")?.[0];
+  if (credential === undefined || active === undefined) return undefined;
+  return `/run/credentials/${active.slice(active.lastIndexOf("/") + 1)}/${credential}`;
 }
 
 export async function check(
@@ -182,7 +208,7 @@ function checkRepairs(root: string, repairs: unknown): { property: string; reaso
 
 /** Records the state observed after provisioning; fails (unless onDrift is "record") when it already differs from what was expected. */
 export async function create(inputs: ToolkitStateInputs): Promise<{ id: string; outs: ToolkitStateOutputs }> {
-  const outs = await observe(inputs, undefined);
+  const outs = await observe(inputs, undefined, "");
   const { connection, expected, onDrift } = parsed(inputs);
   if (outs.drift.length > 0 && onDrift !== "record") throw new ToolkitDriftError(outs.hostLabel, outs.drift);
   return { id: stateId(connection, expected), outs };
@@ -194,7 +220,7 @@ export async function read(
   props: ToolkitStateOutputs,
 ): Promise<{ id: string; props: ToolkitStateOutputs; inputs: ToolkitStateInputs }> {
   try {
-    const outs = await observe(props, props.baseline);
+    const outs = await observe(props, props.baseline, props.repairActivation ?? "");
     return { id, props: outs, inputs: inputsOf(props) };
   } catch (e) {
     // Refresh reads with the connection stored in the state. After the user pinned a host's new key,
@@ -245,16 +271,16 @@ export async function update(
 ): Promise<{ outs: ToolkitStateOutputs }> {
   const expectationChanged = JSON.stringify(olds.expected) !== JSON.stringify(news.expected);
   const baseline = expectationChanged ? undefined : olds.baseline;
-  let outs = await observe(news, baseline);
+  let outs = await observe(news, baseline, olds.repairActivation ?? "");
   const { connection, expected, onDrift, repairs } = parsed(news);
   if (outs.drift.length > 0 && onDrift === "repair") {
     const plan = planRepairs(outs.drift, expected, repairs);
-    await runRepairs(connection, projectRoot(), plan.steps, {
+    const ran = await runRepairs(connection, projectRoot(), plan.steps, {
       log: (line) => process.stderr.write(`[ToolkitState ${outs.hostLabel}] ${line}\n`),
       secrets: { apiKey: news.apiKey },
     });
     // The baseline is kept: a repaired host must match what was recorded before it drifted.
-    outs = await observe(news, outs.baseline);
+    outs = await observe(news, outs.baseline, repairedActivation(ran) ?? outs.repairActivation ?? "");
     if (outs.drift.length > 0)
       throw new ToolkitDriftError(
         outs.hostLabel,
@@ -267,26 +293,30 @@ export async function update(
 }
 
 /**
- * Compares the host's API key file with the configured key ON the host (the key goes over standard
- * input to `api-key-file.sh --check`): the state records match/differs/missing, nothing derived
- * from the key.
+ * Compares the host's API key file, and systemd's copy the running service started with, with the
+ * configured key ON the host (the key goes over standard input to `api-key-file.sh --check`): the
+ * state records match/differs/missing/unknown, nothing derived from the key.
  */
 async function checkApiKeyFile(
   connection: HostConnection,
   projectRoot: string,
   file: { path: string; script: string },
   apiKey: string,
-): Promise<"match" | "differs" | "missing"> {
+  runningCopy: string | undefined,
+): Promise<{ file: "match" | "differs" | "missing"; running?: "match" | "differs" | "unknown" }> {
   const script = repairScriptPath(projectRoot, file.script);
-  const r = await execOnHost(connection, fs.readFileSync(script, "utf8"), ["--check", file.path], {
+  const args = ["--check", file.path, ...(runningCopy === undefined ? [] : [runningCopy])];
+  const r = await execOnHost(connection, fs.readFileSync(script, "utf8"), args, {
     scriptName: "api-key-file.sh",
     stdin: `${apiKey}\n`,
     timeoutMs: 60_000,
   });
-  const state = /^state=(match|differs|missing)$/m.exec(r.stdout)?.[1];
-  if (r.code !== 0 || state === undefined)
+  const state = /^state=(match|differs|missing)$/m.exec(r.stdout)?.[1] as "match" | "differs" | "missing" | undefined;
+  const running = /^running=(match|differs|unknown)$/m.exec(r.stdout)?.[1] as
+    "match" | "differs" | "unknown" | undefined;
+  if (r.code !== 0 || state === undefined || (runningCopy !== undefined && running === undefined))
     throw new Error(`api-key-file.sh --check exited ${r.code}: ${r.stderr.trim().slice(-300)}`);
-  return state as "match" | "differs" | "missing";
+  return { file: state, ...(running === undefined ? {} : { running }) };
 }
 
 /** Recording only: deleting the record leaves the host as it is. */

@@ -18,6 +18,11 @@ export function unitContentField(unitFile: string): string {
   return `units.${unitFile}.sha256`;
 }
 
+/** The drift field of a running unit whose service started with a key other than the configured one. */
+export function unitApiKeyField(unitFile: string): string {
+  return `units.${unitFile}.apiKey`;
+}
+
 /** ToolkitState's own scripts: what no provisioning step does. */
 export const REINSTALL_SCRIPT = "components/drift/scripts/reinstall-packages.sh";
 export const RESTART_UNIT_SCRIPT = "components/drift/scripts/restart-unit.sh";
@@ -25,11 +30,13 @@ export const RESTART_UNIT_SCRIPT = "components/drift/scripts/restart-unit.sh";
 /**
  * Restart a unit after its file was restored (install-unit.sh only reloads systemd, and the
  * activation step restarts only when the rendered unit changed, which a restore does not): the
- * running process may have been started from the edited file.
+ * running process may have been started from the edited file. Likewise when it runs with a key
+ * other than the configured one (systemd copied the key file at its start): run after the key
+ * file's own repair, so it starts with the rewritten file.
  */
 export function restartUnitStep(unitFile: string): RepairStep {
   return {
-    fields: [unitContentField(unitFile)],
+    fields: [unitContentField(unitFile), unitApiKeyField(unitFile)],
     script: RESTART_UNIT_SCRIPT,
     args: [unitFile.slice(unitFile.lastIndexOf("/") + 1)],
   };
@@ -106,13 +113,32 @@ export function repairScriptPath(projectRoot: string, script: string): string {
   return file;
 }
 
+/** What a step that ran printed on standard output (activate.sh and restart-unit.sh: `activation=ID`). */
+export interface RepairOutput {
+  step: PlannedRepair;
+  stdout: string;
+}
+
+/**
+ * The activation id of the start the repairs made (activate.sh and restart-unit.sh print
+ * `restarted=...` and `activation=ID`), or undefined when no step started the service.
+ */
+export function repairedActivation(outputs: readonly RepairOutput[]): string | undefined {
+  const restarted = outputs.some((o) => /^restarted=(?!false)/m.test(o.stdout));
+  if (!restarted) return undefined;
+  const ids = outputs.flatMap((o) => [...o.stdout.matchAll(/^activation=(\S+)$/gm)].map((m) => m[1]));
+  // A start with no id printed must still be verified again: a fresh token does that.
+  return ids.at(-1) ?? `restart-${new Date().toISOString()}`;
+}
+
 /** Run the planned steps one after another through execOnHost; the first failure stops and throws RepairError. */
 export async function runRepairs(
   connection: HostConnection,
   projectRoot: string,
   steps: readonly PlannedRepair[],
   opts: RepairOptions = {},
-): Promise<void> {
+): Promise<RepairOutput[]> {
+  const outputs: RepairOutput[] = [];
   for (const step of steps) {
     const file = repairScriptPath(projectRoot, step.script);
     const name = path.basename(file);
@@ -141,5 +167,7 @@ export async function runRepairs(
         result.stderr,
       );
     }
+    outputs.push({ step, stdout: result.stdout });
   }
+  return outputs;
 }

@@ -95,6 +95,13 @@ export const observedStateSchema = z.object({
     .describe(
       "The API key file against the configured key, compared on the host (api-key-file.sh --check): no hash of the key is recorded anywhere",
     ),
+  apiKeyRunning: z
+    .enum(["match", "differs", "unknown"])
+    .optional()
+    .describe(
+      "The key the active service started with (systemd's copy of its credential, /run/credentials/UNIT/ID) against the " +
+        "configured key, compared on the host like apiKeyFile; unknown when there is no copy to read (the unit is not running)",
+    ),
 });
 export type ObservedState = z.infer<typeof observedStateSchema>;
 

@@ -4,4 +4,6 @@
 // the drift rules or the state layout change.
 // 2: the `repairs` input and onDrift "repair" (update repairs drift instead of only failing).
 // 3: the API key file (apiKey/apiKeyFile inputs, observed.apiKeyFile, repair steps with stdin).
-export const TOOLKIT_STATE_PROVIDER_VERSION = "3";
+// 4: the key the active service runs with (observed.apiKeyRunning, apiKeyFile.credential) and
+//    repairActivation (the start a repair made, which VerifiedGeneration verifies).
+export const TOOLKIT_STATE_PROVIDER_VERSION = "4";

@@ -4,6 +4,7 @@
  *
  * Provisioning order: API key file -> one install per unit (content only, never a restart) ->
  * activation (stop the others, start the active one; restart it only when its stamp changed).
+ * Drift repairs (ServingService.drift) keep that order: file, then restart, then the gate.
  */
 import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
@@ -156,7 +157,10 @@ export class ServingService extends pulumi.ComponentResource {
    */
   public readonly activationId: pulumi.Output<string>;
   /** With an API key: what ToolkitState compares the key file on the host with, and how it rewrites it. */
-  public readonly apiKeyCheck?: { apiKey: pulumi.Input<string>; apiKeyFile: { path: string; script: string } };
+  public readonly apiKeyCheck?: {
+    apiKey: pulumi.Input<string>;
+    apiKeyFile: { path: string; script: string; credential: string };
+  };
   /** PATH as the units set it (the drift probe checks `which nvcc` through it). */
   private readonly unitPath: string;
 
@@ -166,7 +170,10 @@ export class ServingService extends pulumi.ComponentResource {
     const apiKeyFile = args.apiKeyFile ?? DEFAULT_API_KEY_FILE;
     this.apiKeyFile = apiKeyFile;
     this.apiKeyCheck = args.apiKey
-      ? { apiKey: args.apiKey, apiKeyFile: { path: apiKeyFile, script: API_KEY_FILE_SCRIPT } }
+      ? {
+          apiKey: args.apiKey,
+          apiKeyFile: { path: apiKeyFile, script: API_KEY_FILE_SCRIPT, credential: API_KEY_CREDENTIAL },
+        }
       : undefined;
     this.unitPath = unitEnvironment({ ...args, jitCacheDir: "" }).find(([k]) => k === "PATH")![1];
     const units = pulumi
@@ -265,9 +272,13 @@ export class ServingService extends pulumi.ComponentResource {
   /**
    * Its share of ToolkitState (components/drift), with `active` the running service (the configured
    * one, or the comparison's pick) started with `stamp`: each unit file's content, the active unit
-   * enabled and running and the others not, the units' PATH. Repaired, in order, by re-installing a
-   * unit file, restarting the active unit after its file was restored (the process may have started
-   * from the edited file), the activation, and the API key file rewritten from the secret (stdin).
+   * enabled and running and the others not, the units' PATH (the API key file and the key the
+   * active service runs with are ToolkitState's apiKey inputs). Repaired in provisioning order: the
+   * API key file rewritten from the secret (stdin; systemd cannot start a unit whose credential file
+   * is missing), a unit file re-installed, the active unit restarted after its file was restored or
+   * when it runs with another key (the process started from the edited file, or the old key), then
+   * the activation. A step that starts the service prints its new activation id (ToolkitState's
+   * repairActivation), and the gate verifies that start in the same update.
    */
   public drift(active: pulumi.Input<ServiceKind>, stamp: pulumi.Input<string>): pulumi.Output<DriftFragment> {
     return pulumi.all([this.steps, this.unitHashes, active, stamp]).apply(([steps, hashes, kind, st]) => {
@@ -282,12 +293,6 @@ export class ServingService extends pulumi.ComponentResource {
           ),
         },
         repairs: [
-          ...Object.entries(steps.units).map(([u, step]) => ({
-            fields: [unitContentField(`${UNIT_DIR}/${u}`)],
-            ...step,
-          })),
-          restartUnitStep(`${UNIT_DIR}/${running}`),
-          { fields: [UNIT_FIELDS], ...activationStep(kind, st) },
           ...(this.apiKeyCheck
             ? [
                 {
@@ -298,6 +303,12 @@ export class ServingService extends pulumi.ComponentResource {
                 },
               ]
             : []),
+          ...Object.entries(steps.units).map(([u, step]) => ({
+            fields: [unitContentField(`${UNIT_DIR}/${u}`)],
+            ...step,
+          })),
+          restartUnitStep(`${UNIT_DIR}/${running}`),
+          { fields: [UNIT_FIELDS], ...activationStep(kind, st) },
         ],
       };
     });

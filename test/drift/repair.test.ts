@@ -16,6 +16,7 @@ import type { ToolkitStateInputs } from "../../components/drift/provider-impl";
 import {
   planRepairs,
   REINSTALL_SCRIPT,
+  repairedActivation,
   repairScriptPath,
   restartUnitStep,
   TOOLKIT_FIELDS,
@@ -82,12 +83,29 @@ describe("planRepairs", () => {
     expect(planRepairs([d("cudaLink")], expected, []).unrepairable).toEqual(["cudaLink"]);
   });
 
-  it("restartUnitStep restarts exactly the unit whose file was restored", () => {
+  it("restartUnitStep restarts exactly the unit whose file was restored, or that runs with another key", () => {
     expect(restartUnitStep("/etc/systemd/system/sglang-eagle3.service")).toEqual({
-      fields: ["units./etc/systemd/system/sglang-eagle3.service.sha256"],
+      fields: [
+        "units./etc/systemd/system/sglang-eagle3.service.sha256",
+        "units./etc/systemd/system/sglang-eagle3.service.apiKey",
+      ],
       script: "components/drift/scripts/restart-unit.sh",
       args: ["sglang-eagle3.service"],
     });
+  });
+
+  it("repairedActivation: the id of the start the repair steps made; none when nothing started", () => {
+    const step = { fields: ["units."], script: "x.sh", args: [], because: ["units.x"] };
+    expect(repairedActivation([{ step, stdout: "restarted=false\nactivation=A\n" }])).toBeUndefined();
+    expect(
+      repairedActivation([
+        { step, stdout: "restarted=sglang-autoregressive.service\nactivation=B\n" },
+        { step, stdout: "restarted=false\nactivation=B\n" },
+      ]),
+    ).toBe("B");
+    expect(repairedActivation([{ step, stdout: "restarted=true (was not running)\nactivation=C\n" }])).toBe("C");
+    // A start that printed no id is still a new start: some fresh token.
+    expect(repairedActivation([{ step, stdout: "restarted=true\n" }])).toMatch(/^restart-/);
   });
 
   it("repair scripts must be repo-relative .sh files inside the project root", () => {

@@ -115,6 +115,20 @@ async function hostFacts() {
   return { ...kv, link: kv.link.slice(hostRoot.length) } as Record<string, string>;
 }
 
+/** The HTTP status of /v1/models asked with KEY: 200 when the service runs with it, 401 with another. */
+async function modelsStatus(key: string): Promise<number> {
+  const r = await fetch(`http://127.0.0.1:${port}/v1/models`, {
+    headers: { Authorization: `Bearer ${key}` },
+    signal: AbortSignal.timeout(10_000),
+  });
+  await r.body?.cancel();
+  return r.status;
+}
+
+const KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
+/** Write FILE as api-key-file.sh would, with another key (a second stack writing to the host). */
+const otherKeyFile = `printf '# another stack\\napi-key: "%s"\\n' other-key-${"x".repeat(8)} >"$GPUHOST_ROOT${KEY_FILE}"\nchmod 0600 "$GPUHOST_ROOT${KEY_FILE}"`;
+
 const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => h.drift.map((d) => d.field));
 
 beforeAll(async () => {
@@ -183,15 +197,26 @@ describe("drift on a simulated host under the real engine", () => {
       "components/cuda-toolkit/scripts/repository.sh",
       "components/cuda-toolkit/scripts/install.sh",
       "components/cuda-toolkit/scripts/verify.sh",
+      // the API key file first (its script, fed the key on stdin by ToolkitState): systemd cannot
+      // start a unit whose credential file is missing, and a restart must load the rewritten key
+      "components/services/scripts/api-key-file.sh",
       ...UNITS.map(() => "components/services/scripts/install-unit.sh"),
       "components/drift/scripts/restart-unit.sh",
       "components/services/scripts/activate.sh",
-      // the API key file (its script, fed the key on stdin by ToolkitState)
-      "components/services/scripts/api-key-file.sh",
     ]);
   }, 60_000);
 
-  const drifts: { kind: string; make: string; fields: string[]; repaired: (f: Record<string, string>) => void }[] = [
+  /**
+   * `restarts`: the repair restarts the service, so the same up verifies it again (issue 19.1:
+   * VerifiedGeneration is replaced after ToolkitState's update, and passes).
+   */
+  const drifts: {
+    kind: string;
+    make: string;
+    fields: string[];
+    repaired: (f: Record<string, string>) => void;
+    restarts?: true;
+  }[] = [
     {
       kind: "libcurand-dev-13-0 removed",
       make: "apt-get remove -y libcurand-dev-13-0 >/dev/null",
@@ -220,6 +245,7 @@ describe("drift on a simulated host under the real engine", () => {
         `systemctl restart ${ACTIVE}`,
       ].join("\n"),
       fields: [`units.${UNIT_DIR}/${ACTIVE}.sha256`],
+      restarts: true,
       repaired: (f) => {
         for (const u of UNITS) expect(f[`unit.${u}`], u).toBe(clean[`unit.${u}`]);
         // Restarted on the restored unit: the new main process no longer has the edited environment.
@@ -230,6 +256,42 @@ describe("drift on a simulated host under the real engine", () => {
       kind: "the API key file deleted",
       make: `rm -f "$GPUHOST_ROOT/etc/gpuhost/sglang-api-key.yaml"`,
       fields: ["apiKeyFile"],
+      repaired: (f) => expect(f.keyfile).toBe("600 1"),
+    },
+    {
+      kind: "the active service stopped",
+      make: `systemctl stop ${ACTIVE}`,
+      fields: [`units.${UNIT_DIR}/${ACTIVE}.active`],
+      restarts: true,
+      repaired: () => undefined,
+    },
+    {
+      // Issue 19.2: systemd cannot start the unit without its credential, so the file comes first.
+      kind: "the API key file deleted and the unit restarted",
+      make: `rm -f "$GPUHOST_ROOT${KEY_FILE}"\nsystemctl restart ${ACTIVE} || true`,
+      fields: ["apiKeyFile", `units.${UNIT_DIR}/${ACTIVE}.active`],
+      restarts: true,
+      repaired: (f) => expect(f.keyfile).toBe("600 1"),
+    },
+    {
+      // Issue 19.2: the service started with the other key; rewriting the file alone left it answering 401.
+      kind: "the API key file changed and the unit restarted",
+      make: `${otherKeyFile}\nsystemctl restart ${ACTIVE}`,
+      fields: ["apiKeyFile", `units.${UNIT_DIR}/${ACTIVE}.apiKey`],
+      restarts: true,
+      repaired: (f) => expect(f.keyfile).toBe("600 1"),
+    },
+    {
+      // The file is right again, but the process still runs with the key it started with: drift names it.
+      kind: "the service running with another key while its file matches",
+      make: [
+        `cp -p "$GPUHOST_ROOT${KEY_FILE}" "$GPUHOST_ROOT${KEY_FILE}.keep"`,
+        otherKeyFile,
+        `systemctl restart ${ACTIVE}`,
+        `mv "$GPUHOST_ROOT${KEY_FILE}.keep" "$GPUHOST_ROOT${KEY_FILE}"`,
+      ].join("\n"),
+      fields: [`units.${UNIT_DIR}/${ACTIVE}.apiKey`],
+      restarts: true,
       repaired: (f) => expect(f.keyfile).toBe("600 1"),
     },
     {
@@ -250,13 +312,32 @@ describe("drift on a simulated host under the real engine", () => {
       expect(fieldsOf(report)).toEqual(expect.arrayContaining(drift.fields));
 
       const repair = await up();
-      expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown, update: 1 });
-      expect(repair.changed).toEqual([expect.stringMatching(/^update sim-1-toolkit-state /)]);
+      if (drift.restarts) {
+        // The repair restarted the service: VerifiedGeneration verifies the new start in this same up.
+        expect(repair.changes, repair.changed.join("; ")).toEqual({
+          same: expect.any(Number) as unknown,
+          update: 1,
+          replace: 1,
+        });
+        expect(repair.changed).toEqual(
+          expect.arrayContaining([
+            expect.stringMatching(/^update sim-1-toolkit-state /),
+            expect.stringMatching(/replace\S* sim-1-verified /),
+          ]),
+        );
+        const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout) as StackOutputs;
+        expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
+      } else {
+        expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown, update: 1 });
+        expect(repair.changed).toEqual([expect.stringMatching(/^update sim-1-toolkit-state /)]);
+      }
       const facts = await hostFacts();
       drift.repaired(facts);
       // Exactly the active service runs, answering on its port.
       expect(UNITS.map((u) => facts[`active.${u}`])).toEqual(["active", "inactive", "inactive"]);
       expect(await isListening(port)).toBe(true);
+      // The service runs with the configured key.
+      expect(await modelsStatus(apiKey)).toBe(200);
 
       const next = await up();
       expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown });

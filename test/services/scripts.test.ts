@@ -226,6 +226,28 @@ describe("api-key-file.sh", () => {
     expect(check()).toBe("state=differs\n");
   });
 
+  it("--check PATH COPY also compares systemd's copy of the credential (the key the service started with)", () => {
+    const key = "0123456789abcdef0123456789abcdef";
+    const p = "/etc/gpuhost/sglang-api-key.yaml";
+    const copy = "/run/credentials/sglang-autoregressive.service/sglang-server-args.yaml";
+    const check = () => run(`${SCRIPTS}/api-key-file.sh`, ["--check", p, copy], {}, `${key}\n`).stdout;
+    run(`${SCRIPTS}/api-key-file.sh`, [p], {}, `${key}\n`);
+    // No copy: the unit is not running (systemd removes it at stop).
+    expect(check()).toBe("state=match\nrunning=unknown\n");
+    fs.mkdirSync(path.dirname(`${root}${copy}`), { recursive: true });
+    fs.copyFileSync(`${root}${p}`, `${root}${copy}`);
+    fs.chmodSync(`${root}${copy}`, 0o400);
+    expect(check()).toBe("state=match\nrunning=match\n");
+    // The file rewritten with another key after the start: the service still runs with the copy.
+    run(`${SCRIPTS}/api-key-file.sh`, [p], {}, `${key}x\n`);
+    expect(check()).toBe("state=differs\nrunning=match\n");
+    run(`${SCRIPTS}/api-key-file.sh`, [p], {}, `${key}\n`);
+    fs.rmSync(`${root}${copy}`);
+    fs.writeFileSync(`${root}${copy}`, 'api-key: "another"\n');
+    expect(check()).toBe("state=match\nrunning=differs\n");
+    expect(run(`${SCRIPTS}/api-key-file.sh`, ["--check", p, `/run/x; touch ${marker}`], {}, `${key}\n`).code).toBe(2);
+  });
+
   it("refuses a key that would need quoting, and a hostile path; nothing is executed or written", () => {
     const r = run(`${SCRIPTS}/api-key-file.sh`, ["/etc/gpuhost/k.env"], {}, `abc$(touch ${marker}) X=1\n`);
     expect(r.code).toBe(2);

@@ -123,6 +123,33 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
     STEP,
   );
 
+  it(
+    "changed or deleted and the unit restarted (issue 19.2): drift names the service's key; the next up rewrites the file, restarts the unit and verifies it",
+    async () => {
+      // Another stack's key written and the unit restarted with it (a reboot does the same).
+      await sh(`sed -i 's/sk-new-/sk-bad-/' ${KEY_FILE} && systemctl restart sglang-autoregressive.service`);
+      const refresh = await f.stack.refreshPreview();
+      expect(refresh.code).not.toBe(0);
+      expect(refresh.stdout + refresh.stderr).toContain("apiKeyFile");
+      expect(refresh.stdout + refresh.stderr).toContain("apiKeyRunning");
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(up.code, up.stdout + up.stderr).toBe(0);
+      // The restart the repair made was verified in the same up.
+      expect(up.stdout).toMatch(/VerifiedGeneration[^\n]*replaced/);
+      expect(await sh(`cat ${KEY_FILE}`)).toContain(newKey);
+      expect(await statusWith(newKey)).toBe("200");
+
+      // The file deleted and the unit restarted: systemd cannot start it without its credential.
+      await sh(`rm ${KEY_FILE}; systemctl restart sglang-autoregressive.service || true`);
+      const again = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+      expect(again.stdout).toMatch(/VerifiedGeneration[^\n]*replaced/);
+      expect(await sh(`stat -c '%a %U' ${KEY_FILE}`)).toBe("600 root");
+      expect(await statusWith(newKey)).toBe("200");
+    },
+    STEP,
+  );
+
   // Last: it swaps the host's sshd key, after which the harness's own (pinned) client is refused too.
   it(
     "host keys: unpinned is refused naming the presented key; trust-on-first-use records it, says so, and refuses a swapped key; insecure warns",

@@ -5,8 +5,11 @@
 # arrives on standard input (hostScript's `stdin`), never in an argument or the environment, which
 # any user of the host can read from the process list while the script runs.
 # Usage: api-key-file.sh PATH <<<"$key"
-#        api-key-file.sh --check PATH <<<"$key"   prints state=match|differs|missing, writes nothing
-#        (the drift probe: the comparison happens here, so no hash of the key is recorded anywhere)
+#        api-key-file.sh --check PATH [COPY] <<<"$key"   prints state=match|differs|missing, writes nothing
+#        (the drift probe: the comparison happens here, so no hash of the key is recorded anywhere);
+#        with COPY (systemd's copy of the credential, /run/credentials/UNIT/ID, taken when the unit
+#        started) also running=match|differs|unknown: the key the running service has, which stays
+#        the old one after the file is rewritten until the unit restarts; unknown: no copy (not running)
 set -euo pipefail
 
 check=no
@@ -15,14 +18,17 @@ if [[ "${1:-}" == "--check" ]]; then
   shift
 fi
 path="$1"
+copy="${2:-}"
 root="${GPUHOST_ROOT:-}"
 key=""
 IFS= read -r key || true
 
-if [[ ! "$path" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
-  echo "api-key-file: refusing path '$path'" >&2
-  exit 2
-fi
+for p in "$path" ${copy:+"$copy"}; do
+  if [[ ! "$p" =~ ^/[A-Za-z0-9._+@/-]*$ ]]; then
+    echo "api-key-file: refusing path '$p'" >&2
+    exit 2
+  fi
+done
 # Restricted so the YAML double-quoted scalar needs no escaping.
 if [[ ! "$key" =~ ^[A-Za-z0-9._~+/=-]+$ ]]; then
   echo "api-key-file: the key on standard input must be letters, digits and ._~+/=- only" >&2
@@ -40,6 +46,12 @@ if [[ "$check" == yes ]]; then
   if [[ ! -f "$target" ]]; then echo "state=missing"
   elif current; then echo "state=match"
   else echo "state=differs"; fi
+  if [[ -n "$copy" ]]; then
+    # systemd makes the copy read-only (0400): only the content is compared.
+    if [[ ! -f "$root$copy" ]]; then echo "running=unknown"
+    elif cmp -s <(content) "$root$copy"; then echo "running=match"
+    else echo "running=differs"; fi
+  fi
   exit 0
 fi
 if [[ -z "$root" && $EUID -ne 0 ]]; then
