@@ -196,3 +196,28 @@ export function mixOption(name: string, v: string): Record<string, number> {
     }),
   );
 }
+
+/**
+ * The workload rows that `bench` and `compare` share: request rates instead of concurrencies, the
+ * prompt mix, thinking, and the SLO behind goodput. Each command adds its own defaults around them.
+ */
+export const WORKLOAD_FLAGS = {
+  rate: {
+    type: "numbers",
+    value: "R,R,...",
+    description: "open-loop levels (requests per second), instead of --concurrency",
+  },
+  mix: {
+    type: "string",
+    value: "CAT=W,...",
+    description: "prompt categories' weights, e.g. chat=1,code=1,long-context=0",
+  },
+  thinking: {
+    type: "string",
+    value: "on|off",
+    choices: ["on", "off"],
+    description: "thinking on or off (default: the server's)",
+  },
+  "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective (goodput)" },
+  "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective (goodput)" },
+} as const satisfies FlagTable;

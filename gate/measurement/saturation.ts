@@ -107,13 +107,27 @@ export interface Knee {
   sustainedLevel: number | null;
 }
 
+/**
+ * The levels in order of their key (concurrency or rate), split by the one rule: over the error budget
+ * they count for nothing, and so do the levels whose requests produced no visible answer.
+ */
+function splitByBudget<L extends Parameters<typeof answerless>[0] & Parameters<typeof withinErrorBudget>[0]>(
+  levels: readonly L[],
+  key: (l: L) => number,
+  errorBudget: number,
+): { failedLevels: number[]; answerlessLevels: number[]; ok: L[]; budget: string } {
+  const sorted = [...levels].sort((a, b) => key(a) - key(b));
+  const kept = sorted.filter((l) => withinErrorBudget(l, errorBudget));
+  return {
+    failedLevels: sorted.filter((l) => !withinErrorBudget(l, errorBudget)).map(key),
+    answerlessLevels: kept.filter(answerless).map(key),
+    ok: kept.filter((l) => !answerless(l)),
+    budget: `${(errorBudget * 100).toFixed(errorBudget * 100 < 1 ? 2 : 0)} %`,
+  };
+}
+
 export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
-  const sorted = [...levels].sort((a, b) => a.concurrency - b.concurrency);
-  const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.concurrency);
-  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
-  const answerlessLevels = kept.filter(answerless).map((l) => l.concurrency);
-  const ok = kept.filter((l) => !answerless(l));
-  const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
+  const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.concurrency, opts.errorBudget);
   const failedNote =
     (failedLevels.length > 0
       ? `; C=${failedLevels.join(", C=")} broke the error budget of ${budget} and are excluded`
@@ -213,12 +227,7 @@ export interface RateFigures {
  * is claimed (sustained 0) and the verdict says to offer more.
  */
 export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
-  const sorted = [...levels].sort((a, b) => a.level - b.level);
-  const failedLevels = sorted.filter((l) => !withinErrorBudget(l, opts.errorBudget)).map((l) => l.level);
-  const kept = sorted.filter((l) => withinErrorBudget(l, opts.errorBudget));
-  const answerlessLevels = kept.filter(answerless).map((l) => l.level);
-  const ok = kept.filter((l) => !answerless(l));
-  const budget = `${(opts.errorBudget * 100).toFixed(opts.errorBudget * 100 < 1 ? 2 : 0)} %`;
+  const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.level, opts.errorBudget);
   const failedNote =
     (failedLevels.length > 0
       ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`

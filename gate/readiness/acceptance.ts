@@ -121,13 +121,16 @@ export async function readAcceptanceLength(
   signal: AbortSignal,
 ): Promise<number | null> {
   if (signal.aborted) return null;
-  try {
-    const info = await withTimeout(
+  // Each read is bounded on its own: a server that hangs on one endpoint still gets asked the other.
+  const read = (path: string) =>
+    withTimeout(
       [signal],
       5_000,
       () => "no answer within 5 s",
-      (s) => fetchText(agent, `${base}/get_server_info`, { apiKey, signal: s }),
+      (s) => fetchText(agent, `${base}${path}`, { apiKey, signal: s }),
     );
+  try {
+    const info = await read("/get_server_info");
     if (info.status === 200) {
       const value = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
       if (typeof value === "number" && Number.isFinite(value)) return value;
@@ -136,12 +139,7 @@ export async function readAcceptanceLength(
     // Older servers lack /get_server_info; fall through to /metrics.
   }
   try {
-    const metrics = await withTimeout(
-      [signal],
-      5_000,
-      () => "no answer within 5 s",
-      (s) => fetchText(agent, `${base}/metrics`, { apiKey, signal: s }),
-    );
+    const metrics = await read("/metrics");
     if (metrics.status === 200) return parseSpecAcceptLength(metrics.text);
   } catch {
     // Metrics are optional (--enable-metrics); absence means "not speculative or not reported".

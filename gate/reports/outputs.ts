@@ -73,12 +73,8 @@ export const ReadinessSchema = z
   })
   .describe("How readiness was established");
 
-export const SingleRequestOutputSchema = z.object({
-  maxTokens: z.number().int().describe("max_tokens of these requests"),
-  requests: z.number().int().describe("requests sent, one at a time"),
-  errors: z.number().int().describe("requests that failed"),
-  outputTokensPerSecond: z.number().describe("output tokens over summed end-to-end time of the successful requests"),
-  decodeTokensPerSecond: z.number().nullable().describe("decode speed of one request, 1/TPOT"),
+/** What the successful requests of a run produced: the same fields for single requests and sweep levels. */
+const tokenFields = {
   completionTokens: z.number().int().describe("usage completion tokens of the successful requests"),
   reasoningTokens: z.number().int().nullable().describe("reasoning tokens, when reported"),
   answerTokens: z.number().int().nullable().describe("completion minus reasoning tokens, when reasoning is reported"),
@@ -92,6 +88,15 @@ export const SingleRequestOutputSchema = z.object({
     .describe(
       "successful requests cut short: finish_reason length before their max_tokens (the context limit); their tokens count as produced",
     ),
+};
+
+export const SingleRequestOutputSchema = z.object({
+  maxTokens: z.number().int().describe("max_tokens of these requests"),
+  requests: z.number().int().describe("requests sent, one at a time"),
+  errors: z.number().int().describe("requests that failed"),
+  outputTokensPerSecond: z.number().describe("output tokens over summed end-to-end time of the successful requests"),
+  decodeTokensPerSecond: z.number().nullable().describe("decode speed of one request, 1/TPOT"),
+  ...tokenFields,
   ...latencyFields,
 });
 
@@ -154,19 +159,7 @@ export const SweepLevelOutputSchema = z.object({
   goodput: intervalSchema("output tok/s of requests that met the SLO, per run"),
   meetsSlo: z.boolean().describe("every run met the SLO at its percentiles"),
   requestsPerSecond: z.number().describe("successful requests per second"),
-  completionTokens: z.number().int().describe("usage completion tokens of the successful requests"),
-  reasoningTokens: z.number().int().nullable().describe("reasoning tokens, when reported"),
-  answerTokens: z.number().int().nullable().describe("completion minus reasoning tokens, when reasoning is reported"),
-  answerlessRequests: z
-    .number()
-    .int()
-    .describe("successful requests with no visible content (reasoning used the whole budget)"),
-  truncatedRequests: z
-    .number()
-    .int()
-    .describe(
-      "successful requests cut short: finish_reason length before their max_tokens (the context limit); their tokens count as produced",
-    ),
+  ...tokenFields,
   acceptanceLength: z
     .number()
     .nullable()
