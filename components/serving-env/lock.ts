@@ -77,12 +77,34 @@ export function checkHashLock(text: string, env: EnvironmentConfig, where: strin
   for (const r of requirements(env)) {
     const [name, version] = r.split("==");
     const got = pinned.get(normalizeName(name));
-    if (got !== version)
-      throw new Error(
-        `${where}: must pin ${name}==${version} (from environment.packages), it ${got ? `pins ${got}` : "does not"}`,
-      );
+    if (got === version || (name === "torch" && got !== undefined && unlabelledTorchMatches(version, got, pinned)))
+      continue;
+    throw new Error(
+      `${where}: must pin ${name}==${version} (from environment.packages), it ${got ? `pins ${got}` : "does not"}` +
+        (name === "torch" && got === version.replace(/\+.*$/, "")
+          ? `, and its nvidia-cuda-runtime pin (${pinned.get("nvidia-cuda-runtime") ?? "none"}) is not CUDA ${torchCudaRelease(version) ?? "?"}`
+          : ""),
+    );
   }
   return text;
+}
+
+/**
+ * A lock may pin torch without its local label (an index that serves the CUDA 13.0 build as plain
+ * `2.14.1`, as PyPI does): it matches the pin `2.14.1+cu130` when the public versions agree and the
+ * lock's own nvidia-cuda-runtime, the CUDA runtime that torch build depends on, is of the pinned
+ * CUDA release. The installed torch's torch.version.cuda is checked again on the host after install.
+ */
+function unlabelledTorchMatches(pin: string, got: string, pinned: ReadonlyMap<string, string>): boolean {
+  const cuda = torchCudaRelease(pin);
+  const runtime = pinned.get("nvidia-cuda-runtime") ?? pinned.get(`nvidia-cuda-runtime-cu${cuda?.split(".")[0]}`);
+  return (
+    cuda !== undefined &&
+    !got.includes("+") &&
+    got === pin.replace(/\+.*$/, "") &&
+    runtime !== undefined &&
+    runtime.split(".").slice(0, 2).join(".") === cuda
+  );
 }
 
 /** sha256 over what the venv holds (pinned set, indexes, hash lock, interpreter, path): `sha256:<hex>`. */

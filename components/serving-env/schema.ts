@@ -26,7 +26,7 @@ export const PinnedPackagesSchema = z
     torch: pipVersion
       .default("2.14.1+cu130")
       .describe(
-        "torch, the CUDA 13.0 build: the local label (+cu130) must match the toolkit, and is checked before anything is installed.",
+        "torch, the CUDA 13.0 build: the local label (+cu130) must match the toolkit, and is checked before anything is installed; a hash lock may pin the same version unlabelled when its nvidia-cuda-runtime is of that CUDA release.",
       ),
     sglang: pipVersion
       .default("0.5.23")

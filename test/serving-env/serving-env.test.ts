@@ -73,16 +73,40 @@ describe("pins, lock and JIT workspace", () => {
     expect(() => checkHashLock(`requests>=2 ${h("b")}\n${good}`, e, "k")).toThrow("is not pinned with ==");
   });
 
-  it("the shipped lock (requirements/sglang-0.5.23.lock.txt) hash-pins every default pin but torch's +cu130 label", () => {
+  it("the shipped lock (requirements/sglang-0.5.23.lock.txt) hash-pins every default pin, torch's CUDA 13.0 build by its runtime", () => {
     const lock = fs.readFileSync(path.join(ROOT, "requirements/sglang-0.5.23.lock.txt"), "utf8");
     // Every package of the closure: torch's CUDA wheels and SGLang's kernels included.
     for (const name of ["torch", "sglang", "flashinfer-python", "ninja", "sglang-kernel", "nvidia-cudnn-cu13"])
       expect(lock).toMatch(new RegExp(`^${name}==\\S+ \\\\\\n    --hash=sha256:[0-9a-f]{64}`, "m"));
-    // The index it came from serves torch 2.14.1 (a CUDA 13.0 build) without the label gpuhost pins.
-    expect(() => checkHashLock(lock, envOf(), "k")).toThrow(
-      "k: must pin torch==2.14.1+cu130 (from environment.packages), it pins 2.14.1",
-    );
+    // The index it came from serves torch 2.14.1 (a CUDA 13.0 build) without the +cu130 label: the
+    // default pin accepts it because the lock's nvidia-cuda-runtime, torch's own runtime, is 13.0.
+    expect(lock).toMatch(/^torch==2\.14\.1 \\$/m);
+    expect(lock).toMatch(/^nvidia-cuda-runtime==13\.0\.\d+ \\$/m);
+    expect(checkHashLock(lock, envOf(), "k")).toBe(lock);
     expect(checkHashLock(lock, envOf({ packages: { torch: "2.14.1" } }), "k")).toBe(lock);
+    // A pin for another CUDA, or another torch, is still refused against it.
+    expect(() => checkHashLock(lock, envOf({ packages: { torch: "2.14.1+cu128" } }), "k")).toThrow(
+      "k: must pin torch==2.14.1+cu128 (from environment.packages), it pins 2.14.1, and its nvidia-cuda-runtime pin (13.0.96) is not CUDA 12.8",
+    );
+    expect(() => checkHashLock(lock, envOf({ packages: { torch: "2.14.0+cu130" } }), "k")).toThrow(
+      "k: must pin torch==2.14.0+cu130 (from environment.packages), it pins 2.14.1",
+    );
+  });
+
+  it("an unlabelled torch in a lock matches a +cuNNN pin only through the lock's CUDA runtime", () => {
+    const e = envOf();
+    const h = (s: string) => `--hash=sha256:${s.repeat(64).slice(0, 64)}`;
+    const body = (torch: string, runtime?: string) =>
+      requirements(e)
+        .map((r, i) => (r.startsWith("torch==") ? `torch==${torch} ${h(String(i))}` : `${r} ${h(String(i))}`))
+        .concat(runtime ? [`nvidia-cuda-runtime==${runtime} ${h("7")}  # via torch`] : [])
+        .join("\n");
+    expect(checkHashLock(body("2.14.1", "13.0.96"), e, "k")).toContain("torch==2.14.1 ");
+    expect(() => checkHashLock(body("2.14.1"), e, "k")).toThrow("its nvidia-cuda-runtime pin (none) is not CUDA 13.0");
+    expect(() => checkHashLock(body("2.14.1", "12.8.90"), e, "k")).toThrow(
+      "its nvidia-cuda-runtime pin (12.8.90) is not CUDA 13.0",
+    );
+    expect(() => checkHashLock(body("2.14.1+cu128", "13.0.96"), e, "k")).toThrow("it pins 2.14.1+cu128");
   });
 
   it("torch must be the CUDA build of the toolkit, checked before any download", () => {
