@@ -8,48 +8,38 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import OpenAI from "openai";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import type { RequestSample } from "../../gate/measurement/stream";
 import { benchArgv, io } from "../gate/cli-fixture";
 import {
   metric,
   MODEL_ALIAS,
-  realServerInstall,
-  startLlamaServer,
+  realServerSuite,
   waitHealthy,
   type LlamaServer,
-  type RealServerInstall,
+  type LlamaServerOptions,
 } from "./llama-server";
 import { startTap, type Tap, type TappedCompletion } from "./timings-tap";
 
-// npm test builds the server first (engine/test-prereqs.sh); GPUHOST_SKIP_REAL_SERVER=1 skips it knowingly.
-const skip = process.env.GPUHOST_SKIP_REAL_SERVER === "1";
-let install: RealServerInstall;
-const cleanups: (() => Promise<void>)[] = [];
-beforeAll(() => {
-  if (!skip) install = realServerInstall();
-}, 3_600_000);
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const suite = realServerSuite();
+const { skip, onCleanup } = suite;
 
-async function server(opts: Parameters<typeof startLlamaServer>[1] = {}): Promise<LlamaServer> {
-  const s = await startLlamaServer(install, opts);
-  cleanups.push(() => s.stop());
+async function server(opts: LlamaServerOptions = {}): Promise<LlamaServer> {
+  const s = await suite.server(opts);
   await waitHealthy(s);
   return s;
 }
 
 async function tap(upstream: string): Promise<Tap> {
   const t = await startTap(upstream);
-  cleanups.push(() => t.close());
+  onCleanup(() => t.close());
   return t;
 }
 
 function tmpFile(name: string): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-real-server-"));
-  cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+  onCleanup(async () => fs.rmSync(dir, { recursive: true, force: true }));
   return path.join(dir, name);
 }
 

@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { verifyMain } from "../../cli/verify";
 import { compareMain } from "../../cli/compare";
 import { io } from "../gate/cli-fixture";
@@ -14,30 +14,15 @@ import {
   freePort,
   metric,
   MODEL_ALIAS,
-  realServerInstall,
+  realServerSuite,
   startLlamaServer,
   waitHealthy,
   type LlamaServer,
-  type RealServerInstall,
 } from "./llama-server";
 import { startTap } from "./timings-tap";
 
-// npm test builds the server first (engine/test-prereqs.sh); GPUHOST_SKIP_REAL_SERVER=1 skips it knowingly.
-const skip = process.env.GPUHOST_SKIP_REAL_SERVER === "1";
-let install: RealServerInstall;
-const cleanups: (() => Promise<void>)[] = [];
-beforeAll(() => {
-  if (!skip) install = realServerInstall();
-}, 3_600_000);
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function server(opts: Parameters<typeof startLlamaServer>[1] = {}): Promise<LlamaServer> {
-  const s = await startLlamaServer(install, opts);
-  cleanups.push(() => s.stop());
-  return s;
-}
+const suite = realServerSuite();
+const { skip, server, onCleanup } = suite;
 
 interface VerifyJson {
   ready: boolean;
@@ -130,21 +115,21 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
       activations.push(unit);
       void (async () => {
         await current?.stop();
-        current = await startLlamaServer(install, { port, parallel: 2 });
+        current = await startLlamaServer(suite.install(), { port, parallel: 2 });
         res.end(`started ${unit}\n`);
       })();
     });
     await new Promise<void>((resolve) => control.listen(0, "127.0.0.1", resolve));
-    cleanups.push(async () => {
+    onCleanup(async () => {
       await current?.stop();
       await new Promise((resolve) => control.close(resolve));
     });
     const controlUrl = `http://127.0.0.1:${(control.address() as { port: number }).port}/activate/{unit}`;
     const tap = await startTap(`http://127.0.0.1:${port}`);
-    cleanups.push(() => tap.close());
+    onCleanup(() => tap.close());
 
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-real-compare-"));
-    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+    onCleanup(async () => fs.rmSync(dir, { recursive: true, force: true }));
     const out = io();
     const code = await compareMain(
       [

@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import { afterEach, beforeAll } from "vitest";
 
 /** The id the server lists and answers with (--alias), in the form SGLang's --served-model-name takes. */
 export const MODEL_ALIAS = "HuggingFaceTB/SmolLM2-135M-Instruct";
@@ -189,4 +190,42 @@ export async function metric(url: string, name: string): Promise<number> {
   const line = text.split("\n").find((l) => l.startsWith(`llamacpp:${name} `));
   if (line === undefined) throw new Error(`llama-server's /metrics has no llamacpp:${name}:\n${text.slice(0, 2000)}`);
   return Number(line.split(/\s+/)[1]);
+}
+
+/**
+ * What every real-server suite sets up, at the top level of its file: the cached install (built
+ * before any test by npm test; GPUHOST_SKIP_REAL_SERVER=1 skips the suites knowingly), and cleanups
+ * run after each test, last registered first (servers stopped, folders removed).
+ */
+export function realServerSuite(): {
+  skip: boolean;
+  install: () => RealServerInstall;
+  onCleanup: (cleanup: () => Promise<void>) => void;
+  /** A server on a free port, stopped after the test (not yet waited for: see waitHealthy). */
+  server: (opts?: LlamaServerOptions) => Promise<LlamaServer>;
+} {
+  const skip = process.env.GPUHOST_SKIP_REAL_SERVER === "1";
+  let installed: RealServerInstall | undefined;
+  const cleanups: (() => Promise<void>)[] = [];
+  beforeAll(() => {
+    if (!skip) installed = realServerInstall();
+  }, 3_600_000);
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  const install = (): RealServerInstall => {
+    if (!installed)
+      throw new Error("the real server is not installed (GPUHOST_SKIP_REAL_SERVER=1, or beforeAll failed)");
+    return installed;
+  };
+  return {
+    skip,
+    install,
+    onCleanup: (cleanup) => cleanups.push(cleanup),
+    server: async (opts = {}) => {
+      const s = await startLlamaServer(install(), opts);
+      cleanups.push(() => s.stop());
+      return s;
+    },
+  };
 }
