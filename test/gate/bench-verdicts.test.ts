@@ -9,23 +9,15 @@ import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { benchMain, progressPrinter } from "../../cli/bench";
 import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 import { bench, verify } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
 import { io } from "./cli-fixture";
-import { loadServer, type LoadServer, type LoadServerOptions } from "./load-servers";
+import { loadServer, loadServersClosedAfterEach } from "./load-servers";
 
-const servers: LoadServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close();
-});
-const start = async (opts: LoadServerOptions) => {
-  const s = await loadServer(opts);
-  servers.push(s);
-  return s;
-};
+const start = loadServersClosedAfterEach();
 const plan = {
   concurrency: [1, 2] as [number, ...number[]],
   requestsPerConcurrency: 2,

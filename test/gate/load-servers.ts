@@ -9,6 +9,7 @@
  */
 import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { afterEach } from "vitest";
 
 export interface LoadServer {
   url: string;
@@ -139,4 +140,17 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return state;
+}
+
+/** A suite's `start`: each server it starts is closed after the test. Call at a file's top level. */
+export function loadServersClosedAfterEach(): (opts?: LoadServerOptions) => Promise<LoadServer> {
+  const servers: LoadServer[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.close();
+  });
+  return async (opts = {}) => {
+    const s = await loadServer(opts);
+    servers.push(s);
+    return s;
+  };
 }

@@ -7,22 +7,14 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { compareMain } from "../../cli/compare";
 import { bench } from "../../gate/index";
 import { io } from "./cli-fixture";
-import { loadServer, type LoadServer } from "./load-servers";
+import { loadServersClosedAfterEach } from "./load-servers";
 
-const servers: LoadServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close();
-});
-const start = async (opts: Parameters<typeof loadServer>[0]) => {
-  const s = await loadServer(opts);
-  servers.push(s);
-  return s;
-};
+const start = loadServersClosedAfterEach();
 const tmp = () => mkdtempSync(path.join(tmpdir(), "gpuhost-open-loop-"));
 
 describe("an open-loop level over the error budget is not capacity", () => {

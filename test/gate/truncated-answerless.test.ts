@@ -7,23 +7,15 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 import { benchMain } from "../../cli/bench";
 import { bench } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
 import { io } from "./cli-fixture";
-import { loadServer, type LoadServer } from "./load-servers";
+import { loadServersClosedAfterEach } from "./load-servers";
 
-const servers: LoadServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close();
-});
-const start = async (opts: Parameters<typeof loadServer>[0]) => {
-  const s = await loadServer(opts);
-  servers.push(s);
-  return s;
-};
+const start = loadServersClosedAfterEach();
 const argv = (url: string, file: string) => [
   ...["--endpoint", url, "--model", "m", "--concurrency", "2", "--requests-per-concurrency", "2"],
   ...["--max-tokens", "8", "--prompts", "1", "--json", file],
