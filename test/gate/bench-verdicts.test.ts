@@ -11,10 +11,9 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { benchMain, progressPrinter } from "../../cli/bench";
-import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 import { bench, verify } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
-import { io } from "./cli-fixture";
+import { io, createVerification } from "./cli-fixture";
 import { loadServer, loadServersClosedAfterEach } from "./load-servers";
 
 const start = loadServersClosedAfterEach();
@@ -93,17 +92,7 @@ describe("18.5 ready, then unmeasurable: streams without usage", () => {
 
   it("VerifiedGeneration fails at readiness with the reason", async () => {
     const server = await start({ noUsage: true });
-    await expect(
-      create({
-        providerVersion: PROVIDER_VERSION,
-        endpoint: { url: server.url, model: "m" },
-        serviceIdentity: "s@1",
-        toolkitFingerprint: "t",
-        environmentLock: "e",
-        verifyPolicy: { deadlineSeconds: 10 },
-        benchPlan: plan,
-      }),
-    ).rejects.toThrow(/the stream carried no usage/);
+    await expect(createVerification(server.url, plan)).rejects.toThrow(/the stream carried no usage/);
     expect(server.received).toBe(0);
   }, 30_000);
 });
@@ -133,17 +122,7 @@ describe("18.10 a run that cannot measure ends with its reason, and writes it", 
 
   it("VerifiedGeneration: a ready server whose warmup fails fails the create with the run's reason", async () => {
     const server = await start({ failMaxTokens: 16 });
-    await expect(
-      create({
-        providerVersion: PROVIDER_VERSION,
-        endpoint: { url: server.url, model: "m" },
-        serviceIdentity: "s@1",
-        toolkitFingerprint: "t",
-        environmentLock: "e",
-        verifyPolicy: { deadlineSeconds: 10 },
-        benchPlan: plan,
-      }),
-    ).rejects.toThrow(
+    await expect(createVerification(server.url, plan)).rejects.toThrow(
       /^the benchmark stopped: the warmup failed \(HTTP 503 .*warming.*\): stopped before the single requests and the sweep; no throughput/,
     );
     expect(server.received).toBe(0);

@@ -1,9 +1,10 @@
 /**
  * What the tests of `gpuhost verify | bench | plan | compare` share when they call the commands as
  * functions (cli/verify.ts, cli/compare.ts): an io that keeps what a command writes, and the argv
- * of a small benchmark run.
+ * of a small benchmark run; and VerifiedGeneration's create against a test's server.
  */
 import type { CliIo } from "../../cli/verify";
+import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 
 export interface CapturedIo extends CliIo {
   /** Everything written to stdout so far. */
@@ -31,4 +32,17 @@ export function benchArgv(
   ...more: string[]
 ): string[] {
   return ["--endpoint", endpoint, "--concurrency", run.concurrency, "--max-tokens", run.maxTokens, ...more];
+}
+
+/** VerifiedGeneration's create (its provider function, no engine) against `url`, identities made up. */
+export function createVerification(url: string, benchPlan: unknown, deadlineSeconds = 10): ReturnType<typeof create> {
+  return create({
+    providerVersion: PROVIDER_VERSION,
+    endpoint: { url, model: "m" },
+    serviceIdentity: "sglang-m.service@abc",
+    toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
+    environmentLock: "sglang==0.5.6",
+    verifyPolicy: { deadlineSeconds },
+    benchPlan,
+  });
 }

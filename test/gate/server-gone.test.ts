@@ -9,12 +9,11 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 import { benchMain } from "../../cli/bench";
 import { compareMain } from "../../cli/compare";
 import { bench } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
-import { io } from "./cli-fixture";
+import { io, createVerification } from "./cli-fixture";
 import { loadServer, type LoadServer } from "./load-servers";
 
 const servers: LoadServer[] = [];
@@ -72,17 +71,7 @@ describe("the server went away mid-run", () => {
 
   it("VerifiedGeneration's create fails with the reason, publishing nothing", async () => {
     const server = await dying();
-    await expect(
-      create({
-        providerVersion: PROVIDER_VERSION,
-        endpoint: { url: server.url, model: "m" },
-        serviceIdentity: "sglang-m.service@abc",
-        toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
-        environmentLock: "sglang==0.5.6",
-        verifyPolicy: { deadlineSeconds: 20 },
-        benchPlan: plan,
-      }),
-    ).rejects.toThrow(
+    await expect(createVerification(server.url, plan, 20)).rejects.toThrow(
       /the benchmark stopped: the server went away during C=2: .*no throughput or capacity plan is published/,
     );
   }, 30_000);

@@ -8,11 +8,10 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
 import { benchMain } from "../../cli/bench";
 import { bench } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
-import { io } from "./cli-fixture";
+import { io, createVerification } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 
 const start = loadServersClosedAfterEach();
@@ -68,15 +67,11 @@ describe("answerless output is never capacity", () => {
   it("VerifiedGeneration: the gate passes (the probes answer), the benchmark's answerless levels publish nothing", async () => {
     const server = await start({ reasoningOnly: true });
     await expect(
-      create({
-        providerVersion: PROVIDER_VERSION,
-        endpoint: { url: server.url, model: "m" },
-        serviceIdentity: "sglang-m.service@abc",
-        toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
-        environmentLock: "sglang==0.5.6",
-        verifyPolicy: { deadlineSeconds: 20 },
-        benchPlan: { concurrency: [2, 4], requestsPerConcurrency: 1, singleRequestMaxTokens: [], sweepMaxTokens: 4 },
-      }),
+      createVerification(
+        server.url,
+        { concurrency: [2, 4], requestsPerConcurrency: 1, singleRequestMaxTokens: [], sweepMaxTokens: 4 },
+        20,
+      ),
     ).rejects.toThrow(/measured no throughput after the gate passed .*C=2, C=4 produced no visible answer/);
   }, 30_000);
 });
