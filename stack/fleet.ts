@@ -73,6 +73,9 @@ export function gpuFleet(
       benchPlan: config.benchmark,
       workload: config.workload,
       readyDeadlineSeconds: r.readyDeadlineSeconds,
+      routerHost: pulumi
+        .all([router.hostCheck, pulumi.output(on.connection)])
+        .apply(([check, connection]) => ({ ...check, connection })),
     },
     { dependsOn: [router, router.configured] },
   );

@@ -10,6 +10,7 @@ import { callTimeProvider } from "../call-time-provider";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import type { FleetWorkers } from "../router";
 import { PROVIDER_VERSION, type FleetPlan } from "./provider";
+import type { RouterHostCheck } from "./router-host";
 
 export { fleetPlan, scaledPlan, type FleetPlan } from "./provider";
 
@@ -27,6 +28,11 @@ export interface FleetVerificationArgs {
   benchPlan?: pulumi.Input<BenchPlan>;
   workload?: pulumi.Input<Workload>;
   readyDeadlineSeconds?: number;
+  /**
+   * The router's machine and what the Router wrote there (Router.hostCheck plus its connection):
+   * refresh probes it (unit, config, active, smg), the next create repairs it. Stored as a secret.
+   */
+  routerHost?: pulumi.Input<RouterHostCheck>;
 }
 
 export interface FleetWorkerFigures {
@@ -68,6 +74,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         benchPlan: args.benchPlan,
         workload: args.workload,
         readyDeadlineSeconds: args.readyDeadlineSeconds,
+        routerHost: args.routerHost === undefined ? undefined : pulumi.secret(args.routerHost),
         endpoint: undefined,
         registered: undefined,
         leftOut: undefined,
@@ -83,7 +90,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         drift: undefined,
         verifiedAt: undefined,
       },
-      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey"] },
+      { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey", "routerHost"] },
       "gpuhost",
       "FleetVerification",
     );

@@ -16,6 +16,7 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import { SMG_VERSION } from "../router/render";
 import { listWorkers, readRequestCounts, reconcileWorkers, routerVersion, workerDrift } from "./router-api";
+import { probeRouterHost, repairRouterHost, type RouterHostCheck } from "./router-host";
 
 export const PROVIDER_VERSION = "1";
 
@@ -32,6 +33,7 @@ const INPUT_KEY_LIST = [
   "benchPlan",
   "workload",
   "readyDeadlineSeconds",
+  "routerHost",
 ];
 
 export interface FleetVerificationInputs {
@@ -52,6 +54,8 @@ export interface FleetVerificationInputs {
   benchPlan?: BenchPlan;
   workload?: Workload;
   readyDeadlineSeconds?: number;
+  /** The router's machine, probed on refresh and repaired on create (router-host.ts). */
+  routerHost?: RouterHostCheck;
 }
 
 /** The fleet's capacity plan: the job on this fleet, and what the deadline still needs. */
@@ -121,13 +125,16 @@ export async function create(inputs: Record<string, unknown>) {
     );
   if (leftOut.length) say(`left out: ${why}`);
 
+  // The router's machine first (a unit edited or stopped on the host): the worker list lives in its config.
+  const repaired = input.routerHost ? await repairRouterHost(input.routerHost, say) : [];
   const urls = registered.map((w) => w.url);
-  const actions = await reconcileWorkers(input.router.url, urls, {
+  const registrations = await reconcileWorkers(input.router.url, urls, {
     apiKey: input.apiKey,
     deadlineMs: (input.readyDeadlineSeconds ?? 300) * 1000,
     signal,
     say,
   });
+  const actions = [...repaired, ...registrations];
   const endpoint = { url: input.router.url, model: input.router.model, apiKey: input.apiKey };
   const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, {
     signal,
@@ -233,6 +240,13 @@ export async function read(id: string, props: Record<string, unknown>) {
       drift.push(`router runs ${version}, not the pinned smg ${SMG_VERSION}`);
   } catch (e) {
     drift = [`router unreachable: ${(e as Error).message}`];
+  }
+  if (input.routerHost) {
+    drift.push(
+      ...(await probeRouterHost(input.routerHost).catch((e: Error) => [
+        `the router's machine could not be probed: ${e.message}`,
+      ])),
+    );
   }
   return { id, props: { ...props, drift }, inputs: pickInputs(props) };
 }

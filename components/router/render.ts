@@ -88,3 +88,40 @@ export function workerUrl(
   const host = worker.connection.host.includes(":") ? `[${worker.connection.host}]` : worker.connection.host;
   return `http://${host}:${port}`;
 }
+
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+/** install-router.sh's arguments: the venv, and the requirements and launcher it installs. */
+export function installArgs(router: Pick<RouterConfig, "venvPath">): string[] {
+  return [router.venvPath, b64(requirementsText()), b64(launcherText())];
+}
+
+/** The launcher config file's text, as configure-router.sh installs it. */
+export function launchConfigText(launchConfig: Record<string, unknown>): string {
+  return `${JSON.stringify(launchConfig, null, 2)}\n`;
+}
+
+/** configure-router.sh's arguments: the unit, the launcher config, the restart stamp. */
+export function configureArgs(unit: string, configText: string, stamp: string): string[] {
+  return [b64(unit), b64(configText), stamp];
+}
+
+/**
+ * What the Router's steps leave on its machine and their exact arguments: FleetVerification probes
+ * the machine against it on refresh and re-runs the steps to repair it (fleet-verification/router-host.ts).
+ */
+export function routerSteps(
+  router: Pick<RouterConfig, "venvPath">,
+  unit: string,
+  configText: string,
+  stamp: string,
+): { venvPath: string; unitSha256: string; configSha256: string; installArgs: string[]; configureArgs: string[] } {
+  const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+  return {
+    venvPath: router.venvPath,
+    unitSha256: sha256(unit),
+    configSha256: sha256(configText),
+    installArgs: installArgs(router),
+    configureArgs: configureArgs(unit, configText, stamp),
+  };
+}

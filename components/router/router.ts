@@ -16,14 +16,16 @@ import { type HostConnectionInput, hostScript } from "../host/script";
 import { API_KEY_FILE_SCRIPT } from "../services/serving-service";
 import { keyedHash, StampKey } from "../services/stamp-key";
 import {
-  launcherText,
+  installArgs,
+  launchConfigText,
   renderRouterUnit,
-  requirementsText,
+  routerSteps,
   ROUTER_KEY_FILE,
   routerIdentity,
   routerLaunchConfig,
 } from "./render";
 import type { RouterConfig } from "./schema";
+import type { RouterHostCheck } from "../fleet-verification/router-host";
 
 const SCRIPTS = "components/router/scripts";
 
@@ -79,18 +81,22 @@ export class Router extends pulumi.ComponentResource {
   public readonly smgVersion: pulumi.Output<string>;
   /** The configure step: FleetVerification runs after it. */
   public readonly configured: pulumi.Resource;
+  /**
+   * What the steps wrote on the router's machine and their exact arguments, for FleetVerification's
+   * probe and repair of that machine (components/fleet-verification/router-host.ts); no connection.
+   */
+  public readonly hostCheck: pulumi.Output<Omit<RouterHostCheck, "connection">>;
 
   constructor(name: string, args: RouterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:Router", name, {}, opts);
     const { connection, router } = args;
-    const b64 = (s: string) => Buffer.from(s).toString("base64");
 
     const install = hostScript(
       `${name}-install`,
       {
         connection,
         script: `${SCRIPTS}/install-router.sh`,
-        args: [router.venvPath, b64(requirementsText()), b64(launcherText())],
+        args: installArgs(router),
       },
       { parent: this },
     );
@@ -142,12 +148,15 @@ export class Router extends pulumi.ComponentResource {
         .apply(([id, kh]) => createHash("sha256").update(`${id}\0${kh}`).digest("hex")),
     );
 
+    const configText = launch.apply(launchConfigText);
+    this.hostCheck = pulumi.all([configText, stamp]).apply(([c, st]) => routerSteps(router, unit, c, st));
+
     this.configured = hostScript(
       `${name}-configure`,
       {
         connection,
         script: `${SCRIPTS}/configure-router.sh`,
-        args: [b64(unit), launch.apply((l) => b64(`${JSON.stringify(l, null, 2)}\n`)), stamp],
+        args: [0, 1, 2].map((i) => this.hostCheck.apply((c) => c.configureArgs[i])),
         deleteScript: `${SCRIPTS}/remove-router.sh`,
       },
       { parent: this, dependsOn: [install, ...(keyFile ? [keyFile] : [])], deleteBeforeReplace: true },

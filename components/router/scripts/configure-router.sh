@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Writes gpuhost-router.service and the launcher's config (the workers the stack registers), enables
 # the unit, and restarts it only when STAMP (hash of unit, config and the key's keyed hash) differs
-# from the one of its last start, or when it is not running: the worker list is the stack's, so a
-# router restart (which forgets workers added at run time) starts from the right list.
+# from the one of its last start, when the unit file on the host differed from the rendered one, or
+# when it is not running: the worker list is the stack's, so a router restart (which forgets workers
+# added at run time) starts from the right list. Run again, it is also the repair of the router's
+# machine (FleetVerification, components/fleet-verification/router-host.ts).
 # Usage: configure-router.sh UNIT_BASE64 CONFIG_BASE64 STAMP
 set -euo pipefail
 
@@ -27,9 +29,13 @@ printf '%s' "$unit_b64" | base64 -d >"$tmp/unit"
 printf '%s' "$config_b64" | base64 -d >"$tmp/config"
 
 mkdir -p "$root/etc/systemd/system" "$root/etc/gpuhost-router"
+# A unit that differs on disk (edited on the host) may be what the running router was started from:
+# it is rewritten and the router restarted from the rendered one.
+unit_rewritten=false
 if ! cmp -s "$tmp/unit" "$root/etc/systemd/system/$unit"; then
   install -m 0644 "$tmp/unit" "$root/etc/systemd/system/$unit"
   systemctl daemon-reload
+  unit_rewritten=true
 fi
 # Readable by the router's DynamicUser: it holds worker URLs and ports, no secret.
 install -m 0644 "$tmp/config" "$root/etc/gpuhost-router/router.json"
@@ -44,6 +50,10 @@ if [[ "$previous" != "$stamp" ]]; then
   systemctl reset-failed "$unit" 2>/dev/null || true
   systemctl restart "$unit"
   echo "restarted=true (unit, workers or key changed)"
+elif [[ "$unit_rewritten" == true ]]; then
+  systemctl reset-failed "$unit" 2>/dev/null || true
+  systemctl restart "$unit"
+  echo "restarted=true (its unit file differed on the host)"
 elif ! systemctl is-active --quiet "$unit"; then
   systemctl reset-failed "$unit" 2>/dev/null || true
   systemctl restart "$unit"

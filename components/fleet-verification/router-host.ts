@@ -1,0 +1,97 @@
+/**
+ * The router's machine as FleetVerification sees it (no Pulumi): the unit and launcher config
+ * systemd runs, by sha256, whether the unit is active, and the smg release in its venv, probed over
+ * the same host layer as every component (components/host/exec.ts). The router's HTTP API cannot
+ * tell a unit edited on the host or a config rewritten by hand; this can. The repair is the Router's
+ * own steps, run again with their exact arguments: install (when smg is not the pinned release; it
+ * reinstalls only then) and configure, which rewrites both files and restarts the router when they
+ * changed or it is not running (components/router/scripts/).
+ */
+import * as fs from "node:fs";
+import { projectFile } from "../../project-files";
+import type { HostConnection } from "../host/connection";
+import { execOnHost } from "../host/exec";
+import { ROUTER_UNIT, SMG_VERSION } from "../router/render";
+
+export const PROBE_SCRIPT = "components/router/scripts/probe-router.sh";
+export const INSTALL_SCRIPT = "components/router/scripts/install-router.sh";
+export const CONFIGURE_SCRIPT = "components/router/scripts/configure-router.sh";
+
+/** What the Router wrote on its machine, and how it wrote it (stored as a secret: the connection). */
+export interface RouterHostCheck {
+  connection: HostConnection;
+  venvPath: string;
+  /** sha256 of the rendered unit and of the launcher config the configure step installs. */
+  unitSha256: string;
+  configSha256: string;
+  /** install-router.sh's and configure-router.sh's arguments exactly as the Router's steps run them. */
+  installArgs: string[];
+  configureArgs: string[];
+}
+
+export interface RouterHostObserved {
+  unit: string;
+  config: string;
+  active: string;
+  smg: string;
+}
+
+/** probe-router.sh's key=value lines. */
+export function parseRouterProbe(stdout: string): RouterHostObserved {
+  const get = (key: string) => new RegExp(`^${key}=(.*)$`, "m").exec(stdout)?.[1]?.trim() ?? "";
+  return { unit: get("unit"), config: get("config"), active: get("active"), smg: get("smg") };
+}
+
+/** How the router's machine differs from what the Router wrote: one sentence each, empty when it matches. */
+export function routerHostDrift(
+  check: Pick<RouterHostCheck, "venvPath" | "unitSha256" | "configSha256">,
+  seen: RouterHostObserved,
+): string[] {
+  const out: string[] = [];
+  const file = (what: string, path: string, found: string, want: string) => {
+    if (found === "missing") out.push(`${what} ${path} is missing on the router's machine`);
+    else if (found !== want) out.push(`${what} ${path} differs from the one gpuhost rendered (edited on the host)`);
+  };
+  file("router unit", `/etc/systemd/system/${ROUTER_UNIT}`, seen.unit, check.unitSha256);
+  file("router config", "/etc/gpuhost-router/router.json", seen.config, check.configSha256);
+  if (seen.active !== "active") out.push(`${ROUTER_UNIT} is ${seen.active || "unknown"}, not active`);
+  if (seen.smg === "missing") out.push(`smg is missing from the router's venv ${check.venvPath}`);
+  else if (!seen.smg.includes(SMG_VERSION))
+    out.push(`the router's venv runs ${seen.smg || "an unknown smg"}, not the pinned smg ${SMG_VERSION}`);
+  return out;
+}
+
+async function run(check: RouterHostCheck, script: string, args: string[], timeoutMs: number) {
+  const r = await execOnHost(check.connection, fs.readFileSync(projectFile(script), "utf8"), args, {
+    scriptName: script.slice(script.lastIndexOf("/") + 1),
+    timeoutMs,
+  });
+  if (r.code !== 0)
+    throw new Error(
+      `${script.slice(script.lastIndexOf("/") + 1)} on the router's machine ${r.code === 124 ? "timed out" : `exited ${r.code}`}: ${r.stderr.trim().slice(-400)}`,
+    );
+  return r.stdout;
+}
+
+/** Probe the router's machine (read-only, bounded). */
+export async function probeRouterHost(check: RouterHostCheck): Promise<string[]> {
+  return routerHostDrift(check, parseRouterProbe(await run(check, PROBE_SCRIPT, [check.venvPath], 60_000)));
+}
+
+const isSmgDrift = (d: string) => d.startsWith("smg is missing") || d.startsWith("the router's venv runs");
+
+/**
+ * Put the router's machine back the way the Router left it, if the probe found it drifted: smg
+ * reinstalled when it is not the pinned release, then the unit and config rewritten and the router
+ * restarted (the configure step restarts it when they changed or it is not running). Returns what it did.
+ */
+export async function repairRouterHost(check: RouterHostCheck, say: (line: string) => void): Promise<string[]> {
+  const drift = await probeRouterHost(check);
+  if (drift.length === 0) return [];
+  say(`repairing the router's machine: ${drift.join("; ")}`);
+  if (drift.some(isSmgDrift)) await run(check, INSTALL_SCRIPT, check.installArgs, 1_800_000);
+  const out = await run(check, CONFIGURE_SCRIPT, check.configureArgs, 300_000);
+  const left = await probeRouterHost(check);
+  if (left.length > 0) throw new Error(`the router's machine still differs after its repair: ${left.join("; ")}`);
+  return [...drift.map((d) => `repaired: ${d}`), ...out.split("\n").filter((l) => l.startsWith("restarted="))];
+}

@@ -1,0 +1,159 @@
+// The router's machine as FleetVerification probes and repairs it (router-host.ts): the Router's own
+// scripts (install, configure, probe) on a simulated host, running the real SMG from the hash-locked
+// venv (.ci/smg.sh) in front of a simulator. A unit edited on the host, the router stopped, its config
+// rewritten: each is named by the probe, and the repair (the Router's steps again) puts it back.
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  parseRouterProbe,
+  probeRouterHost,
+  repairRouterHost,
+  routerHostDrift,
+  type RouterHostCheck,
+} from "../../components/fleet-verification/router-host";
+import { execOnHost } from "../../components/host/exec";
+import {
+  configureArgs,
+  installArgs,
+  launchConfigText,
+  renderRouterUnit,
+  requirementsText,
+  routerLaunchConfig,
+  routerSteps,
+  SMG_VERSION,
+} from "../../components/router/render";
+import { RouterSchema } from "../../components/router/schema";
+import { prepareSimulatedHost, simulatedConnection } from "../../sim-host/platform";
+import { startSimulator, type RunningSimulator } from "../../simulator/index";
+import { freePort, smgVenv } from "../support/smg";
+
+const clean = { unit: "a".repeat(64), config: "b".repeat(64), active: "active", smg: `smg ${SMG_VERSION}` };
+const expected = { venvPath: "/opt/r/venv", unitSha256: "a".repeat(64), configSha256: "b".repeat(64) };
+
+describe("routerHostDrift (pure)", () => {
+  it("parses probe-router.sh's lines and finds nothing on a machine that matches", () => {
+    const seen = parseRouterProbe(
+      `unit=${"a".repeat(64)}\nconfig=${"b".repeat(64)}\nactive=active\nsmg=smg ${SMG_VERSION}\n`,
+    );
+    expect(seen).toEqual(clean);
+    expect(routerHostDrift(expected, seen)).toEqual([]);
+  });
+
+  it("names an edited or missing unit, a rewritten config, a stopped router and another smg, one sentence each", () => {
+    expect(
+      routerHostDrift(expected, { unit: "c".repeat(64), config: "missing", active: "failed", smg: "smg 1.12.0" }),
+    ).toEqual([
+      "router unit /etc/systemd/system/gpuhost-router.service differs from the one gpuhost rendered (edited on the host)",
+      "router config /etc/gpuhost-router/router.json is missing on the router's machine",
+      "gpuhost-router.service is failed, not active",
+      `the router's venv runs smg 1.12.0, not the pinned smg ${SMG_VERSION}`,
+    ]);
+    expect(routerHostDrift(expected, { ...clean, unit: "missing", active: "", smg: "missing" })).toEqual([
+      "router unit /etc/systemd/system/gpuhost-router.service is missing on the router's machine",
+      "gpuhost-router.service is unknown, not active",
+      "smg is missing from the router's venv /opt/r/venv",
+    ]);
+  });
+});
+
+describe("the router's machine, probed and repaired with the Router's own scripts (simulated host, real SMG)", () => {
+  let root: string;
+  let sim: RunningSimulator;
+  let check: RouterHostCheck;
+  let routerUrl: string;
+  const sh = async (script: string) => {
+    const r = await execOnHost(simulatedConnection(root), `set -euo pipefail\n${script}`, [], { timeoutMs: 60_000 });
+    if (r.code !== 0) throw new Error(`host script failed (${r.code}): ${r.stderr}`);
+    return r.stdout;
+  };
+  const routerAnswers = async () => {
+    for (let i = 0; i < 150; i++) {
+      try {
+        if ((await fetch(`${routerUrl}/liveness`, { signal: AbortSignal.timeout(1000) })).ok) return true;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return false;
+  };
+
+  beforeAll(async () => {
+    const venv = smgVenv();
+    root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-router-host-"));
+    prepareSimulatedHost(root);
+    sim = await startSimulator({ profile: "tiny", port: 0, timeScale: 20, log: () => undefined });
+    const router = RouterSchema.parse({
+      host: "h1",
+      port: await freePort(),
+      prometheusPort: await freePort(),
+      venvPath: "/opt/gpuhost-router/venv",
+    });
+    // The hash-locked venv stands where install-router.sh puts one, with the requirements it was
+    // built from: the install step finds smg importable and the requirements unchanged, so no download.
+    fs.mkdirSync(path.join(root, "opt/gpuhost-router"), { recursive: true });
+    fs.symlinkSync(venv, path.join(root, router.venvPath));
+    fs.writeFileSync(path.join(root, "opt/gpuhost-router/requirements.txt"), requirementsText());
+    const unit = renderRouterUnit(router, { apiKey: false });
+    const config = launchConfigText(routerLaunchConfig(router, [sim.url]));
+    check = { ...routerSteps(router, unit, config, "d".repeat(64)), connection: simulatedConnection(root) };
+    expect(check.installArgs).toEqual(installArgs(router));
+    expect(check.configureArgs).toEqual(configureArgs(unit, config, "d".repeat(64)));
+    routerUrl = `http://127.0.0.1:${router.port}`;
+    // The Router's two steps, as its Commands run them.
+    const install = await execOnHost(
+      check.connection,
+      fs.readFileSync(path.resolve(__dirname, "../../components/router/scripts/install-router.sh"), "utf8"),
+      check.installArgs,
+      { timeoutMs: 300_000 },
+    );
+    expect(install.stdout).toContain(`smgVersion=smg ${SMG_VERSION}`);
+    expect(install.stdout).toContain("changed=true"); // the launcher is new
+    expect(await repairRouterHost(check, () => undefined)).toEqual(
+      expect.arrayContaining([
+        "repaired: router unit /etc/systemd/system/gpuhost-router.service is missing on the router's machine",
+      ]),
+    );
+    expect(await routerAnswers()).toBe(true);
+  }, 600_000);
+
+  afterAll(async () => {
+    await sh("systemctl stop gpuhost-router.service || true").catch(() => undefined);
+    await sim?.close();
+    if (root) fs.rmSync(root, { recursive: true, force: true });
+  }, 60_000);
+
+  it("a machine as the Router left it: no drift", async () => {
+    expect(await probeRouterHost(check)).toEqual([]);
+  });
+
+  it("a unit edited on the host and the router stopped: both named; the repair restores the unit and starts it", async () => {
+    await sh(
+      "printf '\\n# edited by hand\\n' >>\"$GPUHOST_ROOT/etc/systemd/system/gpuhost-router.service\"; systemctl stop gpuhost-router.service",
+    );
+    expect(await probeRouterHost(check)).toEqual([
+      "router unit /etc/systemd/system/gpuhost-router.service differs from the one gpuhost rendered (edited on the host)",
+      "gpuhost-router.service is inactive, not active",
+    ]);
+    const said: string[] = [];
+    const done = await repairRouterHost(check, (l) => said.push(l));
+    expect(said.join("\n")).toContain("repairing the router's machine");
+    expect(done).toContain("restarted=true (its unit file differed on the host)");
+    expect(await probeRouterHost(check)).toEqual([]);
+    expect(await routerAnswers()).toBe(true);
+  }, 120_000);
+
+  it("a config rewritten by hand: named, and the repair puts the stack's worker list back", async () => {
+    await sh(`printf '{"worker-urls": []}\\n' >"$GPUHOST_ROOT/etc/gpuhost-router/router.json"`);
+    expect(await probeRouterHost(check)).toEqual([
+      "router config /etc/gpuhost-router/router.json differs from the one gpuhost rendered (edited on the host)",
+    ]);
+    await repairRouterHost(check, () => undefined);
+    expect(JSON.parse(await sh('cat "$GPUHOST_ROOT/etc/gpuhost-router/router.json"'))).toMatchObject({
+      "worker-urls": [sim.url],
+    });
+    expect(await probeRouterHost(check)).toEqual([]);
+  }, 120_000);
+});
