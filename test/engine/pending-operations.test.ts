@@ -18,12 +18,13 @@ import {
   runPulumi,
 } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
+import { pluginSets } from "../support/engine";
 import { descendants, killAll, leftBehind } from "../support/processes";
 import { createTestStack, type TestStack } from "../support/stack";
 
-let s: TestStack | undefined;
+const stacks: TestStack[] = [];
 afterAll(async () => {
-  await s?.dispose();
+  await Promise.all(stacks.map((t) => t.dispose()));
 }, 300_000);
 
 /** `pulumi up` on the stack, SIGKILLed once its VerifiedGeneration create is under way. */
@@ -52,13 +53,20 @@ async function killedUp(t: TestStack): Promise<string> {
   return out;
 }
 
-describe("pending operations left by a killed up, under a plain pulumi up", () => {
+// The program finds the CLI among its parents, which differ with the language host: both sets.
+describe.each(pluginSets())("pending operations left by a killed up, under a plain pulumi up (%s)", (plugins) => {
   it("are named with the clearing command by preview and up, and no more once cleared", async () => {
     const host = `po-${crypto.randomBytes(3).toString("hex")}`;
-    s = await createTestStack("sim", [
-      { path: "gpuhost:hosts[0].name", value: host },
-      { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
-    ]);
+    const s = await createTestStack(
+      "sim",
+      [
+        { path: "gpuhost:hosts[0].name", value: host },
+        { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
+      ],
+      300_000,
+      plugins,
+    );
+    stacks.push(s);
     const killed = await killedUp(s);
     // The stack's first up: its program read a checkpoint that may hold this update's own steps.
     expect(killed).not.toMatch(/pending operation/);
