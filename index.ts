@@ -12,10 +12,13 @@ import type { HostConnectionInput } from "./components/host/script";
 import { connectedPlatform } from "./components/platform";
 import type { HostOutputs } from "./stack/outputs";
 import { gpuFleet } from "./stack/fleet";
+import { warnPendingOperations } from "./stack/pending-operations";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 
 const { config, apiKey, secret } = loadConfig();
+// Before any resource: what an earlier, killed update left (read now, it is not this update's).
+warnPendingOperations();
 const root = projectRoot();
 
 /** The host's connection, with the host keys to check per its hostKeyPolicy (components/host-key). */

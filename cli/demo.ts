@@ -67,7 +67,8 @@ async function stack(destroy: boolean, signal: AbortSignal): Promise<number> {
     return 2;
   }
   await ensureStack(name, opts);
-  await warnPending(name, opts);
+  // `up` runs the program, which warns itself (stack/pending-operations.ts); `destroy` runs none.
+  if (destroy) await warnPending(name, opts);
   const up = await runPulumi([destroy ? "destroy" : "up", "--yes", "--skip-preview", "--stack", name], {
     ...opts,
     onOutput: (chunk) => process.stdout.write(chunk),

@@ -227,9 +227,20 @@ export async function pendingOperations(
 ): Promise<PendingOperation[]> {
   const r = await runPulumi(["stack", "export", ...(stack ? ["--stack", stack] : [])], opts);
   if (r.code !== 0) throw new Error(`pulumi stack export exited ${r.code}: ${r.stderr.trim()}`);
-  const state = JSON.parse(r.stdout) as {
+  return parsePendingOperations(r.stdout);
+}
+
+/**
+ * The pending operations of a `pulumi stack export` document (its deployment's pending_operations;
+ * none when the stack has no deployment yet). Throws on anything that is not such a document.
+ */
+export function parsePendingOperations(exported: string): PendingOperation[] {
+  const state = JSON.parse(exported) as {
     deployment?: { pending_operations?: { type?: string; resource?: { urn?: string } }[] | null };
-  };
+  } | null;
+  if (typeof state !== "object" || state === null || Array.isArray(state)) {
+    throw new Error("pulumi stack export did not print a deployment");
+  }
   return (state.deployment?.pending_operations ?? []).map((op) => ({
     type: op.type ?? "unknown",
     urn: op.resource?.urn ?? "(no urn)",
