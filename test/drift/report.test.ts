@@ -2,6 +2,8 @@
 // `pulumi refresh --preview-only --expect-no-changes --json` (shapes as pulumi v3.276.0 prints them
 // with PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true), the text for each kind of drift, exit codes.
 // driftMain is run with a stand-in for the engine (mocked: the tests name it) that prints such events.
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { driftMain, refreshArgs } from "../../cli/drift";
 import {
@@ -433,7 +435,7 @@ describe("drift report: the fleet's router and each host's generation", () => {
             field: "generating",
             expected: "a real generation (one small chat completion)",
             found: 'none: phase "connect": connection refused',
-            repair: expect.stringContaining("the gate verifies the service again"),
+            repair: expect.stringContaining("the gate verifies the service again") as string,
           },
         ],
         errors: [],
@@ -496,6 +498,60 @@ describe("drift report: the fleet's router and each host's generation", () => {
     ]);
     expect(report.errors).toEqual([]);
     expect(exitCodeOf(report)).toBe(2);
+  });
+});
+
+describe("drift report of a recorded refresh: sim-fleet with sim-fleet-2's service stopped", () => {
+  // fixtures/refresh-fleet-host-stopped.jsonl: the events `gpuhost drift` read in the sim-fleet engine
+  // test (pulumi v3.276.0, streaming JSON), kept for the dynamic resources of sim-fleet-1 and -2 and
+  // the FleetVerification, each state's outputs trimmed to the keys the report reads (secrets stay
+  // the engine's "[secret]"), the other resources' events and the debug diagnostics left out.
+  const recorded = fs.readFileSync(path.join(__dirname, "fixtures", "refresh-fleet-host-stopped.jsonl"), "utf8");
+
+  it("names the stopped host three ways: its unit, its generation, the router's worker; exit 1", () => {
+    const report = parseRefreshOutput(recorded, "sim-fleet");
+    expect(report.errors).toEqual([]);
+    expect(report.otherChanges).toEqual([]);
+    expect(exitCodeOf(report)).toBe(1);
+    expect(report.hosts).toEqual([
+      {
+        host: "local .gpuhost/sim-hosts/fleet-qxfw35/h2",
+        resources: ["sim-fleet-2-toolkit-state"],
+        status: "drift",
+        drift: [
+          expect.objectContaining({
+            field: "units./etc/systemd/system/sglang-autoregressive.service.active",
+            expected: "active",
+            found: "inactive",
+          }),
+        ],
+        errors: [],
+      },
+    ]);
+    expect(report.services?.map((x) => [x.resources[0], x.status, x.drift.map((d) => d.found)])).toEqual([
+      ["sim-fleet-2-verified", "drift", ["none: connection refused"]],
+      ["sim-fleet-1-verified", "clean", []],
+    ]);
+    expect(report.fleet).toEqual([
+      {
+        router: "http://127.0.0.1:45861",
+        resources: ["fleet-verified"],
+        status: "drift",
+        drift: [
+          {
+            field: "workers.sim-fleet-2",
+            expected: "registered and healthy at http://127.0.0.1:37059",
+            found: "failed in the router",
+            repair:
+              "pulumi up: FleetVerification re-registers the worker (after the host's own gate passed again, where it failed) and re-measures the fleet",
+          },
+        ],
+        errors: [],
+      },
+    ]);
+    expect(formatReport(report)).toContain(
+      "router http://127.0.0.1:45861 [fleet-verified]: DRIFT in 1 field(s)\n  workers.sim-fleet-2\n    expected: registered and healthy at http://127.0.0.1:37059\n    found:    failed in the router\n",
+    );
   });
 });
 
