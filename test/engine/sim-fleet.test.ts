@@ -7,8 +7,9 @@
  * and named with the gate's diagnosis; the router's key is in no argv, environment, log or plaintext
  * state; with the fault removed, the next `up` gates the third host and the router serves from all
  * three; a further `up` measures nothing again. Then one host's service is stopped while clients
- * send the benchmark's requests through the router: their errors stay within the stack's error
- * budget, SMG stops sending that host requests (its smg_worker_requests_total stops growing while
+ * send the benchmark's requests through the router: the errors of those sent while it is down stay
+ * within the stack's error budget (the streams it was serving when it stopped are cut, and counted
+ * apart), SMG stops sending that host requests (its smg_worker_requests_total stops growing while
  * the others' grow), and `gpuhost drift` names the host (its unit and its generation) and the
  * router's worker; the next `up` brings it back into the router, which serves from it again.
  * Destroy leaves no router running. Nothing is mocked.
@@ -28,6 +29,8 @@ import type { DriftReport } from "../../components/drift/report";
 import { listWorkers, readRequestCounts } from "../../components/fleet-verification/router-api";
 import { runPulumi } from "../../engine/pulumi";
 import { fleetTable } from "../../cli/fleet-table";
+import { streamChat } from "../../gate/measurement/stream";
+import { makeAgent } from "../../gate/transport/http";
 import { parseConfig } from "../../stack/config";
 import { createTestStack, type TestStack } from "../support/stack";
 import { smgVenv } from "../support/smg";
@@ -96,47 +99,53 @@ async function driftReport(): Promise<DriftReport & { exitCode: number }> {
 
 /**
  * Clients through the router: `concurrency` loops, each sending the benchmark's streamed request
- * (max_tokens, ignore_eos) until stopped. A request counts as an error unless it answered 200 and
- * its stream ended with [DONE]. `since` marks the requests that ended after it (the outage's).
+ * (max_tokens, ignore_eos) with the benchmark's own request function (gate/measurement/stream.ts):
+ * a request fails on an HTTP error, a stream cut without [DONE], or an error event in the stream
+ * (SMG ends a stream whose worker died with `data: {"error": ...}` and then [DONE]).
  */
 function clientTraffic(url: string, model: string, concurrency: number, maxTokens: number) {
-  const results: Array<{ endedAt: number; ok: boolean; error?: string }> = [];
+  const results: Array<{ startedAt: number; endedAt: number; error: string | null }> = [];
+  const agent = makeAgent(concurrency);
   let running = true;
   const one = async (i: number) => {
-    try {
-      const r = await fetch(`${url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
-        body: JSON.stringify({
-          model,
-          messages: [{ role: "user", content: `Write a long story, number ${i}.` }],
-          max_tokens: maxTokens,
-          ignore_eos: true,
-          stream: true,
-        }),
-        signal: AbortSignal.timeout(120_000),
-      });
-      const text = await r.text();
-      const ok = r.ok && text.includes("data: [DONE]");
-      results.push({ endedAt: Date.now(), ok, ...(ok ? {} : { error: `HTTP ${r.status} ${text.slice(-200)}` }) });
-    } catch (e) {
-      results.push({ endedAt: Date.now(), ok: false, error: (e as Error).message });
-    }
+    const startedAt = Date.now();
+    const sample = await streamChat({
+      url: `${url}/v1/chat/completions`,
+      body: {
+        model,
+        messages: [{ role: "user", content: `Write a long story, number ${i}.` }],
+        max_tokens: maxTokens,
+        ignore_eos: true,
+        stream: true,
+        stream_options: { include_usage: true },
+      },
+      apiKey,
+      signal: AbortSignal.timeout(120_000),
+      dispatcher: agent,
+      origin: performance.now(),
+    });
+    results.push({ startedAt, endedAt: Date.now(), error: sample.error });
   };
   let n = 0;
   const loops = Array.from({ length: concurrency }, async () => {
     while (running) await one(n++);
   });
   return {
-    /** Requests ended at or after `since`: how many, how many failed, the first errors. */
-    since(t: number) {
-      const after = results.filter((r) => r.endedAt >= t);
-      const failed = after.filter((r) => !r.ok);
+    /** Requests begun at or after `t`: how many, how many failed, the first errors. */
+    begunSince(t: number) {
+      const after = results.filter((r) => r.startedAt >= t);
+      const failed = after.filter((r) => r.error !== null);
       return { requests: after.length, errors: failed.length, examples: failed.slice(0, 3).map((r) => r.error) };
+    },
+    /** Requests begun before `t` and ended after `from`, and how many of them failed. */
+    inFlight(from: number, t: number) {
+      const those = results.filter((r) => r.startedAt < t && r.endedAt >= from);
+      return { requests: those.length, errors: those.filter((r) => r.error !== null).length };
     },
     async stop() {
       running = false;
       await Promise.all(loops);
+      await agent.close();
     },
   };
 }
@@ -255,9 +264,13 @@ describe("sim-fleet under the real engine and the real SMG", () => {
       settings.benchmark.sweepMaxTokens,
     );
     try {
-      while (traffic.since(0).requests < 3 * before.registered.length) await sleep(200);
+      while (traffic.begunSince(0).requests < 3 * before.registered.length) await sleep(200);
       const stopAt = Date.now();
       await onHost(roots[1], "systemctl stop sglang-autoregressive.service");
+      // systemctl stop returns once the service's process is gone: from here on the host is down, and
+      // what happens to a request is the router's doing. Streams the host was serving when it went
+      // are cut (SMG ends them with an error event; a begun stream cannot be retried elsewhere).
+      const downAt = Date.now();
 
       // Within a bound, SMG marks the worker unhealthy in /workers; from then on (and from the
       // moment its counter last grew) it sends the stopped host nothing while the others serve.
@@ -281,15 +294,19 @@ describe("sim-fleet under the real engine and the real SMG", () => {
       expect(later[stopped.url] ?? 0).toBe(held[stopped.url] ?? 0);
       expect(othersServed(later)).toBeGreaterThan(othersServed(held));
 
-      const outage = traffic.since(stopAt);
+      const outage = traffic.begunSince(downAt);
+      const cut = traffic.inFlight(stopAt, downAt);
       // Figures for README's Fleet section (printed, never asserted on: timing is the machine's).
       console.log(
-        `[sim-fleet outage] ${outage.errors} of ${outage.requests} client requests failed during the outage (budget ${(budget * 100).toFixed(2)} %); ` +
-          `SMG sent the stopped host its last request ${((lastGrowth - stopAt) / 1000).toFixed(2)} s after the stop began, ` +
-          `and listed it unhealthy after ${((unhealthyAt - stopAt) / 1000).toFixed(2)} s`,
+        `[sim-fleet outage] ${outage.errors} of ${outage.requests} client requests sent while the host was down failed (budget ${(budget * 100).toFixed(2)} %); ` +
+          `${cut.errors} of the ${cut.requests} in flight while it stopped were cut; ` +
+          `SMG sent the stopped host its last request ${((lastGrowth - stopAt) / 1000).toFixed(2)} s after the stop began ` +
+          `(the stop took ${((downAt - stopAt) / 1000).toFixed(2)} s), and listed it unhealthy after ${((unhealthyAt - stopAt) / 1000).toFixed(2)} s`,
       );
       expect(outage.requests).toBeGreaterThan(0);
       expect(outage.errors, JSON.stringify(outage.examples)).toBeLessThanOrEqual(budget * outage.requests);
+      // Only streams in flight can be cut: never more than the clients had open at once.
+      expect(cut.errors).toBeLessThanOrEqual(settings.benchmark.concurrency[0] * before.registered.length);
     } finally {
       await traffic.stop();
     }
