@@ -28,6 +28,8 @@ export interface FleetVerificationArgs {
   benchPlan?: pulumi.Input<BenchPlan>;
   /** Runs of each fleet level (router.benchRepeats, at least 2): the sustained figure carries an interval. */
   benchRepeats?: number;
+  /** The hosts' seconds per wall second (simulated: the simulator's time scale): the fleet is measured in their clock. */
+  timeScale?: number;
   workload?: pulumi.Input<Workload>;
   readyDeadlineSeconds?: number;
 }
@@ -71,6 +73,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         verifyPolicy: args.verifyPolicy,
         benchPlan: args.benchPlan,
         benchRepeats: args.benchRepeats,
+        timeScale: args.timeScale,
         workload: args.workload,
         readyDeadlineSeconds: args.readyDeadlineSeconds,
         endpoint: undefined,

@@ -25,10 +25,10 @@ import {
   workerDifferences,
 } from "./router-api";
 
-/** 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval. */
+/** 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time. */
 export const PROVIDER_VERSION = "2";
 
-const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats"];
+const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale"];
 const INPUT_KEY_LIST = [
   "providerVersion",
   "router",
@@ -40,6 +40,7 @@ const INPUT_KEY_LIST = [
   "verifyPolicy",
   "benchPlan",
   "benchRepeats",
+  "timeScale",
   "workload",
   "readyDeadlineSeconds",
 ];
@@ -62,6 +63,11 @@ export interface FleetVerificationInputs {
   benchPlan?: BenchPlan;
   /** Runs of each fleet level (router.benchRepeats, at least 2): the sustained figure's interval. */
   benchRepeats?: number;
+  /**
+   * The hosts' seconds per wall second (simulated hosts: the simulator's time scale; absent: 1): the
+   * fleet is measured in the same clock as the hosts' own figures it is compared with.
+   */
+  timeScale?: number;
   workload?: Workload;
   readyDeadlineSeconds?: number;
 }
@@ -183,6 +189,7 @@ export async function create(inputs: Record<string, unknown>) {
   );
   const result = await gate.bench(endpoint, plan, {
     signal,
+    timeScale: input.timeScale ?? 1,
     onProgress: (e: {
       kind: string;
       summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };

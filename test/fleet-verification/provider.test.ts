@@ -49,6 +49,8 @@ function inputs(over: Record<string, unknown> = {}): Record<string, unknown> {
     benchPlan: plan,
     workload: { completions: 1000, outputTokensPerCompletion: 100, deadlineDays: 1 },
     readyDeadlineSeconds: 60,
+    // The simulators' clock: the fleet is measured in host time, like the hosts' own figures.
+    timeScale: 20,
     ...over,
   };
 }
@@ -95,6 +97,9 @@ describe("FleetVerification against the real SMG", () => {
     expect((u.outs.plan as { totalOutputTokens: number }).totalOutputTokens).toBe(200_000);
     expect((await diff("id", outs, news)).replaces).toEqual([]);
     expect((await diff("id", outs, inputs({ routerIdentity: "id-2" }))).replaces).toEqual(["routerIdentity"]);
+    // Another clock or more runs per level: the figure would be another measurement.
+    expect((await diff("id", outs, inputs({ timeScale: 4 }))).replaces).toEqual(["timeScale"]);
+    expect((await diff("id", outs, inputs({ benchRepeats: 5 }))).replaces).toEqual(["benchRepeats"]);
     const remeasured = inputs({
       hostFigures: {
         ...(inputs().hostFigures as object),
@@ -117,8 +122,8 @@ describe("FleetVerification against the real SMG", () => {
       {
         field: "workers.h2",
         expected: `registered and healthy at ${sims[1].url}`,
-        found: expect.stringMatching(/^(draining in|missing from) the router$/),
-        repair: expect.stringMatching(/^pulumi up: FleetVerification re-registers the worker/),
+        found: expect.stringMatching(/^(draining in|missing from) the router$/) as string,
+        repair: expect.stringMatching(/^pulumi up: FleetVerification re-registers the worker/) as string,
       },
     ]);
     expect((await diff("id", { ...outs, drift }, inputs())).replaces).toEqual(["drift"]);
@@ -210,13 +215,13 @@ describe("read against a router that drifted", () => {
           field: "workers.h2",
           expected: "registered and healthy at http://h2:1",
           found: "missing from the router",
-          repair: expect.stringContaining("re-registers the worker"),
+          repair: expect.stringContaining("re-registers the worker") as string,
         },
         {
           field: "router.version",
           expected: "smg 1.13.0",
           found: "smg-1.12.0",
-          repair: expect.stringContaining("::router-install"),
+          repair: expect.stringContaining("::router-install") as string,
         },
       ]);
     } finally {
@@ -232,8 +237,8 @@ describe("read against a router that drifted", () => {
       {
         field: "router",
         expected: `answering at ${r.url}`,
-        found: expect.stringMatching(/^unreachable: /),
-        repair: expect.stringContaining("systemctl restart gpuhost-router.service"),
+        found: expect.stringMatching(/^unreachable: /) as string,
+        repair: expect.stringContaining("systemctl restart gpuhost-router.service") as string,
       },
     ]);
   });
