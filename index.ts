@@ -56,7 +56,13 @@ const hosts = config.hosts.map((host, index) => {
   const v = h.verification;
   return {
     name: host.name,
-    fleetHost: { host, connection: platform.connection, verification: v, model: h.model },
+    fleetHost: {
+      host,
+      connection: platform.connection,
+      verification: v,
+      model: h.model,
+      timeScale: platform.timeScale ?? 1,
+    },
     // Typed by the one output schema: every key it names, nothing else.
     outputs: {
       gpus: host.gpus,

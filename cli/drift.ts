@@ -1,7 +1,8 @@
 // `gpuhost drift`: wraps `pulumi refresh --preview-only
-// --expect-no-changes --json` (every ToolkitState re-probes its host; the engine runs the reads
-// of several hosts concurrently) and prints what drifted, grouped by host, with the expected
-// value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error, 130
+// --expect-no-changes --json` (every ToolkitState re-probes its host, every VerifiedGeneration asks
+// its service for one small generation, a FleetVerification compares its router's workers with the
+// stack's; the engine runs the reads concurrently) and prints what drifted, grouped by host, service
+// and router, with the expected value, the value found and how to repair it. Fit for cron: exit 0 clean, 1 drift, 2 error, 130
 // interrupted (the engine and everything it started are stopped first).
 import {
   EMBEDDED_STACK,
@@ -17,7 +18,8 @@ import type { CommandSpec } from "./options";
 
 export const DRIFT = {
   name: "drift",
-  about: `Re-probes every host's CUDA toolkit through \`pulumi refresh --preview-only --expect-no-changes\`
+  about: `Re-probes every host's CUDA toolkit and units, checks that each service still generates and, in a
+fleet, that the router's workers are the stack's, through \`pulumi refresh --preview-only --expect-no-changes\`,
 and reports what no longer matches what was provisioned (nothing is changed). Fit for cron.`,
   flags: {
     stack: { type: "string", value: "NAME", description: "stack to check (default: the selected stack)" },
@@ -89,7 +91,7 @@ async function drift(stack: string | undefined, json: boolean, deps: DriftDeps, 
     if (report.errors.length > 0 && stderr !== "")
       report.errors.push(`pulumi: ${stderr.split("\n").slice(-5).join(" | ")}`);
   } catch (e) {
-    report = { stack, hosts: [], otherChanges: [], errors: [(e as Error).message] };
+    report = { stack, hosts: [], services: [], fleet: [], otherChanges: [], errors: [(e as Error).message] };
   }
   // A killed update leaves pending operations that no later update clears: say so on every check.
   const pending = deps.pendingOperations ?? (deps.runPulumi ? undefined : pendingOperations);

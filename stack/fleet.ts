@@ -17,6 +17,8 @@ export interface FleetHost {
   connection: HostConnectionInput;
   verification: VerifiedGeneration;
   model: pulumi.Output<string>;
+  /** Host seconds per wall second (the platform's; 1 on real hosts): the host's figures are in this clock. */
+  timeScale: number;
 }
 
 /** The fleet's outputs, or null when the stack configures no router. */
@@ -45,6 +47,10 @@ export function gpuFleet(
     // Only hosts whose gate ran in this update are workers: the router waits for every gate.
     { dependsOn: hosts.map((h) => h.verification) },
   );
+  // The fleet is measured in the hosts' own clock, so that scaling efficiency compares like with
+  // like; hosts on different clocks (simulated beside real) have no common one: wall time then.
+  const scales = [...new Set(hosts.map((h) => h.timeScale))];
+  const timeScale = scales.length === 1 ? scales[0] : 1;
   // From where `pulumi up` runs: this machine for a simulated or local router, else its address.
   const reach = (url: string) =>
     on.host.connection.kind === "ssh" ? url.replace("127.0.0.1", on.host.connection.host) : url;
@@ -71,6 +77,8 @@ export function gpuFleet(
       minHealthyHosts: r.minHealthyHosts,
       verifyPolicy: config.verification,
       benchPlan: config.benchmark,
+      benchRepeats: r.benchRepeats,
+      timeScale,
       workload: config.workload,
       readyDeadlineSeconds: r.readyDeadlineSeconds,
       routerHost: pulumi
@@ -88,6 +96,7 @@ export function gpuFleet(
     sweep: v.sweep,
     saturationConcurrency: v.saturationConcurrency,
     sustainedOutputTokensPerSecond: v.sustainedOutputTokensPerSecond,
+    sustainedInterval: v.sustainedInterval,
     hostsSustainedOutputTokensPerSecond: v.hostsSustainedOutputTokensPerSecond,
     scalingEfficiency: v.scalingEfficiency,
     plan: v.plan,

@@ -93,14 +93,29 @@ export const FleetOutputsSchema = z
       )
       .describe("The fleet benchmark through the router, per concurrency level (host levels x workers)"),
     saturationConcurrency: z.number().nullable().describe("The fleet's knee"),
-    sustainedOutputTokensPerSecond: z.number().describe("The fleet's sustained output tok/s through the router"),
+    sustainedOutputTokensPerSecond: z
+      .number()
+      .describe("The fleet's sustained output tok/s through the router: its level's mean over the runs"),
+    sustainedInterval: z
+      .object({
+        low: z.number(),
+        high: z.number(),
+        halfWidth: z.number(),
+        runs: z.number().int().describe("Runs of the level (router.benchRepeats, or benchmark.repeats where larger)"),
+      })
+      .nullable()
+      .describe("95 % interval of the sustained level's tok/s over its runs; null when no level counted"),
     hostsSustainedOutputTokensPerSecond: z.number().describe("Sum of the registered hosts' own sustained tok/s"),
     scalingEfficiency: z
       .number()
       .nullable()
       .describe("Fleet sustained over the sum of the hosts' own sustained figures (1: perfect scaling)"),
     plan: FleetPlanSchema,
-    drift: z.array(z.string()).describe("How the router's workers differ from the stack's (refresh); empty: none"),
+    drift: z
+      .array(driftSchema)
+      .describe(
+        "FleetVerification's refresh: each worker missing, unhealthy or unknown to the stack, another smg than the pinned one, or a router that does not answer, with what was expected, found and how to repair; empty: none",
+      ),
     verifiedAt: z.string().describe("When the fleet was verified and measured"),
   })
   .describe("The fleet behind the router (config `router`): FleetVerification's outputs");

@@ -1,5 +1,6 @@
 // Turns the engine's JSON for `pulumi refresh --preview-only --expect-no-changes --json` into a
-// drift report grouped by host. The exit code of that command does not separate "drift" from
+// drift report grouped by host (ToolkitState), by serving endpoint (VerifiedGeneration: does it still
+// generate) and by router (FleetVerification: the router's workers and version against the stack's). The exit code of that command does not separate "drift" from
 // "error" (pulumi#8992), so the verdict comes from the events, never from the exit status.
 //
 // With PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true the engine prints one JSON event per line; a
@@ -9,21 +10,43 @@
 import type { Drift } from "./schema";
 
 export const TOOLKIT_STATE_TYPE = "pulumi-nodejs:dynamic/gpuhost:ToolkitState";
+export const VERIFIED_GENERATION_TYPE = "pulumi-nodejs:dynamic/gpuhost:VerifiedGeneration";
+export const FLEET_VERIFICATION_TYPE = "pulumi-nodejs:dynamic/gpuhost:FleetVerification";
 
-export interface HostReport {
-  /** Where the probe ran, e.g. "ssh root@gpu1:22" or "local /path" (a folder standing for /). */
-  host: string;
-  /** ToolkitState resources probed on this host (URN names). */
+/** What the refresh found for one thing it re-read (a host, a service, a router). */
+export interface Finding {
+  /** The resources re-read for it (URN names). */
   resources: string[];
   status: "clean" | "drift" | "error";
   drift: Drift[];
   errors: string[];
 }
 
+export interface HostReport extends Finding {
+  /** Where the probe ran, e.g. "ssh root@gpu1:22" or "local /path" (a folder standing for /). */
+  host: string;
+}
+
+/** VerifiedGeneration's refresh: one small generation; a service that no longer generates drifted. */
+export interface ServiceReport extends Finding {
+  /** The service's URL as the gate reaches it (on an SSH host, as seen on the host). */
+  endpoint: string;
+}
+
+/** FleetVerification's refresh: the router's /workers and version against the stack's. */
+export interface FleetReport extends Finding {
+  /** The router's URL, as reached from where `pulumi up` runs. */
+  router: string;
+}
+
 export interface DriftReport {
   stack?: string;
   hosts: HostReport[];
-  /** Resources other than ToolkitState that a refresh would change (op per URN). */
+  /** Each host's serving endpoint (VerifiedGeneration); absent in reports of older versions. */
+  services?: ServiceReport[];
+  /** Each router of a fleet (FleetVerification); absent in reports of older versions. */
+  fleet?: FleetReport[];
+  /** Resources of any other type that a refresh would change (op per URN). */
   otherChanges: { urn: string; op: string }[];
   /** Errors not tied to one host (the engine failed, the output was unreadable). */
   errors: string[];
@@ -67,19 +90,65 @@ function isDrift(value: unknown): value is Drift {
   return typeof d === "object" && d !== null && typeof d.field === "string" && typeof d.repair === "string";
 }
 
+const REPAIR_FLEET = "pulumi up: FleetVerification re-registers the stack's workers and re-measures the fleet";
+
+/**
+ * The drift a resource's fresh outputs carry. FleetVerification before provider version 2 wrote
+ * lines ("h2 http://h2:1: missing from the router"): each becomes one entry, found = the line.
+ */
+function driftOf(type: string, outputs: Record<string, unknown> | undefined): Drift[] {
+  if (type === VERIFIED_GENERATION_TYPE) {
+    if (outputs?.generating !== false) return [];
+    const check = typeof outputs.generationCheck === "string" ? outputs.generationCheck : "no answer";
+    return [
+      {
+        field: "generating",
+        expected: "a real generation (one small chat completion)",
+        found: `none: ${check}`,
+        repair:
+          "pulumi up: the host's drift (above) is repaired, then the gate verifies the service again; behind a router it is registered again once it passes",
+      },
+    ];
+  }
+  const drift = outputs?.drift;
+  if (!Array.isArray(drift)) return [];
+  return drift.flatMap((d): Drift[] =>
+    isDrift(d)
+      ? [d]
+      : type === FLEET_VERIFICATION_TYPE && typeof d === "string"
+        ? [{ field: "router", expected: null, found: d, repair: REPAIR_FLEET }]
+        : [],
+  );
+}
+
 /** Parse the engine's stdout (streamed events, or the one-document digest) into a report. */
 export function parseRefreshOutput(stdout: string, stack?: string): DriftReport {
-  const report: DriftReport = { stack, hosts: [], otherChanges: [], errors: [] };
+  const report: DriftReport = { stack, hosts: [], services: [], fleet: [], otherChanges: [], errors: [] };
   const hosts = new Map<string, HostReport>();
-  const hostOfUrn = new Map<string, string>();
-  const hostFor = (label: string): HostReport => {
-    let h = hosts.get(label);
-    if (!h) hosts.set(label, (h = { host: label, resources: [], status: "clean", drift: [], errors: [] }));
-    return h;
+  const services = new Map<string, ServiceReport>();
+  const routers = new Map<string, FleetReport>();
+  const findingOfUrn = new Map<string, Finding>();
+  const fresh = (): Finding => ({ resources: [], status: "clean", drift: [], errors: [] });
+  const outputOf = (meta: ResourceMeta, read: (o: Record<string, unknown>) => unknown): string | undefined => {
+    const v = [meta.new?.outputs, meta.old?.outputs].map((o) => (o ? read(o) : undefined)).find((x) => x);
+    return typeof v === "string" ? v : undefined;
   };
-  const labelOf = (meta: ResourceMeta): string => {
-    const label = meta.new?.outputs?.hostLabel ?? meta.old?.outputs?.hostLabel;
-    return typeof label === "string" ? label : `unknown host (${urnName(meta.urn ?? "?")})`;
+  /** The finding a resource reports into, by its type; undefined for types the report does not know. */
+  const findingOf = (meta: ResourceMeta, type: string): Finding | undefined => {
+    const name = urnName(meta.urn ?? "?");
+    let found: Finding | undefined;
+    if (type === TOOLKIT_STATE_TYPE) {
+      const label = outputOf(meta, (o) => o.hostLabel) ?? `unknown host (${name})`;
+      found = hosts.get(label) ?? hosts.set(label, { host: label, ...fresh() }).get(label);
+    } else if (type === VERIFIED_GENERATION_TYPE) {
+      const url = outputOf(meta, (o) => (o.endpoint as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
+      found = services.get(url) ?? services.set(url, { endpoint: url, ...fresh() }).get(url);
+    } else if (type === FLEET_VERIFICATION_TYPE) {
+      const url = outputOf(meta, (o) => (o.router as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
+      found = routers.get(url) ?? routers.set(url, { router: url, ...fresh() }).get(url);
+    }
+    if (found && meta.urn) findingOfUrn.set(meta.urn, found);
+    return found;
   };
 
   const events: unknown[] = [];
@@ -105,13 +174,12 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
   const onResult = (meta: ResourceMeta, detailsKnown: boolean): void => {
     const urn = meta.urn ?? "";
     const op = meta.op ?? "unknown";
-    if ((meta.type ?? urnType(urn)) !== TOOLKIT_STATE_TYPE) {
+    const type = meta.type ?? urnType(urn);
+    const host = findingOf(meta, type);
+    if (!host) {
       if (!CLEAN_OPS.has(op)) report.otherChanges.push({ urn, op });
       return;
     }
-    const label = labelOf(meta);
-    hostOfUrn.set(urn, label);
-    const host = hostFor(label);
     if (!host.resources.includes(urnName(urn))) host.resources.push(urnName(urn));
     // A read refused on the host key kept the old record: the host was not probed, so it is not clean.
     const refused = meta.new?.outputs?.hostKeyRefused;
@@ -120,15 +188,15 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
       return;
     }
     if (CLEAN_OPS.has(op)) return;
-    const drift = meta.new?.outputs?.drift;
-    if (detailsKnown && Array.isArray(drift) && drift.every(isDrift) && drift.length > 0) {
+    const drift = driftOf(type, meta.new?.outputs);
+    if (detailsKnown && drift.length > 0) {
       host.drift.push(...drift);
     } else if (op === "delete") {
       host.drift.push({
         field: "resource",
         expected: "present",
         found: null,
-        repair: "the ToolkitState record is gone: pulumi up",
+        repair: `the ${type.slice(type.lastIndexOf(":") + 1)} record is gone: pulumi up`,
       });
     } else {
       host.drift.push({
@@ -155,12 +223,12 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     if (ev.resOutputsEvent?.metadata) onResult(ev.resOutputsEvent.metadata, true);
     else if (ev.resourcePreEvent?.metadata) {
       const meta = ev.resourcePreEvent.metadata;
-      if ((meta.type ?? urnType(meta.urn ?? "")) === TOOLKIT_STATE_TYPE) hostOfUrn.set(meta.urn ?? "", labelOf(meta));
+      findingOf(meta, meta.type ?? urnType(meta.urn ?? ""));
     } else if (ev.diagnosticEvent) onDiagnostic(ev.diagnosticEvent);
     else if (ev.summaryEvent) {
       sawSummary = true;
       if (ev.summaryEvent.result && ev.summaryEvent.result !== "succeeded") {
-        if (report.errors.length === 0 && [...hosts.values()].every((h) => h.errors.length === 0)) {
+        if (report.errors.length === 0 && [...findingOfUrn.values()].every((h) => h.errors.length === 0)) {
           report.errors.push(`refresh ${ev.summaryEvent.result}`);
         }
       }
@@ -174,23 +242,31 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
     // Terminal colour codes (ESC [ ... m) are stripped: ESC is written as a code point, not a control character.
     const message = (d.message ?? "").replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "").trim();
     if (EXPECT_NO_CHANGES.test(message)) return; // the drift signal itself, not an error
-    const label = d.urn ? hostOfUrn.get(d.urn) : undefined;
-    if (label !== undefined) {
-      const host = hostFor(label);
+    const host = d.urn ? findingOfUrn.get(d.urn) : undefined;
+    if (host !== undefined) {
       if (d.urn && !host.resources.includes(urnName(d.urn))) host.resources.push(urnName(d.urn));
       host.errors.push(message);
     } else report.errors.push(d.urn ? `${urnName(d.urn)}: ${message}` : message);
   }
 
-  for (const h of hosts.values()) h.status = h.errors.length > 0 ? "error" : h.drift.length > 0 ? "drift" : "clean";
+  for (const h of findingOfUrn.values())
+    h.status = h.errors.length > 0 ? "error" : h.drift.length > 0 ? "drift" : "clean";
   report.hosts = [...hosts.values()].sort((a, b) => a.host.localeCompare(b.host));
+  report.services = [...services.values()].sort((a, b) => a.endpoint.localeCompare(b.endpoint));
+  report.fleet = [...routers.values()].sort((a, b) => a.router.localeCompare(b.router));
   return report;
+}
+
+/** Every finding of the report: hosts, then services, then routers. */
+function findingsOf(report: DriftReport): Finding[] {
+  return [...report.hosts, ...(report.services ?? []), ...(report.fleet ?? [])];
 }
 
 /** For cron: 0 clean, 1 drift, 2 error (an error wins: a host that could not be probed is not clean). */
 export function exitCodeOf(report: DriftReport): 0 | 1 | 2 {
-  if (report.errors.length > 0 || report.hosts.some((h) => h.status === "error")) return 2;
-  if (report.hosts.some((h) => h.status === "drift") || report.otherChanges.length > 0) return 1;
+  const findings = findingsOf(report);
+  if (report.errors.length > 0 || findings.some((h) => h.status === "error")) return 2;
+  if (findings.some((h) => h.status === "drift") || report.otherChanges.length > 0) return 1;
   return 0;
 }
 
@@ -201,15 +277,21 @@ export function formatReport(report: DriftReport): string {
   const failed = report.hosts.filter((h) => h.status === "error").length;
   const where = report.stack ? `stack ${report.stack}` : "current stack";
   const verdict = exitCodeOf(report) === 0 ? "clean" : exitCodeOf(report) === 1 ? "DRIFT" : "ERROR";
+  const services = report.services ?? [];
+  const fleet = report.fleet ?? [];
+  const count = (fs: Finding[], what: string, bad: string) =>
+    fs.length > 0 ? `, ${fs.length} ${what}, ${fs.filter((f) => f.status !== "clean").length} ${bad}` : "";
   lines.push(
-    `gpuhost drift (${where}): ${verdict}: ${report.hosts.length} host(s) probed, ${drifted} drifted, ${failed} could not be probed`,
+    `gpuhost drift (${where}): ${verdict}: ${report.hosts.length} host(s) probed, ${drifted} drifted, ${failed} could not be probed` +
+      count(services, "service(s) checked", "not generating or not checked") +
+      count(fleet, "router(s) checked", "drifted or not checked"),
   );
-  if (report.hosts.length === 0 && report.errors.length === 0)
+  if (findingsOf(report).length === 0 && report.errors.length === 0)
     lines.push("  no ToolkitState resource in this stack: nothing to compare");
-  for (const h of report.hosts) {
+  const section = (title: string, h: Finding) => {
     lines.push("");
     lines.push(
-      `host ${h.host} [${h.resources.join(", ")}]: ${h.status === "clean" ? "clean" : h.status === "drift" ? `DRIFT in ${h.drift.length} field(s)` : "ERROR"}`,
+      `${title} [${h.resources.join(", ")}]: ${h.status === "clean" ? "clean" : h.status === "drift" ? `DRIFT in ${h.drift.length} field(s)` : "ERROR"}`,
     );
     for (const e of h.errors) lines.push(`  error: ${e}`);
     for (const d of h.drift) {
@@ -218,7 +300,10 @@ export function formatReport(report: DriftReport): string {
       lines.push(`    found:    ${d.found ?? "(absent)"}`);
       lines.push(`    repair:   ${d.repair}`);
     }
-  }
+  };
+  for (const h of report.hosts) section(`host ${h.host}`, h);
+  for (const h of services) section(`service ${h.endpoint}`, h);
+  for (const h of fleet) section(`router ${h.router}`, h);
   if (report.otherChanges.length > 0) {
     lines.push("");
     lines.push("other resources a refresh would change:");
@@ -228,7 +313,7 @@ export function formatReport(report: DriftReport): string {
     lines.push("");
     for (const e of report.errors) lines.push(`error: ${e}`);
   }
-  if (drifted > 0) {
+  if (findingsOf(report).some((h) => h.status === "drift")) {
     lines.push("");
     lines.push("After repairing on the host, run `gpuhost drift` again; `pulumi up --refresh` re-records the state.");
   }

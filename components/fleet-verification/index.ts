@@ -9,10 +9,11 @@ import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import type { FleetWorkers } from "../router";
-import { PROVIDER_VERSION, type FleetPlan } from "./provider";
+import type { Drift } from "../drift/schema";
+import { PROVIDER_VERSION, type FleetPlan, type SustainedInterval } from "./provider";
 import type { RouterHostCheck } from "./router-host";
 
-export { fleetPlan, scaledPlan, type FleetPlan } from "./provider";
+export { fleetPlan, scaledPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
 
 export interface FleetVerificationArgs {
   router: pulumi.Input<{ url: string; metricsUrl: string; model: string }>;
@@ -26,6 +27,10 @@ export interface FleetVerificationArgs {
   minHealthyHosts?: number;
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
   benchPlan?: pulumi.Input<BenchPlan>;
+  /** Runs of each fleet level (router.benchRepeats, at least 2): the sustained figure carries an interval. */
+  benchRepeats?: number;
+  /** The hosts' seconds per wall second (simulated: the simulator's time scale): the fleet is measured in their clock. */
+  timeScale?: number;
   workload?: pulumi.Input<Workload>;
   readyDeadlineSeconds?: number;
   /**
@@ -52,10 +57,11 @@ export class FleetVerification extends pulumi.dynamic.Resource {
   >;
   declare public readonly saturationConcurrency: pulumi.Output<number | null>;
   declare public readonly sustainedOutputTokensPerSecond: pulumi.Output<number>;
+  declare public readonly sustainedInterval: pulumi.Output<SustainedInterval | null>;
   declare public readonly hostsSustainedOutputTokensPerSecond: pulumi.Output<number>;
   declare public readonly scalingEfficiency: pulumi.Output<number | null>;
   declare public readonly plan: pulumi.Output<FleetPlan>;
-  declare public readonly drift: pulumi.Output<string[]>;
+  declare public readonly drift: pulumi.Output<Drift[]>;
   declare public readonly verifiedAt: pulumi.Output<string>;
 
   constructor(name: string, args: FleetVerificationArgs, opts?: pulumi.CustomResourceOptions) {
@@ -72,6 +78,8 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         minHealthyHosts: args.minHealthyHosts,
         verifyPolicy: args.verifyPolicy,
         benchPlan: args.benchPlan,
+        benchRepeats: args.benchRepeats,
+        timeScale: args.timeScale,
         workload: args.workload,
         readyDeadlineSeconds: args.readyDeadlineSeconds,
         routerHost: args.routerHost === undefined ? undefined : pulumi.secret(args.routerHost),
@@ -84,6 +92,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         saturationConcurrency: undefined,
         saturated: undefined,
         sustainedOutputTokensPerSecond: undefined,
+        sustainedInterval: undefined,
         hostsSustainedOutputTokensPerSecond: undefined,
         scalingEfficiency: undefined,
         plan: undefined,

@@ -15,12 +15,21 @@ import * as GateModule from "../../gate/index";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import { SMG_VERSION } from "../router/render";
-import { listWorkers, readRequestCounts, reconcileWorkers, routerVersion, workerDrift } from "./router-api";
+import type { Drift } from "../drift/schema";
+import {
+  foundInRouter,
+  listWorkers,
+  readRequestCounts,
+  reconcileWorkers,
+  routerVersion,
+  workerDifferences,
+} from "./router-api";
 import { probeRouterHost, repairRouterHost, type RouterHostCheck } from "./router-host";
 
-export const PROVIDER_VERSION = "1";
+/** 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time. */
+export const PROVIDER_VERSION = "2";
 
-const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures"];
+const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale"];
 const INPUT_KEY_LIST = [
   "providerVersion",
   "router",
@@ -31,6 +40,8 @@ const INPUT_KEY_LIST = [
   "minHealthyHosts",
   "verifyPolicy",
   "benchPlan",
+  "benchRepeats",
+  "timeScale",
   "workload",
   "readyDeadlineSeconds",
   "routerHost",
@@ -52,10 +63,25 @@ export interface FleetVerificationInputs {
   minHealthyHosts?: number;
   verifyPolicy?: VerifyPolicy;
   benchPlan?: BenchPlan;
+  /** Runs of each fleet level (router.benchRepeats, at least 2): the sustained figure's interval. */
+  benchRepeats?: number;
+  /**
+   * The hosts' seconds per wall second (simulated hosts: the simulator's time scale; absent: 1): the
+   * fleet is measured in the same clock as the hosts' own figures it is compared with.
+   */
+  timeScale?: number;
   workload?: Workload;
   readyDeadlineSeconds?: number;
   /** The router's machine, probed on refresh and repaired on create (router-host.ts). */
   routerHost?: RouterHostCheck;
+}
+
+/** The fleet's sustained figure's 95 % interval over the runs of its level (gate/measurement/goodput.ts). */
+export interface SustainedInterval {
+  low: number;
+  high: number;
+  halfWidth: number;
+  runs: number;
 }
 
 /** The fleet's capacity plan: the job on this fleet, and what the deadline still needs. */
@@ -83,10 +109,31 @@ export function fleetPlan(fleetTokPerSec: number, hosts: number, workload: Workl
   };
 }
 
-/** Each concurrency level times the number of workers: the fleet sees N hosts' worth of load. */
-export function scaledPlan(plan: BenchPlan | undefined, workers: number): Record<string, unknown> {
+/**
+ * Each concurrency level times the number of workers (the fleet sees N hosts' worth of load), and
+ * at least `repeats` runs of each level: one run gives a figure without an interval, and the
+ * fleet's figure is the one a plan for many hosts is built on.
+ */
+export function scaledPlan(plan: BenchPlan | undefined, workers: number, repeats = 1): Record<string, unknown> {
   const parsed = GateModule.BenchPlanSchema.parse(plan ?? {});
-  return { ...parsed, concurrency: parsed.concurrency.map((c) => c * Math.max(1, workers)) };
+  return {
+    ...parsed,
+    concurrency: parsed.concurrency.map((c) => c * Math.max(1, workers)),
+    repeats: Math.max(parsed.repeats, repeats),
+  };
+}
+
+/** The sustained level's throughput interval, or null (no level counts, or a single run). */
+export function sustainedInterval(result: {
+  sustainedLevel: number | null;
+  sweep: Array<{
+    level: number;
+    throughput: { low: number | null; high: number | null; halfWidth: number | null; n: number };
+  }>;
+}): SustainedInterval | null {
+  const t = result.sweep.find((l) => l.level === result.sustainedLevel)?.throughput;
+  if (!t || t.low === null || t.high === null || t.halfWidth === null) return null;
+  return { low: t.low, high: t.high, halfWidth: t.halfWidth, runs: t.n };
 }
 
 const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
@@ -143,12 +190,13 @@ export async function create(inputs: Record<string, unknown>) {
   if (!readiness.ready) throw new Error(`through the router: ${readiness.diagnosis ?? "the readiness gate failed"}`);
 
   const before = await readRequestCounts(input.router.metricsUrl, signal);
-  const plan = scaledPlan(input.benchPlan, registered.length);
+  const plan = scaledPlan(input.benchPlan, registered.length, input.benchRepeats ?? 2);
   say(
-    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${String(plan.concurrency)}`,
+    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${String(plan.concurrency)}, ${String(plan.repeats)} runs each`,
   );
   const result = await gate.bench(endpoint, plan, {
     signal,
+    timeScale: input.timeScale ?? 1,
     onProgress: (e: {
       kind: string;
       summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };
@@ -199,10 +247,11 @@ export async function create(inputs: Record<string, unknown>) {
     saturationConcurrency: result.saturationConcurrency,
     saturated: result.saturated,
     sustainedOutputTokensPerSecond: fleet,
+    sustainedInterval: sustainedInterval(result),
     hostsSustainedOutputTokensPerSecond: hostsSum,
     scalingEfficiency: hostsSum > 0 ? fleet / hostsSum : null,
     plan: fleetPlan(fleet, registered.length, input.workload),
-    drift: [] as string[],
+    drift: [] as Drift[],
     verifiedAt: new Date().toISOString(),
   };
   return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
@@ -222,33 +271,76 @@ export async function update(_id: string, olds: Record<string, unknown>, news: R
   };
 }
 
-/** Refresh: the router's workers against the stack's list (missing, Failed, unknown: drift). */
+/**
+ * Refresh: the router's workers against the stack's list (missing, unhealthy or Failed, unknown),
+ * its version against the pin, or the router not answering: each one Drift entry (what was
+ * expected, what was found, how to repair), as ToolkitState's are, so `gpuhost drift` names them.
+ */
 export async function read(id: string, props: Record<string, unknown>) {
   const input = props as unknown as FleetVerificationInputs;
-  let drift: string[];
+  // The router's machine too (a unit edited or stopped there): the HTTP API cannot tell that.
+  const machine = input.routerHost
+    ? await probeRouterHost(input.routerHost).catch((e: Error): Drift[] => [
+        {
+          field: "router.machine",
+          expected: "probed",
+          found: `could not be probed: ${e.message}`,
+          repair: "check the router's machine is reachable with the stack's connection, then gpuhost drift again",
+        },
+      ])
+    : [];
+  return { id, props: { ...props, drift: [...(await routerDrift(input)), ...machine] }, inputs: pickInputs(props) };
+}
+
+const REPAIR_WORKER =
+  "pulumi up: FleetVerification re-registers the worker (after the host's own gate passed again, where it failed) and re-measures the fleet";
+
+export async function routerDrift(
+  input: Pick<FleetVerificationInputs, "router" | "apiKey" | "workers">,
+): Promise<Drift[]> {
+  const { router, apiKey, workers } = input;
   try {
-    const actual = await listWorkers(input.router.url, input.apiKey);
-    drift = workerDrift(
-      input.workers.registered.map((w) => w.url),
+    const actual = await listWorkers(router.url, apiKey);
+    const drift: Drift[] = workerDifferences(
+      workers.registered.map((w) => w.url),
       actual,
     ).map((d) => {
-      const name = input.workers.registered.find((w) => d.startsWith(`${w.url}:`))?.name;
-      return name ? `${name} ${d}` : d;
+      const name = workers.registered.find((w) => w.url === d.url)?.name;
+      return d.kind === "unknown"
+        ? {
+            field: `workers.${d.url}`,
+            expected: "absent (not one of the stack's workers)",
+            found: foundInRouter(d),
+            repair: "pulumi up: FleetVerification removes it from the router and re-measures the fleet",
+          }
+        : {
+            field: `workers.${name ?? d.url}`,
+            expected: `registered and healthy at ${d.url}`,
+            found: foundInRouter(d),
+            repair: REPAIR_WORKER,
+          };
     });
-    const version = await routerVersion(input.router.url, input.apiKey);
+    const version = await routerVersion(router.url, apiKey);
     if (version !== undefined && !version.includes(SMG_VERSION))
-      drift.push(`router runs ${version}, not the pinned smg ${SMG_VERSION}`);
+      drift.push({
+        field: "router.version",
+        expected: `smg ${SMG_VERSION}`,
+        found: version,
+        repair:
+          "pulumi up: FleetVerification runs the Router's install step again (smg reinstalled hash-locked) and restarts the router",
+      });
+    return drift;
   } catch (e) {
-    drift = [`router unreachable: ${(e as Error).message}`];
+    return [
+      {
+        field: "router",
+        expected: `answering at ${router.url}`,
+        found: `unreachable: ${(e as Error).message}`,
+        repair:
+          "systemctl restart gpuhost-router.service on the router's machine (journalctl -u gpuhost-router.service says why it stopped), then pulumi up re-verifies the fleet",
+      },
+    ];
   }
-  if (input.routerHost) {
-    drift.push(
-      ...(await probeRouterHost(input.routerHost).catch((e: Error) => [
-        `the router's machine could not be probed: ${e.message}`,
-      ])),
-    );
-  }
-  return { id, props: { ...props, drift }, inputs: pickInputs(props) };
 }
 
 export async function deleteResource(): Promise<void> {

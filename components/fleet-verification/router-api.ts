@@ -43,16 +43,38 @@ export async function listWorkers(router: string, apiKey?: string, signal?: Abor
   }));
 }
 
+/** One way the router's list differs from the stack's. */
+export interface WorkerDifference {
+  url: string;
+  /** missing: the stack's worker is not in the router; unhealthy: it is, not healthy; unknown: the router's, not the stack's. */
+  kind: "missing" | "unhealthy" | "unknown";
+  /** The router's status of the worker (empty when missing). */
+  status: string;
+}
+
 /** How the router's list differs from the stack's: the drift `gpuhost drift` and refresh name. */
-export function workerDrift(expected: readonly string[], actual: readonly RouterWorker[]): string[] {
-  const out: string[] = [];
+export function workerDifferences(expected: readonly string[], actual: readonly RouterWorker[]): WorkerDifference[] {
+  const out: WorkerDifference[] = [];
   for (const url of expected) {
     const w = actual.find((a) => a.url === url);
-    if (!w) out.push(`${url}: missing from the router`);
-    else if (!w.isHealthy) out.push(`${url}: ${w.status || "unhealthy"} in the router`);
+    if (!w) out.push({ url, kind: "missing", status: "" });
+    else if (!w.isHealthy) out.push({ url, kind: "unhealthy", status: w.status || "unhealthy" });
   }
-  for (const w of actual) if (!expected.includes(w.url)) out.push(`${w.url}: in the router, unknown to the stack`);
+  for (const w of actual)
+    if (!expected.includes(w.url)) out.push({ url: w.url, kind: "unknown", status: w.status || "unknown" });
   return out;
+}
+
+/** The router's state of a worker in words, e.g. "failed in the router". */
+export function foundInRouter(d: WorkerDifference): string {
+  if (d.kind === "missing") return "missing from the router";
+  if (d.kind === "unhealthy") return `${d.status} in the router`;
+  return `in the router (${d.status}), unknown to the stack`;
+}
+
+/** The differences as lines, e.g. "http://a: missing from the router". */
+export function workerDrift(expected: readonly string[], actual: readonly RouterWorker[]): string[] {
+  return workerDifferences(expected, actual).map((d) => `${d.url}: ${foundInRouter(d)}`);
 }
 
 /**

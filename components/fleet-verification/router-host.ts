@@ -9,6 +9,7 @@
  */
 import * as fs from "node:fs";
 import { projectFile } from "../../project-files";
+import type { Drift } from "../drift/schema";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { ROUTER_UNIT, SMG_VERSION } from "../router/render";
@@ -16,6 +17,7 @@ import { ROUTER_UNIT, SMG_VERSION } from "../router/render";
 export const PROBE_SCRIPT = "components/router/scripts/probe-router.sh";
 export const INSTALL_SCRIPT = "components/router/scripts/install-router.sh";
 export const CONFIGURE_SCRIPT = "components/router/scripts/configure-router.sh";
+export const RESTART_SCRIPT = "components/router/scripts/restart-router.sh";
 
 /** What the Router wrote on its machine, and how it wrote it (stored as a secret: the connection). */
 export interface RouterHostCheck {
@@ -42,22 +44,44 @@ export function parseRouterProbe(stdout: string): RouterHostObserved {
   return { unit: get("unit"), config: get("config"), active: get("active"), smg: get("smg") };
 }
 
-/** How the router's machine differs from what the Router wrote: one sentence each, empty when it matches. */
+const REPAIR_FILES =
+  "pulumi up: FleetVerification runs the Router's configure step again, which rewrites the unit and config and restarts the router from them";
+
+/** How the router's machine differs from what the Router wrote: one Drift entry each, empty when it matches. */
 export function routerHostDrift(
   check: Pick<RouterHostCheck, "venvPath" | "unitSha256" | "configSha256">,
   seen: RouterHostObserved,
-): string[] {
-  const out: string[] = [];
-  const file = (what: string, path: string, found: string, want: string) => {
-    if (found === "missing") out.push(`${what} ${path} is missing on the router's machine`);
-    else if (found !== want) out.push(`${what} ${path} differs from the one gpuhost rendered (edited on the host)`);
+): Drift[] {
+  const out: Drift[] = [];
+  const file = (field: string, path: string, found: string, want: string) => {
+    if (found !== want)
+      out.push({
+        field,
+        expected: `${path} as gpuhost rendered it (sha256 ${want.slice(0, 12)})`,
+        found:
+          found === "missing"
+            ? `${path} is missing`
+            : `${path} differs (sha256 ${found.slice(0, 12)}): edited on the host`,
+        repair: REPAIR_FILES,
+      });
   };
-  file("router unit", `/etc/systemd/system/${ROUTER_UNIT}`, seen.unit, check.unitSha256);
-  file("router config", "/etc/gpuhost-router/router.json", seen.config, check.configSha256);
-  if (seen.active !== "active") out.push(`${ROUTER_UNIT} is ${seen.active || "unknown"}, not active`);
-  if (seen.smg === "missing") out.push(`smg is missing from the router's venv ${check.venvPath}`);
-  else if (!seen.smg.includes(SMG_VERSION))
-    out.push(`the router's venv runs ${seen.smg || "an unknown smg"}, not the pinned smg ${SMG_VERSION}`);
+  file("router.unit", `/etc/systemd/system/${ROUTER_UNIT}`, seen.unit, check.unitSha256);
+  file("router.config", "/etc/gpuhost-router/router.json", seen.config, check.configSha256);
+  if (seen.active !== "active")
+    out.push({
+      field: "router.active",
+      expected: `${ROUTER_UNIT} active`,
+      found: seen.active || "unknown",
+      repair: `${REPAIR_FILES} (journalctl -u ${ROUTER_UNIT} says why it stopped)`,
+    });
+  if (!seen.smg.includes(SMG_VERSION))
+    out.push({
+      field: "router.venv",
+      expected: `smg ${SMG_VERSION} in ${check.venvPath}`,
+      found: seen.smg === "missing" ? "smg is missing" : seen.smg || "an unknown smg",
+      repair:
+        "pulumi up: FleetVerification runs the Router's install step again (smg reinstalled hash-locked), then its configure step",
+    });
   return out;
 }
 
@@ -74,11 +98,9 @@ async function run(check: RouterHostCheck, script: string, args: string[], timeo
 }
 
 /** Probe the router's machine (read-only, bounded). */
-export async function probeRouterHost(check: RouterHostCheck): Promise<string[]> {
+export async function probeRouterHost(check: RouterHostCheck): Promise<Drift[]> {
   return routerHostDrift(check, parseRouterProbe(await run(check, PROBE_SCRIPT, [check.venvPath], 60_000)));
 }
-
-const isSmgDrift = (d: string) => d.startsWith("smg is missing") || d.startsWith("the router's venv runs");
 
 /**
  * Put the router's machine back the way the Router left it, if the probe found it drifted: smg
@@ -88,10 +110,17 @@ const isSmgDrift = (d: string) => d.startsWith("smg is missing") || d.startsWith
 export async function repairRouterHost(check: RouterHostCheck, say: (line: string) => void): Promise<string[]> {
   const drift = await probeRouterHost(check);
   if (drift.length === 0) return [];
-  say(`repairing the router's machine: ${drift.join("; ")}`);
-  if (drift.some(isSmgDrift)) await run(check, INSTALL_SCRIPT, check.installArgs, 1_800_000);
-  const out = await run(check, CONFIGURE_SCRIPT, check.configureArgs, 300_000);
+  const lines = (ds: Drift[]) => ds.map((d) => `${d.field}: ${d.found ?? "absent"}`).join("; ");
+  say(`repairing the router's machine: ${lines(drift)}`);
+  const venv = drift.some((d) => d.field === "router.venv");
+  if (venv) await run(check, INSTALL_SCRIPT, check.installArgs, 1_800_000);
+  let out = await run(check, CONFIGURE_SCRIPT, check.configureArgs, 300_000);
+  // A reinstalled smg is not the one the running router loaded: restart it unless configure just did.
+  if (venv && !/^restarted=true/m.test(out)) out += await run(check, RESTART_SCRIPT, [], 120_000);
   const left = await probeRouterHost(check);
-  if (left.length > 0) throw new Error(`the router's machine still differs after its repair: ${left.join("; ")}`);
-  return [...drift.map((d) => `repaired: ${d}`), ...out.split("\n").filter((l) => l.startsWith("restarted="))];
+  if (left.length > 0) throw new Error(`the router's machine still differs after its repair: ${lines(left)}`);
+  return [
+    ...drift.map((d) => `repaired ${d.field}: ${d.found ?? "absent"}`),
+    ...out.split("\n").filter((l) => l.startsWith("restarted=")),
+  ];
 }

@@ -56,6 +56,10 @@ export function routerLaunchConfig(router: RouterConfig, workerUrls: readonly st
     "prometheus-port": router.prometheusPort,
     // Workers are registered by the stack once their gate passed: SMG's own startup wait is short.
     "worker-startup-timeout-secs": 120,
+    "health-check-interval-secs": router.healthCheck.intervalSeconds,
+    "health-check-timeout-secs": router.healthCheck.timeoutSeconds,
+    "health-failure-threshold": router.healthCheck.failureThreshold,
+    "health-success-threshold": router.healthCheck.successThreshold,
     "log-level": "info",
   };
 }

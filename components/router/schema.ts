@@ -38,6 +38,55 @@ export const RouterSchema = z
       .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
       .default("/opt/gpuhost-router/venv")
       .describe("The router's own venv on its machine (smg, pinned and hash-locked)."),
+    healthCheck: z
+      .object({
+        intervalSeconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(3600)
+          .default(15)
+          .describe(
+            "Seconds between SMG's probes of each worker (--health-check-interval-secs; SMG's own default, 60 s, leaves a dead host listed healthy for minutes).",
+          ),
+        timeoutSeconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(600)
+          .default(25)
+          .describe(
+            "Timeout of one probe (--health-check-timeout-secs). SGLang's /health waits up to 20 s (SGLANG_HEALTH_CHECK_TIMEOUT) for a token, so a busy host needs more than SMG's default 5 s or it is marked down for being loaded.",
+          ),
+        failureThreshold: z
+          .number()
+          .int()
+          .min(1)
+          .max(100)
+          .default(3)
+          .describe("Consecutive failed probes before SMG marks a worker unhealthy (--health-failure-threshold)."),
+        successThreshold: z
+          .number()
+          .int()
+          .min(1)
+          .max(100)
+          .default(2)
+          .describe("Consecutive good probes before SMG counts a worker healthy again (--health-success-threshold)."),
+      })
+      .strict()
+      .prefault({})
+      .describe(
+        "How SMG probes its workers: how soon a stopped host shows unhealthy in /workers (and in `gpuhost drift`). SMG stops routing to a worker whose connections fail within seconds whatever these say (README, Fleet).",
+      ),
+    benchRepeats: z
+      .number()
+      .int()
+      .min(2)
+      .max(100)
+      .default(3)
+      .describe(
+        "Runs of each level of the fleet benchmark (at least 2, so the fleet's sustained tok/s carries a 95 % interval); benchmark.repeats wins where larger.",
+      ),
     readyDeadlineSeconds: z
       .number()
       .int()

@@ -2,9 +2,18 @@
 // `pulumi refresh --preview-only --expect-no-changes --json` (shapes as pulumi v3.276.0 prints them
 // with PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true), the text for each kind of drift, exit codes.
 // driftMain is run with a stand-in for the engine (mocked: the tests name it) that prints such events.
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { driftMain, refreshArgs } from "../../cli/drift";
-import { exitCodeOf, formatReport, parseRefreshOutput, TOOLKIT_STATE_TYPE } from "../../components/drift/report";
+import {
+  exitCodeOf,
+  FLEET_VERIFICATION_TYPE,
+  formatReport,
+  parseRefreshOutput,
+  TOOLKIT_STATE_TYPE,
+  VERIFIED_GENERATION_TYPE,
+} from "../../components/drift/report";
 import type { Drift } from "../../components/drift/schema";
 
 const STACK_URN = "urn:pulumi:sim::gpuhost::pulumi:pulumi:Stack::gpuhost-sim";
@@ -305,6 +314,247 @@ describe("drift report", () => {
   });
 });
 
+// A fleet's resources as the engine streams them: FleetVerification (a top-level dynamic resource)
+// and each host's VerifiedGeneration (under its GpuServingHost), outputs as their providers write them.
+const ROUTER = "http://127.0.0.1:31410";
+const FLEET_URN = `urn:pulumi:sim-fleet::gpuhost::${FLEET_VERIFICATION_TYPE}::fleet-verified`;
+const verifiedUrn = (host: string) =>
+  `urn:pulumi:sim-fleet::gpuhost::gpuhost:index:GpuServingHost$${VERIFIED_GENERATION_TYPE}::${host}-verified`;
+
+function refreshEvents(urn: string, type: string, old: Record<string, unknown>, fresh: Record<string, unknown>) {
+  const state = (outputs: Record<string, unknown>) => ({ type, urn, custom: true, id: `${type}-id`, outputs });
+  const changed = JSON.stringify(old) !== JSON.stringify(fresh);
+  return [
+    line({
+      resourcePreEvent: {
+        metadata: { op: "refresh", urn, type, old: state(old), new: state(old), detailedDiff: null },
+        planning: true,
+      },
+    }),
+    line({
+      resOutputsEvent: {
+        metadata: {
+          op: changed ? "update" : "same",
+          urn,
+          type,
+          old: state(old),
+          new: state(fresh),
+          detailedDiff: null,
+        },
+        planning: true,
+      },
+    }),
+  ];
+}
+
+function fleetEvents(drift: unknown[]): string[] {
+  const outputs = (d: unknown[]) => ({
+    router: { url: ROUTER, metricsUrl: "http://127.0.0.1:31419/metrics", model: "tiny" },
+    apiKey: "[secret]",
+    endpoint: ROUTER,
+    sustainedOutputTokensPerSecond: 76600.3,
+    drift: d,
+  });
+  return refreshEvents(FLEET_URN, FLEET_VERIFICATION_TYPE, outputs([]), outputs(drift));
+}
+
+function generationEvents(host: string, url: string, generating: boolean, check = "ok"): string[] {
+  const outputs = (g: boolean, c: string) => ({
+    endpoint: { url, model: "tiny" },
+    apiKey: "[secret]",
+    generating: g,
+    generationCheck: c,
+  });
+  return refreshEvents(verifiedUrn(host), VERIFIED_GENERATION_TYPE, outputs(true, "ok"), outputs(generating, check));
+}
+
+const WORKER_FAILED: Drift = {
+  field: "workers.sim-fleet-2",
+  expected: "registered and healthy at http://127.0.0.1:31412",
+  found: "failed in the router",
+  repair:
+    "pulumi up: FleetVerification re-registers the worker (after the host's own gate passed again, where it failed) and re-measures the fleet",
+};
+
+describe("drift report: the fleet's router and each host's generation", () => {
+  it("a worker the router marked failed: named under its router with expected, found and repair; exit 1", () => {
+    const report = parseRefreshOutput(
+      stream(toolkitEvents("sim-fleet-1-toolkit-state", "local /h1", []), fleetEvents([WORKER_FAILED])),
+      "sim-fleet",
+    );
+    expect(report.fleet).toEqual([
+      { router: ROUTER, resources: ["fleet-verified"], status: "drift", drift: [WORKER_FAILED], errors: [] },
+    ]);
+    expect(report.otherChanges).toEqual([]);
+    expect(exitCodeOf(report)).toBe(1);
+    const text = formatReport(report);
+    expect(text).toMatch(
+      /^gpuhost drift \(stack sim-fleet\): DRIFT: 1 host\(s\) probed, 0 drifted, 0 could not be probed, 1 router\(s\) checked, 1 drifted or not checked\n/,
+    );
+    expect(text).toContain(
+      [
+        `router ${ROUTER} [fleet-verified]: DRIFT in 1 field(s)`,
+        "  workers.sim-fleet-2",
+        "    expected: registered and healthy at http://127.0.0.1:31412",
+        "    found:    failed in the router",
+        `    repair:   ${WORKER_FAILED.repair}`,
+      ].join("\n"),
+    );
+  });
+
+  it("a stopped host: its unit (ToolkitState), its generation (VerifiedGeneration) and the router's worker, each named", () => {
+    const unit: Drift = {
+      field: "units./etc/systemd/system/sglang-autoregressive.service.active",
+      expected: "active",
+      found: "inactive",
+      repair: "systemctl start sglang-autoregressive.service",
+    };
+    const report = parseRefreshOutput(
+      stream(
+        toolkitEvents("sim-fleet-2-toolkit-state", "local /h2", [unit]),
+        generationEvents("sim-fleet-1", "http://127.0.0.1:31411", true),
+        generationEvents("sim-fleet-2", "http://127.0.0.1:31412", false, 'phase "connect": connection refused'),
+        fleetEvents([WORKER_FAILED]),
+      ),
+    );
+    expect(report.hosts[0]).toMatchObject({ host: "local /h2", status: "drift", drift: [unit] });
+    expect(report.services).toEqual([
+      {
+        endpoint: "http://127.0.0.1:31411",
+        resources: ["sim-fleet-1-verified"],
+        status: "clean",
+        drift: [],
+        errors: [],
+      },
+      {
+        endpoint: "http://127.0.0.1:31412",
+        resources: ["sim-fleet-2-verified"],
+        status: "drift",
+        drift: [
+          {
+            field: "generating",
+            expected: "a real generation (one small chat completion)",
+            found: 'none: phase "connect": connection refused',
+            repair: expect.stringContaining("the gate verifies the service again") as string,
+          },
+        ],
+        errors: [],
+      },
+    ]);
+    expect(report.fleet?.[0].drift).toEqual([WORKER_FAILED]);
+    expect(exitCodeOf(report)).toBe(1);
+    const text = formatReport(report);
+    expect(text).toContain(
+      "service http://127.0.0.1:31412 [sim-fleet-2-verified]: DRIFT in 1 field(s)\n  generating\n",
+    );
+    expect(text).toContain(", 2 service(s) checked, 1 not generating or not checked, 1 router(s) checked, 1 drifted");
+  });
+
+  it("a clean fleet: exit 0, the router listed clean", () => {
+    const report = parseRefreshOutput(stream(fleetEvents([]), generationEvents("h", "http://127.0.0.1:1", true)));
+    expect(exitCodeOf(report)).toBe(0);
+    expect(report.fleet?.map((f) => f.status)).toEqual(["clean"]);
+    expect(formatReport(report)).toContain(`router ${ROUTER} [fleet-verified]: clean`);
+  });
+
+  it("a router that does not answer, another smg, a stranger in the router: each a field", () => {
+    const drift: Drift[] = [
+      { field: "router", expected: `answering at ${ROUTER}`, found: "unreachable: fetch failed", repair: "restart" },
+      { field: "router.version", expected: "smg 1.13.0", found: "smg-1.12.0", repair: "reinstall" },
+      { field: "workers.http://10.0.0.9:30000", expected: "absent", found: "in the router", repair: "remove" },
+    ];
+    const report = parseRefreshOutput(stream(fleetEvents(drift)));
+    expect(report.fleet?.[0].drift.map((d) => d.field)).toEqual([
+      "router",
+      "router.version",
+      "workers.http://10.0.0.9:30000",
+    ]);
+    expect(exitCodeOf(report)).toBe(1);
+  });
+
+  it("state written before drift was structured (lines): each line is one entry, found = the line", () => {
+    const report = parseRefreshOutput(
+      stream(fleetEvents(["sim-fleet-2 http://127.0.0.1:31412: failed in the router"])),
+    );
+    expect(report.fleet?.[0].drift).toEqual([
+      {
+        field: "router",
+        expected: null,
+        found: "sim-fleet-2 http://127.0.0.1:31412: failed in the router",
+        repair: "pulumi up: FleetVerification re-registers the stack's workers and re-measures the fleet",
+      },
+    ]);
+  });
+
+  it("a FleetVerification whose read failed is an error (exit 2) under its router", () => {
+    const out = stream(fleetEvents([]).slice(0, 1), [
+      line({
+        diagnosticEvent: { urn: FLEET_URN, message: "read failed: boom\n", severity: "error" },
+      }),
+    ]).replace('"result":"succeeded"', '"result":"failed"');
+    const report = parseRefreshOutput(out);
+    expect(report.fleet).toEqual([
+      { router: ROUTER, resources: ["fleet-verified"], status: "error", drift: [], errors: ["read failed: boom"] },
+    ]);
+    expect(report.errors).toEqual([]);
+    expect(exitCodeOf(report)).toBe(2);
+  });
+});
+
+describe("drift report of a recorded refresh: sim-fleet with sim-fleet-2's service stopped", () => {
+  // fixtures/refresh-fleet-host-stopped.jsonl: the events `gpuhost drift` read in the sim-fleet engine
+  // test (pulumi v3.276.0, streaming JSON), kept for the dynamic resources of sim-fleet-1 and -2 and
+  // the FleetVerification, each state's outputs trimmed to the keys the report reads (secrets stay
+  // the engine's "[secret]"), the other resources' events and the debug diagnostics left out.
+  const recorded = fs.readFileSync(path.join(__dirname, "fixtures", "refresh-fleet-host-stopped.jsonl"), "utf8");
+
+  it("names the stopped host three ways: its unit, its generation, the router's worker; exit 1", () => {
+    const report = parseRefreshOutput(recorded, "sim-fleet");
+    expect(report.errors).toEqual([]);
+    expect(report.otherChanges).toEqual([]);
+    expect(exitCodeOf(report)).toBe(1);
+    expect(report.hosts).toEqual([
+      {
+        host: "local .gpuhost/sim-hosts/fleet-qxfw35/h2",
+        resources: ["sim-fleet-2-toolkit-state"],
+        status: "drift",
+        drift: [
+          expect.objectContaining({
+            field: "units./etc/systemd/system/sglang-autoregressive.service.active",
+            expected: "active",
+            found: "inactive",
+          }),
+        ],
+        errors: [],
+      },
+    ]);
+    expect(report.services?.map((x) => [x.resources[0], x.status, x.drift.map((d) => d.found)])).toEqual([
+      ["sim-fleet-2-verified", "drift", ["none: connection refused"]],
+      ["sim-fleet-1-verified", "clean", []],
+    ]);
+    expect(report.fleet).toEqual([
+      {
+        router: "http://127.0.0.1:45861",
+        resources: ["fleet-verified"],
+        status: "drift",
+        drift: [
+          {
+            field: "workers.sim-fleet-2",
+            expected: "registered and healthy at http://127.0.0.1:37059",
+            found: "failed in the router",
+            repair:
+              "pulumi up: FleetVerification re-registers the worker (after the host's own gate passed again, where it failed) and re-measures the fleet",
+          },
+        ],
+        errors: [],
+      },
+    ]);
+    expect(formatReport(report)).toContain(
+      "router http://127.0.0.1:45861 [fleet-verified]: DRIFT in 1 field(s)\n  workers.sim-fleet-2\n    expected: registered and healthy at http://127.0.0.1:37059\n    found:    failed in the router\n",
+    );
+  });
+});
+
 describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded events)", () => {
   const capture = () => {
     let out = "";
@@ -350,6 +600,29 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
     const parsed = JSON.parse(c.text()) as { exitCode: number; hosts: { status: string }[] };
     expect(parsed.exitCode).toBe(0);
     expect(parsed.hosts[0].status).toBe("clean");
+  });
+
+  it("--json carries the router's drift; text names it; exit 1", async () => {
+    const events = stream(fleetEvents([WORKER_FAILED]));
+    const c = capture();
+    const code = await driftMain(["--stack", "sim-fleet", "--json"], {
+      ...c.deps,
+      runPulumi: async () => ({ code: 255, stdout: events, stderr: "" }),
+    });
+    expect(code).toBe(1);
+    const parsed = JSON.parse(c.text()) as { exitCode: number; fleet: { router: string; drift: Drift[] }[] };
+    expect(parsed.exitCode).toBe(1);
+    expect(parsed.fleet).toEqual([expect.objectContaining({ router: ROUTER, drift: [WORKER_FAILED] })]);
+    const t = capture();
+    expect(
+      await driftMain(["--stack", "sim-fleet"], {
+        ...t.deps,
+        runPulumi: async () => ({ code: 255, stdout: events, stderr: "" }),
+      }),
+    ).toBe(1);
+    expect(t.text()).toContain(
+      "  workers.sim-fleet-2\n    expected: registered and healthy at http://127.0.0.1:31412\n",
+    );
   });
 
   it("an engine that cannot start is exit 2 with the reason", async () => {

@@ -6,7 +6,8 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, diff, read, update } from "../../components/fleet-verification/provider";
-import { fleetPlan, scaledPlan } from "../../components/fleet-verification";
+import { fleetPlan, scaledPlan, sustainedInterval } from "../../components/fleet-verification";
+import type { Drift } from "../../components/drift/schema";
 import {
   listWorkers,
   reconcileWorkers,
@@ -48,6 +49,8 @@ function inputs(over: Record<string, unknown> = {}): Record<string, unknown> {
     benchPlan: plan,
     workload: { completions: 1000, outputTokensPerCompletion: 100, deadlineDays: 1 },
     readyDeadlineSeconds: 60,
+    // The simulators' clock: the fleet is measured in host time, like the hosts' own figures.
+    timeScale: 20,
     ...over,
   };
 }
@@ -79,6 +82,11 @@ describe("FleetVerification against the real SMG", () => {
     const fleet = outs.sustainedOutputTokensPerSecond as number;
     expect(fleet).toBeGreaterThan(0);
     expect(outs.scalingEfficiency).toBeCloseTo(fleet / 200, 9);
+    // Two runs per level at least (benchRepeats absent: 2): the sustained figure carries its interval.
+    const interval = outs.sustainedInterval as { low: number; high: number; runs: number };
+    expect(interval.runs).toBe(2);
+    expect(interval.low).toBeLessThanOrEqual(fleet);
+    expect(interval.high).toBeGreaterThanOrEqual(fleet);
     expect(outs.drift).toEqual([]);
   }, 300_000);
 
@@ -89,6 +97,9 @@ describe("FleetVerification against the real SMG", () => {
     expect((u.outs.plan as { totalOutputTokens: number }).totalOutputTokens).toBe(200_000);
     expect((await diff("id", outs, news)).replaces).toEqual([]);
     expect((await diff("id", outs, inputs({ routerIdentity: "id-2" }))).replaces).toEqual(["routerIdentity"]);
+    // Another clock or more runs per level: the figure would be another measurement.
+    expect((await diff("id", outs, inputs({ timeScale: 4 }))).replaces).toEqual(["timeScale"]);
+    expect((await diff("id", outs, inputs({ benchRepeats: 5 }))).replaces).toEqual(["benchRepeats"]);
     const remeasured = inputs({
       hostFigures: {
         ...(inputs().hostFigures as object),
@@ -101,14 +112,20 @@ describe("FleetVerification against the real SMG", () => {
   it("read names a worker the router lost; the next create registers it again", async () => {
     const gone = (await listWorkers(router.url, KEY)).find((w) => w.url === sims[1].url)!;
     await fetch(`${router.url}/workers/${gone.id}`, { method: "DELETE", headers: { authorization: `Bearer ${KEY}` } });
-    let drift: string[] = [];
+    let drift: Drift[] = [];
     for (let i = 0; i < 50 && drift.length === 0; i++) {
       drift = (await read("id", outs)).props.drift;
       if (drift.length === 0) await new Promise((r) => setTimeout(r, 200));
     }
     // SMG drains a removed worker first, then forgets it: either is drift.
-    expect(drift).toHaveLength(1);
-    expect(drift[0]).toMatch(new RegExp(`^h2 ${sims[1].url}: (draining in|missing from) the router$`));
+    expect(drift).toEqual([
+      {
+        field: "workers.h2",
+        expected: `registered and healthy at ${sims[1].url}`,
+        found: expect.stringMatching(/^(draining in|missing from) the router$/) as string,
+        repair: expect.stringMatching(/^pulumi up: FleetVerification re-registers the worker/) as string,
+      },
+    ]);
     expect((await diff("id", { ...outs, drift }, inputs())).replaces).toEqual(["drift"]);
     const again = await create(inputs());
     expect(again.outs.reconciled).toEqual([`${sims[1].url}: registered`]);
@@ -194,8 +211,18 @@ describe("read against a router that drifted", () => {
         },
       };
       expect((await read("id", props)).props.drift).toEqual([
-        "h2 http://h2:1: missing from the router",
-        "router runs smg-1.12.0, not the pinned smg 1.13.0",
+        {
+          field: "workers.h2",
+          expected: "registered and healthy at http://h2:1",
+          found: "missing from the router",
+          repair: expect.stringContaining("re-registers the worker") as string,
+        },
+        {
+          field: "router.version",
+          expected: "smg 1.13.0",
+          found: "smg-1.12.0",
+          repair: expect.stringContaining("runs the Router's install step again") as string,
+        },
       ]);
     } finally {
       await r.close();
@@ -206,7 +233,14 @@ describe("read against a router that drifted", () => {
     const r = await fakeRouter(() => []);
     await r.close();
     const props = { router: { url: r.url, metricsUrl: "", model: "tiny" }, workers: { registered: [], leftOut: [] } };
-    expect((await read("id", props)).props.drift).toEqual([expect.stringMatching(/^router unreachable: /)]);
+    expect((await read("id", props)).props.drift).toEqual([
+      {
+        field: "router",
+        expected: `answering at ${r.url}`,
+        found: expect.stringMatching(/^unreachable: /) as string,
+        repair: expect.stringContaining("systemctl restart gpuhost-router.service") as string,
+      },
+    ]);
   });
 });
 
@@ -223,7 +257,7 @@ describe("pure parts", () => {
     ).toEqual([
       "http://a: missing from the router",
       "http://b: failed in the router",
-      "http://c: in the router, unknown to the stack",
+      "http://c: in the router (ready), unknown to the stack",
     ]);
   });
   it("workerRequestCounts sums smg_worker_requests_total per worker over models", () => {
@@ -244,9 +278,21 @@ describe("pure parts", () => {
     expect(p.hostsMissing).toBe(3);
     expect(fleetPlan(0, 2, undefined).hostsMissing).toBeNull();
   });
-  it("scaledPlan multiplies every level by the workers and keeps the error budget", () => {
-    const s = scaledPlan({ concurrency: [4, 8], errorBudget: 0.02 } as never, 3);
+  it("scaledPlan multiplies every level by the workers, keeps the error budget, runs each level at least `repeats` times", () => {
+    const s = scaledPlan({ concurrency: [4, 8], errorBudget: 0.02 } as never, 3, 3);
     expect(s.concurrency).toEqual([12, 24]);
     expect(s.errorBudget).toBe(0.02);
+    expect(s.repeats).toBe(3);
+    expect(scaledPlan({ repeats: 5 } as never, 2, 3).repeats).toBe(5);
+  });
+  it("sustainedInterval: the sustained level's interval, null with one run or no sustained level", () => {
+    const level = (l: number, low: number | null, high: number | null, n: number) => ({
+      level: l,
+      throughput: { low, high, halfWidth: low === null || high === null ? null : (high - low) / 2, n },
+    });
+    const sweep = [level(4, 90, 110, 3), level(8, 150, 170, 3)];
+    expect(sustainedInterval({ sustainedLevel: 8, sweep })).toEqual({ low: 150, high: 170, halfWidth: 10, runs: 3 });
+    expect(sustainedInterval({ sustainedLevel: null, sweep })).toBeNull();
+    expect(sustainedInterval({ sustainedLevel: 4, sweep: [level(4, null, null, 1)] })).toBeNull();
   });
 });

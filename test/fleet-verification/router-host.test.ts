@@ -41,19 +41,34 @@ describe("routerHostDrift (pure)", () => {
     expect(routerHostDrift(expected, seen)).toEqual([]);
   });
 
-  it("names an edited or missing unit, a rewritten config, a stopped router and another smg, one sentence each", () => {
-    expect(
-      routerHostDrift(expected, { unit: "c".repeat(64), config: "missing", active: "failed", smg: "smg 1.12.0" }),
-    ).toEqual([
-      "router unit /etc/systemd/system/gpuhost-router.service differs from the one gpuhost rendered (edited on the host)",
-      "router config /etc/gpuhost-router/router.json is missing on the router's machine",
-      "gpuhost-router.service is failed, not active",
-      `the router's venv runs smg 1.12.0, not the pinned smg ${SMG_VERSION}`,
+  it("names an edited or missing unit, a rewritten config, a stopped router and another smg, each a Drift entry", () => {
+    const drift = routerHostDrift(expected, {
+      unit: "c".repeat(64),
+      config: "missing",
+      active: "failed",
+      smg: "smg 1.12.0",
+    });
+    expect(drift.map((d) => [d.field, d.found])).toEqual([
+      ["router.unit", "/etc/systemd/system/gpuhost-router.service differs (sha256 cccccccccccc): edited on the host"],
+      ["router.config", "/etc/gpuhost-router/router.json is missing"],
+      ["router.active", "failed"],
+      ["router.venv", "smg 1.12.0"],
     ]);
-    expect(routerHostDrift(expected, { ...clean, unit: "missing", active: "", smg: "missing" })).toEqual([
-      "router unit /etc/systemd/system/gpuhost-router.service is missing on the router's machine",
-      "gpuhost-router.service is unknown, not active",
-      "smg is missing from the router's venv /opt/r/venv",
+    expect(drift[0].expected).toBe(
+      "/etc/systemd/system/gpuhost-router.service as gpuhost rendered it (sha256 aaaaaaaaaaaa)",
+    );
+    expect(drift[3].expected).toBe(`smg ${SMG_VERSION} in /opt/r/venv`);
+    for (const d of drift)
+      expect(d.repair).toMatch(/^pulumi up: FleetVerification runs the Router's (configure|install) step again/);
+    expect(
+      routerHostDrift(expected, { ...clean, unit: "missing", active: "", smg: "missing" }).map((d) => [
+        d.field,
+        d.found,
+      ]),
+    ).toEqual([
+      ["router.unit", "/etc/systemd/system/gpuhost-router.service is missing"],
+      ["router.active", "unknown"],
+      ["router.venv", "smg is missing"],
     ]);
   });
 });
@@ -112,9 +127,7 @@ describe("the router's machine, probed and repaired with the Router's own script
     expect(install.stdout).toContain(`smgVersion=smg ${SMG_VERSION}`);
     expect(install.stdout).toContain("changed=true"); // the launcher is new
     expect(await repairRouterHost(check, () => undefined)).toEqual(
-      expect.arrayContaining([
-        "repaired: router unit /etc/systemd/system/gpuhost-router.service is missing on the router's machine",
-      ]),
+      expect.arrayContaining(["repaired router.unit: /etc/systemd/system/gpuhost-router.service is missing"]),
     );
     expect(await routerAnswers()).toBe(true);
   }, 600_000);
@@ -133,9 +146,12 @@ describe("the router's machine, probed and repaired with the Router's own script
     await sh(
       "printf '\\n# edited by hand\\n' >>\"$GPUHOST_ROOT/etc/systemd/system/gpuhost-router.service\"; systemctl stop gpuhost-router.service",
     );
-    expect(await probeRouterHost(check)).toEqual([
-      "router unit /etc/systemd/system/gpuhost-router.service differs from the one gpuhost rendered (edited on the host)",
-      "gpuhost-router.service is inactive, not active",
+    expect((await probeRouterHost(check)).map((d) => [d.field, d.found])).toEqual([
+      [
+        "router.unit",
+        expect.stringMatching(/^\/etc\/systemd\/system\/gpuhost-router.service differs .*edited on the host$/),
+      ],
+      ["router.active", "inactive"],
     ]);
     const said: string[] = [];
     const done = await repairRouterHost(check, (l) => said.push(l));
@@ -147,13 +163,23 @@ describe("the router's machine, probed and repaired with the Router's own script
 
   it("a config rewritten by hand: named, and the repair puts the stack's worker list back", async () => {
     await sh(`printf '{"worker-urls": []}\\n' >"$GPUHOST_ROOT/etc/gpuhost-router/router.json"`);
-    expect(await probeRouterHost(check)).toEqual([
-      "router config /etc/gpuhost-router/router.json differs from the one gpuhost rendered (edited on the host)",
-    ]);
+    expect((await probeRouterHost(check)).map((d) => d.field)).toEqual(["router.config"]);
     await repairRouterHost(check, () => undefined);
     expect(JSON.parse(await sh('cat "$GPUHOST_ROOT/etc/gpuhost-router/router.json"'))).toMatchObject({
       "worker-urls": [sim.url],
     });
     expect(await probeRouterHost(check)).toEqual([]);
   }, 120_000);
+
+  it("smg gone from the router's venv: named; the repair reinstalls it hash-locked (pip, from the index) and restarts the router", async () => {
+    // The venv was the tests' cached one, linked in: removing the link leaves no smg there.
+    fs.rmSync(path.join(root, check.venvPath));
+    expect((await probeRouterHost(check)).map((d) => [d.field, d.found])).toEqual([["router.venv", "smg is missing"]]);
+    const done = await repairRouterHost(check, () => undefined);
+    expect(done).toContain("repaired router.venv: smg is missing");
+    expect(done.some((l) => l.startsWith("restarted=true"))).toBe(true);
+    expect(fs.lstatSync(path.join(root, check.venvPath)).isSymbolicLink()).toBe(false);
+    expect(await probeRouterHost(check)).toEqual([]);
+    expect(await routerAnswers()).toBe(true);
+  }, 900_000);
 });

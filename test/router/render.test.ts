@@ -60,6 +60,24 @@ describe("the launcher's config", () => {
     expect(Object.keys(c).some((k) => k.includes("key"))).toBe(false);
   });
 
+  it("renders the health checks: defaults for a real host (a probe outlasts SGLang's 20 s /health), the stack's own values", () => {
+    expect(routerLaunchConfig(router, [])).toMatchObject({
+      "health-check-interval-secs": 15,
+      "health-check-timeout-secs": 25,
+      "health-failure-threshold": 3,
+      "health-success-threshold": 2,
+    });
+    const fast = RouterSchema.parse({ host: "a", healthCheck: { intervalSeconds: 1, timeoutSeconds: 1 } });
+    expect(routerLaunchConfig(fast, [])).toMatchObject({
+      "health-check-interval-secs": 1,
+      "health-check-timeout-secs": 1,
+      "health-failure-threshold": 3,
+    });
+    expect(routerIdentity("u", routerLaunchConfig(fast, []))).not.toBe(
+      routerIdentity("u", routerLaunchConfig(router, [])),
+    );
+  });
+
   it("changes the router's identity when the workers change, not when their order does", () => {
     const unit = renderRouterUnit(router, { apiKey: false });
     const id = (urls: string[]) => routerIdentity(unit, routerLaunchConfig(router, urls));
@@ -125,6 +143,13 @@ describe("config `router`", () => {
     ]);
     expect(issues({ ...raw, router: { ...r, policy: "fastest" } })[0]).toMatch(/^gpuhost:router\.policy: /);
     expect(issues({ ...raw, router: { ...r, apiKey: "x" } })).toEqual(["gpuhost:router.apiKey: unknown key"]);
+    expect(issues({ ...raw, router: { ...r, healthCheck: { intervalSeconds: 0 } } })[0]).toMatch(
+      /^gpuhost:router\.healthCheck\.intervalSeconds: /,
+    );
+    expect(issues({ ...raw, router: { ...r, healthCheck: { every: 1 } } })).toEqual([
+      "gpuhost:router.healthCheck.every: unknown key",
+    ]);
+    expect(issues({ ...raw, router: { ...r, benchRepeats: 1 } })[0]).toMatch(/^gpuhost:router\.benchRepeats: /);
     const hosts = (raw.hosts as Array<Record<string, unknown>>).map((h) => ({ ...h, port: 31411 }));
     expect(issues({ ...raw, hosts })).toEqual([
       "gpuhost:hosts[1].port: port 31411 is also host 'sim-fleet-1's, on the same machine: give each its own hosts[].port",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs SMG (SGLang's router) into its own venv, pinned and hash-locked (pip --require-hashes:
 # a wheel that does not hash to a line of the requirements is refused), and the launcher beside it.
-# Reinstalls only when the requirements changed or the venv does not import smg.
+# Reinstalls only when the requirements changed, the venv holds another smg than they pin, or it
+# does not import smg.
 # Usage: install-router.sh VENV REQUIREMENTS_BASE64 LAUNCHER_BASE64
 set -euo pipefail
 
@@ -31,8 +32,13 @@ trap 'rm -rf "$tmp"' EXIT
 printf '%s' "$reqs_b64" | base64 -d >"$tmp/requirements.txt"
 printf '%s' "$launcher_b64" | base64 -d >"$tmp/launcher.py"
 
+# The release the requirements pin, and the one the venv holds (another pip install there changes it).
+want="$(sed -n 's/^smg==\([^ \\]*\).*/\1/p' "$tmp/requirements.txt" | head -n1)"
+have="$("$target/bin/python" -c 'import importlib.metadata as m; print(m.version("smg"))' 2>/dev/null || true)"
+
 changed=false
-if ! cmp -s "$tmp/requirements.txt" "$home/requirements.txt" || ! "$target/bin/python" -c 'import smg.smg_rs' 2>/dev/null; then
+if ! cmp -s "$tmp/requirements.txt" "$home/requirements.txt" || [[ "$have" != "$want" ]] ||
+  ! "$target/bin/python" -c 'import smg.smg_rs' 2>/dev/null; then
   rm -rf "$target" "$home/requirements.txt"
   python3 -m venv "$target"
   "$target/bin/pip" install --quiet --disable-pip-version-check --no-input --require-hashes --no-deps \
