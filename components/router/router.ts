@@ -10,22 +10,11 @@
  * router restart (which forgets workers registered at run time) comes back with it. The key reaches
  * smg through a systemd credential read by our launcher (launcher.py), never argv or Environment=.
  */
-import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript } from "../host/script";
-import { API_KEY_FILE_SCRIPT } from "../services/serving-service";
 import { keyedHash, StampKey } from "../services/stamp-key";
-import {
-  launcherText,
-  renderRouterUnit,
-  requirementsText,
-  ROUTER_KEY_FILE,
-  routerIdentity,
-  routerLaunchConfig,
-} from "./render";
 import type { RouterConfig } from "./schema";
-
-const SCRIPTS = "components/router/scripts";
+import { configureStep, installStep, keyFileStdin, keyFileStep } from "./steps";
 
 /** One host behind the router, with its gate's outcome in this update. */
 export interface RouterHost {
@@ -83,28 +72,24 @@ export class Router extends pulumi.ComponentResource {
   constructor(name: string, args: RouterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:Router", name, {}, opts);
     const { connection, router } = args;
-    const b64 = (s: string) => Buffer.from(s).toString("base64");
-
+    const installed = installStep(router);
     const install = hostScript(
       `${name}-install`,
-      {
-        connection,
-        script: `${SCRIPTS}/install-router.sh`,
-        args: [router.venvPath, b64(requirementsText()), b64(launcherText())],
-      },
+      { connection, script: installed.script, args: installed.args },
       { parent: this },
     );
 
+    const keyStep = keyFileStep();
     const keyFile = args.apiKey
       ? hostScript(
           `${name}-api-key-file`,
           {
             connection,
-            script: API_KEY_FILE_SCRIPT,
-            args: [ROUTER_KEY_FILE],
-            stdin: pulumi.secret(args.apiKey.apply((k) => `${k}\n`)),
-            deleteScript: "components/services/scripts/remove-api-key-file.sh",
-            deleteArgs: [ROUTER_KEY_FILE],
+            script: keyStep.script,
+            args: keyStep.args,
+            stdin: pulumi.secret(args.apiKey.apply(keyFileStdin)),
+            deleteScript: keyStep.deleteScript,
+            deleteArgs: keyStep.deleteArgs,
           },
           { parent: this, deleteBeforeReplace: true },
         )
@@ -122,33 +107,30 @@ export class Router extends pulumi.ComponentResource {
         ),
       )
       .apply(fleetWorkers);
-    const unit = renderRouterUnit(router, { apiKey: args.apiKey !== undefined });
-    const launch = this.workers.apply((w) =>
-      routerLaunchConfig(
-        router,
-        w.registered.map((r) => r.url),
-      ),
-    );
-    this.identity = launch.apply((l) => routerIdentity(unit, l));
     // A rotated key restarts the router too; keyed with the stack's secret, the stamp says nothing of it.
     const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
     const keyHash =
       args.apiKey && stampKey
         ? pulumi.all([args.apiKey, stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
         : pulumi.output("");
+    const urls = this.workers.apply((w) => w.registered.map((r) => r.url));
+    const apiKey = args.apiKey !== undefined;
+    // Split as the values are known: the unit at once, the config and identity once the gates are
+    // (neither holds a secret), the stamp once the key's keyed hash is (unsecret: it says nothing of it).
+    const shape = configureStep(router, [], { apiKey, keyHash: "" });
+    const withWorkers = urls.apply((u) => configureStep(router, u, { apiKey, keyHash: "" }));
+    this.identity = withWorkers.apply((c) => c.identity);
     const stamp = pulumi.unsecret(
-      pulumi
-        .all([this.identity, keyHash])
-        .apply(([id, kh]) => createHash("sha256").update(`${id}\0${kh}`).digest("hex")),
+      pulumi.all([urls, keyHash]).apply(([u, kh]) => configureStep(router, u, { apiKey, keyHash: kh }).args[2]),
     );
 
     this.configured = hostScript(
       `${name}-configure`,
       {
         connection,
-        script: `${SCRIPTS}/configure-router.sh`,
-        args: [b64(unit), launch.apply((l) => b64(`${JSON.stringify(l, null, 2)}\n`)), stamp],
-        deleteScript: `${SCRIPTS}/remove-router.sh`,
+        script: shape.script,
+        args: [shape.args[0], withWorkers.apply((c) => c.args[1]), stamp],
+        deleteScript: shape.deleteScript,
       },
       { parent: this, dependsOn: [install, ...(keyFile ? [keyFile] : [])], deleteBeforeReplace: true },
     );
