@@ -10,24 +10,12 @@
  * router restart (which forgets workers registered at run time) comes back with it. The key reaches
  * smg through a systemd credential read by our launcher (launcher.py), never argv or Environment=.
  */
-import { createHash } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript } from "../host/script";
-import { API_KEY_FILE_SCRIPT } from "../services/serving-service";
 import { keyedHash, StampKey } from "../services/stamp-key";
-import {
-  installArgs,
-  launchConfigText,
-  renderRouterUnit,
-  routerSteps,
-  ROUTER_KEY_FILE,
-  routerIdentity,
-  routerLaunchConfig,
-} from "./render";
 import type { RouterConfig } from "./schema";
+import { configureStep, hostCheck, installStep, keyFileStdin, keyFileStep } from "./steps";
 import type { RouterHostCheck } from "../fleet-verification/router-host";
-
-const SCRIPTS = "components/router/scripts";
 
 /** One host behind the router, with its gate's outcome in this update. */
 export interface RouterHost {
@@ -82,7 +70,7 @@ export class Router extends pulumi.ComponentResource {
   /** The configure step: FleetVerification runs after it. */
   public readonly configured: pulumi.Resource;
   /**
-   * What the steps wrote on the router's machine and their exact arguments, for FleetVerification's
+   * What the steps leave on the router's machine and their exact arguments, for FleetVerification's
    * probe and repair of that machine (components/fleet-verification/router-host.ts); no connection.
    */
   public readonly hostCheck: pulumi.Output<Omit<RouterHostCheck, "connection">>;
@@ -90,27 +78,24 @@ export class Router extends pulumi.ComponentResource {
   constructor(name: string, args: RouterArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:Router", name, {}, opts);
     const { connection, router } = args;
-
+    const installed = installStep(router);
     const install = hostScript(
       `${name}-install`,
-      {
-        connection,
-        script: `${SCRIPTS}/install-router.sh`,
-        args: installArgs(router),
-      },
+      { connection, script: installed.script, args: installed.args },
       { parent: this },
     );
 
+    const keyStep = keyFileStep();
     const keyFile = args.apiKey
       ? hostScript(
           `${name}-api-key-file`,
           {
             connection,
-            script: API_KEY_FILE_SCRIPT,
-            args: [ROUTER_KEY_FILE],
-            stdin: pulumi.secret(args.apiKey.apply((k) => `${k}\n`)),
-            deleteScript: "components/services/scripts/remove-api-key-file.sh",
-            deleteArgs: [ROUTER_KEY_FILE],
+            script: keyStep.script,
+            args: keyStep.args,
+            stdin: pulumi.secret(args.apiKey.apply(keyFileStdin)),
+            deleteScript: keyStep.deleteScript,
+            deleteArgs: keyStep.deleteArgs,
           },
           { parent: this, deleteBeforeReplace: true },
         )
@@ -128,36 +113,32 @@ export class Router extends pulumi.ComponentResource {
         ),
       )
       .apply(fleetWorkers);
-    const unit = renderRouterUnit(router, { apiKey: args.apiKey !== undefined });
-    const launch = this.workers.apply((w) =>
-      routerLaunchConfig(
-        router,
-        w.registered.map((r) => r.url),
-      ),
-    );
-    this.identity = launch.apply((l) => routerIdentity(unit, l));
     // A rotated key restarts the router too; keyed with the stack's secret, the stamp says nothing of it.
     const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
     const keyHash =
       args.apiKey && stampKey
         ? pulumi.all([args.apiKey, stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
         : pulumi.output("");
-    const stamp = pulumi.unsecret(
-      pulumi
-        .all([this.identity, keyHash])
-        .apply(([id, kh]) => createHash("sha256").update(`${id}\0${kh}`).digest("hex")),
+    const urls = this.workers.apply((w) => w.registered.map((r) => r.url));
+    const apiKey = args.apiKey !== undefined;
+    // Split as the values are known: the unit at once, the config and identity once the gates are
+    // (neither holds a secret), the stamp once the key's keyed hash is (unsecret: it says nothing of it).
+    const shape = configureStep(router, [], { apiKey, keyHash: "" });
+    const withWorkers = urls.apply((u) => configureStep(router, u, { apiKey, keyHash: "" }));
+    this.identity = withWorkers.apply((c) => c.identity);
+    const configure = pulumi.unsecret(
+      pulumi.all([urls, keyHash]).apply(([u, kh]) => configureStep(router, u, { apiKey, keyHash: kh })),
     );
-
-    const configText = launch.apply(launchConfigText);
-    this.hostCheck = pulumi.all([configText, stamp]).apply(([c, st]) => routerSteps(router, unit, c, st));
+    const stamp = configure.apply((c) => c.args[2]);
+    this.hostCheck = configure.apply((c) => hostCheck(router, c));
 
     this.configured = hostScript(
       `${name}-configure`,
       {
         connection,
-        script: `${SCRIPTS}/configure-router.sh`,
-        args: [0, 1, 2].map((i) => this.hostCheck.apply((c) => c.configureArgs[i])),
-        deleteScript: `${SCRIPTS}/remove-router.sh`,
+        script: shape.script,
+        args: [shape.args[0], withWorkers.apply((c) => c.args[1]), stamp],
+        deleteScript: shape.deleteScript,
       },
       { parent: this, dependsOn: [install, ...(keyFile ? [keyFile] : [])], deleteBeforeReplace: true },
     );

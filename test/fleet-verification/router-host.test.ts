@@ -14,16 +14,8 @@ import {
   type RouterHostCheck,
 } from "../../components/fleet-verification/router-host";
 import { execOnHost } from "../../components/host/exec";
-import {
-  configureArgs,
-  installArgs,
-  launchConfigText,
-  renderRouterUnit,
-  requirementsText,
-  routerLaunchConfig,
-  routerSteps,
-  SMG_VERSION,
-} from "../../components/router/render";
+import { requirementsText, SMG_VERSION } from "../../components/router/render";
+import { configureStep, hostCheck, installStep } from "../../components/router/steps";
 import { RouterSchema } from "../../components/router/schema";
 import { prepareSimulatedHost, simulatedConnection } from "../../sim-host/platform";
 import { startSimulator, type RunningSimulator } from "../../simulator/index";
@@ -111,16 +103,15 @@ describe("the router's machine, probed and repaired with the Router's own script
     fs.mkdirSync(path.join(root, "opt/gpuhost-router"), { recursive: true });
     fs.symlinkSync(venv, path.join(root, router.venvPath));
     fs.writeFileSync(path.join(root, "opt/gpuhost-router/requirements.txt"), requirementsText());
-    const unit = renderRouterUnit(router, { apiKey: false });
-    const config = launchConfigText(routerLaunchConfig(router, [sim.url]));
-    check = { ...routerSteps(router, unit, config, "d".repeat(64)), connection: simulatedConnection(root) };
-    expect(check.installArgs).toEqual(installArgs(router));
-    expect(check.configureArgs).toEqual(configureArgs(unit, config, "d".repeat(64)));
+    // The Router's own steps, as its Commands run them (components/router/steps.ts).
+    const configure = configureStep(router, [sim.url], { apiKey: false, keyHash: "" });
+    check = { ...hostCheck(router, configure), connection: simulatedConnection(root) };
+    expect(check.installArgs).toEqual(installStep(router).args);
+    expect(check.configureArgs).toEqual(configure.args);
     routerUrl = `http://127.0.0.1:${router.port}`;
-    // The Router's two steps, as its Commands run them.
     const install = await execOnHost(
       check.connection,
-      fs.readFileSync(path.resolve(__dirname, "../../components/router/scripts/install-router.sh"), "utf8"),
+      fs.readFileSync(path.resolve(__dirname, "../..", installStep(router).script), "utf8"),
       check.installArgs,
       { timeoutMs: 300_000 },
     );
