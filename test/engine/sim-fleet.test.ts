@@ -11,7 +11,9 @@
  * within the stack's error budget (the streams it was serving when it stopped are cut, and counted
  * apart), SMG stops sending that host requests (its smg_worker_requests_total stops growing while
  * the others' grow), and `gpuhost drift` names the host (its unit and its generation) and the
- * router's worker; the next `up` brings it back into the router, which serves from it again.
+ * router's worker; the next `up` brings it back into the router, which serves from it again. Last,
+ * the router's unit is edited on its machine and the router stopped: `gpuhost drift` names both
+ * (FleetVerification probes the machine), and the next `up` restores the unit and starts it.
  * Destroy leaves no router running. Nothing is mocked.
  */
 import { randomBytes } from "node:crypto";
@@ -346,6 +348,27 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     expect(after.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2", "sim-fleet-3"]);
     expect(after.registered.find((w) => w.name === "sim-fleet-2")!.requests).toBeGreaterThan(0);
     expect(after.drift).toEqual([]);
+    expect((await driftReport()).exitCode).toBe(0);
+  }, 900_000);
+
+  it("the router's unit edited on its machine and the router stopped: gpuhost drift names both; the next up restores the unit and the router", async () => {
+    await onHost(
+      roots[0],
+      `printf '\\n# edited by hand\\n' >>"$GPUHOST_ROOT/etc/systemd/system/${ROUTER_UNIT}"; systemctl stop ${ROUTER_UNIT}`,
+    );
+    const report = await driftReport();
+    expect(report.exitCode).toBe(1);
+    const fields = report.fleet![0].drift.map((d) => d.field);
+    expect(fields).toEqual(expect.arrayContaining(["router.unit", "router.active"]));
+    expect(report.fleet![0].drift.find((d) => d.field === "router.unit")!.repair).toContain("configure step again");
+
+    const { changed } = await upJson();
+    expect(changed).toEqual(expect.arrayContaining([expect.stringMatching(/fleet-verified$/)]));
+    expect((await onHost(roots[0], `systemctl is-active ${ROUTER_UNIT} || true`)).trim()).toBe("active");
+    expect(await onHost(roots[0], `cat "$GPUHOST_ROOT/etc/systemd/system/${ROUTER_UNIT}"`)).not.toContain(
+      "edited by hand",
+    );
+    expect((await fleet()).drift).toEqual([]);
     expect((await driftReport()).exitCode).toBe(0);
   }, 900_000);
 });
