@@ -15,7 +15,7 @@ import { parseKeyValues, readScript } from "../../components/host/script";
 import { packagesOf, toolkit, trapPackages } from "../../components/cuda-catalog/catalog";
 import { STANDIN_MARKER } from "../../sim-host/standin";
 import { serveAptRepo, AptRepo } from "./apt-repo";
-import { bootTestHost, requireTestHost, TestHost } from "./harness";
+import { bootTestHost, connectionOf, requireTestHost, TestHost } from "./harness";
 
 const enabled = requireTestHost();
 
@@ -44,14 +44,7 @@ describe.runIf(enabled)("CUDA apt repository with NVIDIA's files on a real Debia
   const runStep = (step: "install" | "verify") => {
     const planned = toolkitPlan(cudaToolkitOptionsSchema.parse({}))[step];
     const script = readScript(planned.script);
-    const conn = {
-      kind: "ssh" as const,
-      host: host.host,
-      port: host.port,
-      user: "root",
-      privateKey: host.privateKey,
-      hostKey: host.hostKey,
-    };
+    const conn = connectionOf(host);
     return execOnHost(conn, script.text, planned.args, { timeoutMs: STEP, scriptName: script.name });
   };
   const runInstall = () => runStep("install");

@@ -12,6 +12,7 @@ import { createWriteStream, existsSync, promises as fs, readFileSync } from "nod
 import * as os from "node:os";
 import * as path from "node:path";
 import { z } from "zod";
+import type { SshConnection } from "../../components/host/connection";
 import { freeLocalPort } from "../../ports";
 import { run, RunResult, withLock } from "./proc";
 import { ensureRootfsTarball, RootfsRecipe } from "./rootfs";
@@ -57,6 +58,11 @@ export interface TestHost {
   sshArgs: string[];
   /** Powers the container off (SIGTERM to our nspawn PID, SIGKILL after a bound) and removes its tree. */
   stop(): Promise<void>;
+}
+
+/** The product's SSH connection to a booted test host (its host key pinned), as `user`. */
+export function connectionOf(host: TestHost, user = "root"): SshConnection {
+  return { kind: "ssh", host: host.host, port: host.port, user, privateKey: host.privateKey, hostKey: host.hostKey };
 }
 
 /** Why this machine cannot boot a test host, or null when it can. */

@@ -38,7 +38,7 @@ import { freeLocalPort } from "../../ports";
 import { projectRoot } from "../../project-files";
 import { startSimulator, type RunningSimulator } from "../../simulator/index";
 import { shareEgressTrust } from "./egress";
-import { bootTestHost, requireTestHost, type TestHost } from "./harness";
+import { bootTestHost, connectionOf, requireTestHost, type TestHost } from "./harness";
 
 const enabled = requireTestHost();
 /** Bound on one host step; the first install downloads smg's wheels (about 20 MB). */
@@ -149,14 +149,7 @@ describe.runIf(enabled)("gpuhost-router.service under real systemd on the Debian
     let t = Date.now();
     host = await bootTestHost({ name: "router" });
     timings.bootSeconds = (Date.now() - t) / 1000;
-    conn = {
-      kind: "ssh",
-      host: host.host,
-      port: host.port,
-      user: "root",
-      privateKey: host.privateKey,
-      hostKey: host.hostKey,
-    };
+    conn = connectionOf(host);
     await shareEgressTrust(host);
     t = Date.now();
     ok(await runStep(installStep(router)));

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execOnHost } from "../../components/host/exec";
-import { bootTestHost, requireTestHost, TestHost } from "./harness";
+import { bootTestHost, connectionOf, requireTestHost, TestHost } from "./harness";
 
 const enabled = requireTestHost();
 
@@ -30,14 +30,7 @@ describe.runIf(enabled)("sudo -n for a non-root SSH user (real Debian host)", ()
     await host?.stop();
   }, 60_000);
 
-  const as = (user: string) => ({
-    kind: "ssh" as const,
-    host: host.host,
-    port: host.port,
-    user,
-    privateKey: host.privateKey,
-    hostKey: host.hostKey,
-  });
+  const as = (user: string) => connectionOf(host, user);
   const script = 'set -euo pipefail\necho "uid=$(id -u) arg=$1"\ntouch /root/written-by-"$1"\n';
 
   it("a user with passwordless sudo runs the script as root, arguments intact", async () => {

@@ -40,7 +40,7 @@ import { checkHashLock, hasRemoteIndex, indexArgs, pinsLock, requirements } from
 import { EnvironmentSchema } from "../../components/serving-env/schema";
 import { projectRoot } from "../../project-files";
 import { type AptRepo, CUDA_SOURCES_LIST, serveAptRepo } from "./apt-repo";
-import { bootTestHost, requireTestHost, type TestHost } from "./harness";
+import { bootTestHost, connectionOf, requireTestHost, type TestHost } from "./harness";
 import { run } from "./proc";
 import { type PythonIndex, servePythonIndex } from "./python-index";
 import { serveDirectory, type StaticServer } from "./static-server";
@@ -117,14 +117,7 @@ describe.runIf(enabled)("supply chain on a real Debian host: keyring sha256 and 
     // The impostor also on the host's disk, for the file:// keyring case.
     await fs.mkdir(path.join(host.rootDir, "srv/impostor"), { recursive: true });
     await fs.copyFile(impostor, path.join(host.rootDir, "srv/impostor", KEYRING_DEB));
-    conn = {
-      kind: "ssh",
-      host: host.host,
-      port: host.port,
-      user: "root",
-      privateKey: host.privateKey,
-      hostKey: host.hostKey,
-    };
+    conn = connectionOf(host);
   }, 30 * 60_000);
 
   afterAll(async () => {
