@@ -14,7 +14,7 @@ for d in /proc/[0-9]*; do
   st=$(cat "$d/stat" 2>/dev/null) || continue
   st=\${st##*) }; set -- $st
   [ "$4" = "$me" ] && continue
-  printf '%s %s\\n' "\${d#/proc/}" "$(tr '\\0' ' ' <"$d/cmdline" 2>/dev/null)"
+  printf '%s %s\\n' "\${d#/proc/}" "$(tr '\\0\\n' '  ' <"$d/cmdline" 2>/dev/null)"
 done`;
 
 /** The processes of SSH sessions other than this listing's, as pid -> command line. */
