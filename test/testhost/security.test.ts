@@ -156,7 +156,11 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
     async () => {
       // Another stack's key written and the unit restarted with it (a reboot does the same).
       await sh(`sed -i 's/sk-new-/sk-bad-/' ${KEY_FILE} && systemctl restart sglang-autoregressive.service`);
-      expect(await statusWith(newKey)).toBe("401");
+      // Once it listens again (bounded), it refuses the configured key: what drift must name.
+      const answer = await sh(
+        `for i in $(seq 150); do c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer ${newKey}' http://127.0.0.1:${f.servicePort}/v1/models) && break; sleep 0.2; done; echo "$c"`,
+      );
+      expect(answer).toBe("401");
       const pidBefore = await sh("systemctl show -p MainPID --value sglang-autoregressive.service");
       const drift = await driftJson(STACK, f.stack.opts);
       expect(drift.report.exitCode, JSON.stringify(drift.report)).toBe(1);
