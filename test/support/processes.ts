@@ -81,13 +81,13 @@ export interface Started {
 
 /**
  * Starts CMD in a process group of its own (a shell's foreground job, so a signal to -PID is a
- * terminal's Ctrl-C) and resolves once READY holds (within BOUND_MS), having read all it started.
+ * terminal's Ctrl-C) and resolves once READY(its pid) holds (within BOUND_MS), having read all it started.
  */
 export async function startUntil(
   cmd: string,
   args: string[],
   opts: { cwd: string; env: NodeJS.ProcessEnv; boundMs?: number },
-  ready: () => boolean,
+  ready: (pid: number) => boolean,
 ): Promise<Started> {
   const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let out = "";
@@ -95,7 +95,12 @@ export async function startUntil(
   child.stderr.on("data", (b: Buffer) => (out += b.toString()));
   const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)));
   try {
-    await until(`${path.basename(cmd)} ${args[0]} reaching its hang`, ready, () => out, opts.boundMs);
+    await until(
+      `${path.basename(cmd)} ${args[0]} reaching its hang`,
+      () => ready(child.pid!),
+      () => out,
+      opts.boundMs,
+    );
   } catch (e) {
     killAll([child.pid!, ...descendants(child.pid!).keys()]);
     throw e;

@@ -8,7 +8,9 @@
  *   the command provider's ssh client here;
  * - the next `up` (the hook gone) converges;
  * - `gpuhost drift` stopped by SIGINT and SIGTERM while ToolkitState's probe runs on the host (its
- *   `nvcc --version` does not return: a stand-in that sleeps), under the dynamic provider's ssh client.
+ *   `nvcc --version` does not return: a stand-in that sleeps), under the dynamic provider's ssh client;
+ * - `pulumi up` killed (SIGKILL) while the gate waits on a service that never answers, through its
+ *   SSH tunnel; the next up converges.
  * Afterwards: no process the run started is left here (CLI, language host, program, command provider,
  * dynamic-provider host, ssh clients and tunnels), and no SSH session's process is left on the host.
  */
@@ -17,9 +19,10 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { engineEnv, pulumiBin } from "../../engine/pulumi";
 import { driftProcess } from "../support/engine";
-import { killAll, leftBehind, startUntil, type Started } from "../support/processes";
+import { descendants, killAll, leftBehind, startUntil, type Started } from "../support/processes";
 import { requireTestHost } from "./harness";
 import { hostLeftBehind, hostSessionProcesses } from "./host-processes";
+import { writeStandinSglangConfig } from "./simulator-install";
 import { STACK, startTestHostFixture, TestHostFixture } from "./testhost-stack";
 
 const enabled = requireTestHost();
@@ -42,12 +45,18 @@ describe.runIf(enabled)("testhost stack: an interrupted run leaves nothing, here
   };
 
   /** Signals RUN (its CLI, or its process group) and checks that it ends and leaves nothing anywhere. */
-  async function stopAndCheck(run: Started, signal: NodeJS.Signals, target: "process" | "group", what: string) {
+  async function stopAndCheck(
+    run: Started,
+    signal: NodeJS.Signals,
+    target: "process" | "group",
+    what: string,
+    running: { here: RegExp; onHost?: RegExp } = { here: /^ssh /m, onHost: /sleep 600/ },
+  ) {
     const onHostBefore = [...(await hostSessionProcesses(f.host)).values()].join("\n");
     try {
-      // The step really runs on the host, under an ssh client of this machine.
-      expect(onHostBefore, run.out()).toMatch(/sleep 600/);
-      expect([...run.processes.values()].join("\n"), run.out()).toMatch(/^ssh /m);
+      // The step really runs (on the host, under an ssh client of this machine).
+      if (running.onHost) expect(onHostBefore, run.out()).toMatch(running.onHost);
+      expect([...run.processes.values()].join("\n"), run.out()).toMatch(running.here);
       process.kill(target === "process" ? run.child.pid! : -run.child.pid!, signal);
       const code = await run.ended();
       expect(code, run.out()).not.toBe("hung");
@@ -142,6 +151,47 @@ describe.runIf(enabled)("testhost stack: an interrupted run leaves nothing, here
           () => marks() > before,
         );
         expect(await stopAndCheck(drift, signal, "process", "gpuhost drift")).toBe(130);
+      },
+      STEP,
+    );
+  });
+
+  describe("pulumi up killed while the gate waits on the host's service", () => {
+    const standin = (faults: string[]) =>
+      writeStandinSglangConfig(f.host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults });
+
+    beforeAll(async () => {
+      // The service accepts connections and never answers; a changed benchmark plan verifies it again.
+      await standin(["silent"]);
+      await f.host.execOk("systemctl restart sglang-autoregressive.service");
+      await f.stack.setConfig({ benchmark: { requestsPerConcurrency: 2 } });
+    }, 60_000);
+
+    it(
+      "SIGKILL to pulumi up: the tunnel, the dynamic provider and the rest are gone; nothing is left on the host",
+      async () => {
+        const up = await startUntil(
+          pulumiBin(),
+          // Without the refresh, whose check of the service would open the first tunnel.
+          ["up", "--yes", "--skip-preview", "--non-interactive", "--refresh=false", "--stack", STACK],
+          { cwd: f.stack.dir, env: engineEnv(f.stack.opts), boundMs: 5 * 60_000 },
+          // The gate polls the service through its SSH tunnel.
+          (pid) => [...descendants(pid).values()].some((c) => /^ssh -N /.test(c)),
+        );
+        await stopAndCheck(up, "SIGKILL", "process", "pulumi up in the gate", { here: /^ssh -N /m });
+      },
+      STEP,
+    );
+
+    it(
+      "the next pulumi up, the service answering again, converges",
+      async () => {
+        await standin([]);
+        await f.host.execOk("systemctl restart sglang-autoregressive.service");
+        await f.stack.pulumiOk("cancel", "--yes");
+        await f.stack.pulumiOk("up", "--yes", "--skip-preview");
+        const out = (await f.stack.outputs()).gpuHosts as Record<string, Record<string, unknown>>;
+        expect(out.testhost.generating).toBe(true);
       },
       STEP,
     );
