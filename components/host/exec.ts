@@ -8,9 +8,11 @@ import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 import { killProcessGroup } from "./process-group";
+import { boundToSession } from "./remote-session";
 import { shellJoin } from "./quote";
 import { secretTempDir } from "./secret-dirs";
 import { fingerprint, keyWords } from "../host-key/probe";
+import { onGuardLeave } from "../../gate/transport/process-guard";
 
 export interface ExecResult {
   code: number;
@@ -206,7 +208,8 @@ export async function execOnHost(
         environment: opts.environment,
         sudo: needsSudo(conn.user),
       });
-      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
+      // Bound to its session: a client killed mid-command stops the command on the host too.
+      const r = await run("ssh", sshArgs(conn, tmp, boundToSession(command)), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
       // OpenSSH's own account (a banner of @ signs, "remove with: ssh-keygen -R" for a known_hosts
       // file that is gpuhost's temporary one) tells a person nothing they can act on: the refusal alone.
@@ -242,6 +245,9 @@ function run(file: string, argv: string[], timeoutMs: number, stdin?: string): P
       child.stdin.on("error", () => undefined);
       child.stdin.end(stdin);
     }
+    // In a provider host, the command goes when the provider leaves (engine gone, SIGINT, SIGTERM):
+    // its own process group would otherwise outlive it, waiting on the host for good.
+    const off = onGuardLeave(() => killProcessGroup(child));
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let timedOut = false;
@@ -253,10 +259,12 @@ function run(file: string, argv: string[], timeoutMs: number, stdin?: string): P
     child.stderr?.on("data", (b: Buffer) => err.push(b));
     child.on("error", (e) => {
       clearTimeout(timer);
+      off();
       resolve({ code: 127, stdout: "", stderr: `${file}: ${e.message}` });
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      off();
       const stderr = Buffer.concat(err).toString("utf8");
       resolve({
         code: timedOut ? 124 : (code ?? (signal ? 128 + 9 : 1)),

@@ -116,6 +116,16 @@ export function hookEngineCancel(onCancel: () => void): boolean {
   return true;
 }
 
+/**
+ * Registers FN to run when this process's guard leaves, where a guard is installed (a dynamic-provider
+ * host); elsewhere (the CLI, tests) it does nothing. Returns the unregistration. For what a provider
+ * starts in a process group of its own (a host command's ssh): leaving with the provider would not stop it.
+ */
+export function onGuardLeave(fn: () => unknown): () => void {
+  const existing = (globalThis as unknown as Record<symbol, ProcessGuard | undefined>)[KEY];
+  return existing ? existing.onLeave(fn) : () => undefined;
+}
+
 export function installProcessGuard(opts: { pollMs?: number; argv?: readonly string[] } = {}): ProcessGuard {
   const g = globalThis as unknown as Record<symbol, ProcessGuard | undefined>;
   const existing = g[KEY];

@@ -4,9 +4,12 @@
  * server without AcceptEnv), dial retries, keepalives against a half-open session, the step timeout.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
 import { REMOTE, provider, withSecretCredentials } from "../../engine/offline-plugins/command-provider/provider";
+import { leftBehind } from "../support/processes";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
 import { startStallProxy } from "../support/stall-proxy";
 
@@ -140,6 +143,19 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
       .catch((e: Error) => e.message);
     expect(msg).toContain("ran past the step timeout of 2 s");
     expect(Date.now() - started).toBeLessThan(10_000);
+  }, 30_000);
+
+  it("a command whose client was stopped stops on the host too (sshd sends no SIGHUP without a PTY)", async () => {
+    process.env.GPUHOST_COMMAND_TIMEOUT_S = "2";
+    const pidFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-test-")), "sleep.pid");
+    const msg = await provider
+      .create(urn, { connection: conn(), create: `sleep 60 & echo $! >${pidFile}; wait` })
+      .then(() => "finished")
+      .catch((e: Error) => e.message);
+    expect(msg).toContain("ran past the step timeout");
+    const pid = Number(fs.readFileSync(pidFile, "utf8"));
+    expect(await leftBehind(new Map([[pid, "sleep 60"]]), 10)).toEqual([]);
+    fs.rmSync(path.dirname(pidFile), { recursive: true, force: true });
   }, 30_000);
 
   it("refuses a host whose key does not match", async () => {

@@ -11,7 +11,6 @@
  * - after the killed `up`, the stack's pending operation is found and named, with the command that
  *   clears it, and that command clears it.
  */
-import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -27,8 +26,8 @@ import {
   pulumiBin,
   runPulumi,
 } from "../../engine/pulumi";
-import { testEngineOptions, writeFixtureProject } from "../support/engine";
-import { descendants, killAll, leftBehind } from "../support/processes";
+import { driftProcess, testEngineOptions, writeFixtureProject } from "../support/engine";
+import { killAll, leftBehind, startUntil } from "../support/processes";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-orphans-"));
 const evidence = path.join(work, "evidence");
@@ -43,24 +42,9 @@ async function pulumi(...args: string[]) {
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 
-async function until(what: string, ok: () => boolean, out: () => string): Promise<void> {
-  for (let i = 0; i < 2400 && !ok(); i++) await new Promise((r) => setTimeout(r, 50));
-  if (!ok()) throw new Error(`${what} never happened:\n${out()}`);
-}
-
-/** Starts CMD in a process group of its own (a shell's foreground job); resolves once READY. */
-async function start(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: () => boolean) {
-  const child = spawn(cmd, args, { cwd: work, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let out = "";
-  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-  child.stderr.on("data", (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)));
-  await until(`${path.basename(cmd)} ${args[0]} reaching its hang`, ready, () => out);
-  // Everything it started, read while all of it runs.
-  const processes = descendants(child.pid!);
-  const ended = () => Promise.race([exited, new Promise<"hung">((r) => setTimeout(() => r("hung"), 60_000))]);
-  return { child, out: () => out, processes, ended };
-}
+/** Starts CMD in the test's folder, in a process group of its own; resolves once READY. */
+const start = (cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: () => boolean) =>
+  startUntil(cmd, args, { cwd: work, env }, ready);
 
 beforeAll(async () => {
   fs.mkdirSync(evidence);
@@ -150,17 +134,11 @@ describe("gpuhost drift stopped during the refresh: exit 130, nothing left", () 
       fs.writeFileSync(path.join(evidence, "hang-reads"), "");
       const reading = lines(path.join(evidence, "reading")).length;
       // driftMain as the real command runs it (its own signal handling), on the fixture's project.
-      const driver = `
-      const { driftMain } = require(${JSON.stringify(path.join(PROJECT_ROOT, "dist", "cli", "drift.js"))});
-      const { runPulumi } = require(${JSON.stringify(path.join(PROJECT_ROOT, "dist", "engine", "pulumi.js"))});
-      const opts = JSON.parse(process.env.FIXTURE_OPTS);
-      driftMain(["--stack", ${JSON.stringify(stack)}], {
-        runPulumi: (args, o) => runPulumi(args, { ...opts, ...o, env: { ...opts.env, ...o.env } }),
-      }).then((code) => process.exit(code));`;
+      const driver = driftProcess(stack, opts);
       const drift = await start(
         process.execPath,
-        ["-e", driver],
-        { ...process.env, FIXTURE_OPTS: JSON.stringify(opts) },
+        driver.args,
+        driver.env,
         () => lines(path.join(evidence, "reading")).length > reading,
       );
       try {

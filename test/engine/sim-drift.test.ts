@@ -13,14 +13,12 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EngineResult, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { type EngineResult, PROJECT_ROOT } from "../../engine/pulumi";
 import { execOnHost } from "../../components/host/exec";
 import { simulatedConnection } from "../../sim-host/platform";
-import { driftMain } from "../../cli/drift";
-import type { DriftReport } from "../../components/drift/report";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import type { StackOutputs } from "../../stack/outputs";
-import type { StateExport } from "../support/engine";
+import { driftJson, type StateExport } from "../support/engine";
 import { createTestStack, type TestStack } from "../support/stack";
 
 // A simulated host's root must lie under the project's .gpuhost/ (#12.6).
@@ -71,22 +69,7 @@ async function up(): Promise<{ changes: Record<string, number>; changed: string[
 }
 
 /** `gpuhost drift --json` for this stack (the real refresh), and the refresh's own exit status. */
-async function driftReport(): Promise<{ report: DriftReport & { exitCode: number }; pulumiCode: number }> {
-  let out = "";
-  let pulumiCode = -1;
-  const code = await driftMain(["--stack", stack!.stack, "--json"], {
-    out: (t) => void (out += t),
-    err: () => undefined,
-    runPulumi: async (args, o) => {
-      const r = await runPulumi(args, { ...stack!.opts, env: { ...stack!.opts.env, ...o?.env } });
-      pulumiCode = r.code;
-      return r;
-    },
-  });
-  const report = JSON.parse(out) as DriftReport & { exitCode: number };
-  expect(report.exitCode).toBe(code);
-  return { report, pulumiCode };
-}
+const driftReport = () => driftJson(stack!.stack, stack!.opts);
 
 async function onHost(script: string): Promise<string> {
   const r = await execOnHost(host, `set -euo pipefail\n${script}`, [], { timeoutMs: 120_000 });
@@ -128,8 +111,6 @@ async function modelsStatus(key: string): Promise<number> {
 const KEY_FILE = "/etc/gpuhost/sglang-api-key.yaml";
 /** Write FILE as api-key-file.sh would, with another key (a second stack writing to the host). */
 const otherKeyFile = `printf '# another stack\\napi-key: "%s"\\n' other-key-${"x".repeat(8)} >"$GPUHOST_ROOT${KEY_FILE}"\nchmod 0600 "$GPUHOST_ROOT${KEY_FILE}"`;
-
-const fieldsOf = (report: DriftReport): string[] => report.hosts.flatMap((h) => h.drift.map((d) => d.field));
 
 beforeAll(async () => {
   port = await freePort();
@@ -305,11 +286,11 @@ describe("drift on a simulated host under the real engine", () => {
   for (const drift of drifts) {
     it(`${drift.kind}: refresh --expect-no-changes fails naming it; pulumi up repairs the host; the next up changes nothing`, async () => {
       await onHost(drift.make);
-      const { report, pulumiCode } = await driftReport();
+      const { report, fields, pulumiCode } = await driftReport();
       expect(pulumiCode).not.toBe(0);
       expect(report.exitCode, JSON.stringify(report.errors)).toBe(1);
       expect(report.errors).toEqual([]);
-      expect(fieldsOf(report)).toEqual(expect.arrayContaining(drift.fields));
+      expect(fields).toEqual(expect.arrayContaining(drift.fields));
 
       const repair = await up();
       if (drift.restarts) {

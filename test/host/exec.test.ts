@@ -13,6 +13,7 @@ import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
 import { simShimDir, simulatedConnection } from "../../sim-host/platform";
 import { expectPlainSentences } from "../support/plain-message";
+import { leftBehind } from "../support/processes";
 
 const canary = path.join(os.tmpdir(), `gpuhost-exec-pwned-${process.pid}`);
 const hostileArgs = [`x; touch ${canary}`, `$(touch ${canary})`, "two words", "it's", "a\nb"];
@@ -235,6 +236,20 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     expect(r).toMatchObject({ code: 0, stdout: expectedEcho });
     expect(fs.existsSync(canary)).toBe(false);
   });
+
+  it("a command whose session ends (its client killed at the timeout) stops on the host too", async () => {
+    // sshd sends no SIGHUP without a PTY: unwatched, the sleep would run on for its minute.
+    const pidFile = path.join(dir, "remote-sleep.pid");
+    const r = await execOnHost(
+      { kind: "ssh", host: "127.0.0.1", port, user: "root", privateKey, hostKey },
+      `sleep 60 & echo $! >${pidFile}; wait`,
+      [],
+      { timeoutMs: 5000 },
+    );
+    expect(r.code).toBe(124);
+    const pid = Number(fs.readFileSync(pidFile, "utf8"));
+    expect(await leftBehind(new Map([[pid, "sleep 60"]]), 10)).toEqual([]);
+  }, 30_000);
 
   it("refuses a host whose key does not match, and passes exit codes through", async () => {
     const wrong = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBm7M2bJ6oZ3oGZ4d2lhZ2Vob3N0a2V5bm90dGhpc29uZQ";

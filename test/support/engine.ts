@@ -16,7 +16,9 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { type EngineOptions, pulumiBin } from "../../engine/pulumi";
+import { driftMain } from "../../cli/drift";
+import type { DriftReport } from "../../components/drift/report";
+import { type EngineOptions, PROJECT_ROOT, pulumiBin, runPulumi } from "../../engine/pulumi";
 
 export const TEST_PASSPHRASE = `gpuhost-test-${randomBytes(16).toString("hex")}`;
 
@@ -89,4 +91,44 @@ export function writeFixtureProject(dir: string, name: string, program: string):
     path.join(dir, "Pulumi.yaml"),
     `name: ${name}\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${program}\n`,
   );
+}
+
+/**
+ * `gpuhost drift --stack STACK` as a process of its own, as the real command runs (driftMain from
+ * dist/ with its own signal handling, exiting with its code) on a test stack's engine options: the
+ * arguments for node and the environment. For the tests that signal it.
+ */
+export function driftProcess(stack: string, opts: EngineOptions): { args: string[]; env: NodeJS.ProcessEnv } {
+  const driver = `
+    const { driftMain } = require(${JSON.stringify(path.join(PROJECT_ROOT, "dist", "cli", "drift.js"))});
+    const { runPulumi } = require(${JSON.stringify(path.join(PROJECT_ROOT, "dist", "engine", "pulumi.js"))});
+    const opts = JSON.parse(process.env.GPUHOST_TEST_ENGINE_OPTS);
+    driftMain(["--stack", ${JSON.stringify(stack)}], {
+      runPulumi: (args, o) => runPulumi(args, { ...opts, ...o, env: { ...opts.env, ...o.env } }),
+    }).then((code) => process.exit(code));`;
+  return { args: ["-e", driver], env: { ...process.env, GPUHOST_TEST_ENGINE_OPTS: JSON.stringify(opts) } };
+}
+
+/**
+ * `gpuhost drift --stack STACK --json` on a test stack, in this process (the real refresh): the report,
+ * the fields it names, and the refresh's own exit status.
+ */
+export async function driftJson(
+  stack: string,
+  opts: EngineOptions,
+): Promise<{ report: DriftReport & { exitCode: number }; fields: string[]; pulumiCode: number }> {
+  let out = "";
+  let pulumiCode = -1;
+  const code = await driftMain(["--stack", stack, "--json"], {
+    out: (t) => void (out += t),
+    err: () => undefined,
+    runPulumi: async (args, o) => {
+      const r = await runPulumi(args, { ...opts, env: { ...opts.env, ...o?.env } });
+      pulumiCode = r.code;
+      return r;
+    },
+  });
+  const report = JSON.parse(out) as DriftReport & { exitCode: number };
+  if (report.exitCode !== code) throw new Error(`gpuhost drift exited ${code} but its report says ${report.exitCode}`);
+  return { report, fields: report.hosts.flatMap((h) => h.drift.map((d) => d.field)), pulumiCode };
 }

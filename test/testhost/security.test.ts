@@ -3,7 +3,9 @@
  *   - the API key is in no process's argv (/proc/PID/cmdline of the service and every child), the
  *     gate authenticates with it, and a wrong key gets 401;
  *   - rotation: `pulumi config set --secret apiKey NEW` + `pulumi up` reaches the host, the old key
- *     stops working and the new one works.
+ *     stops working and the new one works;
+ *   - the key file changed or deleted on the host and the unit restarted (issue 19.2): `gpuhost drift`
+ *     names the service's key, and the next up repairs in order: file, restart, gate.
  * The host key is pinned (testhost-stack.ts), and the package sources are file:// on the host.
  */
 import { execFileSync } from "node:child_process";
@@ -12,8 +14,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
+import { driftJson, type StateExport } from "../support/engine";
 import { requireTestHost } from "./harness";
-import { startTestHostFixture, TestHostFixture } from "./testhost-stack";
+import { STACK, startTestHostFixture, TestHostFixture } from "./testhost-stack";
 
 const enabled = requireTestHost();
 const STEP = 10 * 60_000;
@@ -123,29 +126,69 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
     STEP,
   );
 
+  /**
+   * The repair's order on the host, read after `up` returned: the key file was written before the
+   * service's current start (a new main process, answering with the configured key), and the gate
+   * ran on that start (VerifiedGeneration recorded the activation id the repair's restart wrote, at
+   * a time after it began).
+   */
+  async function expectFileRestartGate(pidBefore: string) {
+    const unit = "sglang-autoregressive.service";
+    expect(await statusWith(newKey)).toBe("200");
+    expect(await sh(`systemctl show -p MainPID --value ${unit}`)).not.toBe(pidBefore);
+    const written = Date.parse(await sh(`date -u -r ${KEY_FILE} +%Y-%m-%dT%H:%M:%S.%3NZ`));
+    // "Wed 2026-12-02 12:40:01.123456 UTC"
+    const shown = await sh(`systemctl show -p ExecMainStartTimestamp --value --timestamp=us+utc ${unit}`);
+    const m = /(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d\.\d{3})\d* UTC$/.exec(shown);
+    expect(m, shown).not.toBeNull();
+    const started = Date.parse(`${m![1]}T${m![2]}Z`);
+    expect(written).toBeLessThanOrEqual(started);
+    const state = JSON.parse((await f.stack.pulumiOk("stack", "export")).stdout) as StateExport;
+    const verified = state.deployment.resources.find((r) => r.urn.endsWith("::testhost-verified"))!;
+    const activation = await sh(`cat /var/lib/gpuhost/units/${unit}.activation`);
+    expect(verified.inputs!.activation).toMatch(new RegExp(` repaired ${escape(activation)}$`));
+    expect(verified.outputs!.generating).toBe(true);
+    expect(Date.parse(verified.outputs!.verifiedAt as string)).toBeGreaterThanOrEqual(started);
+  }
+
   it(
-    "changed or deleted and the unit restarted (issue 19.2): drift names the service's key; the next up rewrites the file, restarts the unit and verifies it",
+    "changed and the unit restarted with it (issue 19.2): gpuhost drift names the service's key; the next up rewrites the file, restarts the unit and the gate verifies it",
     async () => {
       // Another stack's key written and the unit restarted with it (a reboot does the same).
       await sh(`sed -i 's/sk-new-/sk-bad-/' ${KEY_FILE} && systemctl restart sglang-autoregressive.service`);
-      const refresh = await f.stack.refreshPreview();
-      expect(refresh.code).not.toBe(0);
-      expect(refresh.stdout + refresh.stderr).toContain("apiKeyFile");
-      expect(refresh.stdout + refresh.stderr).toContain("apiKeyRunning");
+      // Once it listens again (bounded), it refuses the configured key: what drift must name.
+      const answer = await sh(
+        `for i in $(seq 150); do c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer ${newKey}' http://127.0.0.1:${f.servicePort}/v1/models) && break; sleep 0.2; done; echo "$c"`,
+      );
+      expect(answer).toBe("401");
+      const pidBefore = await sh("systemctl show -p MainPID --value sglang-autoregressive.service");
+      const drift = await driftJson(STACK, f.stack.opts);
+      expect(drift.report.exitCode, JSON.stringify(drift.report)).toBe(1);
+      expect(drift.report.errors).toEqual([]);
+      expect(drift.fields).toEqual(
+        expect.arrayContaining(["apiKeyFile", "units./etc/systemd/system/sglang-autoregressive.service.apiKey"]),
+      );
       const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
       expect(up.code, up.stdout + up.stderr).toBe(0);
       // The restart the repair made was verified in the same up.
       expect(up.stdout).toMatch(/VerifiedGeneration[^\n]*replaced/);
       expect(await sh(`cat ${KEY_FILE}`)).toContain(newKey);
-      expect(await statusWith(newKey)).toBe("200");
+      await expectFileRestartGate(pidBefore);
+    },
+    STEP,
+  );
 
-      // The file deleted and the unit restarted: systemd cannot start it without its credential.
+  it(
+    "deleted and the unit restarted (issue 19.2): the next up writes the file, starts the unit and the gate verifies it",
+    async () => {
+      const pidBefore = await sh("systemctl show -p MainPID --value sglang-autoregressive.service");
+      // systemd cannot start the unit without its credential: it stays failed until the file is back.
       await sh(`rm ${KEY_FILE}; systemctl restart sglang-autoregressive.service || true`);
-      const again = await f.stack.pulumi("up", "--yes", "--skip-preview");
-      expect(again.code, again.stdout + again.stderr).toBe(0);
-      expect(again.stdout).toMatch(/VerifiedGeneration[^\n]*replaced/);
+      const up = await f.stack.pulumi("up", "--yes", "--skip-preview");
+      expect(up.code, up.stdout + up.stderr).toBe(0);
+      expect(up.stdout).toMatch(/VerifiedGeneration[^\n]*replaced/);
       expect(await sh(`stat -c '%a %U' ${KEY_FILE}`)).toBe("600 root");
-      expect(await statusWith(newKey)).toBe("200");
+      await expectFileRestartGate(pidBefore);
     },
     STEP,
   );

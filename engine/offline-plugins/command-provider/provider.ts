@@ -35,6 +35,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fingerprint, keyWords, recorded, recorder } from "../../../components/host-key/probe";
 import { killProcessGroup } from "../../../components/host/process-group";
+import { boundToSession } from "../../../components/host/remote-session";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -193,7 +194,8 @@ async function runRemote(
     for (let attempt = 1; attempt <= limit; attempt++) {
       last = await spawnCollect(
         "ssh",
-        [...args, check + command],
+        // Bound to its session: the command stops on the host when this ssh client is killed.
+        [...args, boundToSession(check + command)],
         { env: { ...process.env, ...env } },
         stdin,
         timeoutS * 1000,
