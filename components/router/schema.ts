@@ -1,6 +1,7 @@
 // The `router` config section: SMG (SGLang's router) in front of the stack's hosts. Its owner's
 // schema, composed into the one stack schema by components/config.ts. No Pulumi import.
 import { z } from "zod";
+import { pipIndexUrlSchema } from "../serving-env/schema";
 
 export const ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "random", "least_load"] as const;
 
@@ -38,6 +39,15 @@ export const RouterSchema = z
       .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
       .default("/opt/gpuhost-router/venv")
       .describe("The router's own venv on its machine (smg, pinned and hash-locked)."),
+    pipIndexUrl: pipIndexUrlSchema
+      .optional()
+      .describe(
+        "pip --index-url for smg on the router's machine (a mirror, or file:// for one on that machine); unset: pip's configured default. Every file is still checked against requirements.txt's hashes.",
+      ),
+    pipExtraIndexUrls: z
+      .array(pipIndexUrlSchema)
+      .default([])
+      .describe("pip --extra-index-url for smg on the router's machine."),
     healthCheck: z
       .object({
         intervalSeconds: z

@@ -28,10 +28,18 @@ export interface RouterStep {
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 /** install-router.sh: smg into its venv (pinned, --require-hashes) and the launcher beside it. */
-export function installStep(router: Pick<RouterConfig, "venvPath">): RouterStep {
+export function installStep(
+  router: Pick<RouterConfig, "venvPath"> & Partial<Pick<RouterConfig, "pipIndexUrl" | "pipExtraIndexUrls">>,
+): RouterStep {
   return {
     script: `${SCRIPTS}/install-router.sh`,
-    args: [router.venvPath, b64(requirementsText()), b64(launcherText())],
+    args: [
+      router.venvPath,
+      b64(requirementsText()),
+      b64(launcherText()),
+      ...(router.pipIndexUrl ? ["--index-url", router.pipIndexUrl] : []),
+      ...(router.pipExtraIndexUrls ?? []).flatMap((u) => ["--extra-index-url", u]),
+    ],
   };
 }
 
@@ -77,7 +85,7 @@ export function configureStep(
  * (components/fleet-verification/router-host.ts).
  */
 export function hostCheck(
-  router: Pick<RouterConfig, "venvPath">,
+  router: Parameters<typeof installStep>[0],
   configure: RouterStep,
 ): Omit<RouterHostCheck, "connection"> {
   const sha256 = (base64: string) => createHash("sha256").update(Buffer.from(base64, "base64")).digest("hex");

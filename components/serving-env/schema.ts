@@ -15,7 +15,7 @@ const pipVersion = z.string().regex(/^[0-9][0-9A-Za-z.!+_-]*$/, "must be a versi
 
 // https only (file:// for an index on the host itself): over http:// anyone on the path can swap the
 // wheels pip installs as root.
-const indexUrl = z
+export const pipIndexUrlSchema = z
   .string()
   .refine((u) => !/^http:\/\//i.test(u), "must be https:// (or file:// for an index on the host): http:// is refused")
   .pipe(z.url({ protocol: /^(https|file)$/, error: "must be an https:// or file:// URL" }))
@@ -57,9 +57,9 @@ export const EnvironmentSchema = z
     venvPath: systemPath.default("/opt/gpuhost/venv").describe("Python virtual environment holding the serving stack."),
     python: systemPath.default("/usr/bin/python3").describe("Interpreter the virtual environment is created from."),
     packages: PinnedPackagesSchema.prefault({}).describe("Pinned versions of the serving stack."),
-    pipIndexUrl: indexUrl.optional().describe("pip --index-url; unset: pip's configured default."),
+    pipIndexUrl: pipIndexUrlSchema.optional().describe("pip --index-url; unset: pip's configured default."),
     pipExtraIndexUrls: z
-      .array(indexUrl)
+      .array(pipIndexUrlSchema)
       .default([])
       .describe(
         "pip --extra-index-url: where the CUDA 13.0 torch build and flashinfer-jit-cache wheels are published.",

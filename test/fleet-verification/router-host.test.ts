@@ -2,6 +2,7 @@
 // scripts (install, configure, probe) on a simulated host, running the real SMG from the hash-locked
 // venv (.ci/smg.sh) in front of a simulator. A unit edited on the host, the router stopped, its config
 // rewritten: each is named by the probe, and the repair (the Router's steps again) puts it back.
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -162,15 +163,55 @@ describe("the router's machine, probed and repaired with the Router's own script
     expect(await probeRouterHost(check)).toEqual([]);
   }, 120_000);
 
-  it("smg gone from the router's venv: named; the repair reinstalls it hash-locked (pip, from the index) and restarts the router", async () => {
-    // The venv was the tests' cached one, linked in: removing the link leaves no smg there.
-    fs.rmSync(path.join(root, check.venvPath));
-    expect((await probeRouterHost(check)).map((d) => [d.field, d.found])).toEqual([["router.venv", "smg is missing"]]);
-    const done = await repairRouterHost(check, () => undefined);
-    expect(done).toContain("repaired router.venv: smg is missing");
-    expect(done.some((l) => l.startsWith("restarted=true"))).toBe(true);
-    expect(fs.lstatSync(path.join(root, check.venvPath)).isSymbolicLink()).toBe(false);
-    expect(await probeRouterHost(check)).toEqual([]);
-    expect(await routerAnswers()).toBe(true);
+  it("smg gone from the router's venv: named; the repair reinstalls it hash-locked from router.pipIndexUrl (a file:// index on the machine) and restarts the router", async () => {
+    // A PEP 503 index on the router's machine holding exactly the locked wheels (pip download checks
+    // them against requirements.txt's hashes): with --index-url pip reads no other index.
+    const index = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-router-index-"));
+    try {
+      const reqs = path.join(index, "requirements.txt");
+      fs.writeFileSync(reqs, requirementsText());
+      execFileSync(
+        path.join(smgVenv(), "bin", "pip"),
+        [
+          "download",
+          "--quiet",
+          "--disable-pip-version-check",
+          "--no-deps",
+          "--require-hashes",
+          "-r",
+          reqs,
+          "-d",
+          path.join(index, "files"),
+        ],
+        { stdio: ["ignore", "ignore", "inherit"], timeout: 600_000 },
+      );
+      const wheels = fs.readdirSync(path.join(index, "files")).filter((f) => f.endsWith(".whl"));
+      // One per locked requirement (smg and what it needs), each under its normalized project name.
+      expect(wheels).toHaveLength(requirementsText().match(/^[A-Za-z0-9][A-Za-z0-9._-]*==/gm)!.length);
+      for (const w of wheels) {
+        const project = w.split("-")[0].toLowerCase().replace(/[._]+/g, "-");
+        fs.mkdirSync(path.join(index, "simple", project), { recursive: true });
+        fs.writeFileSync(path.join(index, "simple", project, "index.html"), `<a href="../../files/${w}">${w}</a>\n`);
+      }
+      const fromIndex: RouterHostCheck = {
+        ...check,
+        installArgs: installStep({ venvPath: check.venvPath, pipIndexUrl: `file://${index}/simple/` }).args,
+      };
+      expect(fromIndex.installArgs.slice(3)).toEqual(["--index-url", `file://${index}/simple/`]);
+
+      // The venv was the tests' cached one, linked in: removing the link leaves no smg there.
+      fs.rmSync(path.join(root, check.venvPath));
+      expect((await probeRouterHost(fromIndex)).map((d) => [d.field, d.found])).toEqual([
+        ["router.venv", "smg is missing"],
+      ]);
+      const done = await repairRouterHost(fromIndex, () => undefined);
+      expect(done).toContain("repaired router.venv: smg is missing");
+      expect(done.some((l) => l.startsWith("restarted=true"))).toBe(true);
+      expect(fs.lstatSync(path.join(root, check.venvPath)).isSymbolicLink()).toBe(false);
+      expect(await probeRouterHost(fromIndex)).toEqual([]);
+      expect(await routerAnswers()).toBe(true);
+    } finally {
+      fs.rmSync(index, { recursive: true, force: true });
+    }
   }, 900_000);
 });

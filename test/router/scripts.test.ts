@@ -54,6 +54,21 @@ describe("router scripts", () => {
     expect(r.stderr).toContain("refusing stamp");
   });
 
+  it.each([
+    [["--index-url", "http://mirror/simple/"], "refusing --index-url"],
+    [["--extra-index-url", "https://m/simple/ x"], "refusing --extra-index-url"],
+    [["--index-url"], "refusing --index-url"],
+    [["--trusted-host", "m"], "unknown argument '--trusted-host'"],
+  ])("install-router.sh passes pip only an https/file index: %j is refused before anything runs", (extra, why) => {
+    const r = spawnSync(
+      "bash",
+      [path.join(repo, "components/router/scripts/install-router.sh"), "/opt/r/venv", "", "", ...extra],
+      { encoding: "utf8", env: { PATH: process.env.PATH, GPUHOST_ROOT: "/nonexistent-gpuhost-root" } },
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(why);
+  });
+
   it("install-router.sh refuses a venv path with '..'", () => {
     const r = spawnSync(
       "bash",

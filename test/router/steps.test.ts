@@ -38,6 +38,24 @@ describe("Router steps", () => {
     expect(decode(launcher)).toBe(launcherText());
   });
 
+  it("install: only pip's index options follow, from router.pipIndexUrl and router.pipExtraIndexUrls", () => {
+    expect(installStep(router).args).toHaveLength(3);
+    const mirrored = RouterSchema.parse({
+      host: "a",
+      pipIndexUrl: "https://pypi.mirror.internal/simple/",
+      pipExtraIndexUrls: ["file:///srv/wheels/simple/"],
+    });
+    expect(installStep(mirrored).args.slice(3)).toEqual([
+      "--index-url",
+      "https://pypi.mirror.internal/simple/",
+      "--extra-index-url",
+      "file:///srv/wheels/simple/",
+    ]);
+    expect(() => RouterSchema.parse({ host: "a", pipIndexUrl: "http://pypi.mirror.internal/simple/" })).toThrow(
+      /http:\/\/ is refused/,
+    );
+  });
+
   it("key file: the key only on standard input", () => {
     const step = keyFileStep();
     expect(step.args).toEqual(["/etc/gpuhost/router-api-key.yaml"]);

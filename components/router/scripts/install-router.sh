@@ -3,13 +3,33 @@
 # a wheel that does not hash to a line of the requirements is refused), and the launcher beside it.
 # Reinstalls only when the requirements changed, the venv holds another smg than they pin, or it
 # does not import smg.
-# Usage: install-router.sh VENV REQUIREMENTS_BASE64 LAUNCHER_BASE64
+# Usage: install-router.sh VENV REQUIREMENTS_BASE64 LAUNCHER_BASE64 [--index-url URL] [--extra-index-url URL]...
 set -euo pipefail
 
 venv="$1"
 reqs_b64="$2"
 launcher_b64="$3"
+shift 3
 root="${GPUHOST_ROOT:-}"
+
+# Only pip's two index options (the router schema checked the URLs): nothing else reaches pip.
+pip_index=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --index-url | --extra-index-url)
+      if [[ $# -lt 2 || ! "$2" =~ ^(https|file)://[^[:space:]\'\"]+$ ]]; then
+        echo "install-router: refusing $1 '${2:-}'" >&2
+        exit 2
+      fi
+      pip_index+=("$1" "$2")
+      shift 2
+      ;;
+    *)
+      echo "install-router: unknown argument '$1'" >&2
+      exit 2
+      ;;
+  esac
+done
 
 if [[ ! "$venv" =~ ^/[A-Za-z0-9._/-]+$ || "$venv" == *..* ]]; then
   echo "install-router: refusing venv path '$venv'" >&2
@@ -42,7 +62,7 @@ if ! cmp -s "$tmp/requirements.txt" "$home/requirements.txt" || [[ "$have" != "$
   rm -rf "$target" "$home/requirements.txt"
   python3 -m venv "$target"
   "$target/bin/pip" install --quiet --disable-pip-version-check --no-input --require-hashes --no-deps \
-    -r "$tmp/requirements.txt" >&2
+    "${pip_index[@]}" -r "$tmp/requirements.txt" >&2
   "$target/bin/python" -c 'import smg.smg_rs'
   install -m 0644 "$tmp/requirements.txt" "$home/requirements.txt"
   changed=true
