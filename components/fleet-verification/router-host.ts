@@ -12,12 +12,9 @@ import { projectFile } from "../../project-files";
 import type { Drift } from "../drift/schema";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
+import { RESTART_UNIT_SCRIPT } from "../drift/repair";
 import { ROUTER_UNIT, SMG_VERSION } from "../router/render";
-
-export const PROBE_SCRIPT = "components/router/scripts/probe-router.sh";
-export const INSTALL_SCRIPT = "components/router/scripts/install-router.sh";
-export const CONFIGURE_SCRIPT = "components/router/scripts/configure-router.sh";
-export const RESTART_SCRIPT = "components/router/scripts/restart-router.sh";
+import { CONFIGURE_ROUTER_SCRIPT, INSTALL_ROUTER_SCRIPT, PROBE_ROUTER_SCRIPT } from "../router/steps";
 
 /** What the Router wrote on its machine, and how it wrote it (stored as a secret: the connection). */
 export interface RouterHostCheck {
@@ -99,7 +96,7 @@ async function run(check: RouterHostCheck, script: string, args: string[], timeo
 
 /** Probe the router's machine (read-only, bounded). */
 export async function probeRouterHost(check: RouterHostCheck): Promise<Drift[]> {
-  return routerHostDrift(check, parseRouterProbe(await run(check, PROBE_SCRIPT, [check.venvPath], 60_000)));
+  return routerHostDrift(check, parseRouterProbe(await run(check, PROBE_ROUTER_SCRIPT, [check.venvPath], 60_000)));
 }
 
 /**
@@ -113,10 +110,11 @@ export async function repairRouterHost(check: RouterHostCheck, say: (line: strin
   const lines = (ds: Drift[]) => ds.map((d) => `${d.field}: ${d.found ?? "absent"}`).join("; ");
   say(`repairing the router's machine: ${lines(drift)}`);
   const venv = drift.some((d) => d.field === "router.venv");
-  if (venv) await run(check, INSTALL_SCRIPT, check.installArgs, 1_800_000);
-  let out = await run(check, CONFIGURE_SCRIPT, check.configureArgs, 300_000);
+  if (venv) await run(check, INSTALL_ROUTER_SCRIPT, check.installArgs, 1_800_000);
+  let out = await run(check, CONFIGURE_ROUTER_SCRIPT, check.configureArgs, 300_000);
   // A reinstalled smg is not the one the running router loaded: restart it unless configure just did.
-  if (venv && !/^restarted=true/m.test(out)) out += await run(check, RESTART_SCRIPT, [], 120_000);
+  // (the services' restart step: daemon-reload, restart, a fresh activation record).
+  if (venv && !/^restarted=true/m.test(out)) out += await run(check, RESTART_UNIT_SCRIPT, [ROUTER_UNIT], 120_000);
   const left = await probeRouterHost(check);
   if (left.length > 0) throw new Error(`the router's machine still differs after its repair: ${lines(left)}`);
   return [

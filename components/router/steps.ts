@@ -15,6 +15,10 @@ import type { RouterConfig } from "./schema";
 import type { RouterHostCheck } from "../fleet-verification/router-host";
 
 const SCRIPTS = "components/router/scripts";
+export const INSTALL_ROUTER_SCRIPT = `${SCRIPTS}/install-router.sh`;
+export const CONFIGURE_ROUTER_SCRIPT = `${SCRIPTS}/configure-router.sh`;
+/** Read-only: what FleetVerification's refresh probes on the router's machine. */
+export const PROBE_ROUTER_SCRIPT = `${SCRIPTS}/probe-router.sh`;
 const SERVICE_SCRIPTS = "components/services/scripts";
 
 export interface RouterStep {
@@ -32,7 +36,7 @@ export function installStep(
   router: Pick<RouterConfig, "venvPath"> & Partial<Pick<RouterConfig, "pipIndexUrl" | "pipExtraIndexUrls">>,
 ): RouterStep {
   return {
-    script: `${SCRIPTS}/install-router.sh`,
+    script: INSTALL_ROUTER_SCRIPT,
     args: [
       router.venvPath,
       b64(requirementsText()),
@@ -72,7 +76,7 @@ export function configureStep(
   const identity = routerIdentity(unit, launch);
   const stamp = createHash("sha256").update(`${identity}\0${key.keyHash}`).digest("hex");
   return {
-    script: `${SCRIPTS}/configure-router.sh`,
+    script: CONFIGURE_ROUTER_SCRIPT,
     args: [b64(unit), b64(`${JSON.stringify(launch, null, 2)}\n`), stamp],
     deleteScript: `${SCRIPTS}/remove-router.sh`,
     identity,
