@@ -1,7 +1,8 @@
 // Turns the engine's JSON for `pulumi refresh --preview-only --expect-no-changes --json` into a
 // drift report grouped by host (ToolkitState), by serving endpoint (VerifiedGeneration: does it still
-// generate) and by router (FleetVerification: the router's workers and version against the stack's). The exit code of that command does not separate "drift" from
-// "error" (pulumi#8992), so the verdict comes from the events, never from the exit status.
+// generate) and by router (FleetVerification: the router's workers, version and machine against the
+// stack's). The exit code of that command does not separate "drift" from "error" (pulumi#8992), so
+// the verdict comes from the events, never from the exit status.
 //
 // With PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true the engine prints one JSON event per line; a
 // refresh's resOutputsEvent carries the freshly read outputs (the `drift` list ToolkitState's read
