@@ -8,8 +8,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 600_000,
     maxWorkers: 2,
-    // The console report, plus a JSON one that .ci/run turns into a plain "N passed, N failed" line.
-    reporters: ["default", "json"],
+    // The console report, a JSON one, and last a plain summary: the counts and every failure's
+    // cause in a few lines, so a log's tail (all CI shows) holds them all.
+    reporters: ["default", "json", "./test/support/report-summary.ts"],
     outputFile: { json: ".gpuhost/vitest-report.json" },
   },
 });

@@ -1,59 +1,36 @@
-/** The CI summary of vitest's JSON report: every failure's cause in a bounded tail. */
+/** The closing summary of a test run: every failure's cause, hook errors too, in a bounded tail. */
+import { spawnSync } from "node:child_process";
+import { promises as fs } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { summarize, type VitestJsonReport } from "./report-summary";
+import { summarize } from "./report-summary";
 
-const report = (over: Partial<VitestJsonReport>): VitestJsonReport => ({
-  numPassedTests: 0,
-  numFailedTests: 0,
-  numPendingTests: 0,
-  numTodoTests: 0,
-  testResults: [],
-  ...over,
-});
+const ROOT = path.resolve(__dirname, "..", "..");
 
 describe("summarize", () => {
   it("all green: the counts alone", () => {
-    expect(summarize(report({ numPassedTests: 5, numPendingTests: 1, numTodoTests: 1 }), "/r")).toBe(
-      "5 passed, 0 failed, 2 skipped",
-    );
+    expect(summarize({ passed: 5, failed: 0, skipped: 2 }, [])).toBe("5 passed, 0 failed, 2 skipped");
   });
 
-  it("every failure in order, hook errors too, without colours or stack frames", () => {
-    const s = summarize(
-      report({
-        numFailedTests: 2,
-        testResults: [
-          {
-            name: "/r/test/a.test.ts",
-            status: "failed",
-            message: "Error: beforeAll hook failed",
-            assertionResults: [
-              {
-                fullName: "a first",
-                status: "failed",
-                duration: 2500,
-                failureMessages: [
-                  "\u001b[31mError: pulumi up exited 1\u001b[39m\n    at x (/r/node_modules/v/index.js:1:1)\n    at y (/r/test/a.test.ts:3:4)",
-                ],
-              },
-              { fullName: "a passes", status: "passed", duration: 1 },
-            ],
-          },
-          {
-            name: "/r/test/b.test.ts",
-            status: "failed",
-            assertionResults: [{ fullName: "b second", status: "failed", failureMessages: ["boom"] }],
-          },
-        ],
-      }),
-      "/r",
-    );
+  it("every failure in order, without colours or stack frames", () => {
+    const s = summarize({ passed: 1, failed: 2, skipped: 0 }, [
+      { where: "test/a.test.ts", name: "x (a hook of the suite)", message: "beforeAll hook failed" },
+      {
+        where: "test/a.test.ts",
+        name: "x a first",
+        durationMs: 2500,
+        message: "\u001b[31mError: pulumi up exited 1\u001b[39m\n    at y (/r/test/a.test.ts:3:4)",
+      },
+      { where: "test/b.test.ts", name: "b second", message: "boom" },
+    ]);
     expect(s).toBe(
       [
-        "0 passed, 2 failed, 0 skipped",
+        "1 passed, 2 failed, 0 skipped",
         "failures, in the order they were reported (3):",
-        "[1/3] test/a.test.ts: Error: beforeAll hook failed",
-        "[2/3] test/a.test.ts > a first (2.5 s)",
+        "[1/3] test/a.test.ts > x (a hook of the suite)",
+        "    beforeAll hook failed",
+        "[2/3] test/a.test.ts > x a first (2.5 s)",
         "    Error: pulumi up exited 1",
         "[3/3] test/b.test.ts > b second",
         "    boom",
@@ -70,33 +47,59 @@ describe("summarize", () => {
       "Resources:",
       "    3 unchanged",
     ].join("\n");
-    const one = summarize(
-      report({
-        numFailedTests: 1,
-        testResults: [
-          {
-            name: "/r/c.test.ts",
-            status: "failed",
-            assertionResults: [{ fullName: "t", status: "failed", failureMessages: [pulumiOut] }],
-          },
-        ],
-      }),
-      "/r",
-    );
+    const one = summarize({ passed: 0, failed: 1, skipped: 0 }, [
+      { where: "c.test.ts", name: "t", message: pulumiOut },
+    ]);
     expect(one).toContain("    Error: pulumi up exited 255\n    Updating (testhost):");
     expect(one).toContain(
       "    …\n        error: the toolkit probe failed: nvcc is missing\n    (200 more line(s) in the full log)",
     );
-    const many = Array.from({ length: 40 }, (_, i) => ({
-      fullName: `t${i}`,
-      status: "failed",
-      failureMessages: [pulumiOut],
-    }));
-    const s = summarize(
-      report({ numFailedTests: 40, testResults: [{ name: "/r/c.test.ts", status: "failed", assertionResults: many }] }),
-      "/r",
-    );
+    const many = Array.from({ length: 40 }, (_, i) => ({ where: "c.test.ts", name: `t${i}`, message: pulumiOut }));
+    const s = summarize({ passed: 0, failed: 40, skipped: 0 }, many);
     expect(s.length).toBeLessThan(6000);
     expect(s).toContain("[40/40] c.test.ts > t39 (message left out: the summary is bounded)");
   });
+});
+
+describe("the reporter under vitest", () => {
+  it("names a failed test and a failed beforeAll, whose tests vitest only counts as skipped", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-summary-"));
+    try {
+      const file = path.join(dir, "fixture.test.ts");
+      await fs.writeFile(
+        file,
+        `import { beforeAll, describe, expect, it } from "vitest";
+describe("outer", () => {
+  it("fails", () => expect(1).toBe(2));
+  describe("inner", () => {
+    beforeAll(() => { throw new Error("the stack never converged"); });
+    it("skipped one", () => undefined);
+  });
+});
+`,
+      );
+      const r = spawnSync(
+        process.execPath,
+        [
+          path.join(ROOT, "node_modules", "vitest", "vitest.mjs"),
+          "run",
+          "--root",
+          dir,
+          "--reporter",
+          path.join(ROOT, "test", "support", "report-summary.ts"),
+        ],
+        { encoding: "utf8", timeout: 60_000, cwd: dir },
+      );
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stdout).toContain("0 passed, 1 failed, 1 skipped\nfailures, in the order they were reported (2):");
+      expect(r.stdout).toContain(
+        "[1/2] fixture.test.ts > outer > inner (a hook of the suite)\n    Error: the stack never converged",
+      );
+      expect(r.stdout).toMatch(
+        /\[2\/2\] fixture\.test\.ts > outer > fails \(\d+\.\d s\)\n {4}AssertionError: expected 1 to be 2/,
+      );
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

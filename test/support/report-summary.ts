@@ -1,34 +1,26 @@
 /**
- * The closing lines of a CI run, read from vitest's JSON report (.gpuhost/vitest-report.json): the
- * counts, then each failure with the first lines of its message. CI keeps only the tail of a run's
- * log, and vitest prints its failures in full one after another, so with several failures only the
- * last one was readable; this puts every failure's cause in the tail, in order, briefly.
- *
- * Usage: node dist/test/support/report-summary.js REPORT.json
+ * The closing lines of a test run (a vitest reporter, the last in vitest.config.ts): the counts, then
+ * every failure with the first lines of its message and its last error lines. CI keeps only the
+ * tail of a run's log, and vitest prints its failures in full one after another, so with several
+ * failures only the last one was readable there; this puts each failure's cause in the tail, in
+ * order, briefly. Hook errors are included: a failed beforeAll skips its tests and vitest's JSON
+ * report leaves its error out.
  */
-import { readFileSync } from "node:fs";
 import * as path from "node:path";
+import type { Reporter, TestModule } from "vitest/node";
 
-interface AssertionResult {
-  fullName: string;
-  status: string;
-  duration?: number | null;
-  failureMessages?: string[];
-}
-
-interface FileResult {
+/** One failure: where, what, how long it took, its message. */
+export interface Failure {
+  where: string;
   name: string;
-  status: string;
-  message?: string;
-  assertionResults: AssertionResult[];
+  durationMs?: number;
+  message: string;
 }
 
-export interface VitestJsonReport {
-  numPassedTests: number;
-  numFailedTests: number;
-  numPendingTests: number;
-  numTodoTests: number;
-  testResults: FileResult[];
+export interface Counts {
+  passed: number;
+  failed: number;
+  skipped: number;
 }
 
 // eslint-disable-next-line no-control-regex -- ANSI colour codes are what this strips
@@ -61,50 +53,62 @@ function brief(message: string): string {
   return kept.map((l) => `    ${l.length > 300 ? `${l.slice(0, 300)}…` : l}`).join("\n");
 }
 
-/** The summary of REPORT, its paths relative to ROOT. */
-export function summarize(report: VitestJsonReport, root: string): string {
-  const out = [
-    `${report.numPassedTests} passed, ${report.numFailedTests} failed, ${report.numPendingTests + report.numTodoTests} skipped`,
-  ];
-  const failures: string[] = [];
-  for (const file of report.testResults) {
-    const rel = path.relative(root, file.name);
-    const failed = file.assertionResults.filter((a) => a.status === "failed");
-    // A file can fail with no failed test: a hook, an import or an unhandled error.
-    if (file.status === "failed" && file.message) failures.push(`${rel}: ${brief(file.message).trimStart()}`);
-    for (const a of failed) {
-      const took = a.duration == null ? "" : ` (${(a.duration / 1000).toFixed(1)} s)`;
-      failures.push(`${rel} > ${a.fullName}${took}\n${brief((a.failureMessages ?? []).join("\n"))}`);
+/** The summary of a run: COUNTS, then each of FAILURES briefly, bounded as a whole. */
+export function summarize(counts: Counts, failures: Failure[]): string {
+  const out = [`${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`];
+  if (failures.length === 0) return out[0];
+  out.push(`failures, in the order they were reported (${failures.length}):`);
+  let used = out.join("\n").length;
+  for (const [i, f] of failures.entries()) {
+    const took = f.durationMs === undefined ? "" : ` (${(f.durationMs / 1000).toFixed(1)} s)`;
+    const title = `[${i + 1}/${failures.length}] ${f.where}${f.name ? ` > ${f.name}` : ""}${took}`;
+    const entry = `${title}\n${brief(f.message)}`;
+    if (used + entry.length > MAX_CHARS) {
+      out.push(`${title} (message left out: the summary is bounded)`);
+      continue;
     }
-  }
-  if (failures.length > 0) {
-    out.push(`failures, in the order they were reported (${failures.length}):`);
-    let used = out.join("\n").length;
-    for (const [i, f] of failures.entries()) {
-      const entry = `[${i + 1}/${failures.length}] ${f}`;
-      if (used + entry.length > MAX_CHARS) {
-        out.push(`[${i + 1}/${failures.length}] ${f.split("\n")[0]} (message left out: the summary is bounded)`);
-        continue;
-      }
-      out.push(entry);
-      used += entry.length + 1;
-    }
+    out.push(entry);
+    used += entry.length + 1;
   }
   return out.join("\n");
 }
 
-if (require.main === module) {
-  const file = process.argv[2];
-  if (!file) {
-    console.error("usage: node dist/test/support/report-summary.js REPORT.json");
-    process.exit(2);
+type ReportedError = { name?: string; message?: string };
+const text = (errors: ReadonlyArray<ReportedError> | undefined) =>
+  (errors ?? []).map((e) => `${e.name ?? "Error"}: ${e.message ?? JSON.stringify(e)}`).join("\n");
+
+/**
+ * Prints summarize() of the run once it ends: computed when the run ends, printed in onFinished,
+ * which vitest calls after every reporter's onTestRunEnd, so it comes after the default reporter's
+ * failure details and summary and is the log's last lines.
+ */
+export default class FailureSummary implements Reporter {
+  private summary = "";
+
+  onFinished(): void {
+    if (this.summary) console.log(`\n${this.summary}`);
   }
-  let report: VitestJsonReport;
-  try {
-    report = JSON.parse(readFileSync(file, "utf8")) as VitestJsonReport;
-  } catch (e) {
-    console.error(`no test report to summarize at ${file}: ${(e as Error).message}`);
-    process.exit(1);
+
+  onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandled: ReadonlyArray<ReportedError>): void {
+    const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
+    const failures: Failure[] = [];
+    for (const m of modules) {
+      const where = path.relative(process.cwd(), m.moduleId);
+      if (m.errors().length > 0) failures.push({ where, name: "", message: text(m.errors()) });
+      for (const s of m.children.allSuites()) {
+        if (s.errors().length > 0)
+          failures.push({ where, name: `${s.fullName} (a hook of the suite)`, message: text(s.errors()) });
+      }
+      for (const t of m.children.allTests()) {
+        const r = t.result();
+        if (r.state === "passed") counts.passed++;
+        else if (r.state === "failed") {
+          counts.failed++;
+          failures.push({ where, name: t.fullName, durationMs: t.diagnostic()?.duration, message: text(r.errors) });
+        } else counts.skipped++;
+      }
+    }
+    for (const e of unhandled) failures.push({ where: "unhandled error", name: "", message: text([e]) });
+    this.summary = summarize(counts, failures);
   }
-  console.log(summarize(report, process.cwd()));
 }
