@@ -76,6 +76,21 @@ describe.runIf(enabled)("testhost stack: an interrupted run leaves nothing, here
     }
   }
 
+  /**
+   * The later cases signal runs on a converged stack. When an earlier case left it unconverged (its
+   * own failure is reported there), this converges it, so each case's result is its own and not a
+   * cascade of "no ToolkitState resource in this stack".
+   */
+  async function ensureConverged(before: string) {
+    const hosts = (await f.stack.outputs().catch(() => ({}))) as {
+      gpuHosts?: Record<string, { generating?: unknown }>;
+    };
+    if (hosts.gpuHosts?.testhost?.generating === true) return;
+    console.log(`[orphans] the stack had not converged before ${before}: converging it first`);
+    await f.stack.pulumi("cancel", "--yes");
+    await f.stack.pulumiOk("up", "--yes", "--skip-preview");
+  }
+
   beforeAll(async () => {
     f = await startTestHostFixture("orphans");
   }, 30 * 60_000);
@@ -129,11 +144,12 @@ describe.runIf(enabled)("testhost stack: an interrupted run leaves nothing, here
 
   describe("gpuhost drift stopped while ToolkitState's probe runs on the host", () => {
     beforeAll(async () => {
+      await ensureConverged("gpuhost drift is stopped");
       // NVIDIA's nvcc moved aside; the stand-in never answers `nvcc --version`.
       await f.host.execOk(
         `mv ${NVCC} ${NVCC}.gpuhost-test && printf '#!/bin/sh\\necho $$ >>${MARK}\\nexec sleep 600\\n' >${NVCC} && chmod 0755 ${NVCC}`,
       );
-    }, 60_000);
+    }, STEP);
 
     afterAll(async () => {
       await f?.host.exec(`mv ${NVCC}.gpuhost-test ${NVCC}`);
@@ -161,11 +177,12 @@ describe.runIf(enabled)("testhost stack: an interrupted run leaves nothing, here
       writeStandinSglangConfig(f.host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults });
 
     beforeAll(async () => {
+      await ensureConverged("pulumi up is killed in the gate");
       // The service accepts connections and never answers; a changed benchmark plan verifies it again.
       await standin(["silent"]);
       await f.host.execOk("systemctl restart sglang-autoregressive.service");
       await f.stack.setConfig({ benchmark: { requestsPerConcurrency: 2 } });
-    }, 60_000);
+    }, STEP);
 
     it(
       "SIGKILL to pulumi up: the tunnel, the dynamic provider and the rest are gone; nothing is left on the host",
