@@ -102,6 +102,12 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
   if (!fs.existsSync(bin)) {
     return Promise.reject(new Error(`${bin} is missing: run \`npm run setup\` (engine/setup.sh) first`));
   }
+  const repaired = repairTornMetadata(currentBackend(engineEnv(opts)));
+  if (repaired.length > 0) {
+    process.stderr.write(
+      `gpuhost: removed ${repaired.length} empty or torn metadata file(s) a killed pulumi left in the file backend (the engine could not load the stack with them): ${repaired.join(", ")}\n`,
+    );
+  }
   return new Promise((resolve, reject) => {
     // umask 077 for the CLI and everything it starts: a file backend's state, backups and history
     // hold encrypted secrets and the hosts' addresses, readable by this user alone.
@@ -198,6 +204,46 @@ function stackConfigFile(cwd: string, stack: string): string | undefined {
   const project = (parseYaml(fs.readFileSync(projectFile, "utf8")) ?? {}) as { stackConfigDir?: string };
   const short = stack.split("/").pop()!;
   return path.join(cwd, project.stackConfigDir ?? ".", `Pulumi.${short}.yaml`);
+}
+
+/**
+ * The `.attrs` files of a file backend's stacks and locks that hold no JSON, removed; their paths.
+ *
+ * The file backend (gocloud's fileblob) writes each object's data atomically (a temp file, then a
+ * rename) but its metadata file beside it (`<object>.attrs`: content type and MD5) in place: created
+ * empty, then written. A `pulumi up` killed (kill -9, a lost machine) between the two leaves it empty,
+ * and every later command on the stack fails with "failed to load checkpoint: EOF" (or the lock check
+ * fails the same way). The object itself is whole; fileblob reads an object without an `.attrs` as one
+ * with default metadata, so removing the torn one loses nothing. Only the stacks and locks folders are
+ * read (a few files): they are what every command loads.
+ */
+export function repairTornMetadata(backendUrl: string): string[] {
+  if (!backendUrl.startsWith("file://")) return [];
+  let root = backendUrl.slice("file://".length).split("?")[0];
+  if (root.startsWith("~")) root = path.join(os.homedir(), root.slice(1));
+  const removed: string[] = [];
+  const walk = (dir: string, depth: number) => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory() && depth < 4) walk(p, depth + 1);
+      else if (e.isFile() && e.name.endsWith(".attrs")) {
+        try {
+          JSON.parse(fs.readFileSync(p, "utf8"));
+        } catch {
+          fs.rmSync(p, { force: true });
+          removed.push(p);
+        }
+      }
+    }
+  };
+  for (const sub of ["stacks", "locks"]) walk(path.join(root, ".pulumi", sub), 0);
+  return removed;
 }
 
 /** The backend the CLI will use: PULUMI_BACKEND_URL, else `pulumi login`'s current one, else the Cloud. */
