@@ -8,7 +8,6 @@ import * as path from "node:path";
 import { type HostConnection, parseConnection } from "./connection";
 import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 import { killProcessGroup } from "./process-group";
-import { boundToSession } from "./remote-session";
 import { shellJoin } from "./quote";
 import { secretTempDir } from "./secret-dirs";
 import { fingerprint, keyWords } from "../host-key/probe";
@@ -207,9 +206,10 @@ export async function execOnHost(
         args,
         environment: opts.environment,
         sudo: needsSudo(conn.user),
+        // Bound to its session: a client killed mid-command stops the command on the host too.
+        overSsh: true,
       });
-      // Bound to its session: a client killed mid-command stops the command on the host too.
-      const r = await run("ssh", sshArgs(conn, tmp, boundToSession(command)), timeoutMs, opts.stdin);
+      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
       // OpenSSH's own account (a banner of @ signs, "remove with: ssh-keygen -R" for a known_hosts
       // file that is gpuhost's temporary one) tells a person nothing they can act on: the refusal alone.

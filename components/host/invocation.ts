@@ -5,6 +5,7 @@
 import * as path from "node:path";
 import type { LocalConnection } from "./connection";
 import { envAssignments, shellJoin, shellQuote } from "./quote";
+import { boundToSession } from "./remote-session";
 
 export interface ScriptInvocation {
   /** The script's text (the content of a real .sh file in the repository). */
@@ -25,6 +26,11 @@ export interface ScriptInvocation {
   pathPrefix?: string;
   /** Run through `sudo -n` (non-interactive: fails instead of prompting, since there is no PTY). */
   sudo?: boolean;
+  /**
+   * Run over SSH: the command stops, with all it started, when its SSH session ends
+   * (remote-session.ts), whichever provider or client runs it.
+   */
+  overSsh?: boolean;
 }
 
 export function renderInvocation(inv: ScriptInvocation): string {
@@ -38,7 +44,7 @@ export function renderInvocation(inv: ScriptInvocation): string {
   const env = [...envAssignments(inv.environment ?? {}), ...pathAssignments];
   if (inv.pathPrefix !== undefined) env.push(`PATH=${pathWord(inv.pathPrefix)}:"$PATH"`);
   const parts = [
-    ...(inv.sudo ? ["sudo", "-n"] : []),
+    ...(inv.sudo && !inv.overSsh ? ["sudo", "-n"] : []),
     ...(env.length > 0 ? ["env", ...env] : []),
     "bash",
     "-c",
@@ -46,7 +52,9 @@ export function renderInvocation(inv: ScriptInvocation): string {
     shellQuote(inv.scriptName),
   ];
   const args = shellJoin(inv.args);
-  return args.length > 0 ? `${parts.join(" ")} ${args}` : parts.join(" ");
+  const line = args.length > 0 ? `${parts.join(" ")} ${args}` : parts.join(" ");
+  // Over SSH, sudo comes first, before the session's watch, so the watch is root too.
+  return inv.overSsh ? boundToSession(line, inv.sudo === true) : line;
 }
 
 /** A path as one shell word: absolute as it is, relative as "$PWD"/<path> (resolved where it runs). */

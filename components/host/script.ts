@@ -87,7 +87,7 @@ export function hostCommandLine(
     scriptName: script.name,
     args,
     environment,
-    ...(conn.kind === "ssh" ? { sudo: needsSudo(conn.user) } : localEnvironment(conn)),
+    ...(conn.kind === "ssh" ? { sudo: needsSudo(conn.user), overSsh: true } : localEnvironment(conn)),
   });
 }
 

@@ -37,8 +37,13 @@ describe("renderInvocation", () => {
   it("hostScript's command line: sudo for non-root SSH users only, GPUHOST_ROOT and shims on the simulated host", () => {
     const script = { text: "true\n", name: "t.sh" };
     const ssh = { kind: "ssh" as const, host: "h", port: 22, privateKey: "k" };
-    expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(/^sudo -n bash -c /);
-    expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(/^bash -c /);
+    // Over SSH: sudo first, then the watch of the session (remote-session.ts), then the script.
+    expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(
+      /^exec sudo -n bash -c '[^']*gpuhost_session[^']*' gpuhost-session "\$PPID" 'bash -c /,
+    );
+    expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(
+      /^exec bash -c '[^']*gpuhost_session[^']*' gpuhost-session "\$PPID" 'bash -c /,
+    );
     // Paths inside the working directory (the program's folder, where Pulumi runs commands) are
     // written relative to "$PWD", so a moved checkout renders the same command; others stay absolute.
     const shims = path.relative(process.cwd(), simShimDir());

@@ -6,7 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execOnHost } from "../../components/host/exec";
+import { SESSION_KILL_GRACE_SECONDS } from "../../components/host/remote-session";
 import { bootTestHost, connectionOf, requireTestHost, TestHost } from "./harness";
+import { hostLeftBehind } from "./host-processes";
 
 const enabled = requireTestHost();
 
@@ -47,5 +49,21 @@ describe.runIf(enabled)("sudo -n for a non-root SSH user (real Debian host)", ()
     expect(r.stderr).toMatch(/sudo: a password is required/);
     expect(Date.now() - started).toBeLessThan(30_000);
     expect((await host.execOk("ls /root")).stdout).not.toContain("written-by-plain");
+  }, 120_000);
+
+  it("a root command that ignores SIGTERM, its client gone: the session's watch, root through sudo, kills it", async () => {
+    // The script and the sleep it starts ignore SIGTERM (an ignored signal stays ignored in children):
+    // only SIGKILL, from root, ends them. A watch running as `deploy` could signal sudo alone.
+    const hang = "trap '' TERM\necho \"uid=$(id -u)\" >/root/hang-started\nsleep 600 &\nwait\n";
+    const started = Date.now();
+    // execOnHost's bound kills its ssh client: the session ends with the command still running.
+    const r = await execOnHost(as("deploy"), hang, [], { timeoutMs: 5_000 });
+    expect(r.code).not.toBe(0);
+    expect((await host.execOk("cat /root/hang-started")).stdout.trim()).toBe("uid=0");
+    const left = await hostLeftBehind(host, 3 * SESSION_KILL_GRACE_SECONDS);
+    expect(left).toEqual([]);
+    console.log(
+      `[sudo] a root command ignoring SIGTERM was gone ${((Date.now() - started) / 1000).toFixed(1)} s after its client started`,
+    );
   }, 120_000);
 });

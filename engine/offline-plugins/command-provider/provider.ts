@@ -35,7 +35,6 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fingerprint, keyWords, recorded, recorder } from "../../../components/host-key/probe";
 import { killProcessGroup } from "../../../components/host/process-group";
-import { boundToSession } from "../../../components/host/remote-session";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -194,8 +193,9 @@ async function runRemote(
     for (let attempt = 1; attempt <= limit; attempt++) {
       last = await spawnCollect(
         "ssh",
-        // Bound to its session: the command stops on the host when this ssh client is killed.
-        [...args, boundToSession(check + command)],
+        // As upstream, the command as it is: gpuhost's own command lines carry the watch of their
+        // SSH session (components/host/remote-session.ts), whichever provider runs them.
+        [...args, check + command],
         { env: { ...process.env, ...env } },
         stdin,
         timeoutS * 1000,
