@@ -8,6 +8,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
+import { renderInvocation } from "../../components/host/invocation";
 import { REMOTE, provider, withSecretCredentials } from "../../engine/offline-plugins/command-provider/provider";
 import { leftBehind } from "../support/processes";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
@@ -145,11 +146,19 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
     expect(Date.now() - started).toBeLessThan(10_000);
   }, 30_000);
 
-  it("a command whose client was stopped stops on the host too (sshd sends no SIGHUP without a PTY)", async () => {
+  it("a command line gpuhost renders, its client stopped, stops on the host too (sshd sends no SIGHUP without a PTY)", async () => {
     process.env.GPUHOST_COMMAND_TIMEOUT_S = "2";
     const pidFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-test-")), "sleep.pid");
+    // The provider runs the command as it is, as upstream's does; the watch of the SSH session is in
+    // the command line gpuhost renders for an SSH host (components/host/remote-session.ts).
+    const create = renderInvocation({
+      scriptText: `sleep 60 & echo $! >${pidFile}; wait`,
+      scriptName: "t.sh",
+      args: [],
+      overSsh: true,
+    });
     const msg = await provider
-      .create(urn, { connection: conn(), create: `sleep 60 & echo $! >${pidFile}; wait` })
+      .create(urn, { connection: conn(), create })
       .then(() => "finished")
       .catch((e: Error) => e.message);
     expect(msg).toContain("ran past the step timeout");
