@@ -8,6 +8,8 @@
  */
 import { spawn } from "node:child_process";
 import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   clearPendingCommand,
@@ -27,7 +29,22 @@ afterAll(async () => {
   await Promise.all(stacks.map((t) => t.dispose()));
 }, 300_000);
 
-/** `pulumi up` on the stack, SIGKILLed once its VerifiedGeneration create is under way. */
+/** The stack's checkpoint files in its file backend. */
+function checkpointFiles(t: TestStack): string[] {
+  const dir = path.join(t.opts.stateDir!, ".pulumi", "stacks");
+  const all = fs.existsSync(dir) ? (fs.readdirSync(dir, { recursive: true }) as string[]) : [];
+  return all.filter((f) => path.basename(f) === `${t.stack}.json`).map((f) => path.join(dir, f));
+}
+
+const readOr = (f: string) => {
+  try {
+    return fs.readFileSync(f, "utf8");
+  } catch {
+    return "";
+  }
+};
+
+/** `pulumi up` on the stack, SIGKILLed once its VerifiedGeneration create is under way and saved as pending. */
 async function killedUp(t: TestStack): Promise<string> {
   const up = spawn(pulumiBin(), ["up", "--yes", "--skip-preview", "--non-interactive", "--stack", t.stack], {
     cwd: t.dir,
@@ -38,9 +55,11 @@ async function killedUp(t: TestStack): Promise<string> {
   up.stdout.on("data", (b: Buffer) => (out += b.toString()));
   up.stderr.on("data", (b: Buffer) => (out += b.toString()));
   const exited = new Promise((r) => up.on("close", r));
-  const creating = () => /VerifiedGeneration[^\n]*creating/.test(out);
-  for (let i = 0; i < 6000 && !creating() && up.exitCode === null; i++) await new Promise((r) => setTimeout(r, 50));
-  if (!creating()) throw new Error(`the up never began creating VerifiedGeneration:\n${out}`);
+  // The display says "creating" before the engine has saved the pending create in the checkpoint:
+  // the kill waits until the checkpoint on disk holds it (the file is replaced whole, by a rename).
+  const pendingSaved = () => checkpointFiles(t).some((f) => /"pending_operations"[\s\S]*-verified"/.test(readOr(f)));
+  for (let i = 0; i < 6000 && !pendingSaved() && up.exitCode === null; i++) await new Promise((r) => setTimeout(r, 50));
+  if (!pendingSaved()) throw new Error(`the up never saved a pending create of VerifiedGeneration:\n${out}`);
   const processes = descendants(up.pid!);
   try {
     up.kill("SIGKILL");

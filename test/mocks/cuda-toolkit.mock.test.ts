@@ -43,7 +43,8 @@ describe("CudaToolkit (mocks)", async () => {
       const r = named(all, `cuda-${step}`);
       const script = readScript(plan[step].script);
       expect(r.inputs.create).toBe(hostCommandLine(ssh, script, plan[step].args));
-      expect(r.inputs.create).toMatch(/^sudo -n /);
+      // sudo first, then the watch of the SSH session (components/host/remote-session.ts), both root
+      expect(r.inputs.create).toMatch(/^exec sudo -n bash -c '[^']*gpuhost_session/);
       expect(r.inputs.create).not.toContain("PRIVATE KEY");
       // The script's hash is always a trigger: an edited script re-runs.
       expect((r.inputs.triggers as string[])[0]).toBe(`${script.name}:${script.hash}`);
