@@ -102,7 +102,8 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
   if (!fs.existsSync(bin)) {
     return Promise.reject(new Error(`${bin} is missing: run \`npm run setup\` (engine/setup.sh) first`));
   }
-  const repaired = repairTornMetadata(currentBackend(engineEnv(opts)));
+  const env = engineEnv(opts);
+  const repaired = repairTornMetadata(currentBackend(env));
   if (repaired.length > 0) {
     process.stderr.write(
       `gpuhost: removed ${repaired.length} empty or torn metadata file(s) a killed pulumi left in the file backend (the engine could not load the stack with them): ${repaired.join(", ")}\n`,
@@ -113,7 +114,7 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
     // hold encrypted secrets and the hosts' addresses, readable by this user alone.
     const child = spawn("/bin/sh", ["-c", 'umask 077 && exec "$0" "$@"', bin, ...args, "--non-interactive"], {
       cwd: opts.cwd ?? PROJECT_ROOT,
-      env: engineEnv(opts),
+      env,
       stdio: ["ignore", "pipe", "pipe"],
       // A process group of its own: a terminal's Ctrl-C reaches the caller, which stops the engine
       // once (opts.signal); a second SIGINT would make the CLI quit without stopping its plugins.
