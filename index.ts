@@ -5,7 +5,8 @@
  * (StackReference) needs, keyed by host name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { hostConnection, loadConfig, simulatedRoot } from "./stack/config";
+import { type HostConfig, hostConnection, loadConfig, simulatedRoot } from "./stack/config";
+import { DriftCheck, resolveDriftCheck } from "./components/drift-check";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { trustConnection } from "./components/host-key";
 import type { HostConnectionInput } from "./components/host/script";
@@ -15,14 +16,19 @@ import { gpuFleet } from "./stack/fleet";
 import { warnPendingOperations } from "./stack/pending-operations";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
+import { unknownRoofline } from "./physics/outputs";
 
 const { config, apiKey, secret } = loadConfig();
 // Before any resource: what an earlier, killed update left (read now, it is not this update's).
 warnPendingOperations();
 const root = projectRoot();
 
-/** The host's connection, with the host keys to check per its hostKeyPolicy (components/host-key). */
-function connectionOf(host: (typeof config.hosts)[number], i: number): HostConnectionInput {
+/**
+ * A machine's connection, with the host keys to check per its hostKeyPolicy (components/host-key):
+ * a host entry's (`at` its index), or the drift check's operations machine (`at` its config path).
+ */
+function connectionOf(host: Pick<HostConfig, "name" | "connection">, at: number | string): HostConnectionInput {
+  const i = typeof at === "number" ? at : 0;
   const c = hostConnection(host, root, secret, i);
   if (c.kind !== "ssh" || host.connection.kind !== "ssh") return c;
   // From the stack config the address is a plain string (the library takes an Input).
@@ -31,7 +37,7 @@ function connectionOf(host: (typeof config.hosts)[number], i: number): HostConne
       host.name,
       { ...c, host: host.connection.host },
       host.connection,
-      `gpuhost:hosts[${i}].connection`,
+      typeof at === "number" ? `gpuhost:hosts[${i}].connection` : at,
     ),
     kind: "ssh",
   };
@@ -86,6 +92,7 @@ const hosts = config.hosts.map((host, index) => {
       acceptanceLength: v.acceptanceLength,
       benchComplete: v.benchComplete,
       capacity: v.capacity,
+      roofline: unknownRoofline(host),
       drift: h.toolkitState.drift,
       // services.compare: per service the sweep, knee, acceptance and crossover, the recommendation.
       comparison: h.comparison
@@ -118,4 +125,33 @@ export const fleet = gpuFleet(
   hosts.map((h) => h.fleetHost),
   apiKey,
 );
+
+// operations.driftCheck: the drift check on a schedule, on the machine it names (a host's machine,
+// the simulated one included: then rendered into its folder, where no timer fires).
+const driftCheck = config.operations.driftCheck;
+if (driftCheck) {
+  const { machine, ...settings } = driftCheck;
+  const onHost = (name: string) => {
+    const h = hosts.find((x) => x.name === name);
+    if (!h) throw new Error(`operations.driftCheck: no host ${name}`);
+    return h.fleetHost.connection;
+  };
+  const connection: HostConnectionInput =
+    machine.kind === "local"
+      ? { kind: "local" }
+      : machine.kind === "router"
+        ? onHost(config.router!.host)
+        : machine.kind === "host"
+          ? onHost(machine.name)
+          : connectionOf({ name: "drift-check", connection: machine }, "gpuhost:operations.driftCheck.machine");
+  new DriftCheck(
+    "drift-check",
+    {
+      connection,
+      check: resolveDriftCheck(settings, { stack: pulumi.getStack(), projectDir: root }),
+    },
+    // A check scheduled before the hosts are provisioned and verified would only report them missing.
+    { dependsOn: hosts.map((h) => h.fleetHost.verification) },
+  );
+}
 // StackOutputsSchema (stack/outputs.ts) describes these four exports.

@@ -1,6 +1,7 @@
 // Local ports: a free one to listen on, and whether something listens. The one helper for the
-// gate's SSH tunnel, the simulator's late-opening port and the tests' servers. Node's own modules
-// only (the simulator bundle on a test host carries it).
+// gate's SSH tunnel, the simulator's late-opening port and the tests' servers, and the one TCP
+// connect (openTcp) of every probe and HTTP connection of the gate. Node's own modules only (the
+// simulator bundle on a test host carries it).
 //
 // A port chosen here is often bound later, sometimes minutes later and again after each restart (a
 // stack's service port, a test host's sshd). The kernel's own choice (listen on port 0) comes from
@@ -9,8 +10,19 @@
 // taken before its owner binds it, and the service then fails with EADDRINUSE. So ports are drawn
 // below that range instead, where the kernel never hands out ports by itself, and reserved by a
 // file naming this process, so two processes (two test files, two updates) never draw the same one.
-import { randomInt } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { randomBytes, randomInt } from "node:crypto";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -36,6 +48,36 @@ export function reservationDir(): string {
   return path.join(os.tmpdir(), `gpuhost-ports-${process.getuid?.() ?? "user"}`);
 }
 
+/**
+ * DIR, created owner-only when missing, and checked: /tmp is everyone's, so a folder or link someone
+ * else planted at this name would receive our files (or have them removed under us). Throws one
+ * sentence naming the folder when it is not a folder of this user's alone.
+ */
+function safeReservationDir(dir: string): string {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  }
+  // lstat: a symbolic link is judged itself, never the folder it points at
+  const st = lstatSync(dir);
+  const problem = st.isSymbolicLink()
+    ? "is a symbolic link"
+    : !st.isDirectory()
+      ? "is not a folder"
+      : process.getuid && st.uid !== process.getuid()
+        ? `belongs to another user (uid ${st.uid})`
+        : (st.mode & 0o022) !== 0
+          ? "is writable by other users"
+          : undefined;
+  if (problem) {
+    throw new Error(
+      `the port reservation folder ${dir} ${problem}; remove it (gpuhost creates the folder itself, owner-only)`,
+    );
+  }
+  return dir;
+}
+
 /** Ports this process handed out already; their reservations are removed when it exits. */
 const handedOut = new Set<number>();
 let cleanupRegistered = false;
@@ -46,18 +88,16 @@ function removeReservationsOnExit(): void {
   process.once("exit", () => {
     const dir = reservationDir();
     for (const port of handedOut) {
-      try {
-        if (readFileSync(path.join(dir, String(port)), "utf8").trim() === String(process.pid)) {
-          unlinkSync(path.join(dir, String(port)));
-        }
-      } catch {
-        // gone already
-      }
+      const file = path.join(dir, String(port));
+      // a live holder's file is never reclaimed, so one naming this process is still its own
+      if (holderOf(file)?.pid === process.pid) rmSync(file, { force: true });
     }
   });
 }
 
-function alive(pid: number): boolean {
+/** Whether process PID runs on this machine (another user's included). */
+export function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
     return true;
@@ -66,36 +106,91 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Creates FILE holding TEXT, or fails with EEXIST; never through a link planted at its name. */
+function createExclusive(file: string, text: string): void {
+  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
- * Reserves PORT for this process: true when its file is created, or was left by a process that is
- * gone; false when a live process (this one included) holds it.
+ * Reserves FILE for this process: true when it was created here. Written whole under a name of its
+ * own first and then linked into place (link fails when the name exists), so no other process ever
+ * reads a reservation half-written: an empty one would look like a dead holder's.
  */
-export function reservePort(port: number, dir = reservationDir()): boolean {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const file = path.join(dir, String(port));
-  for (let attempt = 0; attempt < 2; attempt++) {
+function createReservation(file: string): boolean {
+  const temp = `${file}.new-${process.pid}-${randomBytes(4).toString("hex")}`;
+  createExclusive(temp, String(process.pid));
+  try {
+    linkSync(temp, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw e;
+  } finally {
+    rmSync(temp, { force: true });
+  }
+}
+
+/** The reservation at FILE: its inode and the PID it names (NaN when it names none); undefined when gone. */
+function holderOf(file: string): { ino: number; pid: number } | undefined {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
     try {
-      const fd = openSync(file, "wx", 0o600);
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      return true;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return false;
-    }
-    let holder = NaN;
-    try {
-      holder = Number(readFileSync(file, "utf8").trim());
+      // a link or something unreadable at a port's name: nobody's reservation
+      return { ino: lstatSync(file).ino, pid: NaN };
     } catch {
-      // removed meanwhile: try again
-    }
-    if (Number.isInteger(holder) && holder > 0 && alive(holder)) return false;
-    try {
-      unlinkSync(file);
-    } catch {
-      // another process reclaimed it first: its create wins, ours fails with EEXIST
+      return undefined; // gone
     }
   }
-  return false;
+  try {
+    const text = readFileSync(fd, "utf8").trim();
+    return { ino: fstatSync(fd).ino, pid: /^\d+$/.test(text) ? Number(text) : NaN };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Reserves PORT for this process: true when its file is created, or was left by a process that is
+ * gone; false when a live process (this one included) holds it, or another process reclaims it.
+ *
+ * Reclaiming is the race: several processes may find the same dead holder's file at once, and a
+ * remove-then-create lets each remove the file another one just created (both win). So a reclaimer
+ * first claims that very file (its inode) with a claim file only one process can create; the winner
+ * checks the reservation is still that dead holder's, then replaces it. The others back off. (A
+ * process killed inside those few microseconds leaves its claim, and that one port stays reserved:
+ * draws pass it by, as they pass a live holder's.)
+ */
+export function reservePort(port: number, dir = reservationDir()): boolean {
+  const file = path.join(safeReservationDir(dir), String(port));
+  if (createReservation(file)) return true;
+  const seen = holderOf(file);
+  if (seen === undefined) return createReservation(file); // its holder just removed it
+  if (processAlive(seen.pid)) return false;
+  const claim = `${file}.reclaim-${seen.ino}`;
+  try {
+    createExclusive(claim, String(process.pid));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false; // another process reclaims it
+    throw e;
+  }
+  try {
+    const now = holderOf(file);
+    if (now === undefined) return createReservation(file);
+    // replaced meanwhile (a reclaimer before us was done and let go of its claim): not stale any more
+    if (now.ino !== seen.ino || processAlive(now.pid)) return false;
+    rmSync(file, { force: true });
+    // a process drawing this port for the first time may still create it first: then it holds it
+    return createReservation(file);
+  } finally {
+    rmSync(claim, { force: true });
+  }
 }
 
 /** Whether something may listen on HOST:PORT right now (nothing else does). */
@@ -142,13 +237,82 @@ export async function freeLocalPort(host = "127.0.0.1"): Promise<number> {
   return kernelPort(host);
 }
 
-/** True when something accepts connections on 127.0.0.1:port. */
-export function acceptsConnections(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(port, "127.0.0.1", () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.on("error", () => resolve(false));
+/**
+ * A connect to a port nothing listens on that came back connected to itself. Linux picks a
+ * connection's source port from the ephemeral range; when the port connected to lies in that range
+ * and nothing listens there, the kernel can pick that very port, and the SYN meets itself (a TCP
+ * simultaneous open): connect() succeeds with no server at all. Nothing listens, so it is reported
+ * like a refusal (`code`), with its own reason.
+ */
+export class SelfConnectionError extends Error {
+  readonly code = "ESELFCONNECT";
+}
+
+/**
+ * Whether SOCKET, just connected, is connected to itself (local address and port = remote ones); if
+ * so it is reset at once and the error says why, else null. Reset, not closed: a plain close leaves
+ * the connection in TIME_WAIT on the port for 60 s, and a server binding it without SO_REUSEADDR then
+ * fails with EADDRINUSE.
+ */
+export function refuseSelfConnection(socket: net.Socket): SelfConnectionError | null {
+  const { localAddress, localPort, remoteAddress, remotePort } = socket;
+  if (localPort === undefined || localPort !== remotePort || localAddress !== remoteAddress) return null;
+  socket.resetAndDestroy();
+  const [low, high] = ephemeralRange();
+  const where = remoteAddress?.includes(":") ? `[${remoteAddress}]:${remotePort}` : `${remoteAddress}:${remotePort}`;
+  return new SelfConnectionError(
+    `TCP connect to ${where} connected to itself: nothing listens there, and the kernel chose the port as the connection's own source port (it lies in the ephemeral range ${low}-${high}); the socket was reset so the port stays free`,
+  );
+}
+
+/**
+ * THE way gpuhost opens a TCP connection to see whether a port is served (the gate's connect phase,
+ * its HTTP connections, "is the port open" checks): resolves with the connected socket (the caller
+ * uses or destroys it); rejects with the socket's error (ECONNREFUSED ...), a SelfConnectionError,
+ * a timeout after TIMEOUTMS, or SIGNAL's reason.
+ */
+export function openTcp(
+  host: string,
+  port: number,
+  opts: { timeoutMs: number; signal?: AbortSignal; localAddress?: string },
+): Promise<net.Socket> {
+  const { timeoutMs, signal, localAddress } = opts;
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(reasonOf(signal));
+    const socket = net.connect({ host, port, localAddress });
+    let settled = false;
+    // Stays the socket's error listener after it is handed over: a later error never goes unhandled.
+    const settle = (err: Error | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      if (err === null) return resolve(socket);
+      socket.destroy();
+      reject(err);
+    };
+    const onAbort = () => settle(reasonOf(signal!));
+    const timer = setTimeout(
+      () => settle(new Error(`TCP connect to ${host}:${port} timed out after ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    signal?.addEventListener("abort", onAbort, { once: true });
+    socket.once("error", settle);
+    socket.once("connect", () => settle(refuseSelfConnection(socket)));
   });
+}
+
+/** The signal's own reason, the same object: callers recognise their deadline by identity. */
+function reasonOf(signal: AbortSignal): Error {
+  return signal.reason as Error;
+}
+
+/** True when something accepts connections on HOST:PORT (a self-connection is nobody). */
+export async function acceptsConnections(port: number, host = "127.0.0.1", timeoutMs = 2_000): Promise<boolean> {
+  try {
+    (await openTcp(host, port, { timeoutMs })).destroy();
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -8,6 +8,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 600_000,
     maxWorkers: 2,
+    // Fails any test that holds its worker's event loop for long (test/support/event-loop-guard.ts).
+    setupFiles: ["./test/support/event-loop-guard.ts"],
     // The console report, a JSON one, and last a plain summary: the counts and every failure's
     // cause in a few lines, so a log's tail (all CI shows) holds them all.
     reporters: ["default", "json", "./test/support/report-summary.ts"],

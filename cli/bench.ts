@@ -9,8 +9,10 @@ import * as path from "node:path";
 import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/measurement/bench";
 import { levelName } from "../gate/measurement/levels";
 import { answerless as answerlessLevel } from "../gate/measurement/saturation";
+import { verdictOf, type VerdictInput } from "../gate/measurement/verdict";
 import { benchChart } from "../gate/reports/chart";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
+import { duration } from "../gate/reports/duration";
 import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import {
@@ -42,8 +44,9 @@ export const BENCH = {
   about: `Benchmark: a warmup, single requests at each --max-tokens, then a closed-loop sweep (--concurrency)
 or an open loop of Poisson arrivals (--rate, requests per second), each level --repeats times. A
 level whose error rate exceeds --error-budget is marked failed and never used for saturation or
-sustained throughput. A rate the server keeps up with measured the offered load, not capacity.
-Ctrl-C stops it. ${API_KEY_USAGE}`,
+sustained throughput. A rate the server keeps up with measured the offered load, not capacity;
+one this client could not send on schedule measured the client, and is excluded. The deadline or
+Ctrl-C stops it within seconds. ${API_KEY_USAGE}`,
   flags: {
     endpoint: {
       type: "string",
@@ -78,8 +81,8 @@ Ctrl-C stops it. ${API_KEY_USAGE}`,
     chart: { type: "path", value: "FILE.svg", description: "write the sweep's chart there" },
   },
   exits: [
-    [EXIT.ok, "ok"],
-    [EXIT.failed, "not ready / nothing measured / error"],
+    [EXIT.ok, "ok (--rate: also a server that kept up with every rate)"],
+    [EXIT.failed, "not ready / nothing measured / a rate the client could not offer on schedule / error"],
     [EXIT.usage, "usage"],
     [EXIT.errorBudget, "a sweep level broke the error budget"],
     [EXIT.incomplete, "the deadline cut the run"],
@@ -157,12 +160,21 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
     if (values.chart) write("chart", values.chart, () => benchChart(summary));
     if (signal.aborted) return EXIT.interrupted;
     if (writeFailed) return EXIT.failed;
-    // A blown budget is named first: the levels it excluded may be why nothing else counts.
-    if (summary.failedLevels.length > 0) return EXIT.errorBudget;
-    if (summary.sustainedOutputTokensPerSecond <= 0) return EXIT.failed;
-    if (!summary.complete) return EXIT.incomplete;
-    return EXIT.ok;
+    return benchStatus(summary);
   });
+}
+
+/** The exit status a finished run's summary earns (cli/README.md). */
+export function benchStatus(s: VerdictInput & Pick<BenchResult, "deadlinePassed">): number {
+  // The verdict VerifiedGeneration, the comparison and the fleet judge by (gate/measurement/verdict.ts),
+  // as an exit status: a blown budget first (the levels it excluded may be why nothing else counts),
+  // a server that went away next, then a deadline that cut the run, whatever it had measured by then.
+  const verdict = verdictOf(s);
+  if (!verdict.ok && verdict.kind === "error-budget") return EXIT.errorBudget;
+  if (!verdict.ok && verdict.kind === "server-gone") return EXIT.failed;
+  if (s.deadlinePassed) return EXIT.incomplete;
+  if (!verdict.ok) return EXIT.failed;
+  return verdict.complete ? EXIT.ok : EXIT.incomplete;
 }
 
 /**
@@ -215,9 +227,12 @@ export function progressPrinter(io: CliIo, intervalMs = 10_000): ((e: BenchProgr
       const l = e.summary;
       const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
       const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
-      const rate = l.mode === "open" ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s` : "";
+      const rate =
+        l.mode === "open"
+          ? `, sent ${l.sentRequestsPerSecond?.toFixed(2) ?? "n/a"} of ${l.plannedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s planned (dispatch lag p99 ${duration(l.dispatchLagP99Seconds)}${l.clientLimited ? ": the client fell behind" : ""}), achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s`
+          : "";
       line(
-        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${sec(l.ttftP50Seconds)}${rate}${verdict}`,
+        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${duration(l.ttftP50Seconds)}${rate}${verdict}`,
       );
     }
   };
@@ -230,10 +245,6 @@ export function progressPrinter(io: CliIo, intervalMs = 10_000): ((e: BenchProgr
   });
 }
 
-function sec(v: number | null): string {
-  return v === null ? "n/a" : `${v.toFixed(3)} s`;
-}
-
 export function benchTable(s: Omit<BenchResult, "samples">): string {
   const lines = [
     `model ${s.model}${s.complete ? "" : " (INCOMPLETE)"}${s.warmupError ? `; warmup failed: ${s.warmupError}` : ""}`,
@@ -242,20 +253,23 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
   if (s.modelMismatch !== null) lines.push(`WARNING: ${s.modelMismatch}`);
   for (const r of s.singleRequest) {
     lines.push(
-      `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${sec(r.ttftP50Seconds)}, TTFA p50 ${sec(r.ttfaP50Seconds)}, E2E p50 ${sec(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
+      `single max_tokens ${r.maxTokens}: ${r.outputTokensPerSecond.toFixed(1)} tok/s, TTFT p50 ${duration(r.ttftP50Seconds)}, TTFA p50 ${duration(r.ttfaP50Seconds)}, E2E p50 ${duration(r.e2eP50Seconds)}, errors ${r.errors}/${r.requests}`,
     );
   }
   const open = s.mode === "open";
   lines.push(
-    `${open ? "req/s offered" : "concurrency "} tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget${open ? "  achieved req/s" : ""}`,
+    `${open ? "req/s offered" : "concurrency "} tok/s       req/s    TTFT p50   TTFA p50   ITL p50    E2E p50    errors   budget${open ? "  sent req/s  achieved req/s" : ""}`,
   );
   for (const l of s.sweep) {
     const ci = l.throughput.halfWidth === null ? "" : ` ± ${l.throughput.halfWidth.toFixed(1)}`;
+    // Planned against sent (the client) before sent against achieved (the server): a level the
+    // client fell behind on says nothing of the server, so it is marked so and nothing else.
+    const server = l.keptUp === false ? " (saturated)" : l.keptUp ? " (kept up)" : "";
     const achieved = open
-      ? `  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : l.keptUp ? " (kept up)" : ""}`
+      ? `  ${(l.sentRequestsPerSecond?.toFixed(2) ?? "n/a").padEnd(10)}  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.clientLimited ? ` (client fell behind: ${l.plannedRequestsPerSecond?.toFixed(2) ?? "n/a"} planned, dispatch lag p99 ${duration(l.dispatchLagP99Seconds)})` : server}`
       : "";
     lines.push(
-      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${sec(l.ttftP50Seconds).padEnd(10)} ${sec(l.ttfaP50Seconds).padEnd(10)} ${sec(l.itlP50Seconds).padEnd(10)} ${sec(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}`,
+      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${duration(l.ttftP50Seconds).padEnd(10)} ${duration(l.ttfaP50Seconds).padEnd(10)} ${duration(l.itlP50Seconds).padEnd(10)} ${duration(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}`,
     );
   }
   for (const l of [...s.singleRequest, ...s.sweep]) {

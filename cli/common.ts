@@ -1,7 +1,7 @@
 /**
  * What every `gpuhost` command shares: output streams, the run of a command from its flag table
  * (cli/options.ts), exit codes and the interrupt. One Ctrl-C aborts the running gate or benchmark through its signal (the result says
- * "interrupted" and the command exits 130 within about a second); a second Ctrl-C exits at once.
+ * "interrupted" and the command exits 130, usually within a second and at most 5 s later); a second Ctrl-C exits at once.
  */
 import * as fs from "node:fs";
 import { EndpointError } from "../gate/transport/http";
@@ -10,7 +10,7 @@ import { type CommandSpec, type FlagTable, helpText, parseFlags, usageLine, Usag
 export interface CliIo {
   stdout: { write(s: string): unknown; isTTY?: boolean };
   stderr: { write(s: string): unknown; isTTY?: boolean };
-  /** Aborts the command (tests); the real CLI wires SIGINT and SIGTERM to it. */
+  /** Aborts the command (tests); the real CLI wires SIGINT, SIGTERM and SIGHUP to it. */
   signal?: AbortSignal;
 }
 
@@ -30,7 +30,7 @@ export const EXIT = {
   errorBudget: 3,
   /** bench: the deadline stopped the run before every level ran. */
   incomplete: 4,
-  /** Ctrl-C or SIGTERM. */
+  /** Ctrl-C, SIGTERM, or SIGHUP (the terminal closed). */
   interrupted: 130,
 } as const;
 
@@ -78,8 +78,13 @@ export class Interrupted extends Error {
   }
 }
 
-/** How long a command may take to wind down after an interrupt before it is answered 130 anyway. */
-const INTERRUPT_GRACE_MS = 2000;
+/**
+ * How long a command may take to wind down after an interrupt before it is answered 130 anyway: long
+ * enough for a benchmark to abort thousands of requests in flight and write its partial result on a
+ * loaded machine (2 s was not, at 4,096 in flight), short enough that one Ctrl-C still feels prompt; a
+ * second Ctrl-C exits at once.
+ */
+const INTERRUPT_GRACE_MS = 5000;
 
 export interface RunOptions {
   /**
@@ -87,14 +92,14 @@ export interface RunOptions {
    * body's own status is the exit status instead of 130.
    */
   interruptIsStop?: boolean;
-  /** How long the body may take to wind down after the first interrupt (default 2 s). */
+  /** How long the body may take to wind down after the first interrupt (default 5 s). */
   interruptGraceMs?: number;
 }
 
 /**
  * Runs a command: --help from its table, its argv parsed by the table, a usage error as one line
- * and exit 2, and the interrupt wired: the body gets a signal that SIGINT/SIGTERM abort (only when io
- * is the real process streams and no signal is given); a body that has not returned 2 s (its grace)
+ * and exit 2, and the interrupt wired: the body gets a signal that SIGINT/SIGTERM/SIGHUP abort (only when io
+ * is the real process streams and no signal is given); a body that has not returned 5 s (its grace)
  * after the first interrupt is answered 130 anyway, and a second interrupt exits at once.
  */
 export async function runCommand<T extends FlagTable>(
@@ -125,6 +130,9 @@ export async function runCommand<T extends FlagTable>(
     ),
   );
   const onSignal = (name: string) => () => {
+    // The terminal may be gone (SIGHUP): a write to it then fails (EIO), and that failure must not
+    // end this process before the body has wound down (it stops the engine and removes its lock).
+    if (name === "SIGHUP") quietWriteErrors();
     interrupts++;
     if (interrupts > 1) process.exit(EXIT.interrupted);
     if (!options.interruptIsStop) io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
@@ -133,9 +141,19 @@ export async function runCommand<T extends FlagTable>(
   const real = io.stdout === process.stdout && parent === undefined;
   const onInt = onSignal("SIGINT");
   const onTerm = onSignal("SIGTERM");
+  const onHup = onSignal("SIGHUP");
+  // A write that fails because the output is gone (EIO: the terminal closed, maybe before its SIGHUP
+  // is handled; EPIPE: the reader left) is a hangup too, not a crash that would leave the engine.
+  const onGone = () => {
+    quietWriteErrors();
+    if (!controller.signal.aborted) controller.abort(new Interrupted("SIGHUP"));
+  };
   if (real) {
     process.on("SIGINT", onInt);
     process.on("SIGTERM", onTerm);
+    process.on("SIGHUP", onHup);
+    process.stdout.on("error", onGone);
+    process.stderr.on("error", onGone);
   }
   const prefix = spec.invocation ? spec.name : `gpuhost ${spec.name}`;
   try {
@@ -159,7 +177,20 @@ export async function runCommand<T extends FlagTable>(
     if (real) {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
+      process.off("SIGHUP", onHup);
+      process.stdout.off("error", onGone);
+      process.stderr.off("error", onGone);
     }
+  }
+}
+
+const ignore = () => undefined;
+
+/** Write errors on stdout and stderr ignored from now on (their terminal closed). */
+function quietWriteErrors(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.off("error", ignore);
+    stream.on("error", ignore);
   }
 }
 

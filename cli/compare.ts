@@ -18,6 +18,8 @@ import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/measurement/
 import { compareChart } from "../gate/reports/chart";
 import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
+import { roofline } from "../physics/roofline";
+import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
 import { runComparison } from "../gate/measurement/compare-run";
 import { SloSchema } from "../gate/measurement/goodput";
 import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
@@ -113,6 +115,11 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
     "deadline-days": { type: "number", ...job("deadlineDays") },
     "gpu-hour-cost": { type: "number", value: "USD", min: 0, description: "cost of one GPU hour" },
     gpus: { type: "integer", ...job("gpusPerHost") },
+    // The roofline column: the host's GPU and the model (--gpus above is the tensor-parallel count).
+    gpu: PHYSICS_FLAGS.gpu,
+    "model-config": PHYSICS_FLAGS["model-config"],
+    "context-tokens": PHYSICS_FLAGS["context-tokens"],
+    "mem-fraction-static": PHYSICS_FLAGS["mem-fraction-static"],
     auto: { type: "boolean", description: "activate the recommended service at the end" },
     restore: {
       type: "string",
@@ -198,6 +205,11 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
       gpusPerHost: values.gpus,
     });
     if (!jobOptions.success) throw new UsageError(schemaIssues(jobOptions.error));
+    const physics = await hostPhysics(
+      // --gpus is compare's own (the cost); it is the tensor-parallel count only with --gpu.
+      { ...values, gpus: values.gpu === undefined ? undefined : (values.gpus ?? jobOptions.data.gpusPerHost) },
+      jobOptions.data.outputTokensPerCompletion,
+    );
     const unit = (s: ServiceName) => `sglang-${s}.service`;
     const activate = values["activate-command"];
     const identity = values["identity-command"];
@@ -242,7 +254,15 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     if (values.json) writeFileSync(values.json, JSON.stringify(compareJson(result), null, 1) + "\n");
     if (values.csv) writeFileSync(values.csv, compareCsv(result));
     if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
-    io.stdout.write(compareText(result));
+    io.stdout.write(
+      compareText(
+        result,
+        physics &&
+          ((c) =>
+            roofline(physics.model, physics.host, { concurrency: c, tokensPerSecond: 0 }).atConcurrency?.roofline ??
+            NaN),
+      ),
+    );
     if (!result.comparison) return EXIT.failed;
     // As bench: a level over the error budget is excluded from every figure, and the run says so.
     return result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget)) ? EXIT.errorBudget : EXIT.ok;

@@ -15,11 +15,14 @@ import { ServicesSchema, type ServiceKind } from "../components/services/schema"
 import { compareChart } from "../gate/reports/chart";
 import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
+import { unknownRoofline } from "../physics/outputs";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
 import { SloSchema } from "../gate/measurement/goodput";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { freeLocalPort } from "../ports";
 import { SwitchableSimHost } from "../simulator/switchable";
+
+const SIMULATED_ROOFLINE = unknownRoofline({ connection: { kind: "simulated" }, gpus: {} });
 
 export const STORY_PROFILE = "kimi-k2.6-8x-rtx-pro-6000";
 
@@ -94,6 +97,9 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
     fs.writeFileSync(`${base}.svg`, compareChart(result, services.servedModelName ?? services.modelPath));
     o.say("");
     o.say(compareText(result));
+    // The story's host would have a roofline (docs/physics.md: ~435 tok/s at batch 1 for Kimi K2.6 on
+    // 8 x RTX PRO 6000); the simulated one has no config.json to read it from, so it says so.
+    o.say(`Roofline: ${SIMULATED_ROOFLINE.known ? "" : SIMULATED_ROOFLINE.reason}.`);
     o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
     return result;
   } finally {

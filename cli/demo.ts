@@ -3,23 +3,26 @@
  * with --stack the embedded `sim` stack under the real engine. `npm run demo -- --help` lists the
  * options (the table below).
  */
+import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
   EMBEDDED_STACK,
-  EMBEDDED_STACKS,
   type EngineOptions,
   ensureStack,
   pendingOperations,
   pendingOperationsWarning,
   PROJECT_ROOT,
   runPulumi,
-  secretsProviderProblem,
+  stackAccess,
   STOP_GRACE_MS,
 } from "../engine/pulumi";
 import { MAX_TOKENS_BOUND } from "./bench";
 import { defaultIo, EXIT, runCommand } from "./common";
 import { rehearseStory } from "./demo-story";
+import { driftMain } from "./drift";
+import { textfileName } from "../components/drift/metrics";
+import { driftCheckUnitNames } from "../components/drift-check/render";
 import { fleetTable } from "./fleet-table";
 import type { StackOutputs } from "../stack/outputs";
 import type { CommandSpec } from "./options";
@@ -58,14 +61,15 @@ async function warnPending(name: string, opts: EngineOptions): Promise<void> {
   if (warning) process.stderr.write(`warning: ${warning}\n`);
 }
 
-async function stack(destroy: boolean, signal: AbortSignal): Promise<number> {
-  const name = process.env.GPUHOST_STACK ?? EMBEDDED_STACK;
-  const opts: EngineOptions = { embedded: EMBEDDED_STACKS.includes(name), signal };
-  const problem = opts.embedded ? undefined : secretsProviderProblem(name, opts);
-  if (problem) {
-    process.stderr.write(`gpuhost demo: ${problem}\n`);
+async function stack(destroy: boolean, signal: AbortSignal, engine: EngineOptions): Promise<number> {
+  const name = process.env.GPUHOST_STACK || EMBEDDED_STACK;
+  // The same backend and secrets as every other command on this stack (engine/pulumi.ts stackAccess).
+  const access = await stackAccess(name, { ...engine, signal });
+  if (access.problem) {
+    process.stderr.write(`gpuhost demo: ${access.problem}\n`);
     return 2;
   }
+  const opts = access.opts;
   await ensureStack(name, opts);
   // `up` runs the program, which warns itself (stack/pending-operations.ts); `destroy` runs none.
   if (destroy) await warnPending(name, opts);
@@ -85,16 +89,45 @@ async function stack(destroy: boolean, signal: AbortSignal): Promise<number> {
     const fleet = (JSON.parse(out.stdout) as Partial<StackOutputs>).fleet;
     if (fleet) process.stdout.write(`\n${fleetTable(fleet)}\n`);
   }
+  if (out.code === 0) await driftCheckOnce(name, opts, signal);
   return out.code;
 }
 
-function demoMain(argv: string[]): Promise<number> {
+/**
+ * One drift check as the scheduled one runs it (`gpuhost drift --textfile`, into a folder of its
+ * own), its gpuhost_drift metrics, and where the stack put the timer that runs it every hour.
+ */
+async function driftCheckOnce(name: string, opts: EngineOptions, signal: AbortSignal): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-demo-drift-"));
+  try {
+    process.stdout.write(`\nOne drift check (gpuhost drift --stack ${name} --textfile ${dir}):\n`);
+    const code = await driftMain(["--stack", name, "--textfile", dir], {
+      out: () => undefined,
+      err: (t) => process.stderr.write(t),
+      // The backend and secrets this demo already chose for the stack (stackAccess above).
+      stackAccess: (stack) => Promise.resolve({ stack, embedded: false, opts: {}, problem: undefined }),
+      runPulumi: (args, o) => runPulumi(args, { ...o, ...opts, env: { ...o?.env, ...opts.env }, signal }),
+    });
+    const file = path.join(dir, textfileName(name));
+    const metrics = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "";
+    const lines = metrics.split("\n").filter((l) => /^gpuhost_drift(_items|_check_success)?\{/.test(l));
+    process.stdout.write(`${lines.map((l) => `  ${l}`).join("\n") || "  (no metrics written)"}\n  exit ${code}\n`);
+    process.stdout.write(
+      `Scheduled: config operations.driftCheck renders ${driftCheckUnitNames(name).timer} (hourly) into /etc/systemd/system on the machine it names; the sim stack into its simulated host's folder (.gpuhost/sim-hosts/sim-1/etc/systemd/system/, where no timer fires).\n`,
+    );
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** ENGINE: options for every engine run (tests: a fixture project on its own backend). */
+export function demoMain(argv: string[], engine: EngineOptions = {}): Promise<number> {
   return runCommand(
     DEMO,
     argv,
     defaultIo(),
     async (values, signal) => {
-      if (values.stack || values.destroy) return stack(values.destroy === true, signal);
+      if (values.stack || values.destroy) return stack(values.destroy === true, signal, engine);
       return story(values["time-scale"], values.levels, values["output-tokens"]);
     },
     { interruptGraceMs: STOP_GRACE_MS + 3000 },
@@ -114,6 +147,9 @@ async function story(timeScale: number, levels: number[], outputTokens: number):
   process.stdout.write(`(rehearsed in ${((Date.now() - started) / 1000).toFixed(0)} s of wall time)\n`);
   process.stdout.write(
     "A fleet of three simulated hosts behind SGLang's router (SMG, from PyPI), verified and measured through it: GPUHOST_STACK=sim-fleet npm run demo -- --stack\n",
+  );
+  process.stdout.write(
+    "Watched, not one-shot: npm run demo -- --stack ends with one drift check's Prometheus metrics (gpuhost drift --textfile); config operations.driftCheck schedules that check as a systemd timer (components/drift-check), ops/prometheus has its alert rules.\n",
   );
   // Figures are wall-clock measurements scaled up: a process kept waiting for a CPU reads slow by
   // the wait times the scale. Say so when the machine was that busy.

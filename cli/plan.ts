@@ -1,13 +1,17 @@
-/** `gpuhost plan`: days and hosts for a workload at a measured throughput. */
+/** `gpuhost plan`: days and hosts for a workload at a measured throughput, and where that throughput stands. */
 import { capacity, type CapacityPlan } from "../gate/measurement/capacity";
+import { roofline, rooflineLines, type Roofline } from "../physics/roofline";
 import { WorkloadSchema } from "../gate/schema";
 import { defaultIo, EXIT, runCommand, schemaDefault, schemaIssues, UsageError, type CliIo } from "./common";
-import type { CommandSpec } from "./options";
+import type { CommandSpec, Values } from "./options";
+import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
 
 export const PLAN = {
   name: "plan",
   about: `Capacity plan: days = completions x tokens / (sustained tok/s x 86,400), hosts for the deadline,
-raw storage.`,
+raw storage; with --gpu and --model-config, the roofline it stands against: the bandwidth roofline at
+batch 1 and at --concurrency, the compute bound, the KV-cache bound on concurrency, the share of the
+roofline reached, and the limiter with its lever (docs/physics.md).`,
   flags: {
     throughput: {
       type: "number",
@@ -43,6 +47,11 @@ raw storage.`,
       description: "raw storage per output token",
       shownDefault: schemaDefault(WorkloadSchema, "bytesPerToken"),
     },
+    concurrency: {
+      type: "integer",
+      description: "the concurrency the throughput was measured at (places it on the roofline)",
+    },
+    ...PHYSICS_FLAGS,
     json: { type: "boolean", description: "print the plan as JSON" },
   },
   exits: [
@@ -62,9 +71,30 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
     });
     if (!parsed.success) throw new UsageError(schemaIssues(parsed.error));
     const plan = capacity(values.throughput, parsed.data);
-    io.stdout.write(values.json ? JSON.stringify(plan, null, 2) + "\n" : planText(plan));
+    const physics = await physicsOf(values, parsed.data.outputTokensPerCompletion);
+    io.stdout.write(
+      values.json
+        ? JSON.stringify({ ...plan, roofline: physics?.roofline ?? null }, null, 2) + "\n"
+        : planText(plan) + (physics ? rooflineLines(physics.roofline, physics.contextTokens).join("\n") + "\n" : ""),
+    );
     return EXIT.ok;
   });
+}
+
+type PlanValues = Values<typeof PLAN.flags>;
+
+/** The roofline the flags describe, or undefined without --gpu and --model-config. */
+async function physicsOf(
+  values: PlanValues,
+  outputTokens: number,
+): Promise<{ roofline: Roofline; contextTokens: number } | undefined> {
+  const physics = await hostPhysics(values, outputTokens, { concurrency: values.concurrency });
+  if (!physics) return undefined;
+  const measured =
+    values.concurrency === undefined
+      ? undefined
+      : { concurrency: values.concurrency, tokensPerSecond: values.throughput };
+  return { roofline: roofline(physics.model, physics.host, measured), contextTokens: physics.host.contextTokens };
 }
 
 function days(v: number | null): string {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost [args...]`.
+# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|tsx [args...]`.
 # It first makes sure a supported Node.js (>= 22, what @pulumi/pulumi 3.276 declares) is first on PATH,
 # so npm, tsc, vitest, the demo, the Pulumi engine's plugins and every process they start run on it:
 #   - the machine's `node` when it is new enough;
@@ -105,10 +105,24 @@ case "$mode" in
     bash engine/setup.sh --npm-only
     exec vitest run --config vitest.unit.config.ts "$@"
     ;;
-  gpuhost) exec node dist/cli/gpuhost.js "$@" ;;
+  tsx)
+    # A script of the project run by tsx (the README's benchmark commands: `npm run tsx -- bench/X.ts`),
+    # from a fresh clone like demo: node_modules, the engine, and dist/ for the scripts that start the
+    # compiled program or provider.
+    bash engine/setup.sh
+    tsc -p .
+    exec tsx "$@"
+    ;;
+  gpuhost)
+    # Works from a fresh clone, like demo: node_modules, and the engine for the one command that runs
+    # it (drift); then the compile (incremental: seconds when nothing changed), so dist/ is never stale.
+    if [ "${1:-}" = drift ]; then bash engine/setup.sh; else bash engine/setup.sh --npm-only; fi
+    tsc -p .
+    exec node dist/cli/gpuhost.js "$@"
+    ;;
   node) exec node "$@" ;;
   *)
-    echo "usage: bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|node [args...]" >&2
+    echo "usage: bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|tsx|node [args...]" >&2
     exit 2
     ;;
 esac

@@ -16,6 +16,17 @@ real_server() {
   if [ "${GPUHOST_SKIP_REAL_SERVER:-}" != "1" ]; then bash "$ROOT/.ci/real-server-prereqs.sh" >/dev/null; fi
 }
 
+# Prometheus's promtool for test/drift's checks of the metrics file and the alert rules (built from
+# its Go module once per machine, minutes; under a second after), unless GPUHOST_SKIP_PROMTOOL=1
+# skips those tests knowingly.
+promtool() {
+  if [ "${GPUHOST_SKIP_PROMTOOL:-}" != "1" ]; then bash "$ROOT/.ci/promtool.sh" >/dev/null; fi
+}
+
+# SGLang's own argument parser for test/sglang (minutes the first time, under a second after): set
+# up here rather than inside the suite, where it held a test worker for minutes.
+sglang_parser() { bash "$ROOT/test/sglang/setup-venv.sh" >/dev/null; }
+
 if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
   missing=()
   for tool in shellcheck systemd-analyze ssh; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
@@ -25,7 +36,9 @@ if [ "${GPUHOST_SKIP_TESTHOST:-}" = "1" ]; then
   fi
   # The real SMG router of the fleet tests, once per machine (under a minute; cached after).
   bash "$ROOT/.ci/smg.sh" >/dev/null
+  sglang_parser
   real_server
+  promtool
   exit 0
 fi
 
@@ -41,4 +54,6 @@ bash "$ROOT/.ci/prereqs.sh"
 bash "$ROOT/.ci/testhost-prereqs.sh" >/dev/null
 # The real SMG router of the fleet tests, once per machine (under a minute; cached after).
 bash "$ROOT/.ci/smg.sh" >/dev/null
+sglang_parser
 real_server
+promtool

@@ -21,6 +21,8 @@ export {
   type BenchSummary,
 } from "./measurement/bench";
 export { capacity, type CapacityPlan } from "./measurement/capacity";
+export { verdictOf, type Verdict, type VerdictInput } from "./measurement/verdict";
+export { forWorkers } from "./measurement/for-workers";
 export {
   acceptanceFailure,
   AcceptanceFloorSchema,
@@ -77,3 +79,13 @@ export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compar
 export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
 export { WorkloadShapeSchema } from "./measurement/workload";
 export { SloSchema } from "./measurement/goodput";
+export {
+  answerDifference,
+  checkHealth,
+  decodeProbe,
+  referenceAnswer,
+  type HealthBaseline,
+  type HealthCheck,
+  type HealthFinding,
+} from "./readiness/health";
+export { HealthPolicySchema, type HealthPolicy } from "./schema";

@@ -12,6 +12,70 @@ import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
 const timerMs = () => z.number().positive().max(MAX_TIMER_MS);
 
+/** The model's own health at every refresh (gate/readiness/health.ts). */
+export const HealthPolicySchema = z
+  .strictObject({
+    enabled: z
+      .boolean()
+      .default(true)
+      .describe(
+        "At every refresh (`gpuhost drift`, `pulumi refresh`), check the model's own health: the reference answer, the single-stream decode speed and (speculative services) the acceptance length, each against what was recorded at the last verified generation.",
+      ),
+    referencePrompt: z
+      .string()
+      .min(1)
+      .default("In two sentences, explain why a serving host must prove that it generates.")
+      .describe("The user message of the greedy (temperature 0) reference generation."),
+    referenceMaxTokens: z
+      .number()
+      .int()
+      .min(1)
+      .max(512)
+      .default(32)
+      .describe("max_tokens of the reference generation: enough words to notice changed kernels, weights or parser."),
+    answerMaxDifference: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.2)
+      .describe(
+        "The largest difference between the reference answer and the recorded one that still counts as the same: word-level edit distance over the longer answer's words (0: identical, 1: nothing in common).",
+      ),
+    decodeProbeTokens: z
+      .number()
+      .int()
+      .min(8)
+      .max(1024)
+      .default(64)
+      .describe("Tokens of the single-stream decode probe (ignore_eos): seconds, not a benchmark."),
+    tokensPerSecondFloorFraction: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.7)
+      .describe(
+        "The decode probe drifts below this fraction of the verification's single-request decode tokens per second.",
+      ),
+    acceptanceBaselineFraction: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.8)
+      .describe(
+        "Speculative services: the acceptance length drifts below this fraction of the one recorded at verification (and always below the acceptance floor).",
+      ),
+    timeoutSeconds: timerSeconds()
+      .default(30)
+      .describe(
+        "Timeout of each health request (host seconds); one that does not answer leaves the health not checked.",
+      ),
+  })
+  .prefault({})
+  .describe(
+    "The model's own health at every refresh: a greedy reference answer, a short single-stream decode and (speculative) the acceptance length, each against the last verified generation; a change is drift and the next `up` verifies the service again.",
+  );
+export type HealthPolicy = z.infer<typeof HealthPolicySchema>;
+
 export const VerifyPolicySchema = z
   .strictObject({
     deadlineSeconds: timerSeconds()
@@ -109,6 +173,7 @@ export const VerifyPolicySchema = z
       .describe(
         "Consecutive HTTP 200 responses that fail validation (no visible content, completion tokens 0, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
       ),
+    health: HealthPolicySchema,
   })
   .describe("Readiness gate: what must be true before a served model counts as generating.");
 export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;

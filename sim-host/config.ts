@@ -5,6 +5,7 @@ import * as path from "node:path";
 import { z } from "zod";
 import { projectRoot } from "../project-files";
 import { faultNameSchema } from "../simulator/faults";
+import { NAME_MAX_CHARS, PATH_MAX_CHARS, atMostChars } from "../components/text-bounds";
 
 /**
  * The folder every simulated host lives in: the project's own .gpuhost/. A simulated host writes its
@@ -24,6 +25,7 @@ export const simulatedConnectionConfig = z
     kind: z.literal("simulated"),
     root: z
       .string()
+      .max(PATH_MAX_CHARS, atMostChars(PATH_MAX_CHARS))
       .regex(/^[A-Za-z0-9._+@/-]+$/, "must be a folder path of letters, digits and ._+@-/")
       .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
       .refine(
@@ -38,30 +40,22 @@ export const simulatedConnectionConfig = z
   .strict()
   .describe("The simulated platform: a folder of the project stands for /, the simulator serves.");
 
+/** A simulator profile: the name of a file, simulator/profiles/<name>.yaml. */
+const profileName = z
+  .string()
+  .max(NAME_MAX_CHARS, atMostChars(NAME_MAX_CHARS))
+  .regex(/^[A-Za-z0-9._-]+$/, "must be a profile name (simulator/profiles/<name>.yaml)");
+
 export const SimulatorSchema = z
   .object({
-    profile: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]+$/, "must be a profile name (simulator/profiles/<name>.yaml)")
+    profile: profileName
       .default("tiny")
       .describe("Simulator profile (simulator/profiles/<name>.yaml) served on simulated hosts."),
     serviceProfiles: z
       .object({
-        autoregressive: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the autoregressive unit; default: profile."),
-        eagle3: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the EAGLE-3 unit; default: profile."),
-        dflash: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]+$/)
-          .optional()
-          .describe("Profile of the DFlash unit; default: profile."),
+        autoregressive: profileName.optional().describe("Profile of the autoregressive unit; default: profile."),
+        eagle3: profileName.optional().describe("Profile of the EAGLE-3 unit; default: profile."),
+        dflash: profileName.optional().describe("Profile of the DFlash unit; default: profile."),
       })
       .strict()
       .default({})

@@ -9,6 +9,7 @@ import {
   type CompletionPlan,
 } from "./generation";
 import { BodyError, optionalInt, resetConnection, sendJson } from "./http-util";
+import { mixSeed } from "./perf-model";
 import { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
 import { classifyContent, countChatPromptTokens, messageText, type ChatMessageLike } from "./text";
@@ -41,7 +42,11 @@ export function handleChat(state: SimState, body: Record<string, unknown>, res: 
   const streamOptions = (body.stream_options ?? {}) as Record<string, unknown>;
   const includeUsage = stream && streamOptions.include_usage === true;
   const last = messages[messages.length - 1] as ChatMessageLike;
-  const seed = typeof body.seed === "number" ? body.seed : undefined;
+  // Greedy decoding (temperature 0) is deterministic: the same messages get the same answer, its
+  // length included, as a real engine's do (a refresh's health check compares them).
+  const greedySeed =
+    body.temperature === 0 ? textSeed((messages as ChatMessageLike[]).map(messageText).join("\n")) : undefined;
+  const seed = typeof body.seed === "number" ? body.seed : greedySeed;
   const ignoreEos = body.ignore_eos === true;
 
   state.truth.requestsReceived++;
@@ -205,4 +210,11 @@ function streamChat(
   );
   abortOnClose(state, res, req);
   state.submit(req);
+}
+
+/** A seed from TEXT (its UTF-16 code units, mixed): the same text, the same seed. */
+function textSeed(text: string): number {
+  let h = 0;
+  for (let i = 0; i < text.length; i++) h = mixSeed(h, text.charCodeAt(i));
+  return h;
 }

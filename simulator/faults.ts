@@ -19,6 +19,10 @@ export const FAULTS = {
   "reset-mid-stream": "generations are cut by a TCP reset after a number of tokens (streams end without [DONE])",
   "overload-500": "HTTP 500 for new generation requests while running+queued requests are at or above a threshold",
   silent: "accepts connections and reads requests but never answers anything, /health included",
+  "garbled-answers":
+    "answers come out as other words than the model's (as after a kernel, weights or parser change): the same greedy prompt no longer gets the same answer",
+  "acceptance-collapse":
+    "speculative services: the draft's tokens are never accepted, one token per verify step in generation, /server_info and /metrics",
 } as const;
 
 export type FaultName = keyof typeof FAULTS;

@@ -5,7 +5,7 @@ import { mixSeed } from "./perf-model";
 import type { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
 import type { ContentKind } from "./speculative";
-import { ANSWER_VOCAB, REASONING_VOCAB, classifyContent, knownAnswer } from "./text";
+import { ANSWER_VOCAB, GARBLED_VOCAB, REASONING_VOCAB, classifyContent, knownAnswer } from "./text";
 
 /** What one generation will produce, decided when it arrives (seeded, so reproducible). */
 export interface CompletionPlan {
@@ -21,6 +21,8 @@ export interface CompletionPlan {
   resetAtLimit: boolean;
   /** What the prompt is, for speculative acceptance. */
   content: ContentKind;
+  /** garbled-answers: the answer's words are other words (GARBLED_VOCAB). */
+  garbled?: boolean;
 }
 
 export interface PlanInput {
@@ -63,6 +65,7 @@ export function planCompletion(state: SimState, input: PlanInput): CompletionPla
     answer,
     resetAtLimit,
     content: input.content ?? classifyContent(input.promptText),
+    garbled: state.has("garbled-answers"),
   };
 }
 
@@ -78,6 +81,7 @@ export function completionText(plan: CompletionPlan, from: number, to: number): 
 }
 
 export function contentToken(plan: CompletionPlan, j: number): string {
+  if (plan.garbled) return GARBLED_VOCAB.words[j % GARBLED_VOCAB.words.length];
   return plan.answer ? (plan.answer[j] ?? "") : ANSWER_VOCAB.words[j % ANSWER_VOCAB.words.length];
 }
 
@@ -85,6 +89,7 @@ export function contentToken(plan: CompletionPlan, j: number): string {
 export function tokenJson(plan: CompletionPlan, i: number): string {
   if (i < plan.reasoningTokens) return REASONING_VOCAB.json[i % REASONING_VOCAB.json.length];
   const j = i - plan.reasoningTokens;
+  if (plan.garbled) return GARBLED_VOCAB.json[j % GARBLED_VOCAB.json.length];
   return plan.answer ? JSON.stringify(plan.answer[j] ?? "") : ANSWER_VOCAB.json[j % ANSWER_VOCAB.json.length];
 }
 

@@ -34,6 +34,8 @@ export interface SimulatorOptions {
   /** A connection must send its request headers within this (default 10 s); idle ones are closed. */
   headersTimeoutMs?: number;
   /** --max-queued-requests: requests waiting beyond this are answered 503 (default 4096). */
+  /** A file naming faults switched on while the server runs (SimStateOptions.faultsFile). */
+  faultsFile?: string;
   maxQueuedRequests?: number;
   /** --skip-server-warmup: ready right after the load, without the warmup generation. */
   skipWarmup?: boolean;
@@ -79,6 +81,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
     host,
     log,
     maxQueuedRequests: opts.maxQueuedRequests,
+    faultsFile: opts.faultsFile,
   });
   const { server, sockets } = createHttpServer(state, { headersTimeoutMs: opts.headersTimeoutMs });
   const timers: NodeJS.Timeout[] = [];

@@ -123,6 +123,8 @@ export class Scheduler {
     private readonly profile: Profile,
     private readonly clock: SimClock,
     private readonly onTick?: (s: Scheduler, now: number) => void,
+    /** acceptance-collapse: every verify step yields one token (the draft's are all rejected). */
+    private readonly acceptanceCollapsed: () => boolean = () => false,
   ) {}
 
   submit(req: SimRequest): void {
@@ -192,14 +194,17 @@ export class Scheduler {
     const now = this.clock.now();
     const batch = this.running.length;
     const shared = decodeRates(this.profile, batch);
+    const collapsed = Boolean(this.profile.speculative) && this.acceptanceCollapsed();
     const finished: SimRequest[] = [];
     let produced = 0;
     let steps = 0;
     for (const req of this.running) {
       // Speculative acceptance and verify cost depend on each request's content and prompt length.
-      const rates = this.profile.speculative
+      const drafted = this.profile.speculative
         ? decodeRates(this.profile, batch, { content: req.plan.content ?? "chat", promptTokens: req.plan.promptTokens })
         : shared;
+      // Collapsed: the verify steps still cost what they cost, each yields one token.
+      const rates = collapsed ? { ...drafted, tokensPerSecond: drafted.stepsPerSecond } : drafted;
       const sizes = req.advance(now, this.stalledUntil, rates.stepsPerSecond, rates.tokensPerSecond);
       if (sizes) {
         let n = 0;

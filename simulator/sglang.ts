@@ -9,9 +9,12 @@
  * What the flags cannot say (which host this is, how fast simulated time runs, injected faults)
  * comes from the environment, which a simulated host's unit sets:
  *   GPUHOST_SIM_PROFILE (default tiny), GPUHOST_SIM_TIME_SCALE (default 1), GPUHOST_SIM_FAULTS (comma-separated).
+ * Faults switched on while it runs are named in GPUHOST_SIM_FAULTS_FILE, by default the host's
+ * /run/gpuhost-sim/faults (under GPUHOST_ROOT, which a simulated host's units get).
  *
  *   node dist/simulator/sglang.js --model-path M --tp 8 --speculative-algorithm EAGLE3 ...
  */
+import * as path from "node:path";
 import { startSimulator } from "./index";
 import { loadProfile, ProfileError, withSpeculative, type Profile } from "./profile";
 import { ArgparseError, parseSglangArgs, ServerArgsError, USAGE, type SglangArgs } from "./sglang-args";
@@ -20,6 +23,13 @@ export interface StandinEnv {
   GPUHOST_SIM_PROFILE?: string;
   GPUHOST_SIM_TIME_SCALE?: string;
   GPUHOST_SIM_FAULTS?: string;
+  GPUHOST_SIM_FAULTS_FILE?: string;
+  GPUHOST_ROOT?: string;
+}
+
+/** The faults file of a stand-in started with ENV (see the file's comment). */
+export function faultsFileOf(env: StandinEnv): string {
+  return env.GPUHOST_SIM_FAULTS_FILE || path.join(env.GPUHOST_ROOT || "/", "run/gpuhost-sim/faults");
 }
 
 /** The profile the flags describe on the environment's host; throws ServerArgsError/ProfileError. */
@@ -97,6 +107,7 @@ export async function sglangMain(argv: string[], env: StandinEnv = process.env):
     openPortAfterLoad: true,
     skipWarmup: args.skip_server_warmup,
     maxQueuedRequests: args.max_queued_requests,
+    faultsFile: faultsFileOf(env),
     onExit: (code) => process.exit(code),
   });
   return new Promise<number>((resolve) => {

@@ -1,3 +1,4 @@
+import * as fs from "node:fs";
 import { SimClock } from "./clock";
 import type { FaultName } from "./faults";
 import type { Profile } from "./profile";
@@ -107,7 +108,16 @@ export interface SimStateOptions {
   log: (line: string) => void;
   /** --max-queued-requests: waiting requests beyond this are answered 503 (default 4096). */
   maxQueuedRequests?: number;
+  /**
+   * A file naming faults (comma- or line-separated) switched on while the server runs, read again at
+   * most every FAULTS_FILE_MS: a service first passes its gate and later drifts, as a host does when
+   * something changes under a running unit. Absent or unreadable: none.
+   */
+  faultsFile?: string;
 }
+
+/** How long a read of the faults file holds (wall ms): a file read per request would cost the hot path. */
+const FAULTS_FILE_MS = 200;
 
 /** Everything the HTTP handlers share: configuration, clock, scheduler, status and the books. */
 export class SimState {
@@ -120,6 +130,8 @@ export class SimState {
   readonly servedModelName: string;
   readonly host: string;
   readonly maxQueuedRequests: number;
+  readonly faultsFile: string | null;
+  private fileFaults: { readAtMs: number; names: Set<string> } = { readAtMs: -Infinity, names: new Set() };
   port = 0;
   status: ServerStatus = "loading";
   loadSeconds = 0;
@@ -135,7 +147,13 @@ export class SimState {
     this.profile = opts.profile;
     this.faults = opts.faults;
     this.clock = new SimClock(opts.timeScale);
-    this.scheduler = new Scheduler(opts.profile, this.clock, (s, now) => this.maybeLogDecode(s, now));
+    this.scheduler = new Scheduler(
+      opts.profile,
+      this.clock,
+      (s, now) => this.maybeLogDecode(s, now),
+      () => this.has("acceptance-collapse"),
+    );
+    this.faultsFile = opts.faultsFile ?? null;
     this.apiKey = opts.apiKey;
     this.servedModelName = opts.servedModelName;
     this.host = opts.host;
@@ -144,7 +162,22 @@ export class SimState {
   }
 
   has(fault: FaultName): boolean {
-    return this.faults.has(fault);
+    return this.faults.has(fault) || this.switchedOn().has(fault);
+  }
+
+  /** The faults the faults file names now (cached FAULTS_FILE_MS). */
+  private switchedOn(): Set<string> {
+    if (this.faultsFile === null) return this.fileFaults.names;
+    const now = Date.now();
+    if (now - this.fileFaults.readAtMs < FAULTS_FILE_MS) return this.fileFaults.names;
+    let text = "";
+    try {
+      text = fs.readFileSync(this.faultsFile, "utf8");
+    } catch {
+      // No file: no fault switched on.
+    }
+    this.fileFaults = { readAtMs: now, names: new Set(text.split(/[\s,]+/).filter(Boolean)) };
+    return this.fileFaults.names;
   }
 
   get timeScale(): number {

@@ -25,6 +25,10 @@ function vocabulary(words: string[]): Vocabulary {
 
 export const ANSWER_VOCAB = vocabulary(ANSWER_WORDS);
 export const REASONING_VOCAB = vocabulary(REASONING_WORDS);
+/** garbled-answers: what a model says through broken kernels or a mismatched parser (other tokens, same count). */
+export const GARBLED_VOCAB = vocabulary(
+  " ̶ ĠĠ <unk> !! ĊĊ the the the ,, ]] assistant <|im_end|> ### 0 0 0".split(/(?= )/),
+);
 
 export function tokenIndex(vocab: Vocabulary, i: number): number {
   return i % vocab.words.length;

@@ -26,6 +26,8 @@ import { ServicesSchema } from "../components/services/schema";
 import { PlainError } from "../components/plain-error";
 import { faultNameSchema } from "../simulator/faults";
 import { routerConfigIssues, RouterSchema } from "../components/router/schema";
+import { attentionBackendIssues } from "../physics/preflight";
+import { driftCheckSchema } from "../components/drift-check/schema";
 
 export const CONFIG_NAMESPACE = "gpuhost";
 
@@ -43,7 +45,7 @@ const secretKeyName = z
 
 // The SSH connection schema of the host layer, with each private key named by the config key that
 // holds it as a secret instead of the key text: the one schema, two ways of holding the key.
-const sshConnectionConfig = sshConnectionSchema
+export const sshConnectionConfig = sshConnectionSchema
   .omit({ privateKey: true, bastion: true })
   .extend({
     hostKeyPolicy: hostKeyPolicySchema,
@@ -146,6 +148,14 @@ const apiKey = z
     "The services' API key (`--api-key`), a secret: `pulumi config set --secret apiKey ...`. Written to a root-only (0600) file the service reads as a systemd credential through SGLang's --config, never argv; unset: no key (keep host 127.0.0.1).",
   );
 
+/** What runs beside the hosts to operate them: the scheduled drift check (components/drift-check). */
+export const OperationsSchema = z
+  .object({
+    driftCheck: driftCheckSchema(sshConnectionConfig).optional(),
+  })
+  .strict()
+  .describe("Operating the stack: the drift check on a schedule.");
+
 export const ConfigSchema = z
   .object({
     hosts: z.array(HostSchema).min(1).describe("The GPU serving hosts; each becomes one GpuServingHost."),
@@ -158,6 +168,7 @@ export const ConfigSchema = z
     workload: WorkloadSchema.prefault({}),
     simulator: SimulatorSchema.prefault({}),
     router: RouterSchema.optional(),
+    operations: OperationsSchema.prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -192,6 +203,14 @@ export const ConfigSchema = z
             message: `port ${port} is also host '${c.hosts[other].name}'s, on the same machine: give each its own hosts[].port`,
           });
       }
+      const backend = c.services.attentionBackend;
+      if (backend !== undefined && h.gpus.computeCapability !== undefined)
+        for (const message of attentionBackendIssues(backend, h.gpus.computeCapability))
+          ctx.addIssue({
+            code: "custom",
+            path: ["services", "attentionBackend"],
+            message: `host '${h.name}': ${message}`,
+          });
       if (h.gpus.count > 0 && h.gpus.count < c.services.tp) {
         ctx.addIssue({
           code: "custom",
@@ -202,6 +221,18 @@ export const ConfigSchema = z
     });
   })
   .superRefine((c, ctx) => routerConfigIssues(c).forEach((i) => ctx.addIssue({ code: "custom", ...i })))
+  .superRefine((c, ctx) => {
+    const machine = c.operations.driftCheck?.machine;
+    const path = ["operations", "driftCheck", "machine"];
+    if (machine?.kind === "router" && c.router === undefined)
+      ctx.addIssue({ code: "custom", path, message: "is the router's machine, but the stack configures no router" });
+    if (machine?.kind === "host" && !c.hosts.some((h) => h.name === machine.name))
+      ctx.addIssue({
+        code: "custom",
+        path: [...path, "name"],
+        message: `names no host of \`hosts\` (${machine.name})`,
+      });
+  })
   .describe("gpuhost stack configuration");
 
 export type GpuhostConfig = z.infer<typeof ConfigSchema>;
@@ -255,7 +286,7 @@ export function parseConfig(raw: Record<string, unknown>): GpuhostConfig {
  * as written; this checks it again against `project` with symlinks resolved, so a link inside
  * .gpuhost/ cannot lead out of it). `index` is the host's place in `hosts`, for the error's path.
  */
-export function simulatedRoot(host: HostConfig, project: string, index = 0): string {
+export function simulatedRoot(host: Pick<HostConfig, "name" | "connection">, project: string, index = 0): string {
   if (host.connection.kind !== "simulated") throw new Error(`host ${host.name} is not simulated`);
   const root = path.resolve(project, host.connection.root ?? path.join(SIM_HOME, "sim-hosts", host.name));
   const home = realPathOfExisting(path.join(project, SIM_HOME));
@@ -279,7 +310,7 @@ function realPathOfExisting(p: string): string {
 
 /** The connection components take: secrets looked up by name (Pulumi secrets in the program). */
 export function hostConnection(
-  host: HostConfig,
+  host: Pick<HostConfig, "name" | "connection">,
   projectRoot: string,
   secret: (key: string) => pulumi.Input<string>,
   index = 0,

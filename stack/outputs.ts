@@ -8,6 +8,7 @@ import { VerifiedGenerationOutputsSchema } from "../gate/reports/outputs";
 import { HostSchema } from "./config";
 import { driftSchema } from "../components/drift/schema";
 import { SERVICE_KINDS } from "../components/services/schema";
+import { RooflineOutputSchema } from "../physics/outputs";
 
 export const HostOutputsSchema = z
   .object({
@@ -25,6 +26,8 @@ export const HostOutputsSchema = z
     comparison: ServiceComparisonOutputsSchema.omit({ activeUnit: true })
       .nullable()
       .describe("ServiceComparison (services.compare): per-service table and recommendation; null when off"),
+    // Optional: state written before the roofline existed still parses.
+    roofline: RooflineOutputSchema.optional(),
   })
   .extend(
     VerifiedGenerationOutputsSchema.pick({
@@ -86,12 +89,19 @@ export const FleetOutputsSchema = z
       .array(
         z.object({
           concurrency: z.number(),
+          offeredRequestsPerSecond: z
+            .number()
+            .nullable()
+            .optional()
+            .describe(
+              "Rate runs (benchmark.rate): the rate offered, concurrency then what it kept in flight; null: a concurrency level; absent: state from before",
+            ),
           outputTokensPerSecond: z.number(),
           requests: z.number(),
           errors: z.number(),
         }),
       )
-      .describe("The fleet benchmark through the router, per concurrency level (host levels x workers)"),
+      .describe("The fleet benchmark through the router, per level: the host's concurrency levels or rates x workers"),
     saturationConcurrency: z.number().nullable().describe("The fleet's knee"),
     sustainedOutputTokensPerSecond: z
       .number()

@@ -1,6 +1,8 @@
 // Every knob of CudaToolkit, with its default and description: the stack config schema
 // (stack/config.ts) embeds this, and the component applies it. No Pulumi import.
 import { z } from "zod";
+import { toolkitReleases } from "../cuda-catalog/catalog";
+import { URL_MAX_CHARS, VERSION_MAX_CHARS, atMostChars } from "../text-bounds";
 
 /** NVIDIA's repository for a distribution/architecture (the default when no mirror is configured). */
 export function defaultRepositoryUrl(distribution: string, architecture: string): string {
@@ -11,6 +13,7 @@ export function defaultRepositoryUrl(distribution: string, architecture: string)
 // the keyring or the packages apt installs as root.
 const urlSchema = z
   .string()
+  .max(URL_MAX_CHARS, atMostChars(URL_MAX_CHARS))
   .refine(
     (u) => !/^http:\/\//i.test(u),
     "must be https:// (or file:// for a repository on the host): http:// is refused",
@@ -24,6 +27,7 @@ export const cudaRepositorySchema = z
   .object({
     distribution: z
       .string()
+      .max(VERSION_MAX_CHARS, atMostChars(VERSION_MAX_CHARS))
       .regex(/^[a-z0-9]+$/, "like debian12, ubuntu2204, ubuntu2404")
       .default("debian12")
       .describe("NVIDIA repository distribution: debian12, ubuntu2204, ubuntu2404"),
@@ -68,7 +72,13 @@ export const cudaToolkitOptionsSchema = z
   .object({
     release: z
       .string()
-      .regex(/^[0-9]+\.[0-9]+$/)
+      .regex(/^[0-9]+\.[0-9]+$/, { message: "must be a release number such as 13.0", abort: true })
+      // Checked here, not when the toolkit is planned: there an unknown release was a bare Error
+      // (a stack trace) instead of one sentence naming gpuhost:toolkit.release.
+      .refine((r) => toolkitReleases().includes(r), {
+        error: (issue) =>
+          `${String(issue.input)} is not a CUDA release of components/cuda-catalog/cuda.yaml (it holds: ${toolkitReleases().join(", ")})`,
+      })
       .default("13.0")
       .describe("CUDA release; must be a toolkit in components/cuda-catalog/cuda.yaml"),
     repository: cudaRepositorySchema.prefault({}),

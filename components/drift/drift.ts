@@ -157,7 +157,10 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
         repair:
           want.active === "active"
             ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)`
-            : `systemctl stop ${name}`,
+            : // A stop leaves a failed unit failed: only reset-failed makes it inactive.
+              seen?.active === "failed"
+              ? `journalctl -u ${name} says why it failed; systemctl reset-failed ${name} clears it`
+              : `systemctl stop ${name}`,
       });
     }
   }

@@ -1,14 +1,17 @@
 // Turns the engine's JSON for `pulumi refresh --preview-only --expect-no-changes --json` into a
 // drift report grouped by host (ToolkitState), by serving endpoint (VerifiedGeneration: does it still
 // generate) and by router (FleetVerification: the router's workers, version and machine against the
-// stack's). The exit code of that command does not separate "drift" from "error" (pulumi#8992), so
-// the verdict comes from the events, never from the exit status.
+// stack's). The verdict on the hosts comes from the events; the engine's exit status and stderr name
+// the failures that leave no events (components/drift/outcome.ts: no such stack, secrets, a lock, a
+// timeout), and a non-zero status after events that found nothing says the engine failed.
 //
 // With PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true the engine prints one JSON event per line; a
 // refresh's resOutputsEvent carries the freshly read outputs (the `drift` list ToolkitState's read
 // computed). The non-streaming digest only repeats the old state, so it can tell THAT a resource
 // changed but not what: it is accepted as a fallback with the details marked unknown.
+import { type DriftFailure, type DriftOutcome, exitCodeOfOutcome } from "./outcome";
 import type { Drift } from "./schema";
+import type { HealthCheck } from "../../gate/readiness/health";
 
 export const TOOLKIT_STATE_TYPE = "pulumi-nodejs:dynamic/gpuhost:ToolkitState";
 export const VERIFIED_GENERATION_TYPE = "pulumi-nodejs:dynamic/gpuhost:VerifiedGeneration";
@@ -32,6 +35,8 @@ export interface HostReport extends Finding {
 export interface ServiceReport extends Finding {
   /** The service's URL as the gate reaches it (on an SSH host, as seen on the host). */
   endpoint: string;
+  /** The model's health as the refresh measured it (the answer, decode tok/s, acceptance); absent when none ran. */
+  health?: HealthCheck;
 }
 
 /** FleetVerification's refresh: the router's /workers and version against the stack's. */
@@ -51,6 +56,10 @@ export interface DriftReport {
   otherChanges: { urn: string; op: string }[];
   /** Errors not tied to one host (the engine failed, the output was unreadable). */
   errors: string[];
+  /** A failure named before or besides the events (outcome.ts engineFailure, the stack's access). */
+  failure?: DriftFailure;
+  /** The engine's exit status, when it ran. */
+  engineExit?: number;
 }
 
 interface ResourceMeta {
@@ -98,9 +107,12 @@ const REPAIR_FLEET = "pulumi up: FleetVerification re-registers the stack's work
  * lines ("h2 http://h2:1: missing from the router"): each becomes one entry, found = the line.
  */
 function driftOf(type: string, outputs: Record<string, unknown> | undefined): Drift[] {
+  if (type === VERIFIED_GENERATION_TYPE && outputs?.generating !== false) {
+    // Generating: what it says of itself (the model's health: answer, decode speed, acceptance).
+    return Array.isArray(outputs?.drift) ? outputs.drift.filter(isDrift) : [];
+  }
   if (type === VERIFIED_GENERATION_TYPE) {
-    if (outputs?.generating !== false) return [];
-    const check = typeof outputs.generationCheck === "string" ? outputs.generationCheck : "no answer";
+    const check = typeof outputs?.generationCheck === "string" ? outputs.generationCheck : "no answer";
     return [
       {
         field: "generating",
@@ -188,6 +200,12 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
       host.errors.push(`not probed: ${refused}`);
       return;
     }
+    // A service whose health could not be measured is not called healthy: not checked, whatever the op.
+    const unchecked = meta.new?.outputs?.notChecked;
+    if (detailsKnown && typeof unchecked === "string") host.errors.push(unchecked);
+    const health = meta.new?.outputs?.healthCheck;
+    if (detailsKnown && type === VERIFIED_GENERATION_TYPE && typeof health === "object" && health !== null)
+      (host as ServiceReport).health = health as HealthCheck;
     if (CLEAN_OPS.has(op)) return;
     const drift = driftOf(type, meta.new?.outputs);
     if (detailsKnown && drift.length > 0) {
@@ -260,15 +278,37 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
 
 /** Every finding of the report: hosts, then services, then routers. */
 function findingsOf(report: DriftReport): Finding[] {
-  return [...report.hosts, ...(report.services ?? []), ...(report.fleet ?? [])];
+  return subjectsOf(report).map(([, f]) => f);
 }
 
-/** For cron: 0 clean, 1 drift, 2 error (an error wins: a host that could not be probed is not clean). */
-export function exitCodeOf(report: DriftReport): 0 | 1 | 2 {
+/** Every finding with what it is about (a host's label, a service's or a router's URL), in report order. */
+export function subjectsOf(report: DriftReport): [string, Finding][] {
+  return [
+    ...report.hosts.map((h): [string, Finding] => [h.host, h]),
+    ...(report.services ?? []).map((s): [string, Finding] => [s.endpoint, s]),
+    ...(report.fleet ?? []).map((r): [string, Finding] => [r.router, r]),
+  ];
+}
+
+/**
+ * How the check ended. A failure wins over drift: a host that could not be probed is not clean, and
+ * a check that did not finish is not a verdict. Events that found nothing with a non-zero engine
+ * status: 7 is a change the events did not name (drift), any other status an engine that failed.
+ */
+export function outcomeOf(report: DriftReport): DriftOutcome {
+  if (report.failure) return report.failure;
   const findings = findingsOf(report);
-  if (report.errors.length > 0 || findings.some((h) => h.status === "error")) return 2;
-  if (findings.some((h) => h.status === "drift") || report.otherChanges.length > 0) return 1;
-  return 0;
+  if (report.errors.length > 0) return "engine";
+  if (findings.some((h) => h.status === "error")) return "not-checked";
+  if (findings.some((h) => h.status === "drift") || report.otherChanges.length > 0) return "drift";
+  if (report.engineExit === 7) return "drift";
+  if (report.engineExit !== undefined && report.engineExit !== 0) return "engine";
+  return "clean";
+}
+
+/** For cron: outcome.ts's status of outcomeOf (0 clean, 1 drift, each failure its own). */
+export function exitCodeOf(report: DriftReport): number {
+  return exitCodeOfOutcome(outcomeOf(report));
 }
 
 /** The human-readable report. */
@@ -277,7 +317,8 @@ export function formatReport(report: DriftReport): string {
   const drifted = report.hosts.filter((h) => h.status === "drift").length;
   const failed = report.hosts.filter((h) => h.status === "error").length;
   const where = report.stack ? `stack ${report.stack}` : "current stack";
-  const verdict = exitCodeOf(report) === 0 ? "clean" : exitCodeOf(report) === 1 ? "DRIFT" : "ERROR";
+  const outcome = outcomeOf(report);
+  const verdict = outcome === "clean" ? "clean" : outcome === "drift" ? "DRIFT" : `ERROR (${outcome})`;
   const services = report.services ?? [];
   const fleet = report.fleet ?? [];
   const count = (fs: Finding[], what: string, bad: string) =>

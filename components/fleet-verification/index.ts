@@ -13,7 +13,7 @@ import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION, type FleetPlan, type SustainedInterval } from "./provider";
 import type { RouterHostCheck } from "./router-host";
 
-export { fleetPlan, scaledPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
+export { fleetPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
 
 export interface FleetVerificationArgs {
   router: pulumi.Input<{ url: string; metricsUrl: string; model: string }>;
@@ -53,7 +53,13 @@ export class FleetVerification extends pulumi.dynamic.Resource {
   declare public readonly registered: pulumi.Output<FleetWorkerFigures[]>;
   declare public readonly leftOut: pulumi.Output<Array<{ name: string; url: string; reason: string }>>;
   declare public readonly sweep: pulumi.Output<
-    Array<{ concurrency: number; outputTokensPerSecond: number; requests: number; errors: number }>
+    Array<{
+      concurrency: number;
+      offeredRequestsPerSecond?: number | null;
+      outputTokensPerSecond: number;
+      requests: number;
+      errors: number;
+    }>
   >;
   declare public readonly saturationConcurrency: pulumi.Output<number | null>;
   declare public readonly sustainedOutputTokensPerSecond: pulumi.Output<number>;

@@ -4,9 +4,11 @@
  *
  * create: enough hosts passed their gate (router.minHealthyHosts), the router's worker list is the
  * stack's and every worker is healthy in /workers, the gate's verify() passes THROUGH the router
- * (a real answer, with its phases and deadline), then the gate's bench() through the router with
- * every concurrency level scaled by the number of workers and the same error budget as a host. The
- * per-worker share comes from SMG's own counters (smg_worker_requests_total) before and after.
+ * (a real answer, with its phases and deadline), then the gate's bench() through the router with the
+ * host's plan for N workers (gate forWorkers: concurrency and rates times N), judged by the host's
+ * verdict (gate verdictOf). A worker the router found dead during the run (its circuit breaker, its
+ * health) fails the create, named. The per-worker share comes from SMG's own counters
+ * (smg_worker_requests_total) before and after.
  * update: nothing re-measured (a workload change re-plans). read: the router's workers against the
  * stack's list; any difference is drift, and the next `up` re-creates (re-registers, re-measures).
  */
@@ -19,6 +21,7 @@ import type { Drift } from "../drift/schema";
 import {
   foundInRouter,
   listWorkers,
+  workersLost,
   readRequestCounts,
   reconcileWorkers,
   routerVersion,
@@ -109,20 +112,6 @@ export function fleetPlan(fleetTokPerSec: number, hosts: number, workload: Workl
   };
 }
 
-/**
- * Each concurrency level times the number of workers (the fleet sees N hosts' worth of load), and
- * at least `repeats` runs of each level: one run gives a figure without an interval, and the
- * fleet's figure is the one a plan for many hosts is built on.
- */
-export function scaledPlan(plan: BenchPlan | undefined, workers: number, repeats = 1): Record<string, unknown> {
-  const parsed = GateModule.BenchPlanSchema.parse(plan ?? {});
-  return {
-    ...parsed,
-    concurrency: parsed.concurrency.map((c) => c * Math.max(1, workers)),
-    repeats: Math.max(parsed.repeats, repeats),
-  };
-}
-
 /** The sustained level's throughput interval, or null (no level counts, or a single run). */
 export function sustainedInterval(result: {
   sustainedLevel: number | null;
@@ -190,35 +179,37 @@ export async function create(inputs: Record<string, unknown>) {
   if (!readiness.ready) throw new Error(`through the router: ${readiness.diagnosis ?? "the readiness gate failed"}`);
 
   const before = await readRequestCounts(input.router.metricsUrl, signal);
-  const plan = scaledPlan(input.benchPlan, registered.length, input.benchRepeats ?? 2);
+  // The host's plan, as N workers run it (concurrency and rates scaled): never a translation of our own.
+  const plan = gate.forWorkers(input.benchPlan, registered.length, { minRepeats: input.benchRepeats ?? 2 });
+  const levels = plan.rate ? `${plan.rate.join(", ")} req/s offered` : `concurrency ${plan.concurrency.join(", ")}`;
   say(
-    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${String(plan.concurrency)}, ${String(plan.repeats)} runs each`,
+    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${levels}, ${plan.repeats} runs each`,
   );
   const result = await gate.bench(endpoint, plan, {
     signal,
     timeScale: input.timeScale ?? 1,
-    onProgress: (e: {
-      kind: string;
-      summary?: { concurrency: number; outputTokensPerSecond: number; errors: number };
-    }) => {
-      if (e.kind === "level" && e.summary)
+    onProgress: (e) => {
+      if (e.kind === "level")
         say(
-          `concurrency ${e.summary.concurrency}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
+          `${gate.levelName(e.summary)}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
         );
     },
   });
   if (signal.aborted) throw new Error("the fleet benchmark was interrupted");
-  if (result.failedLevels.length > 0) {
-    const detail = result.sweep
-      .filter((l) => !l.withinErrorBudget)
-      .map((l) => `C=${l.concurrency}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`)
-      .join("; ");
+  // The router retries a request that failed on one worker on another, so a worker that died during
+  // the run may leave no error in the result: the router is asked what it saw of each worker.
+  const lost = await workersLost(input.router.url, input.router.metricsUrl, registered, input.apiKey, signal);
+  const lostNote = lost.map((l) => `${l.name} (${l.url}: ${l.why})`).join("; ");
+  // The host's verdict, word for word (gate/measurement/verdict.ts); a lost worker named beside it.
+  const verdict = gate.verdictOf(result);
+  if (!verdict.ok)
+    throw new Error(`the fleet benchmark ${verdict.failure}${lostNote ? `; the router lost ${lostNote}` : ""}`);
+  // Failing, not publishing N-1: the figure was measured on N workers and then fewer, so it is neither
+  // fleet's, and the router's config still lists the worker. The next up re-gates the host.
+  if (lost.length > 0)
     throw new Error(
-      `the fleet benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}`,
+      `the fleet benchmark measured ${registered.length} workers, but during it the router lost ${lostNote}: no figure or plan is published for a fleet that no longer serves; the next up measures again once the host generates (or leaves it out with its gate's diagnosis)`,
     );
-  }
-  if (!(result.sustainedOutputTokensPerSecond > 0))
-    throw new Error(`the fleet benchmark measured no throughput (complete: ${result.complete})`);
   const after = await readRequestCounts(input.router.metricsUrl, signal);
 
   const sent = registered.map((w) => ({ ...w, requests: (after[w.url] ?? 0) - (before[w.url] ?? 0) }));
@@ -240,6 +231,7 @@ export async function create(inputs: Record<string, unknown>) {
     readinessSeconds: readiness.elapsedSeconds,
     sweep: result.sweep.map((l) => ({
       concurrency: l.concurrency,
+      offeredRequestsPerSecond: l.offeredRequestsPerSecond,
       outputTokensPerSecond: l.outputTokensPerSecond,
       requests: l.requests,
       errors: l.errors,
@@ -249,7 +241,8 @@ export async function create(inputs: Record<string, unknown>) {
     sustainedOutputTokensPerSecond: fleet,
     sustainedInterval: sustainedInterval(result),
     hostsSustainedOutputTokensPerSecond: hostsSum,
-    scalingEfficiency: hostsSum > 0 ? fleet / hostsSum : null,
+    // Every rate kept up with (healthy, no capacity figure): no efficiency from the offered load.
+    scalingEfficiency: hostsSum > 0 && verdict.capacity ? fleet / hostsSum : null,
     plan: fleetPlan(fleet, registered.length, input.workload),
     drift: [] as Drift[],
     verifiedAt: new Date().toISOString(),

@@ -156,19 +156,63 @@ export async function routerVersion(
   return typeof body?.version === "string" ? body.version : undefined;
 }
 
-/** smg_worker_requests_total per worker URL (summed over models), from the Prometheus text. */
-export function workerRequestCounts(metrics: string): Record<string, number> {
+/** One smg per-worker metric by worker URL (summed over its other labels), from the Prometheus text. */
+export function perWorker(metrics: string, name: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const line of metrics.split("\n")) {
-    const m = /^smg_worker_requests_total\{([^}]*)\}\s+([0-9.eE+-]+)/.exec(line);
-    if (!m) continue;
-    const worker = /(?:^|,)worker="([^"]*)"/.exec(m[1])?.[1];
-    if (worker !== undefined) out[worker] = (out[worker] ?? 0) + Number(m[2]);
+    const m = /^([a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const worker = /(?:^|,)worker="([^"]*)"/.exec(m[2])?.[1];
+    if (worker !== undefined) out[worker] = (out[worker] ?? 0) + Number(m[3]);
   }
   return out;
 }
 
+/** smg_worker_requests_total per worker URL (summed over models), from the Prometheus text. */
+export function workerRequestCounts(metrics: string): Record<string, number> {
+  return perWorker(metrics, "smg_worker_requests_total");
+}
+
+async function readMetrics(metricsUrl: string, signal?: AbortSignal): Promise<string> {
+  const text = await call(metricsUrl, {}, signal, "GET /metrics");
+  return typeof text === "string" ? text : "";
+}
+
 export async function readRequestCounts(metricsUrl: string, signal?: AbortSignal): Promise<Record<string, number>> {
-  const text = (await call(metricsUrl, {}, signal, "GET /metrics")) as string;
-  return workerRequestCounts(typeof text === "string" ? text : "");
+  return workerRequestCounts(await readMetrics(metricsUrl, signal));
+}
+
+/**
+ * The stack's workers the router found dead, each with why: missing or unhealthy in /workers (its
+ * health probes, which lag by their interval), or its circuit breaker open or its last requests
+ * failed (smg_worker_cb_state, smg_worker_cb_consecutive_failures: what the router's own requests
+ * met, at once). The router retries a failed request on another worker, so these, not the client's
+ * errors, say that a worker died under load. Worker URLs are as the router's machine reaches them,
+ * so the router, not a probe from here, is asked.
+ */
+export async function workersLost(
+  router: string,
+  metricsUrl: string,
+  workers: ReadonlyArray<{ name: string; url: string }>,
+  apiKey?: string,
+  signal?: AbortSignal,
+): Promise<Array<{ name: string; url: string; why: string }>> {
+  const [listed, metrics] = await Promise.all([listWorkers(router, apiKey, signal), readMetrics(metricsUrl, signal)]);
+  const breaker = perWorker(metrics, "smg_worker_cb_state");
+  const failures = perWorker(metrics, "smg_worker_cb_consecutive_failures");
+  const differences = workerDifferences(
+    workers.map((w) => w.url),
+    listed,
+  );
+  const lost: Array<{ name: string; url: string; why: string }> = [];
+  for (const w of workers) {
+    const why: string[] = [];
+    const d = differences.find((x) => x.url === w.url);
+    if (d) why.push(foundInRouter(d));
+    // 0 is closed; open and half-open both mean the router stopped trusting it.
+    if ((breaker[w.url] ?? 0) !== 0) why.push("the router's circuit breaker for it is open");
+    if ((failures[w.url] ?? 0) > 0) why.push(`the router's last ${failures[w.url]} requests to it failed`);
+    if (why.length > 0) lost.push({ ...w, why: why.join(", ") });
+  }
+  return lost;
 }

@@ -9,6 +9,7 @@ import { type HostConnection, parseConnection } from "./connection";
 import { localEnvironment, needsSudo, renderInvocation } from "./invocation";
 import { killProcessGroup } from "./process-group";
 import { shellJoin } from "./quote";
+import { sessionSilence } from "./remote-session";
 import { secretTempDir } from "./secret-dirs";
 import { fingerprint, keyWords } from "../host-key/probe";
 import { onGuardLeave } from "../../gate/transport/process-guard";
@@ -209,7 +210,9 @@ export async function execOnHost(
         // Bound to its session: a client killed mid-command stops the command on the host too.
         overSsh: true,
       });
-      const r = await run("ssh", sshArgs(conn, tmp, command), timeoutMs, opts.stdin);
+      // The silence our keepalives bound goes first, for the session's watch (remote-session.ts).
+      const line = sessionSilence(KEEPALIVE_SECONDS, KEEPALIVE_COUNT) + command;
+      const r = await run("ssh", sshArgs(conn, tmp, line), timeoutMs, opts.stdin);
       const refused = r.code === 255 ? hostKeyRefusal(conn, tmp, r.stderr) : undefined;
       // OpenSSH's own account (a banner of @ signs, "remove with: ssh-keygen -R" for a known_hosts
       // file that is gpuhost's temporary one) tells a person nothing they can act on: the refusal alone.

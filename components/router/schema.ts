@@ -2,6 +2,7 @@
 // schema, composed into the one stack schema by components/config.ts. No Pulumi import.
 import { z } from "zod";
 import { pipIndexUrlSchema } from "../serving-env/schema";
+import { PATH_MAX_CHARS, atMostChars } from "../text-bounds";
 
 export const ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "random", "least_load"] as const;
 
@@ -35,6 +36,7 @@ export const RouterSchema = z
       ),
     venvPath: z
       .string()
+      .max(PATH_MAX_CHARS, atMostChars(PATH_MAX_CHARS))
       .regex(/^\/[A-Za-z0-9._/-]+$/, "must be an absolute path of letters, digits and ._-/")
       .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
       .default("/opt/gpuhost-router/venv")

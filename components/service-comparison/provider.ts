@@ -17,7 +17,9 @@ import * as fs from "node:fs";
 import * as gate from "../../gate/index";
 import type { CompareOptions } from "../../gate/measurement/compare-run";
 import { projectFile } from "../../project-files";
+import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
+import { unitHooks } from "../host/unit-hooks";
 import { openTunnel } from "../host/tunnel";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 
@@ -40,6 +42,9 @@ const INPUT_KEY_LIST = [
 export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
 
 type ServiceName = "autoregressive" | "eagle3" | "dflash";
+
+/** One systemctl call on the host. */
+const RESET_TIMEOUT_MS = 60_000;
 
 /** The comparison's knobs, parsed by the stack config: the gate's CompareOptions minus the per-call parts. */
 export type ComparisonPlan = Pick<
@@ -110,18 +115,26 @@ export async function create(inputs: Record<string, unknown>) {
   const say = (line: string) => process.stderr.write(`[ServiceComparison ${input.endpoint.url}] ${line}\n`);
   const { signal, onLeave } = providerGuard();
 
+  const connection = input.connection as unknown as HostConnection;
+  // The units this comparison started: what it measured (or failed on) and then left, it clears.
+  const started = new Set<ServiceName>();
+  const units = (services: Iterable<ServiceName>) => [...services].map(unitOf);
+
   const activate = async (service: ServiceName) => {
     const stamp = input.stamps[service];
     if (!stamp) throw new Error(`service ${service} is not configured on this host`);
-    const others = all.filter((s) => s !== service).map((s) => `sglang-${s}.service`);
-    const r = await execOnHost(
-      input.connection as never,
-      activateScript,
-      [`sglang-${service}.service`, stamp, ...others],
-      { timeoutMs: input.activateTimeoutSeconds * 1000, scriptName: "activate.sh" },
-    );
+    const others = units(all.filter((s) => s !== service));
+    started.add(service);
+    const r = await execOnHost(connection, activateScript, [unitOf(service), stamp, ...others], {
+      timeoutMs: input.activateTimeoutSeconds * 1000,
+      scriptName: "activate.sh",
+    });
     if (r.code !== 0)
       throw new Error(`making ${service} the active service failed (exit ${r.code}): ${r.stderr.trim().slice(-2000)}`);
+    // activate.sh stopped the others; one that crashed stays "failed" after a stop, which the drift
+    // probe reads as "expected inactive, found failed" on every later `up`. Its failure is in this
+    // comparison's outcome (and its journal), so the state is cleared.
+    await resetFailed(connection, units([...started].filter((s) => s !== service)));
   };
 
   const tunnel =
@@ -129,6 +142,8 @@ export async function create(inputs: Record<string, unknown>) {
       ? await openTunnel(input.connection as never, input.tunnel.remoteHost, input.tunnel.remotePort)
       : undefined;
   const off = onLeave(() => tunnel?.close());
+  const configured = all.filter((s) => input.stamps[s] !== undefined);
+  let completed = false;
   try {
     const url = tunnel ? `http://127.0.0.1:${tunnel.localPort}` : input.endpoint.url;
     const run = gate.runComparison(
@@ -138,7 +153,12 @@ export async function create(inputs: Record<string, unknown>) {
         services: input.serviceKinds,
         drafts: input.drafts,
       },
-      { activate, identity: async (s) => input.stamps[s] ?? "", onProgress: say },
+      {
+        activate,
+        identity: async (s) => input.stamps[s] ?? "",
+        unit: (s) => unitHooks(connection, unitOf(s)),
+        onProgress: say,
+      },
     );
     // Its own deadline: the gate's levels and readiness each have theirs, this bounds the whole.
     const result = await gate.raceTimeout(
@@ -147,6 +167,8 @@ export async function create(inputs: Record<string, unknown>) {
       input.deadlineSeconds * 1000,
       () => `the service comparison did not finish within its deadline of ${input.deadlineSeconds} s`,
     );
+    completed = true;
+    await nameFailedUnits(connection, units(configured.filter((s) => !started.has(s))), say);
     if (!result.comparison)
       throw new Error(
         `no service could be measured: ${result.outcomes.map((o) => `${o.service}: ${o.failure ?? "no levels"}`).join("; ")}`,
@@ -158,7 +180,46 @@ export async function create(inputs: Record<string, unknown>) {
   } finally {
     off();
     await tunnel?.close();
+    // Stopped half-way (its deadline, Ctrl-C, a failed activation): nothing was left deliberately
+    // active, so every unit it started loses a failed state (harmless on one that is not failed).
+    if (!completed) await resetFailed(connection, units(started)).catch(() => undefined);
   }
+}
+
+const unitOf = (service: ServiceName) => `sglang-${service}.service`;
+
+/** `systemctl reset-failed` for the units given (as arguments: nothing reaches the script's text). */
+async function resetFailed(connection: HostConnection, units: string[]): Promise<void> {
+  if (units.length === 0) return;
+  const r = await execOnHost(connection, 'systemctl reset-failed -- "$@"', units, {
+    timeoutMs: RESET_TIMEOUT_MS,
+    scriptName: "gpuhost-reset-failed",
+  });
+  if (r.code !== 0)
+    throw new Error(`systemctl reset-failed ${units.join(" ")} failed (exit ${r.code}): ${r.stderr.trim()}`);
+}
+
+/**
+ * A unit this comparison did not start that systemd reports failed is someone else's to look at:
+ * named, with what to run, and left as it is (the drift probe names it too).
+ */
+async function nameFailedUnits(
+  connection: HostConnection,
+  units: string[],
+  say: (line: string) => void,
+): Promise<void> {
+  if (units.length === 0) return;
+  const r = await execOnHost(
+    connection,
+    'for u in "$@"; do if systemctl is-failed --quiet -- "$u"; then echo "$u"; fi; done',
+    units,
+    { timeoutMs: RESET_TIMEOUT_MS, scriptName: "gpuhost-failed-units" },
+  );
+  if (r.code !== 0) return; // only a notice: the comparison's result stands without it
+  for (const unit of r.stdout.split("\n").filter((u) => units.includes(u)))
+    say(
+      `${unit} is failed and this comparison did not start it (left as it is): journalctl -u ${unit} says why; systemctl reset-failed ${unit} clears it`,
+    );
 }
 
 /** Nothing the measurement depends on changed (a new key, a moved project): keep the measurements. */

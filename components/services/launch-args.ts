@@ -26,6 +26,7 @@ export interface SglangServerArgs {
   trustRemoteCode: boolean;
   memFractionStatic?: number;
   contextLength?: number;
+  attentionBackend?: string;
   enableMetrics: boolean;
   /**
    * The credential (LoadCredential= id) holding `api-key: "..."`: the server reads it with --config,
@@ -59,6 +60,7 @@ export function serverArgsFor(
     trustRemoteCode: services.trustRemoteCode,
     memFractionStatic: services.memFractionStatic,
     contextLength: services.contextLength,
+    attentionBackend: services.attentionBackend,
     enableMetrics: services.enableMetrics,
     apiKeyCredential: opts.apiKey ? API_KEY_CREDENTIAL : undefined,
   };
@@ -97,6 +99,7 @@ export function sglangArgv(a: SglangServerArgs): ExecWord[] {
   opt("--reasoning-parser", a.reasoningParser);
   opt("--tool-call-parser", a.toolCallParser);
   if (a.enableMetrics) argv.push("--enable-metrics");
+  opt("--attention-backend", a.attentionBackend);
   const s = a.speculative;
   if (s) {
     opt("--speculative-algorithm", s.algorithm);

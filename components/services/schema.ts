@@ -3,16 +3,21 @@
  * stack/config.ts composes this into the stack-config schema.
  */
 import { z } from "zod";
-import { REASONING_PARSERS, TOOL_CALL_PARSERS } from "./sglang-choices";
+import { PATH_MAX_CHARS, atMostChars } from "../text-bounds";
+import { ATTENTION_BACKENDS, REASONING_PARSERS, TOOL_CALL_PARSERS } from "./sglang-choices";
 
 export const SERVICE_KINDS = ["autoregressive", "eagle3", "dflash"] as const;
 export type ServiceKind = (typeof SERVICE_KINDS)[number];
 
-/** Printable text without control characters: values that end up in a unit file or argv. */
-const printable = (what: string) =>
+/**
+ * A model: a local path or a repository id, printable text without control characters, at most a
+ * path long (it ends up in a unit file and argv).
+ */
+const modelPathSchema = (what: string) =>
   z
     .string()
     .min(1)
+    .max(PATH_MAX_CHARS, atMostChars(PATH_MAX_CHARS))
     // eslint-disable-next-line no-control-regex -- control characters are what this refuses
     .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), {
       message: `${what} must not contain control characters (newlines, tabs)`,
@@ -26,7 +31,7 @@ const sglangChoice = (choices: readonly [string, ...string[]]) =>
 
 export const SpeculativeSchema = z
   .object({
-    draftModelPath: printable("draftModelPath").describe(
+    draftModelPath: modelPathSchema("draftModelPath").describe(
       "--speculative-draft-model-path: the draft model (a local path or a repository id). Quoted for systemd, never passed through a shell.",
     ),
     numSteps: z
@@ -121,14 +126,23 @@ export const ServicesSchema = z
       .describe(
         "`pulumi up` measures every configured service in turn on the same GPUs with the benchmark's workload (one active at a time), records each one's sweep, knee, acceptance and crossover as outputs with a recommendation, then leaves active the winner (active: auto) or the configured service. Re-measured only when a unit, the workload or the policy changes.",
       ),
-    modelPath: printable("modelPath")
+    modelPath: modelPathSchema("modelPath")
       .default("moonshotai/Kimi-K2.6")
       .describe(
         "--model-path shared by all services: a local path or a repository id. Quoted for systemd, never passed through a shell.",
       ),
-    servedModelName: printable("servedModelName")
+    servedModelName: z
+      .string()
+      // An id, not a path: it is an argparse value (a leading '-' would read as a flag), the `model`
+      // field of every request, and a Prometheus label; plain characters keep it the same in all three.
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$/,
+        "must be 1-256 characters of letters, digits and ._:/@+- starting with a letter or digit (e.g. moonshotai/Kimi-K2.6)",
+      )
       .optional()
-      .describe("--served-model-name: the id clients and the gate use; default: the model path."),
+      .describe(
+        "--served-model-name: the id clients and the gate use (1-256 of letters, digits and ._:/@+-); default: the model path.",
+      ),
     tp: z.number().int().min(1).max(64).default(1).describe("--tp: tensor-parallel size (GPUs per service)."),
     host: z
       .union([z.ipv4(), z.literal("localhost")])
@@ -140,6 +154,11 @@ export const ServicesSchema = z
     trustRemoteCode: z.boolean().default(false).describe("--trust-remote-code (Kimi K2.x ships custom model code)."),
     memFractionStatic: z.number().gt(0).lt(1).optional().describe("--mem-fraction-static; default: SGLang's own."),
     contextLength: z.number().int().positive().optional().describe("--context-length; default: the model's."),
+    attentionBackend: sglangChoice(ATTENTION_BACKENDS)
+      .optional()
+      .describe(
+        "--attention-backend; default: SGLang's own. Refused where a host's gpus.computeCapability cannot run it (physics/preflight.ts: e.g. trtllm_mla on SM 12.x).",
+      ),
     enableMetrics: z
       .boolean()
       .default(true)

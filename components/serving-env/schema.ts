@@ -3,20 +3,26 @@
  * cache): the single source of their defaults and documentation.
  */
 import { z } from "zod";
+import { PATH_MAX_CHARS, URL_MAX_CHARS, VERSION_MAX_CHARS, atMostChars } from "../text-bounds";
 
 /** A path that reaches shell scripts (as quoted arguments) and bare unit directives. */
 export const systemPath = z
   .string()
+  .max(PATH_MAX_CHARS, atMostChars(PATH_MAX_CHARS))
   .regex(/^\/[A-Za-z0-9._+@/-]*$/, "must be an absolute path of letters, digits and ._+@-/")
   .refine((p) => !p.split("/").includes(".."), "must not contain '..'");
 
 /** A PEP 440 version, optionally with a local label (+cu130). */
-const pipVersion = z.string().regex(/^[0-9][0-9A-Za-z.!+_-]*$/, "must be a version such as 2.14.1 or 2.14.1+cu130");
+const pipVersion = z
+  .string()
+  .max(VERSION_MAX_CHARS, atMostChars(VERSION_MAX_CHARS))
+  .regex(/^[0-9][0-9A-Za-z.!+_-]*$/, "must be a version such as 2.14.1 or 2.14.1+cu130");
 
 // https only (file:// for an index on the host itself): over http:// anyone on the path can swap the
 // wheels pip installs as root.
 export const pipIndexUrlSchema = z
   .string()
+  .max(URL_MAX_CHARS, atMostChars(URL_MAX_CHARS))
   .refine((u) => !/^http:\/\//i.test(u), "must be https:// (or file:// for an index on the host): http:// is refused")
   .pipe(z.url({ protocol: /^(https|file)$/, error: "must be an https:// or file:// URL" }))
   .refine((u) => !/[\s'"\\]/.test(u), "must not contain whitespace, quotes or backslashes");

@@ -11,6 +11,8 @@ import { type ServiceKind, type ServicesConfig, speculativeOf } from "../service
 import { unitName } from "../services/unit";
 import type { VerifiedGenerationOutputs } from "../../gate/reports/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { HealthBaseline, HealthCheck } from "../../gate/readiness/health";
+import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION } from "./provider";
 
 export { PROVIDER_VERSION, INPUT_KEYS, REPLACE_KEYS } from "./provider";
@@ -186,6 +188,14 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly timeNote: Out<"timeNote">;
   /** With failureIsOutcome: why the gate did not pass (undefined when it did). */
   declare public readonly gateFailure: pulumi.Output<string | undefined>;
+  /** What each refresh's health check compares with: the reference answer, decode tok/s, acceptance (gate/readiness/health.ts). */
+  declare public readonly healthBaseline: pulumi.Output<HealthBaseline | null | undefined>;
+  /** The last refresh's health check: each figure measured (absent when none ran). */
+  declare public readonly healthCheck: pulumi.Output<HealthCheck | undefined>;
+  /** The health figures that drifted at the last refresh, each with expected, found and repair. */
+  declare public readonly drift: pulumi.Output<Drift[] | undefined>;
+  /** Why the last refresh could not check the service's health (then it is not clean); absent when it could. */
+  declare public readonly notChecked: pulumi.Output<string | undefined>;
 
   constructor(name: string, args: VerifiedGenerationArgs, opts?: pulumi.CustomResourceOptions) {
     const props = {
@@ -226,6 +236,10 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       capacity: undefined,
       timeNote: undefined,
       gateFailure: undefined,
+      healthBaseline: undefined,
+      healthCheck: undefined,
+      drift: undefined,
+      notChecked: undefined,
     };
     super(
       callTimeProvider("dist/components/verified-generation/provider.js"),

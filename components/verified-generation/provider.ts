@@ -10,13 +10,15 @@
 import { randomBytes } from "node:crypto";
 import * as gate from "../../gate/index";
 import type { HostConnection } from "../host/connection";
-import { execOnHost, hostKeyRefusalOf } from "../host/exec";
+import { hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
+import { unitHooks } from "../host/unit-hooks";
 import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { Drift } from "../drift/schema";
 
 /** Bump when the provider's behaviour changes. */
-export const PROVIDER_VERSION = "4";
+export const PROVIDER_VERSION = "5";
 
 /**
  * What defines the served thing, or what its figures measured: a change means a fresh verification
@@ -147,6 +149,9 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   // A refresh that found the host no longer generating leaves generating=false in state: the next
   // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
   if (olds.generating === false) replaces.push("generating");
+  // The same for the model's own health (a changed answer, a slower decode, collapsed acceptance):
+  // the next `up` verifies and measures the service again, and records a new baseline.
+  if (Array.isArray(olds.drift) && olds.drift.length > 0) replaces.push("health");
   const d = inputsDiff(olds, news, INPUT_KEY_LIST, replaces, [
     "generating",
     "model",
@@ -177,18 +182,7 @@ async function withHostAccess<T>(
       }),
     );
   }
-  const onHost = async (script: string) => {
-    const r = await execOnHost(access.connection, script, [access.unit], {
-      timeoutMs: 30_000,
-      scriptName: "gpuhost-gate-probe",
-    });
-    if (r.code !== 0) throw new Error(`probe on host failed (exit ${r.code}): ${r.stderr.trim()}`);
-    return r.stdout + r.stderr;
-  };
-  const hooks = {
-    serviceState: async () => gate.parseServiceState(await onHost('systemctl show -p NRestarts,ActiveState -- "$1"')),
-    serviceLogs: async () => onHost('journalctl -u "$1" -n 50 --no-pager'),
-  };
+  const hooks = unitHooks(access.connection, access.unit);
   const tunnel = await openTunnel(access.connection, access.remoteHost, access.remotePort);
   // The engine gone or SIGTERM: the tunnel (and its key folder) is closed before the process leaves.
   const off = providerGuard().onLeave(() => tunnel.close());
@@ -258,33 +252,77 @@ async function verifyAndMeasure(
   });
   if (signal.aborted)
     throw new Error(`the benchmark was ${String((signal.reason as Error)?.message ?? "interrupted")}`);
-  // A run the server did not survive publishes nothing; the reason is the diagnosis.
-  if (result.serverGone !== null)
-    throw new Error(`the benchmark stopped: ${result.serverGone}; no throughput or capacity plan is published`);
-  // Failure is never capacity: a level over the error budget fails the create (no plan is published
-  // from it, and the next `up` measures again) rather than leaving a plan beside a broken level.
-  if (result.failedLevels.length > 0) {
-    const detail = result.sweep
-      .filter((l) => !l.withinErrorBudget)
-      .map((l) => `${gate.levelName(l)}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`)
-      .join("; ");
-    throw new Error(
-      `the benchmark broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail}; no throughput or capacity plan is published from a failing server (raise benchmark.errorBudget only if these errors are expected)`,
-    );
-  }
-  // A run that could not measure (a failed warmup, streams without usage, a model not listed) says why.
-  if (!(result.sustainedOutputTokensPerSecond > 0) && result.stopReason !== null && !signal.aborted)
-    throw new Error(`the benchmark stopped: ${result.stopReason}; no throughput or capacity plan is published`);
-  if (!(result.sustainedOutputTokensPerSecond > 0)) {
-    const examples = result.sweep.flatMap((l) => l.errorExamples).slice(0, 3);
-    throw new Error(
-      `the benchmark measured no throughput after the gate passed (complete: ${result.complete}; ${result.saturationVerdict}); errors: ${examples.join(" | ") || "none"}`,
-    );
-  }
+  // The one verdict (gate/measurement/verdict.ts): a server gone, a level over the error budget, a
+  // run that stopped or measured nothing fails the create, so no plan is published beside a broken
+  // level and the next `up` measures again. Rates the server kept up with pass, with no capacity figure.
+  const verdict = gate.verdictOf(result);
+  if (!verdict.ok) throw new Error(`the benchmark ${verdict.failure}; no throughput or capacity plan is published`);
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
-  const outs = { ...pickInputs(inputs), ...gate.measuredOutputs(readiness, result, plan) };
+  const measured = gate.measuredOutputs(readiness, result, plan);
+  const healthBaseline = await recordHealth(endpoint, input, measured, signal);
+  const outs = { ...pickInputs(inputs), ...measured, healthBaseline, drift: [] };
   const suffix = randomBytes(4).toString("hex");
   return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
+}
+
+/**
+ * What each refresh compares the model's health with (gate/readiness/health.ts): the greedy answer
+ * to the reference prompt now, the verification's single-stream decode speed (its shortest single
+ * requests; a probe when the plan had none) and its acceptance length. Null when health is off.
+ */
+async function recordHealth(
+  endpoint: gate.Endpoint & { model: string },
+  input: VerifiedGenerationInputs,
+  measured: gate.VerifiedGenerationOutputs,
+  signal: AbortSignal,
+): Promise<gate.HealthBaseline | null> {
+  const policy = gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {});
+  const health = policy.health;
+  if (!health.enabled) return null;
+  const reference = await gate.referenceAnswer(endpoint, policy, health, signal);
+  const single = [...measured.singleRequest]
+    .sort((a, b) => a.maxTokens - b.maxTokens)
+    .find((s) => s.decodeTokensPerSecond !== null);
+  const decode =
+    single?.decodeTokensPerSecond ?? (await gate.decodeProbe(endpoint, health, input.timeScale ?? 1, signal));
+  return {
+    referencePrompt: health.referencePrompt,
+    referenceMaxTokens: health.referenceMaxTokens,
+    answer: reference.answer,
+    finishReason: reference.finishReason,
+    decodeTokensPerSecond: decode,
+    acceptanceLength: input.speculative ? measured.acceptanceLength : null,
+    acceptanceFloor: input.speculative?.acceptanceFloor ?? null,
+  };
+}
+
+const REPAIR_HEALTH =
+  "pulumi up: the next up verifies the service again (the readiness gate, the benchmark) and records a new baseline; find first what changed on the host (gpuhost drift names the toolkit's and the units' drift)";
+
+/**
+ * The health check of a refresh, on a service that still generates: its findings become drift
+ * (diff replaces on it, so the next `up` re-gates), a figure it could not measure `notChecked`.
+ */
+async function checkHealth(
+  props: Record<string, unknown>,
+  gate: Gate,
+): Promise<{ healthCheck: gate.HealthCheck; drift: Drift[]; notChecked?: string }> {
+  const input = props as unknown as VerifiedGenerationInputs;
+  const baseline = props.healthBaseline as gate.HealthBaseline;
+  const policy = gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {});
+  const healthCheck = await withHostAccess(input, gate, (url) =>
+    gate.checkHealth({ url, model: input.endpoint.model, apiKey: input.apiKey }, baseline, {
+      policy,
+      health: policy.health,
+      timeScale: input.timeScale ?? 1,
+      speculative: input.speculative,
+      signal: providerGuard().signal,
+    }),
+  );
+  const drift = healthCheck.findings.map((f) => ({ ...f, repair: REPAIR_HEALTH }));
+  return healthCheck.notChecked === null
+    ? { healthCheck, drift }
+    : { healthCheck, drift, notChecked: `health not checked: ${healthCheck.notChecked}` };
 }
 
 /** Nothing that defines the served thing changed: keep the measurements, re-plan capacity. */
@@ -329,8 +367,14 @@ export async function read(
   props: Record<string, unknown>,
 ): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
   try {
-    const { hostKeyRefused: _stale, ...rest } = props;
-    return { id, props: { ...rest, ...(await checkGenerating(props, gate)) }, inputs: pickInputs(props) };
+    const { hostKeyRefused: _stale, notChecked: _unchecked, healthCheck: _last, ...rest } = props;
+    const generation = await checkGenerating(props, gate);
+    // Health is checked on a service that still generates and has a baseline (one verified since
+    // health existed and with it enabled); one that stopped generating is already drift.
+    const enabled = gate.VerifyPolicySchema.parse(props.verifyPolicy ?? {}).health.enabled;
+    const health =
+      generation.generating && enabled && props.healthBaseline ? await checkHealth(props, gate) : { drift: [] };
+    return { id, props: { ...rest, ...generation, ...health }, inputs: pickInputs(props) };
   } catch (e) {
     const refusal = hostKeyRefusalOf(e);
     if (refusal === undefined) throw e;

@@ -7,11 +7,11 @@
 import type { Agent } from "undici";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
 import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
-import { abortReason, armTimeout, withTimeout } from "../transport/timers";
+import { abortReason, armTimeout, TimeoutError, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
-import { hostNow, makeSender, runSweep, ServerWatch, type HostClock, type LoadRequest } from "./load";
+import { hostNow, makeSender, runSweep, ServerWatch, sweepConnections, type HostClock, type LoadRequest } from "./load";
 import { judgeLevels } from "./saturation";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
@@ -54,7 +54,11 @@ export interface RunTotals {
   tokens: number;
 }
 
-/** The warmup is 16 tokens: a server that has not answered it within this many seconds hangs. */
+/**
+ * The warmup is a few tokens (plan.warmupMaxTokens, 16): a server that has not answered it within
+ * this many host seconds hangs. Its bound is the plan's requestTimeoutSeconds where that is shorter,
+ * and the plan's deadline (wall clock) where that comes first.
+ */
 export const WARMUP_TIMEOUT_SECONDS = 300;
 
 export interface BenchHooks {
@@ -84,6 +88,8 @@ export interface BenchSummary {
   complete: boolean;
   /** Why the run stopped early (the server went away, the deadline, an interrupt); null when it ran to the end. */
   stopReason: string | null;
+  /** The run's deadline stopped it (stopReason says where). */
+  deadlinePassed: boolean;
   /** The server went away mid-run (the run stopped there; no sustained figure); null when it survived. */
   serverGone: string | null;
   warmupError: string | null;
@@ -99,6 +105,10 @@ export interface BenchSummary {
   sustainedOutputTokensPerSecond: number;
   /** Levels whose error rate broke the plan's error budget: excluded from every figure above. */
   failedLevels: number[];
+  /** Open loop: rates the client could not offer on schedule (levels.ts clientLimited): excluded, never capacity. */
+  clientLimitedLevels: number[];
+  /** Open loop: the server kept up with every rate, each offered on schedule: no saturation within them, a healthy result. */
+  keptUpWithEveryRate: boolean;
   /** One sentence: where the knee is, or "not saturated up to C=N", and which levels were excluded. */
   saturationVerdict: string;
   /** Speculative services: acceptance length measured at low concurrency (after single requests). */
@@ -128,6 +138,7 @@ export function summarizeBench(
     stopReason?: string | null;
     /** The server went away mid-run: no figure is published from a run it did not survive. */
     serverGone?: string | null;
+    deadlinePassed?: boolean;
   },
 ): BenchSummary {
   const judgement = { slo: meta.plan.slo, rateShortfall: meta.plan.rateShortfall };
@@ -150,6 +161,7 @@ export function summarizeBench(
     startedAt: meta.startedAt,
     complete: meta.complete,
     stopReason: meta.stopReason ?? gone,
+    deadlinePassed: meta.deadlinePassed ?? false,
     serverGone: gone,
     warmupError: samples.warmup?.error ?? null,
     singleRequest: samples.singleRequest.map((s) => summarizeSingle(s.maxTokens, s.requests)),
@@ -159,6 +171,8 @@ export function summarizeBench(
     kneeUndetermined: gone === null && knee.undetermined === true,
     sustainedOutputTokensPerSecond: gone === null ? knee.sustainedOutputTokensPerSecond : 0,
     failedLevels: knee.failedLevels,
+    clientLimitedLevels: knee.clientLimitedLevels ?? [],
+    keptUpWithEveryRate: gone === null && knee.keptUpWithEveryRate === true,
     saturationVerdict:
       gone === null ? knee.verdict : `${gone}; no figure is published from a run the server did not survive`,
     acceptanceLength: meta.acceptanceLength,
@@ -197,8 +211,8 @@ export async function bench(
   const base = baseUrl(endpoint.url);
   const mode = plan.rate ? "open" : "closed";
   const levels = plan.rate ?? plan.concurrency;
-  // An open loop has no bound on requests in flight: enough connections that the client never queues.
-  const agent = makeAgent(mode === "closed" ? Math.max(...plan.concurrency, 1) + 4 : 256);
+  const connections = sweepConnections(mode, levels);
+  const agent = makeAgent(connections);
   // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared in finally.
   const deadline = armTimeout(
     [hooks.signal],
@@ -212,6 +226,8 @@ export async function bench(
   // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
   const totals: RunTotals = { requests: 0, errors: 0, tokens: 0 };
   const asked = endpoint.model && endpoint.model.length > 0 ? endpoint.model : null;
+  // The deadline's own signal aborts with a TimeoutError; the caller's (Ctrl-C) with its own reason.
+  const deadlinePassed = () => signal.aborted && signal.reason instanceof TimeoutError;
   const stopped = (model: string, samples: BenchSamples, stopReason: string, serverGone: string | null = null) => ({
     ...summarizeBench(samples, {
       model,
@@ -222,6 +238,7 @@ export async function bench(
       timeScale: clock.timeScale,
       stopReason,
       serverGone,
+      deadlinePassed: deadlinePassed(),
     }),
     samples,
   });
@@ -276,8 +293,11 @@ export async function bench(
     await watch.settle();
     const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
     if (warmup.error !== null) {
-      // A failed warmup (no usage, a hang, an error) is what every later request would meet.
-      const reason = watch.gone ?? (signal.aborted ? abortReason(signal).message : warmupStop(warmup.error));
+      // A failed warmup (no usage, a hang, an error) is what every later request would meet. The
+      // deadline ending it is a hang too, and its reason names the warmup and what it saw; only the
+      // caller's own interrupt is reported as that.
+      const interrupted = hooks.signal?.aborted === true;
+      const reason = watch.gone ?? (interrupted ? abortReason(signal).message : warmupStop(warmup.error));
       return stopped(model, samples, reason, watch.gone);
     }
     let hung: string | null = null;
@@ -332,6 +352,7 @@ export async function bench(
       signal,
       readAcceptance: () => readAcceptanceLength(agent, base, endpoint.apiKey, signal),
       watch,
+      maxInFlight: connections,
       onStart: (level, total) =>
         progress({
           kind: "stage",
@@ -367,6 +388,7 @@ export async function bench(
         timeScale: clock.timeScale,
         stopReason,
         serverGone: watch.gone,
+        deadlinePassed: deadlinePassed(),
       }),
       samples,
     };

@@ -24,7 +24,9 @@ import type { Endpoint } from "../transport/http";
 import { BenchPlanSchema, type BenchPlan, type VerifyPolicyInput } from "../schema";
 import { levelName, type SweepLevel } from "./levels";
 import { measureSweep } from "./load";
-import { verify } from "../readiness/verify";
+import { judgeLevels } from "./saturation";
+import { verdictOf } from "./verdict";
+import { verify, type GateHooks } from "../readiness/verify";
 import type { WorkloadShape } from "./workload";
 
 export interface CompareHooks {
@@ -32,6 +34,11 @@ export interface CompareHooks {
   activate(service: ServiceName): Promise<void>;
   /** Changes whenever the service's definition changes (e.g. sha256 of its unit file). */
   identity(service: ServiceName): Promise<string>;
+  /**
+   * The service's unit as the gate reads it (state, last journal lines): a unit systemd reports
+   * failed or restarted ends its gate at once, named, instead of at the deadline.
+   */
+  unit?(service: ServiceName): Pick<GateHooks, "unit" | "serviceState" | "serviceLogs">;
   onProgress?: (line: string) => void;
 }
 
@@ -136,7 +143,7 @@ export async function runComparison(opts: CompareOptions, hooks: CompareHooks): 
     say(`${SERVICE_LABEL[service]}: starting it (the others stop) and waiting until it generates`);
     await hooks.activate(service);
     active = service;
-    const outcome = await measureService(opts, service, say);
+    const outcome = await measureService(opts, service, hooks.unit?.(service) ?? {}, say);
     measuredNow++;
     outcomes.push(outcome);
     cache[service] = { key, outcome };
@@ -169,10 +176,12 @@ export async function runComparison(opts: CompareOptions, hooks: CompareHooks): 
 async function measureService(
   opts: CompareOptions,
   service: ServiceName,
+  unit: Pick<GateHooks, "unit" | "serviceState" | "serviceLogs">,
   say: (line: string) => void,
 ): Promise<ServiceOutcome> {
   const out: ServiceOutcome = { service, measured: true, failure: null, acceptanceLength: null, sweep: [] };
   const ready = await verify(opts.endpoint, opts.verifyPolicy, {
+    ...unit,
     onPhase: (phase, detail) => say(`${SERVICE_LABEL[service]}: ${phase}: ${detail}`),
   });
   if (!ready.ready || !ready.model) {
@@ -203,9 +212,21 @@ async function measureService(
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
   out.sweep = measured.sweep;
-  // No figure from a run the server did not survive: the service is out of the comparison.
-  if (measured.serverGone !== null) {
-    out.failure = measured.serverGone;
+  // The one verdict (verdict.ts), from the sweep as the comparison judges it. A run nothing of which
+  // may be used (the server went away) leaves the service out; levels over the budget stay in the
+  // table, excluded from its figures by the same judgement, and the command's exit says so.
+  const judged = judgeLevels(measured.sweep, knee(judgement));
+  const verdict = verdictOf({
+    sweep: measured.sweep,
+    complete: measured.serverGone === null,
+    stopReason: measured.serverGone,
+    serverGone: measured.serverGone,
+    sustainedOutputTokensPerSecond: judged.sustainedOutputTokensPerSecond,
+    saturationVerdict: judged.verdict,
+    plan: judgement,
+  });
+  if (!verdict.ok && !verdict.usable) {
+    out.failure = measured.serverGone ?? verdict.failure;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
   }
   return out;

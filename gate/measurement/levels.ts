@@ -9,6 +9,11 @@
  * When the server falls behind, requests queue and it begins answering them more slowly than they
  * arrive: the achieved rate (successful requests begun, by their first tokens, per second) drops
  * below the rate they were sent at, and the level is saturated (saturation.ts).
+ *
+ * The client can fall behind too (its event loop, its connections): requests then leave later than
+ * their schedule, and the server is offered less than planned. That is judged apart, planned against
+ * sent (clientLimited), before sent against achieved (keptUp): a level the client could not offer
+ * on schedule says nothing about the server, and is never its capacity.
  */
 import { BenchPlanSchema } from "../schema";
 import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
@@ -49,6 +54,8 @@ export interface RunFigures {
   goodputTokensPerSecond: number;
   requests: number;
   errors: number;
+  /** Open loop: requests per second the schedule planned for the requests sent (their due times); null: closed or < 2. */
+  plannedRequestsPerSecond: number | null;
   /** Open loop: requests sent per second, as the Poisson draw realised the offered rate; null: closed or < 2. */
   sentRequestsPerSecond: number | null;
   /** Open loop: successful requests the server began answering (first token) per second; null: closed or < 2. */
@@ -74,6 +81,17 @@ export interface LevelSummary extends LatencyStats, AnswerStats {
   achievedRequestsPerSecond: number | null;
   /** Open loop: the achieved rate stayed within the shortfall of the rate sent; false: saturated; null: closed or unknown. */
   keptUp: boolean | null;
+  /** Open loop: means over the runs of the rates planned and sent (RunFigures). */
+  plannedRequestsPerSecond: number | null;
+  sentRequestsPerSecond: number | null;
+  /** Open loop: 99th percentile over the level's requests of how late each left against its schedule; null: closed. */
+  dispatchLagP99Seconds: number | null;
+  /**
+   * Open loop: the client fell behind its own schedule (clientFellBehind): the server was offered
+   * less than planned, so the level measured the client, and neither keptUp nor its throughput
+   * says anything of the server's capacity. Null: closed loop, or samples without a schedule.
+   */
+  clientLimited: boolean | null;
   requests: number;
   errors: number;
   /** errors / requests. */
@@ -138,6 +156,26 @@ function spacingRate(times: number[]): number | null {
   return span > 0 ? (times.length - 1) / span : null;
 }
 
+/** How late each request left against its schedule (sent minus due), for those that have one. */
+function dispatchLags(samples: RequestSample[]): number[] {
+  return samples.flatMap((s) =>
+    s.scheduledAtSeconds === undefined ? [] : [Math.max(0, s.startedAtSeconds - s.scheduledAtSeconds)],
+  );
+}
+
+/**
+ * The client could not offer a rate level as planned: it sent requests clearly slower than its
+ * schedule planned (by more than the shortfall the server is allowed), or its p99 request left later
+ * than that share of a run's length (the schedule's shape was lost even where the rate held).
+ */
+export function clientFellBehind(
+  level: { planned: number | null; sent: number | null; lagP99: number | null; runSeconds: number },
+  rateShortfall: number,
+): boolean | null {
+  if (level.planned === null || level.sent === null || level.lagP99 === null) return null;
+  return level.sent < level.planned * (1 - rateShortfall) || level.lagP99 > rateShortfall * level.runSeconds;
+}
+
 /** The figures of one run from its samples and its duration (seconds of host time). */
 export function runSummary(
   samples: RequestSample[],
@@ -154,6 +192,9 @@ export function runSummary(
     goodputTokensPerSecond: goodput(samples, durationSeconds, slo).goodputTokensPerSecond,
     requests: samples.length,
     errors: samples.length - ok.length,
+    plannedRequestsPerSecond: open
+      ? spacingRate(samples.flatMap((s) => (s.scheduledAtSeconds === undefined ? [] : [s.scheduledAtSeconds])))
+      : null,
     sentRequestsPerSecond: open ? spacingRate(samples.map((s) => s.startedAtSeconds)) : null,
     // A failed request was not answered: it lowers the achieved rate by not counting.
     achievedRequestsPerSecond: open
@@ -188,8 +229,11 @@ export function summarizeSweepLevel(
     values.some((v) => v === null) || values.length === 0
       ? null
       : values.reduce<number>((a, v) => a + (v ?? 0), 0) / values.length;
+  const planned = open ? meanOf(runs.map((r) => r.plannedRequestsPerSecond)) : null;
   const sent = open ? meanOf(runs.map((r) => r.sentRequestsPerSecond)) : null;
   const achieved = open ? meanOf(runs.map((r) => r.achievedRequestsPerSecond)) : null;
+  const lags = Float64Array.from(dispatchLags(all)).sort();
+  const lagP99 = open ? percentile(lags, 99) : null;
   return {
     mode,
     level,
@@ -197,6 +241,15 @@ export function summarizeSweepLevel(
     offeredRequestsPerSecond: open ? level : null,
     achievedRequestsPerSecond: achieved,
     keptUp: sent === null || achieved === null ? null : achieved >= sent * (1 - judgement.rateShortfall),
+    plannedRequestsPerSecond: planned,
+    sentRequestsPerSecond: sent,
+    dispatchLagP99Seconds: lagP99,
+    clientLimited: open
+      ? clientFellBehind(
+          { planned, sent, lagP99, runSeconds: runs.length > 0 ? duration / runs.length : 0 },
+          judgement.rateShortfall,
+        )
+      : null,
     ...counts,
     errorRate: errorRate(counts),
     withinErrorBudget: withinErrorBudget(counts, judgement.errorBudget),

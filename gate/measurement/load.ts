@@ -10,7 +10,16 @@
  * hardware's. On real hardware X is 1 and host time is the wall clock.
  */
 import type { Agent } from "undici";
-import { baseUrl, describeError, errorKind, makeAgent, tcpConnect, type Endpoint } from "../transport/http";
+import { MAX_CONCURRENCY } from "../schema";
+import {
+  baseUrl,
+  connectionBound,
+  describeError,
+  errorKind,
+  makeAgent,
+  tcpConnect,
+  type Endpoint,
+} from "../transport/http";
 import { sleep, withTimeout } from "../transport/timers";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import {
@@ -170,6 +179,8 @@ export interface LevelLoad {
   repeats: number;
   /** Open loop: seed of run r's arrivals is seed + r (repeats differ by timing only). */
   seed: number;
+  /** Open loop: requests in flight at most (the pool's connections, sweepConnections); a request due beyond it leaves late. */
+  maxInFlight: number;
   /** Stops the level once the server is gone (its signal is then aborted). */
   watch?: ServerWatch;
   /** The i-th request of a run: the same i gets the same request in every run and on every service. */
@@ -226,21 +237,53 @@ async function closedLoop(load: LevelLoad, record: (s: RequestSample) => void): 
   await Promise.all(Array.from({ length: Math.min(load.level, load.count) }, worker));
 }
 
-/** Each request leaves at its arrival time (host seconds from the run's start; / X on the wall clock). */
+/** Longest the open loop sends without yielding to the event loop (the deadline, Ctrl-C, answers). */
+const YIELD_EVERY_MS = 5;
+
+/**
+ * Each request leaves at its arrival time (host seconds from the run's start; / X on the wall
+ * clock). The schedule is walked in order with one timer at a time, never armed ahead: a timer and
+ * an abort listener per request (100,000 at 10,000 req/s) starved the event loop, and the deadline
+ * and Ctrl-C fired minutes late. Behind schedule it sends what is due in bursts, yielding every
+ * few milliseconds (not once per request: a turn of a busy loop per request capped the rate at a
+ * few hundred), so that timers, signals and answers still run. At most `maxInFlight` requests are in flight, as many as the pool has
+ * connections: a request due while all are busy waits here, not in the HTTP client's queue (where
+ * its wait read as the server's time to first token); either way it leaves late, and its sample
+ * carries when it was due (levels.ts judges the client's lag apart from the server's).
+ */
 async function openLoop(load: LevelLoad, arrivals: number[], record: (s: RequestSample) => void): Promise<void> {
+  const { clock, signal } = load;
   const start = performance.now();
-  await Promise.all(
-    arrivals.map(async (at, i) => {
-      const wait = (at * 1000) / load.clock.timeScale - (performance.now() - start);
-      try {
-        if (wait > 0) await sleep(wait, load.signal);
-      } catch {
-        return; // stopped before this request was due: never sent
+  const runOrigin = ((start - clock.origin) / 1000) * clock.timeScale;
+  const pending = new Set<Promise<void>>();
+  let freed: (() => void) | null = null;
+  let turn = performance.now();
+  for (let i = 0; i < arrivals.length && !signal.aborted; i++) {
+    const wait = (arrivals[i] * 1000) / clock.timeScale - (performance.now() - start);
+    try {
+      if (wait > 0 || performance.now() - turn > YIELD_EVERY_MS) {
+        if (wait > 0) await sleep(wait, signal);
+        else await new Promise((resolve) => setImmediate(resolve));
+        turn = performance.now();
       }
-      if (load.signal.aborted) return;
-      record(await load.send(load.request(i)));
-    }),
-  );
+    } catch {
+      break; // stopped before this request was due: never sent
+    }
+    // Every request in flight is bounded by the signal too, so a slot frees soon after an abort.
+    while (pending.size >= load.maxInFlight) await new Promise<void>((resolve) => (freed = resolve));
+    if (signal.aborted) break;
+    const scheduledAtSeconds = runOrigin + arrivals[i];
+    const sent: Promise<void> = load
+      .send(load.request(i))
+      .then((s) => record({ ...s, scheduledAtSeconds }))
+      .finally(() => {
+        pending.delete(sent);
+        freed?.();
+        freed = null;
+      });
+    pending.add(sent);
+  }
+  await Promise.all(pending);
 }
 
 export interface SweepLoad {
@@ -259,9 +302,21 @@ export interface SweepLoad {
   readAcceptance: () => Promise<number | null>;
   /** The server's watch: the sweep stops once the server is gone (the level it died in is kept). */
   watch: ServerWatch;
+  /** Open loop: requests in flight at most (sweepConnections). */
+  maxInFlight: number;
   onStart?: (level: number, requestsPerRun: number) => void;
   onRequest?: (level: number, tally: LoadTally, requestsPerRun: number) => void;
   onLevel?: (level: LevelSamples) => void;
+}
+
+/**
+ * The connection pool of a sweep, and so an open loop's requests in flight at most: a closed loop's
+ * largest concurrency (and a few for the reads between levels); an open loop holds as many streams
+ * as the server keeps open at the rate offered, so as many as one process serves (MAX_CONCURRENCY).
+ * Both at most what the file descriptors allow (connectionBound). Connections are opened as needed.
+ */
+export function sweepConnections(mode: "closed" | "open", levels: readonly number[]): number {
+  return connectionBound(mode === "closed" ? Math.max(...levels, 1) + 4 : MAX_CONCURRENCY);
 }
 
 /** Requests in one run of a level. */
@@ -331,7 +386,8 @@ export interface MeasuredSweep {
 export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
   const base = baseUrl(endpoint.url);
   const mode = opts.shape.mode;
-  const agent = makeAgent(mode === "closed" ? Math.max(...opts.levels, 1) + 4 : 256);
+  const connections = sweepConnections(mode, opts.levels);
+  const agent = makeAgent(connections);
   const signal = opts.signal ?? new AbortController().signal;
   const clock: HostClock = { origin: performance.now(), timeScale: opts.timeScale };
   const watch = new ServerWatch(base, signal);
@@ -372,6 +428,7 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
         ).catch(() => null),
       onLevel: (l) => opts.onLevel?.(summarize(l)),
       watch,
+      maxInFlight: connections,
     });
     return { sweep: levels.map(summarize), serverGone: watch.gone };
   } finally {

@@ -105,6 +105,13 @@ export interface Knee {
   mode: "closed" | "open";
   /** The level the sustained figure comes from, concurrency or offered rate (null when none counts). */
   sustainedLevel: number | null;
+  /**
+   * Open loop: every rate ran, within the error budget and on the client's schedule, and the server
+   * kept up with each: no saturation within the rates tried, a healthy result (not "nothing measured").
+   */
+  keptUpWithEveryRate?: boolean;
+  /** Open loop: rates the client could not offer on schedule (levels.ts clientLimited): excluded, never capacity. */
+  clientLimitedLevels?: number[];
 }
 
 /**
@@ -217,14 +224,23 @@ export interface RateFigures {
   achievedRequestsPerSecond: number | null;
   /** The achieved rate kept up with the rate sent (levels.ts); false: saturated; null: unknown. */
   keptUp: boolean | null;
+  /** The client fell behind its schedule (levels.ts): the level measured the client, not the server. */
+  clientLimited?: boolean | null;
+  plannedRequestsPerSecond?: number | null;
+  sentRequestsPerSecond?: number | null;
+  dispatchLagP99Seconds?: number | null;
   answerlessRequests?: number;
 }
+
+const fixed = (v: number | null | undefined, digits: number) => (v == null ? "n/a" : v.toFixed(digits));
 
 /**
  * Open loop: a rate level the server kept up with measured the offered load, not the server, so
  * its throughput is no capacity figure. A level (within the error budget) where the server fell
  * behind is saturated: the best throughput among those is the sustained figure. With none, nothing
- * is claimed (sustained 0) and the verdict says to offer more.
+ * is claimed (sustained 0) and the verdict says to offer more. A level where the client fell behind
+ * its own schedule is neither: the client's lag is never the server's capacity, so it is excluded,
+ * named, and keeps the run from reading as "kept up with every rate".
  */
 export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
   const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.level, opts.errorBudget);
@@ -250,12 +266,36 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
     return none(
       `no rate level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
     );
-  const behind = ok.filter((l) => l.keptUp === false);
+  const limited = ok.filter((l) => l.clientLimited === true);
+  const offered = ok.filter((l) => l.clientLimited !== true);
+  const clientNote =
+    limited.length === 0
+      ? ""
+      : `; at ${limited
+          .map(
+            (l) =>
+              `${l.level} req/s offered the client fell behind its schedule (sent ${fixed(l.sentRequestsPerSecond, 2)} of ${fixed(l.plannedRequestsPerSecond, 2)} req/s planned, dispatch lag p99 ${fixed(l.dispatchLagP99Seconds, 3)} s)`,
+          )
+          .join(
+            ", at ",
+          )}: the client's lag, not the server's capacity, so ${limited.length > 1 ? "they are" : "it is"} excluded; offer ${limited.length > 1 ? "those rates" : "that rate"} from several clients`;
+  const clientLimitedLevels = limited.map((l) => l.level);
+  const behind = offered.filter((l) => l.keptUp === false);
   if (behind.length === 0) {
-    const last = ok[ok.length - 1];
-    return none(
-      `not saturated up to ${last.level} req/s offered: the server kept up with every rate, so ${last.outputTokensPerSecond.toFixed(1)} tok/s there is the offered load's, not a capacity figure; offer a higher rate`,
-    );
+    if (offered.length === 0)
+      return {
+        ...none(`no rate level was offered on schedule, so none measured the server${clientNote}`),
+        clientLimitedLevels,
+      };
+    const last = offered[offered.length - 1];
+    const every = limited.length === 0 && failedLevels.length === 0 && answerlessLevels.length === 0;
+    return {
+      ...none(
+        `not saturated up to ${last.level} req/s offered: the server kept up with every rate ${limited.length === 0 ? "tried" : "the client offered on schedule"} (no saturation found within them), so ${last.outputTokensPerSecond.toFixed(1)} tok/s there is the offered load's, not a capacity figure; to find the capacity, offer a higher rate${clientNote}`,
+      ),
+      keptUpWithEveryRate: every && offered.every((l) => l.keptUp === true),
+      clientLimitedLevels,
+    };
   }
   const best = behind.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
   const achieved = best.achievedRequestsPerSecond;
@@ -266,9 +306,10 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
     sustainedConcurrency: null,
     failedLevels,
     answerlessLevels,
-    verdict: `saturation at ${best.level} req/s offered: the server began only ${achieved === null ? "n/a" : achieved.toFixed(2)} req/s, so ${best.outputTokensPerSecond.toFixed(1)} tok/s there is its capacity${failedNote}`,
+    verdict: `saturation at ${best.level} req/s offered: the server began only ${achieved === null ? "n/a" : achieved.toFixed(2)} req/s, so ${best.outputTokensPerSecond.toFixed(1)} tok/s there is its capacity${failedNote}${clientNote}`,
     mode: "open",
     sustainedLevel: best.level,
+    clientLimitedLevels,
   };
 }
 

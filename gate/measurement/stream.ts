@@ -3,6 +3,12 @@
  * latency, and the token counts from the final usage chunk. Tokens are never counted from content
  * chunks: reasoning arrives in reasoning_content and speculative decoding sends several tokens per
  * chunk. A failure becomes the sample's error and never throws.
+ *
+ * Inter-token latency is per token, as SGLang's bench_serving computes it where it knows each chunk's
+ * tokens (its native backend): an arrival's gap since the previous arrival is spread over the tokens
+ * it carried. An arrival is one read from the socket, so several events written at once (a stream
+ * interval) are one arrival, not gaps of 0 s. The OpenAI stream does not say how many tokens an event
+ * holds: each event is taken to hold the request's mean, usage.completion_tokens / output events.
  */
 import { request, type Dispatcher } from "undici";
 import { describeError, headers, truncate } from "../transport/http";
@@ -15,11 +21,19 @@ export interface RequestSample {
   maxTokens: number;
   /** Seconds from the start of the run to sending the request. */
   startedAtSeconds: number;
+  /**
+   * Open loop: seconds from the start of the run to when the schedule had the request leave; sent
+   * (startedAtSeconds) minus this is how late the client sent it. Absent in a closed loop.
+   */
+  scheduledAtSeconds?: number;
   /** Seconds to the first chunk with content or reasoning; null when none arrived. */
   ttftSeconds: number | null;
   /** Seconds to the first chunk with visible content (time to first answer token); null: no answer. */
   ttfaSeconds: number | null;
-  /** Seconds between consecutive chunks with output (one chunk may carry several tokens). */
+  /**
+   * Per token after the first arrival: each arrival's gap since the previous one, divided by the
+   * tokens it carried, once per token (see the file's comment). Empty until the request succeeds.
+   */
   itlSeconds: number[];
   e2eSeconds: number;
   /** usage.completion_tokens of a successful request (reasoning included); 0 on error. */
@@ -72,7 +86,12 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
   let usage = null as Usage | null;
   let done = false;
   let streamError: string | null = null;
+  // When the socket read being parsed arrived; the output arrivals after the first, each with its gap
+  // since the previous one and the output events it carried.
+  let readAt = t0;
   let last = t0;
+  const arrivals: { gapSeconds: number; events: number }[] = [];
+  let headersCame = false;
   const onData = (payload: string) => {
     if (payload === "[DONE]") {
       done = true;
@@ -95,9 +114,11 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     if (choice === undefined) return;
     const delta = choice.delta;
     if (delta && (nonEmpty(delta.content) || nonEmpty(delta.reasoning_content))) {
-      const now = performance.now();
+      const now = readAt;
       if (sample.outputChunks === 0) sample.ttftSeconds = (now - t0) / 1000;
-      else sample.itlSeconds.push((now - last) / 1000);
+      else if (now !== last) arrivals.push({ gapSeconds: (now - last) / 1000, events: 1 });
+      // Another event of the same read (of the first arrival, whose tokens TTFT covers, when none is kept).
+      else if (arrivals.length > 0) arrivals[arrivals.length - 1].events++;
       last = now;
       sample.outputChunks++;
       if (nonEmpty(delta.reasoning_content)) sample.reasoningChunks++;
@@ -117,19 +138,29 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
       headers: headers(req.apiKey, true),
       body: JSON.stringify(req.body),
     });
+    headersCame = true;
     if (res.statusCode !== 200) {
       const text = await res.body.text();
       sample.error = `HTTP ${res.statusCode} ${truncate(text, 300)}`;
     } else {
       const parser = new SseParser();
-      for await (const chunk of res.body as AsyncIterable<Buffer>) parser.push(chunk, onData);
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        readAt = performance.now();
+        parser.push(chunk, onData);
+      }
       parser.end(onData);
       if (streamError !== null) sample.error = streamError;
       else if (!done) sample.error = "the stream ended without [DONE] (connection cut mid-stream)";
       else if (usage === null) sample.error = "the stream carried no usage (stream_options.include_usage ignored?)";
     }
   } catch (err) {
-    sample.error = `${describeError(err)} after ${sample.outputChunks} output chunks`;
+    // What came before it failed: a hung server is told apart from one that stalled mid-answer.
+    const seen = !headersCame
+      ? "no response headers came"
+      : sample.outputChunks === 0
+        ? "the response headers came, then no token"
+        : `${sample.outputChunks} output chunk${sample.outputChunks === 1 ? "" : "s"} came, then nothing`;
+    sample.error = `${describeError(err)}: ${seen}`;
   }
   sample.e2eSeconds = (performance.now() - t0) / 1000;
   if (sample.error === null && usage !== null) {
@@ -137,9 +168,21 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     sample.promptTokens = Number(usage.prompt_tokens) || 0;
     sample.reasoningTokens = reasoningTokensOf(usage);
     if (sample.completionTokens <= 0) sample.error = "usage.completion_tokens is 0";
+    else sample.itlSeconds = perTokenItl(arrivals, sample.completionTokens / sample.outputChunks);
   }
   if (sample.error !== null) sample.completionTokens = 0;
   return sample;
+}
+
+/** Each arrival's gap spread over its tokens (events x tokens per event), one value per token. */
+function perTokenItl(arrivals: { gapSeconds: number; events: number }[], tokensPerEvent: number): number[] {
+  const out: number[] = [];
+  for (const a of arrivals) {
+    const tokens = a.events * tokensPerEvent;
+    const each = a.gapSeconds / tokens;
+    for (let i = Math.max(1, Math.round(tokens)); i > 0; i--) out.push(each);
+  }
+  return out;
 }
 
 function nonEmpty(v: unknown): boolean {

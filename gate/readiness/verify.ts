@@ -44,6 +44,8 @@ export interface GateHooks {
   onPhase?: (phase: GatePhase, detail: string) => void;
   /** Stops the gate (Ctrl-C, a cancelled `pulumi up`): it ends not ready, naming the interrupt. */
   signal?: AbortSignal;
+  /** The unit serviceState and serviceLogs read (e.g. sglang-eagle3.service): a verdict names it. */
+  unit?: string;
   /** The unit's state over the host connection, e.g. `systemctl show -p NRestarts,ActiveState`. */
   serviceState?: () => Promise<ServiceState>;
   /** The unit's last log lines, e.g. `journalctl -u UNIT -n 50`; appended to a failure diagnosis. */
@@ -393,7 +395,8 @@ class GateRun {
       await this.checkService(0);
       const state = this.serviceState;
       if (state === null) throw new GateFailure("the service check could not read the unit's state");
-      if (state.activeState !== "active") throw new GateFailure(`the unit is ${state.activeState}, not active`);
+      if (state.activeState !== "active")
+        throw new GateFailure(`${this.unitName()} is ${state.activeState}, not active`);
     }
   }
 
@@ -419,13 +422,18 @@ class GateRun {
     }
     this.serviceState = state;
     if (this.baselineRestarts === null) this.baselineRestarts = state.restarts;
+    // systemd already knows: waiting for the port of a process that exited would cost the whole deadline.
     if (state.activeState === "failed")
-      throw new GateFailure("the service unit failed (its process exited with an error)");
+      throw new GateFailure(`${this.unitName()} failed (its process exited with an error)`);
     if (state.restarts > this.baselineRestarts) {
       throw new GateFailure(
-        `the service restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed`,
+        `${this.unitName()} restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed`,
       );
     }
+  }
+
+  private unitName(): string {
+    return this.hooks.unit ? `the service unit ${this.hooks.unit}` : "the service unit";
   }
 
   private async diagnose(reason: string): Promise<string> {
@@ -452,11 +460,16 @@ class GateRun {
       }
     }
     if (this.serviceState !== null)
-      lines.push(`service: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`);
+      lines.push(
+        `service${this.hooks.unit ? ` ${this.hooks.unit}` : ""}: ActiveState=${this.serviceState.activeState} NRestarts=${this.serviceState.restarts}`,
+      );
     if (this.hooks.serviceLogs) {
       try {
         const logs = await raceTimeout(this.hooks.serviceLogs(), [], LOGS_TIMEOUT_MS, () => "no answer within 5 s");
-        lines.push("--- last service log lines ---", logs.replace(/\s+$/, ""));
+        lines.push(
+          `--- last service log lines${this.hooks.unit ? ` of ${this.hooks.unit}` : ""} ---`,
+          logs.replace(/\s+$/, ""),
+        );
       } catch (err) {
         lines.push(`service logs unavailable: ${describeError(err)}`);
       }

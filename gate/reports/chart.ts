@@ -77,7 +77,7 @@ export function benchChart(
       panel({
         ...row2,
         left: 90,
-        title: "inter-token latency (between output chunks)",
+        title: "inter-token latency (per token)",
         yLabel: "milliseconds",
         series: [
           {

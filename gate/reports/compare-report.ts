@@ -6,14 +6,17 @@
 import { SERVICE_LABEL, type Comparison } from "../measurement/compare";
 import type { CompareResult } from "../measurement/compare-run";
 import { levelPhrase } from "../measurement/levels";
+import { duration } from "./duration";
 import { timeNote } from "./outputs";
 
-const sec = (v: number | null | undefined) =>
-  v === null || v === undefined ? "n/a" : v < 1 ? `${(v * 1000).toFixed(0)} ms` : `${v.toFixed(1)} s`;
 const num = (v: number, digits = 0) =>
   v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-export function compareText(r: CompareResult): string {
+/**
+ * The comparison as text. With `rooflineAt` (the host's roofline at a concurrency, physics/), each
+ * closed-loop level also says the share of the roofline its throughput reaches.
+ */
+export function compareText(r: CompareResult, rooflineAt?: (concurrency: number) => number): string {
   const lines: string[] = [timeNote(r.timeScale), ""];
   for (const o of r.outcomes) {
     const head = `${SERVICE_LABEL[o.service]}${o.measured ? "" : " (unchanged, from the last comparison)"}`;
@@ -27,7 +30,7 @@ export function compareText(r: CompareResult): string {
     if (o.sweep.some((l) => l.mode === "open"))
       lines.push("  (levels are request rates offered per second; achieved: requests the server began per second)");
     lines.push(
-      "  level   tok/s (95% CI)        goodput   TTFT p95   TTFA p95   ITL p50/tok  E2E p50    accept  errors",
+      `  level   tok/s (95% CI)        goodput   TTFT p95   TTFA p95   ITL p50/tok  E2E p50    accept  ${rooflineAt ? "roofline  " : ""}errors`,
     );
     for (const l of o.sweep) {
       const ci = l.throughput.halfWidth === null ? "" : ` ± ${num(l.throughput.halfWidth)}`;
@@ -37,7 +40,7 @@ export function compareText(r: CompareResult): string {
           ? ` achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : ""}`
           : "";
       lines.push(
-        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${sec(l.ttftP95Seconds).padEnd(10)} ${sec(l.ttfaP95Seconds).padEnd(10)} ${sec(l.itlPerTokenP50Seconds).padEnd(12)} ${sec(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${l.errors}/${l.requests}${budget}${behind}`,
+        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${duration(l.ttftP95Seconds).padEnd(10)} ${duration(l.ttfaP95Seconds).padEnd(10)} ${duration(l.itlPerTokenP50Seconds).padEnd(12)} ${duration(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${rooflineAt ? `${l.mode === "open" ? "-" : `${((100 * l.throughput.mean) / rooflineAt(l.level)).toFixed(0)} %`}`.padEnd(9) + " " : ""}${l.errors}/${l.requests}${budget}${behind}`,
       );
     }
     lines.push("");

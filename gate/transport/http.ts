@@ -3,9 +3,10 @@
  * from their own deadline, which is how "no request outlives the deadline" holds. undici's own
  * header/body timeouts are switched off so that only those signals decide.
  */
-import * as net from "node:net";
-import { Agent, request, type Dispatcher } from "undici";
-import { abortReason, TimeoutError } from "./timers";
+import { readFileSync } from "node:fs";
+import { Agent, buildConnector, request, type Dispatcher } from "undici";
+import { openTcp } from "../../ports";
+import { TimeoutError } from "./timers";
 
 export interface Endpoint {
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:30000 (a trailing /v1 is accepted). */
@@ -50,8 +51,64 @@ export function baseUrl(url: string): string {
   return `${u.protocol}//${u.host}${path}`;
 }
 
+/** undici's own connect timeout, kept for the connections opened here. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** undici's connector, used only to speak TLS over a connection already checked. */
+const tlsOver = buildConnector({ timeout: CONNECT_TIMEOUT_MS });
+
+/**
+ * Every HTTP connection of the gate and the benchmark goes through openTcp, so a connection that came
+ * back connected to itself is refused (reset, "nothing listens") before a byte is sent: over it a
+ * request would read its own bytes back as the answer ("answered bytes that are not HTTP"), and TLS
+ * its own ClientHello (a handshake failure that reads as "the port speaks plain HTTP").
+ */
+const checkedConnect: buildConnector.connector = (opts, callback) => {
+  const https = opts.protocol === "https:";
+  const port = opts.port ? Number(opts.port) : https ? 443 : 80;
+  openTcp(opts.hostname, port, { timeoutMs: CONNECT_TIMEOUT_MS, localAddress: opts.localAddress ?? undefined }).then(
+    (socket) => {
+      // What undici's connector sets on the sockets it opens.
+      socket.setNoDelay(true).setKeepAlive(true, 60_000);
+      if (https) tlsOver({ ...opts, httpSocket: socket }, callback);
+      else callback(null, socket);
+    },
+    (err: Error) => callback(err, null),
+  );
+};
+
+/** Descriptors left for everything but a load's connections: files, pipes, the server watch's connect, Node's own. */
+const FD_RESERVE = 64;
+
+/**
+ * The process's limit on open files (Node raises the soft limit to the hard one as it starts), read
+ * from /proc on Linux; null where it cannot be read or is unlimited.
+ */
+export function openFileLimit(): number | null {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Connections for `wanted` streams at once, as many as the file descriptors allow: each stream in
+ * flight holds one socket, and a pool larger than the descriptors fails with EMFILE mid-run.
+ */
+export function connectionBound(wanted: number, fileLimit: number | null = openFileLimit()): number {
+  return Math.max(1, fileLimit === null ? wanted : Math.min(wanted, fileLimit - FD_RESERVE));
+}
+
 export function makeAgent(connections = 8): Agent {
-  return new Agent({ headersTimeout: 0, bodyTimeout: 0, connections, keepAliveTimeout: 4_000, pipelining: 1 });
+  return new Agent({
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    connections,
+    keepAliveTimeout: 4_000,
+    pipelining: 1,
+    connect: checkedConnect,
+  });
 }
 
 export function headers(apiKey: string | undefined, json: boolean): Record<string, string> {
@@ -95,30 +152,11 @@ export async function fetchText(
   };
 }
 
-/** Opens and closes one TCP connection to the endpoint's port. */
-export function tcpConnect(url: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
+/** Opens and closes one TCP connection to the endpoint's port (a self-connection is refused: openTcp). */
+export async function tcpConnect(url: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const u = new URL(url);
   const port = u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
-  const host = u.hostname.replace(/^\[|\]$/g, "");
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(abortReason(signal));
-    const socket = net.connect({ host, port });
-    const done = (err?: Error) => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      socket.destroy();
-      if (err) reject(err);
-      else resolve();
-    };
-    const onAbort = () => done(abortReason(signal));
-    const timer = setTimeout(
-      () => done(new Error(`TCP connect to ${host}:${port} timed out after ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    signal.addEventListener("abort", onAbort, { once: true });
-    socket.once("connect", () => done());
-    socket.once("error", (e) => done(e));
-  });
+  (await openTcp(u.hostname.replace(/^\[|\]$/g, ""), port, { timeoutMs, signal })).destroy();
 }
 
 /** A short, stable description of a network error (undici wraps the socket error in `cause`). */
@@ -137,7 +175,8 @@ export function describeError(err: unknown): string {
 export function errorKind(err: unknown): string {
   const e = err as { name?: string; code?: string; cause?: { code?: string } };
   const code = e?.code ?? e?.cause?.code ?? "";
-  if (code === "ECONNREFUSED") return "connection refused";
+  // A self-connection (openTcp) is a port nothing listens on, like a refusal.
+  if (code === "ECONNREFUSED" || code === "ESELFCONNECT") return "connection refused";
   if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return "connection reset";
   if (err instanceof TimeoutError || e?.name === "TimeoutError" || e?.name === "AbortError") return "timeout";
   return code ? code : "network error";

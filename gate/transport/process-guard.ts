@@ -13,7 +13,7 @@
  * - on leaving, aborts, awaits the registered cleanups (tunnels, key folders) for a bounded time,
  *   then exits.
  */
-import * as net from "node:net";
+import { openTcp } from "../../ports";
 
 export interface ProcessGuard {
   /** Aborted on SIGINT/SIGTERM or when the engine is gone: pass it to verify() and bench(). */
@@ -35,18 +35,15 @@ export function engineAddress(argv: readonly string[]): { host: string; port: nu
   return null;
 }
 
-function refuses(addr: { host: string; port: number }): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: addr.host, port: addr.port });
-    const done = (refused: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(refused);
-    };
-    const timer = setTimeout(() => done(false), 1_000);
-    socket.once("connect", () => done(false));
-    socket.once("error", (e: NodeJS.ErrnoException) => done(e.code === "ECONNREFUSED"));
-  });
+/** Whether nothing listens on ADDR (refused, or a self-connection: openTcp); a timeout is no answer. */
+async function refuses(addr: { host: string; port: number }): Promise<boolean> {
+  try {
+    (await openTcp(addr.host, addr.port, { timeoutMs: 1_000 })).destroy();
+    return false;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code === "ECONNREFUSED" || code === "ESELFCONNECT";
+  }
 }
 
 /**

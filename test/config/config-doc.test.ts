@@ -5,7 +5,7 @@ import { renderConfigDoc } from "../../stack/config-doc";
 import { ROOT } from "./stacks";
 
 describe("docs/configuration.md", () => {
-  it("is what stack/config-doc.ts renders from the schema (run `npx tsx cli/config-doc.ts --write`)", () => {
+  it("is what stack/config-doc.ts renders from the schema (run `npm run gpuhost -- config-doc --write`)", () => {
     const committed = fs.readFileSync(path.join(ROOT, "docs", "configuration.md"), "utf8");
     expect(committed).toBe(renderConfigDoc());
   });

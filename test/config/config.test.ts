@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, configPath, hostConnection, parseConfig, simulatedRoot } from "../../stack/config";
 import { stackConfig } from "./stacks";
+import { toolkitReleases } from "../../components/cuda-catalog/catalog";
 
 const sim = { hosts: [{ name: "sim-1", connection: { kind: "simulated" } }] };
 const KEY = "0123456789abcdef0123456789abcdef";
@@ -96,6 +97,50 @@ describe("stack config schema", () => {
     expect(issues({ ...sim, services: { modelPath: "x\nExecStartPre=/bin/touch /tmp/pwned" } })).toEqual([
       "gpuhost:services.modelPath: modelPath must not contain control characters (newlines, tabs)",
     ]);
+  });
+
+  it("a CUDA release the catalogue does not hold is refused by the schema, at its path, naming the releases it holds", () => {
+    // Before, 99.9 passed the schema and failed later in toolkitPlan with a bare Error (a stack trace).
+    expect(issues({ ...sim, toolkit: { release: "99.9" } })).toEqual([
+      `gpuhost:toolkit.release: 99.9 is not a CUDA release of components/cuda-catalog/cuda.yaml (it holds: ${toolkitReleases().join(", ")})`,
+    ]);
+    expect(parseConfig({ ...sim, toolkit: { release: toolkitReleases()[0] } }).toolkit.release).toBe(
+      toolkitReleases()[0],
+    );
+  });
+
+  it("free text that reaches a unit file or argv is bounded: a 100 kB value is refused at its path, not by the kernel at up (E2BIG)", () => {
+    const huge = "m".repeat(100_000);
+    const out = issues({
+      ...sim,
+      services: {
+        modelPath: huge,
+        servedModelName: huge,
+        eagle3: { draftModelPath: huge },
+      },
+      environment: { venvPath: `/${huge}`, pipIndexUrl: `https://example.invalid/${huge}` },
+      toolkit: { repository: { url: `https://example.invalid/${huge}` } },
+    });
+    expect(out.map((l) => l.split(": ")[0])).toEqual([
+      "gpuhost:toolkit.repository.url",
+      "gpuhost:environment.venvPath",
+      "gpuhost:environment.pipIndexUrl",
+      "gpuhost:services.modelPath",
+      "gpuhost:services.servedModelName",
+      "gpuhost:services.eagle3.draftModelPath",
+    ]);
+    for (const line of out) expect(line).toMatch(/at most [0-9]+ characters|: must be 1-256 characters/);
+  });
+
+  it("servedModelName: what SGLang's --served-model-name and an HTTP model field carry plainly, or refused at its path", () => {
+    for (const ok of ["moonshotai/Kimi-K2.6", "kimi-k2.6", "Qwen/Qwen3-8B:fp8", "my_model@v2+eagle"])
+      expect(parseConfig({ ...sim, services: { servedModelName: ok } }).services.servedModelName).toBe(ok);
+    for (const bad of ["kimi k2", 'a"b', "-starts-with-a-dash", "x".repeat(257), "$(id)"])
+      expect(issues({ ...sim, services: { servedModelName: bad } })).toEqual([
+        expect.stringMatching(
+          /^gpuhost:services\.servedModelName: must be 1-256 characters of letters, digits and \._:\/@\+-/,
+        ),
+      ]);
   });
 
   it("names unknown keys at their own path", () => {

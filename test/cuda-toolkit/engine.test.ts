@@ -1,13 +1,13 @@
 // CudaToolkit under the real Pulumi engine (engine/: CLI, language host, command provider) on a
 // simulated host: `pulumi up` installs and verifies, a second preview changes nothing, outputs
 // carry the fingerprint, destroy runs. The fixture is compiled here so the test needs no full build.
-import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { testEngineOptions, writeFixtureProject } from "../support/engine";
+import { runOk } from "../support/run";
 import { toolkitFingerprint } from "../../components/cuda-toolkit/fingerprint";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cuda-engine-"));
@@ -27,7 +27,7 @@ beforeAll(async () => {
     fs.existsSync(path.join(PROJECT_ROOT, ".gpuhost/engine/bin/pulumi")),
     "the engine is built by `bash engine/setup.sh`",
   ).toBe(true);
-  execFileSync(
+  await runOk(
     path.join(PROJECT_ROOT, "node_modules/.bin/tsc"),
     [
       "--outDir",
@@ -47,13 +47,13 @@ beforeAll(async () => {
       "node",
       path.join(__dirname, "fixture/program.ts"),
     ],
-    { cwd: PROJECT_ROOT },
+    { cwd: PROJECT_ROOT, timeout: 300_000 },
   );
   const program = path.join(out, "dist/test/cuda-toolkit/fixture/program.js");
   writeFixtureProject(work, "gpuhost-cuda-toolkit-test", program);
   await ensureStack(stack, opts);
   await pulumi("config", "set", "simRoot", sim);
-}, 120_000);
+}, 400_000);
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true });

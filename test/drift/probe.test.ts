@@ -5,16 +5,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { shellcheckFindings } from "../support/run";
 import { parseProbeOutput, probeArgs, probeScriptPath } from "../../components/drift/probe";
 import { expectedForSim } from "./sim-host";
 
 describe("probe.sh", () => {
   // shellcheck is Debian's package, as test/host/shellcheck.test.ts requires it: without it this fails.
-  it("is shellcheck-clean", () => {
-    const r = spawnSync("shellcheck", [probeScriptPath()], { encoding: "utf8" });
-    if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
-    expect(r.stdout + r.stderr).toBe("");
-    expect(r.status).toBe(0);
+  it("is shellcheck-clean", async () => {
+    expect(await shellcheckFindings([probeScriptPath()])).toBe("");
   });
 
   it("refuses a missing --cuda-home and unknown arguments (exit 64)", () => {

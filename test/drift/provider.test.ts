@@ -145,6 +145,29 @@ describe("ToolkitState provider on a simulated host", () => {
     ]);
   });
 
+  it("a unit that crashed where it should be stopped: drift says reset-failed (a stop leaves it failed)", async () => {
+    // Started once from a copy whose process exits 1 (Restart=no: failed), then the file put back.
+    const { conn, read } = await driftAfter(`
+      u="$GPUHOST_ROOT${UNIT_FILE}"
+      cp "$u" "$u.orig" && sed -i 's#^ExecStart=/bin/true#ExecStart=/bin/false#' "$u"
+      systemctl daemon-reload && systemctl start sglang-test.service
+      for i in $(seq 100); do systemctl is-failed --quiet sglang-test.service && break; sleep 0.1; done
+      mv "$u.orig" "$u" && systemctl daemon-reload`);
+    expect(read.props.drift).toEqual([
+      {
+        field: `units.${UNIT_FILE}.active`,
+        expected: "inactive",
+        found: "failed",
+        repair:
+          "journalctl -u sglang-test.service says why it failed; systemctl reset-failed sglang-test.service clears it",
+      },
+    ]);
+    await onHost(conn, "systemctl stop sglang-test.service");
+    expect((await impl.read(read.id, read.props)).props.drift).toHaveLength(1);
+    await onHost(conn, "systemctl reset-failed sglang-test.service");
+    expect((await impl.read(read.id, read.props)).props.drift).toEqual([]);
+  });
+
   it("a header replaced: only that file drifts, expected is the recorded hash, repair names its package", async () => {
     const file = "/usr/local/cuda-13.0/include/cusparse.h";
     const { conn, read, created, changes } = await driftAfter(

@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { shellcheckFindings } from "../support/run";
 import { SIM_REPO_URL } from "../../sim-host/platform";
 import { cudaToolkitPlan } from "../../components/cuda-toolkit/cuda-toolkit";
 import type { SimulatedConnection } from "../../sim-host/platform";
@@ -124,10 +125,8 @@ describe("planRepairs", () => {
 describe("ToolkitState's repair scripts", () => {
   const scripts = [REINSTALL_SCRIPT, "components/drift/scripts/restart-unit.sh"].map((s) => path.join(PROJECT_ROOT, s));
 
-  it("are shellcheck-clean, strict and executable", () => {
-    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], { encoding: "utf8" });
-    if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
-    expect(r.stdout + r.stderr).toBe("");
+  it("are shellcheck-clean, strict and executable", async () => {
+    expect(await shellcheckFindings(scripts, { bash: true })).toBe("");
     for (const s of scripts) {
       expect(fs.readFileSync(s, "utf8")).toMatch(/^#!\/usr\/bin\/env bash\n[\s\S]*^set -euo pipefail$/m);
       expect(fs.statSync(s).mode & 0o111, s).not.toBe(0);

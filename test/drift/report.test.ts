@@ -199,7 +199,7 @@ describe("drift report", () => {
     );
   });
 
-  it("a host that cannot be probed is an error (exit 2), named under its host", () => {
+  it("a host that cannot be probed is not checked (exit 10), named under its host", () => {
     const urn = urnOf("gpu3-toolkit");
     const out = stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", []), [
       line({
@@ -223,7 +223,7 @@ describe("drift report", () => {
       }),
     ]).replace('"result":"succeeded"', '"result":"failed"');
     const report = parseRefreshOutput(out);
-    expect(exitCodeOf(report)).toBe(2);
+    expect(exitCodeOf(report)).toBe(10);
     const gpu3 = report.hosts.find((h) => h.host === "ssh root@gpu3:22")!;
     expect(gpu3.status).toBe("error");
     expect(gpu3.errors[0]).toMatch(/Connection refused/);
@@ -233,7 +233,7 @@ describe("drift report", () => {
     );
   });
 
-  it("a host whose key the stored connection refused was not probed: an error (exit 2), with the refusal", () => {
+  it("a host whose key the stored connection refused was not probed: not checked (exit 10), with the refusal", () => {
     // ToolkitState's read keeps the old record, marked hostKeyRefused, and its drift list is the old one.
     const refusal =
       "gpu2:22 presented ssh-ed25519 SHA256:new, but hostKey pins ssh-ed25519 SHA256:old: refused (someone in between, or the host's key changed: pin the new key only after checking it on the host)";
@@ -246,15 +246,15 @@ describe("drift report", () => {
     );
     expect(events.join("\n")).toContain('"hostKeyRefused"');
     const report = parseRefreshOutput(stream(toolkitEvents("gpu1-toolkit", "ssh root@gpu1:22", []), events));
-    expect(exitCodeOf(report)).toBe(2);
+    expect(exitCodeOf(report)).toBe(10);
     const gpu2 = report.hosts.find((h) => h.host === "ssh root@gpu2:22")!;
     expect(gpu2).toMatchObject({ status: "error", errors: [`not probed: ${refusal}`], drift: [] });
     expect(report.hosts.find((h) => h.host === "ssh root@gpu1:22")?.status).toBe("clean");
   });
 
   it("unparsable or truncated engine output is an error, never clean", () => {
-    expect(exitCodeOf(parseRefreshOutput(""))).toBe(2);
-    expect(exitCodeOf(parseRefreshOutput("error: could not load plugin\n"))).toBe(2);
+    expect(exitCodeOf(parseRefreshOutput(""))).toBe(11);
+    expect(exitCodeOf(parseRefreshOutput("error: could not load plugin\n"))).toBe(11);
     const truncated = stream(toolkitEvents("t", "local", []))
       .split("\n")
       .slice(0, 3)
@@ -263,7 +263,7 @@ describe("drift report", () => {
     expect(report.errors).toEqual([
       "pulumi's output ended before the refresh summary (the engine failed or was killed)",
     ]);
-    expect(exitCodeOf(report)).toBe(2);
+    expect(exitCodeOf(report)).toBe(11);
   });
 
   it("the expect-no-changes diagnostic is the drift signal, not an error", () => {
@@ -486,7 +486,7 @@ describe("drift report: the fleet's router and each host's generation", () => {
     ]);
   });
 
-  it("a FleetVerification whose read failed is an error (exit 2) under its router", () => {
+  it("a FleetVerification whose read failed is not checked (exit 10) under its router", () => {
     const out = stream(fleetEvents([]).slice(0, 1), [
       line({
         diagnosticEvent: { urn: FLEET_URN, message: "read failed: boom\n", severity: "error" },
@@ -497,7 +497,7 @@ describe("drift report: the fleet's router and each host's generation", () => {
       { router: ROUTER, resources: ["fleet-verified"], status: "error", drift: [], errors: ["read failed: boom"] },
     ]);
     expect(report.errors).toEqual([]);
-    expect(exitCodeOf(report)).toBe(2);
+    expect(exitCodeOf(report)).toBe(10);
   });
 });
 
@@ -574,7 +574,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
       runPulumi: async (args, opts) => {
         calls.push({ args, env: opts?.env });
         return {
-          code: 255,
+          code: 7,
           stdout: stream(toolkitEvents("t", "local", CURAND)),
           stderr: "error: no changes were expected for refresh but changes were proposed\n",
         };
@@ -590,15 +590,16 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
     expect(c.text()).toContain("packages.libcurand-dev-13-0");
   });
 
-  it("--json prints the report with its exit code; exit 0 when clean even if pulumi's status were non-zero", async () => {
+  it("--json prints the report with its outcome and exit code; exit 0 when clean", async () => {
     const c = capture();
     const code = await driftMain(["--json"], {
       ...c.deps,
-      runPulumi: async () => ({ code: 255, stdout: stream(toolkitEvents("t", "local", [])), stderr: "" }),
+      runPulumi: async () => ({ code: 0, stdout: stream(toolkitEvents("t", "local", [])), stderr: "" }),
     });
     expect(code).toBe(0);
-    const parsed = JSON.parse(c.text()) as { exitCode: number; hosts: { status: string }[] };
+    const parsed = JSON.parse(c.text()) as { exitCode: number; outcome: string; hosts: { status: string }[] };
     expect(parsed.exitCode).toBe(0);
+    expect(parsed.outcome).toBe("clean");
     expect(parsed.hosts[0].status).toBe("clean");
   });
 
@@ -607,7 +608,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
     const c = capture();
     const code = await driftMain(["--stack", "sim-fleet", "--json"], {
       ...c.deps,
-      runPulumi: async () => ({ code: 255, stdout: events, stderr: "" }),
+      runPulumi: async () => ({ code: 7, stdout: events, stderr: "" }),
     });
     expect(code).toBe(1);
     const parsed = JSON.parse(c.text()) as { exitCode: number; fleet: { router: string; drift: Drift[] }[] };
@@ -617,7 +618,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
     expect(
       await driftMain(["--stack", "sim-fleet"], {
         ...t.deps,
-        runPulumi: async () => ({ code: 255, stdout: events, stderr: "" }),
+        runPulumi: async () => ({ code: 7, stdout: events, stderr: "" }),
       }),
     ).toBe(1);
     expect(t.text()).toContain(
@@ -625,7 +626,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
     );
   });
 
-  it("an engine that cannot start is exit 2 with the reason", async () => {
+  it("an engine that cannot start is the engine failure (exit 11) with the reason", async () => {
     const c = capture();
     const code = await driftMain([], {
       ...c.deps,
@@ -633,7 +634,7 @@ describe("gpuhost drift (engine mocked: a stand-in runPulumi prints recorded eve
         throw new Error(".gpuhost/engine/bin/pulumi is missing: run `npm run setup`");
       },
     });
-    expect(code).toBe(2);
+    expect(code).toBe(11);
     expect(c.text()).toContain("error: .gpuhost/engine/bin/pulumi is missing");
   });
 

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { fingerprint } from "../../components/host-key/probe";
 import { renderInvocation } from "../../components/host/invocation";
 import { REMOTE, provider, withSecretCredentials } from "../../engine/offline-plugins/command-provider/provider";
-import { leftBehind } from "../support/processes";
+import { killAll, leftBehind } from "../support/processes";
 import { TestSshd, canRunSshd, startSshd } from "../support/sshd";
 import { startStallProxy } from "../support/stall-proxy";
 
@@ -147,7 +147,9 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
   }, 30_000);
 
   it("a command line gpuhost renders, its client stopped, stops on the host too (sshd sends no SIGHUP without a PTY)", async () => {
-    process.env.GPUHOST_COMMAND_TIMEOUT_S = "2";
+    // The step timeout must outlast the SSH handshake and the command's start on a loaded machine
+    // (2 s did not: the pid file was not there yet); the sleep outlasts it by far either way.
+    process.env.GPUHOST_COMMAND_TIMEOUT_S = "10";
     const pidFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-test-")), "sleep.pid");
     // The provider runs the command as it is, as upstream's does; the watch of the SSH session is in
     // the command line gpuhost renders for an SSH host (components/host/remote-session.ts).
@@ -165,7 +167,49 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("command provider ove
     const pid = Number(fs.readFileSync(pidFile, "utf8"));
     expect(await leftBehind(new Map([[pid, "sleep 60"]]), 10)).toEqual([]);
     fs.rmSync(path.dirname(pidFile), { recursive: true, force: true });
-  }, 30_000);
+  }, 60_000);
+
+  it("a command line gpuhost renders, its network stalled (no FIN, no RST), stops on the host within the keepalives' bound", async () => {
+    // Keepalives 1 s apart, 4 unanswered: the client gives up after about 4 s, and the watch ends the
+    // command once the session's connection has been silent that long. sshd itself would notice
+    // nothing for hours (its TCP keepalive), so without the watch's bound the sleep runs its 300 s.
+    process.env.GPUHOST_SSH_KEEPALIVE_S = "1";
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-cmd-stall-"));
+    const pidFile = path.join(dir, "sleep.pid");
+    const create = renderInvocation({
+      scriptText: `sleep 300 & echo $! >${pidFile}; wait`,
+      scriptName: "t.sh",
+      args: [],
+      overSsh: true,
+    });
+    const proxy = await startStallProxy(sshd.port);
+    let pid = 0;
+    try {
+      const run = provider.create(urn, { connection: { ...conn(), port: proxy.port }, create });
+      const deadline = Date.now() + 20_000;
+      while (!fs.existsSync(pidFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      pid = Number(fs.readFileSync(pidFile, "utf8"));
+      proxy.stall();
+      const stalled = Date.now();
+      const msg = await run.then(() => "finished").catch((e: Error) => e.message);
+      expect(msg).toMatch(/SSH session stopped answering/);
+      expect(await leftBehind(new Map([[pid, "sleep 300"]]), 25)).toEqual([]);
+      const seconds = (Date.now() - stalled) / 1000;
+      console.log(`[ssh stall] the remote command was gone ${seconds.toFixed(1)} s after the network stalled`);
+      expect(seconds).toBeLessThan(25);
+    } finally {
+      if (pid > 0) killAll([pid]);
+      await proxy.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("a command line gpuhost renders, silent for twice that bound on a healthy network, runs to its end (the keepalives keep it)", async () => {
+    process.env.GPUHOST_SSH_KEEPALIVE_S = "1";
+    const create = renderInvocation({ scriptText: "sleep 9; echo done", scriptName: "t.sh", args: [], overSsh: true });
+    const r = await provider.create(urn, { connection: conn(), create });
+    expect(r.outs.stdout).toBe("done");
+  }, 60_000);
 
   it("refuses a host whose key does not match", async () => {
     const wrong = {

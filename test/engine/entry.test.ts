@@ -4,12 +4,12 @@
  * pinned Node 24 unpacked from the npm registry into the cache) before anything else runs, and
  * `npm test` sets up its Debian prerequisites or stops at once saying what to run.
  */
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../engine/pulumi";
+import { run } from "../support/run";
 
 const runSh = path.join(PROJECT_ROOT, "engine", "run.sh");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-entry-"));
@@ -21,14 +21,13 @@ describe("a supported Node.js everywhere", () => {
     expect(Number(process.versions.node.split(".")[0])).toBeGreaterThanOrEqual(22);
   });
 
-  it("run.sh puts the pinned Node 24 first on PATH where the machine's node is older", () => {
+  it("run.sh puts the pinned Node 24 first on PATH where the machine's node is older", async () => {
     // a `node` that claims to be 20, first on PATH, as on a machine that ships Node 20
     const fake = path.join(tmp, "old-node");
     fs.mkdirSync(fake);
     fs.writeFileSync(path.join(fake, "node"), `#!/bin/sh\necho 20\n`, { mode: 0o755 });
-    const r = spawnSync("bash", [runSh, "node", "-p", "process.version + ' ' + process.execPath"], {
+    const r = await run("bash", [runSh, "node", "-p", "process.version + ' ' + process.execPath"], {
       env: { ...process.env, PATH: `${fake}${path.delimiter}${process.env.PATH}` },
-      encoding: "utf8",
       timeout: 300_000,
     });
     expect(r.status, r.stderr).toBe(0);
@@ -38,35 +37,32 @@ describe("a supported Node.js everywhere", () => {
     expect(execPath.startsWith(PROJECT_ROOT)).toBe(false); // the cache, not the checkout
   }, 300_000);
 
-  it("run.sh keeps the machine's node when it is supported", () => {
-    const r = spawnSync("bash", [runSh, "node", "-p", "process.execPath"], { encoding: "utf8", timeout: 60_000 });
+  it("run.sh keeps the machine's node when it is supported", async () => {
+    const r = await run("bash", [runSh, "node", "-p", "process.execPath"], { timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
-    const first = spawnSync("sh", ["-c", "command -v node"], { encoding: "utf8" }).stdout.trim();
-    const major = Number(spawnSync(first, ["-p", "process.versions.node.split('.')[0]"], { encoding: "utf8" }).stdout);
+    const first = (await run("sh", ["-c", "command -v node"])).stdout.trim();
+    const major = Number((await run(first, ["-p", "process.versions.node.split('.')[0]"])).stdout);
     if (major >= 22) expect(r.stdout.trim()).toBe(fs.realpathSync(first));
     else expect(r.stdout.trim()).toMatch(/\/node\/v24\.[\d.]+\/bin\/node$/);
   }, 60_000);
 });
 
 describe("npm test's prerequisites", () => {
-  it("as root: the CI scripts run and find everything in place (under 5 s on a set-up machine)", () => {
+  it("as root: the CI scripts run and find everything in place (nothing installed, downloaded or built again)", async () => {
     if (process.getuid?.() !== 0) return;
-    const t0 = Date.now();
-    const r = spawnSync("bash", [path.join(PROJECT_ROOT, "engine", "test-prereqs.sh")], {
-      encoding: "utf8",
-      timeout: 600_000,
-    });
+    const r = await run("bash", [path.join(PROJECT_ROOT, "engine", "test-prereqs.sh")], { timeout: 600_000 });
     expect(r.status, r.stderr).toBe(0);
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    // Each script says on stderr when it installs, downloads or builds (`smg: installing ...`): a
+    // set-up machine hears none of it. (Its speed is not asserted here: docs/development.md measures it.)
+    expect(r.stderr.split("\n").filter((l) => /install|download|build|unpack/i.test(l))).toEqual([]);
   }, 600_000);
 
-  it("not root: stops at once with one sentence saying what to run", () => {
+  it("not root: stops at once with one sentence saying what to run", async () => {
     if (process.getuid?.() !== 0) return; // needs root to become another user
     // `nobody` cannot reach a checkout under a 0700 folder (root's home is one): it runs a copy of
     // the scripts in a folder anyone can read, laid out as in the checkout.
     const copy = readableCopy(["engine/test-prereqs.sh", ".ci/prereqs.sh", ".ci/testhost-prereqs.sh"]);
-    const r = spawnSync("runuser", ["-u", "nobody", "--", "bash", path.join(copy, "engine", "test-prereqs.sh")], {
-      encoding: "utf8",
+    const r = await run("runuser", ["-u", "nobody", "--", "bash", path.join(copy, "engine", "test-prereqs.sh")], {
       timeout: 30_000,
       cwd: copy,
       env: { PATH: process.env.PATH },

@@ -5,7 +5,6 @@
  * VM's output into GpuServingHost on a simulated host. `pulumi up` must provision, verify and
  * benchmark it; a second up changes nothing; destroy removes it.
  */
-import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -13,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
 import { testEngineOptions } from "../support/engine";
+import { runOk } from "../support/run";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-example-"));
 const example = path.join(work, "sim-vm");
@@ -34,14 +34,10 @@ beforeAll(async () => {
   manifest.dependencies.gpuhost = `file:${PROJECT_ROOT}`;
   fs.writeFileSync(path.join(example, "package.json"), JSON.stringify(manifest, null, 2));
   // --install-links: a copy of the package as a registry install would give (its `files` only)
-  execFileSync(
+  await runOk(
     "npm",
     ["install", "--install-links", "--no-audit", "--no-fund", "--prefer-offline", "--no-package-lock"],
-    {
-      cwd: example,
-      stdio: "pipe",
-      timeout: 300_000,
-    },
+    { cwd: example, timeout: 300_000 },
   );
   // the sim stack's gpuhost config, on a free port
   const config = fs
@@ -58,7 +54,7 @@ afterAll(async () => {
 }, 300_000);
 
 describe("examples/sim-vm: another program using gpuhost as a library", () => {
-  it("installs only what the package ships, and imports the library (not the program) through exports", () => {
+  it("installs only what the package ships, and imports the library (not the program) through exports", async () => {
     const installed = path.join(example, "node_modules", "gpuhost");
     expect(fs.lstatSync(installed).isSymbolicLink()).toBe(false);
     expect(fs.existsSync(path.join(installed, "dist", "lib.d.ts"))).toBe(true);
@@ -68,10 +64,7 @@ describe("examples/sim-vm: another program using gpuhost as a library", () => {
     // Pulumi; a user of the package has one.
     expect(fs.existsSync(path.join(installed, "dist", "engine", "offline-plugins"))).toBe(false);
     expect(fs.existsSync(path.join(installed, "dist", "engine", "pulumi.js"))).toBe(true);
-    const keys = execFileSync("node", ["-p", "Object.keys(require('gpuhost')).sort().join(',')"], {
-      cwd: example,
-      encoding: "utf8",
-    });
+    const keys = await runOk("node", ["-p", "Object.keys(require('gpuhost')).sort().join(',')"], { cwd: example });
     expect(keys).toContain("GpuServingHost");
     expect(keys).toContain("simulatedPlatform");
   });

@@ -93,7 +93,7 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("a pinned host key th
       expect(out).not.toMatch(/move with:|@@@|REMOTE HOST IDENTIFICATION|Host key verification failed/);
       expect(await storedHostKey()).toBe(first);
 
-      // What `gpuhost drift` runs and reads: the host is an error (exit 2), with the refusal.
+      // What `gpuhost drift` runs and reads: the host was not checked (exit 10), with the refusal.
       const refresh = await runPulumi(
         ["refresh", "--preview-only", "--expect-no-changes", "--json", "--stack", STACK],
         {
@@ -102,7 +102,7 @@ describe.skipIf(process.env.GPUHOST_SKIP_TESTHOST === "1")("a pinned host key th
         },
       );
       const report = parseRefreshOutput(refresh.stdout, STACK);
-      expect(exitCodeOf(report), refresh.stdout + refresh.stderr).toBe(2);
+      expect(exitCodeOf(report), refresh.stdout + refresh.stderr).toBe(10);
       expect(report.hosts.map((h) => h.status)).toEqual(["error"]);
       expect(report.hosts[0]?.errors.join("\n")).toContain(`but hostKey pins ssh-ed25519 ${fingerprint(first)}`);
     },

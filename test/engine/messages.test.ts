@@ -2,7 +2,8 @@
  * What a person reads when gpuhost refuses, under the real engine and the real program (dist/index.js):
  * one line of one or two plain sentences (test/support/plain-message.ts), never a stack trace, colour
  * codes, the SDK's "unhandled exception" or "error serializing property" wrapping, or OpenSSH's banner.
- *   - a bad stack config (a port of 70000, an unknown key): the config path and what is wrong;
+ *   - a bad stack config (a port of 70000, an unknown key, a CUDA release the catalogue lacks, a
+ *     100 kB served model name): the config path and what is wrong;
  *   - an SSH host without a pinned key (a real OpenSSH server on loopback, test/support/sshd.ts): the
  *     key and fingerprint it presented, and the command that pins it;
  *   - trust-on-first-use, the host's key swapped after it was recorded: both fingerprints, when the key
@@ -12,6 +13,7 @@
  * The program runs from dist/: build first (npm test does).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toolkitReleases } from "../../components/cuda-catalog/catalog";
 import { fingerprint } from "../../components/host-key/probe";
 import { type StateExport } from "../support/engine";
 import { errorLines, expectPlainSentences } from "../support/plain-message";
@@ -57,6 +59,31 @@ describe("a bad stack config under the engine", () => {
         "Invalid gpuhost stack configuration: gpuhost:services.port: Too big: expected number to be <=65535. Fix it with `pulumi config set --path <path> <value>` (or `pulumi config rm --path <path>`), or in the stack's Pulumi.<stack>.yaml.",
       );
       await stack.ok("config", "set", "--path", "gpuhost:services.port", "30000");
+    },
+    STEP,
+  );
+
+  it(
+    "a CUDA release the catalogue lacks (99.9): one plain sentence naming gpuhost:toolkit.release and what it holds",
+    async () => {
+      // Before, the schema let it through and the toolkit's plan threw: a stack trace in colour.
+      await stack.ok("config", "set", "--path", "gpuhost:toolkit.release", "99.9");
+      expect(refusalOf(await stack.run("preview"))).toBe(
+        `Invalid gpuhost stack configuration: gpuhost:toolkit.release: 99.9 is not a CUDA release of components/cuda-catalog/cuda.yaml (it holds: ${toolkitReleases().join(", ")}). Fix it with \`pulumi config set --path <path> <value>\` (or \`pulumi config rm --path <path>\`), or in the stack's Pulumi.<stack>.yaml.`,
+      );
+      await stack.ok("config", "rm", "--path", "gpuhost:toolkit.release");
+    },
+    STEP,
+  );
+
+  it(
+    "a 100 kB servedModelName: refused at preview naming its path, not by the kernel at up (spawn E2BIG)",
+    async () => {
+      await stack.ok("config", "set", "--path", "gpuhost:services.servedModelName", "m".repeat(100_000));
+      expect(refusalOf(await stack.run("preview"))).toMatch(
+        /^Invalid gpuhost stack configuration: gpuhost:services\.servedModelName: must be 1-256 characters of /,
+      );
+      await stack.ok("config", "rm", "--path", "gpuhost:services.servedModelName");
     },
     STEP,
   );

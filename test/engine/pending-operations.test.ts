@@ -22,7 +22,7 @@ import {
 import { freeLocalPort } from "../../ports";
 import { pluginSets } from "../support/engine";
 import { descendants, killAll, leftBehind } from "../support/processes";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, simHostNamed, type TestStack } from "../support/stack";
 
 const stacks: TestStack[] = [];
 afterAll(async () => {
@@ -78,10 +78,7 @@ describe.each(pluginSets())("pending operations left by a killed up, under a pla
     const host = `po-${crypto.randomBytes(3).toString("hex")}`;
     const s = await createTestStack(
       "sim",
-      [
-        { path: "gpuhost:hosts[0].name", value: host },
-        { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
-      ],
+      [...simHostNamed(host), { path: "gpuhost:services.port", value: String(await freeLocalPort()) }],
       300_000,
       plugins,
     );

@@ -13,7 +13,7 @@ import { execOnHost } from "../../components/host/exec";
 import { ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
 import { freeLocalPort } from "../../ports";
 import { projectRoot } from "../../project-files";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack } from "../support/stack";
 import { simulatedConnection } from "../../sim-host/platform";
 
 // A simulated host's root must lie under the project's .gpuhost/ (the config refuses anything else).
@@ -59,14 +59,7 @@ it("pulumi up compares the three services, records the table and leaves the winn
       { path: "gpuhost:services.compare", value: "true" },
       { path: "gpuhost:services.active", value: "auto" },
       { path: "gpuhost:simulator.timeScale", value: "40" },
-      { path: "gpuhost:benchmark.concurrency[0]", value: "1" },
-      { path: "gpuhost:benchmark.concurrency[1]", value: "4" },
-      { path: "gpuhost:benchmark.concurrency[2]", value: "16" },
-      { path: "gpuhost:benchmark.concurrency[3]", value: "32" },
-      { path: "gpuhost:benchmark.sweepMaxTokens", value: "512" },
-      { path: "gpuhost:benchmark.singleRequestMaxTokens[0]", value: "256" },
-      { path: "gpuhost:benchmark.singleRequestMaxTokens[1]", value: "512" },
-      { path: "gpuhost:benchmark.singleRequestPrompts", value: "1" },
+      ...SHORT_COMPARISON_BENCHMARK,
     ],
     400_000,
   );

@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../engine/pulumi";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, simHostNamed, type TestStack } from "../support/stack";
 
 /** Every path under `dir` with its type, size, mode and mtime; `skip` names top-level entries left out. */
 function snapshot(dir: string, skip: string[] = []): Map<string, string> {
@@ -50,7 +50,7 @@ describe("pulumi preview on the sim stack", () => {
     const host = `preview-${crypto.randomBytes(3).toString("hex")}`;
     const hostRoot = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host);
     s = await createTestStack("sim", [
-      { path: "gpuhost:hosts[0].name", value: host },
+      ...simHostNamed(host),
       { path: "gpuhost:apiKey", value: `sk-${crypto.randomBytes(12).toString("hex")}`, secret: true },
     ]);
     // .gpuhost/ holds what other suites running beside this one write (their stacks, vitest's

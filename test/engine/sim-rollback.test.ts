@@ -8,7 +8,7 @@
 import * as crypto from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { acceptsConnections, freeLocalPort } from "../../ports";
-import { type TestStack, createTestStack } from "../support/stack";
+import { type TestStack, createTestStack, simHostNamed } from "../support/stack";
 
 const stacks: TestStack[] = [];
 afterAll(async () => {
@@ -20,7 +20,7 @@ describe("a reverted rollout on the sim stack", () => {
     const host = `rb-${crypto.randomBytes(3).toString("hex")}`;
     const port = await freeLocalPort();
     const s = await createTestStack("sim", [
-      { path: "gpuhost:hosts[0].name", value: host },
+      ...simHostNamed(host),
       { path: "gpuhost:services.port", value: String(port) },
     ]);
     stacks.push(s);

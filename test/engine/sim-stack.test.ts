@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { PROJECT_ROOT } from "../../engine/pulumi";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import { pluginSets, type StateExport } from "../support/engine";
-import { TestStack, createTestStack } from "../support/stack";
+import { TestStack, createTestStack, simHostNamed } from "../support/stack";
 
 const stacks: TestStack[] = [];
 afterAll(async () => {
@@ -37,7 +37,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     s = await createTestStack(
       "sim",
       [
-        { path: "gpuhost:hosts[0].name", value: host },
+        ...simHostNamed(host),
         { path: "gpuhost:services.port", value: String(port) },
         { path: "gpuhost:apiKey", value: apiKey, secret: true },
       ],
@@ -136,7 +136,7 @@ describe("a service that crashes on its first generation", () => {
   it("fails pulumi up with the phase and the curand.h line in the error", async () => {
     const host = `jit-${crypto.randomBytes(3).toString("hex")}`;
     const s = await createTestStack("sim", [
-      { path: "gpuhost:hosts[0].name", value: host },
+      ...simHostNamed(host),
       { path: "gpuhost:services.port", value: String(await freePort()) },
       { path: "gpuhost:simulator.faults[0]", value: "jit-crash" },
       { path: "gpuhost:verification.deadlineSeconds", value: "60" },

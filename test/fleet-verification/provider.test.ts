@@ -6,7 +6,7 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, diff, read, update } from "../../components/fleet-verification/provider";
-import { fleetPlan, scaledPlan, sustainedInterval } from "../../components/fleet-verification";
+import { fleetPlan, sustainedInterval } from "../../components/fleet-verification";
 import type { Drift } from "../../components/drift/schema";
 import {
   listWorkers,
@@ -14,7 +14,7 @@ import {
   workerDrift,
   workerRequestCounts,
 } from "../../components/fleet-verification/router-api";
-import { startSimulator, type RunningSimulator } from "../../simulator/index";
+import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
 import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
 
 const KEY = "fleet-provider-key-0123456789abcdef";
@@ -141,6 +141,75 @@ describe("FleetVerification against the real SMG", () => {
       "only 1 of 2 hosts passed their gate, fewer than router.minHealthyHosts 2; left out: h2 (the gate timed out in phase models)",
     );
   });
+});
+
+/**
+ * Hosts that serve one request at a time, 64 tokens at 160 tok/s: about 0.4 s each, so one host
+ * answers some 2.5 requests per host second and two some 5. A host plan with rates 1 and 3.5 saturates
+ * one host at 3.5; two hosts keep up with 3.5 and fall behind at 7, the plan for 2 workers.
+ */
+describe("FleetVerification with benchmark.rate, and a worker that dies during the fleet benchmark (real SMG)", () => {
+  const slow: RunningSimulator[] = [];
+  let slowRouter: RunningRouter;
+  const base = loadProfile("tiny");
+  const profile = {
+    ...base,
+    decode: { ...base.decode, perRequestTokensPerSecond: [{ batch: 1, value: 160 }], maxRunningRequests: 1 },
+  };
+  const slowInputs = (benchPlan: Record<string, unknown>) =>
+    inputs({
+      router: { url: slowRouter.url, metricsUrl: slowRouter.metricsUrl, model: "tiny" },
+      workers: { registered: slow.map((s, i) => ({ name: `s${i + 1}`, url: s.url })), leftOut: [] },
+      hostFigures: {},
+      benchPlan: { ...plan, singleRequestMaxTokens: [8], ...benchPlan },
+      timeScale: 10,
+    });
+
+  beforeAll(async () => {
+    const venv = smgVenv();
+    for (let i = 0; i < 2; i++)
+      slow.push(
+        await startSimulator({ profile, port: 0, timeScale: 10, apiKey: KEY, log: () => undefined, onExit: () => {} }),
+      );
+    // Round robin: the fleet's rate is shared evenly, so two hosts' capacity is twice one's.
+    slowRouter = await startRouter({ venv, workerUrls: slow.map((s) => s.url), apiKey: KEY, policy: "round_robin" });
+    await waitForHealthyWorkers(slowRouter.url, 2);
+  }, 600_000);
+
+  afterAll(async () => {
+    await slowRouter?.stop();
+    await Promise.all(slow.map((s) => s.close()));
+  });
+
+  it("rates are the host's times the workers, and the fleet that falls behind at the top one measures its throughput", async () => {
+    const r = await create(slowInputs({ rate: [1, 3.5], requestsPerConcurrency: 1 }));
+    const sweep = r.outs.sweep as Array<{ offeredRequestsPerSecond: number; errors: number }>;
+    expect(sweep.map((l) => l.offeredRequestsPerSecond)).toEqual([2, 7]);
+    expect(sweep.every((l) => l.errors === 0)).toBe(true);
+    expect(r.outs.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+    expect((r.outs.plan as { daysForJob: number | null }).daysForJob).toBeGreaterThan(0);
+  }, 300_000);
+
+  it("a worker killed during the fleet benchmark is named and the create fails (the router hid its errors)", async () => {
+    // The provider says each level as it ends: the second worker dies after the first level.
+    const write = process.stderr.write.bind(process.stderr);
+    let killed: Promise<void> | null = null;
+    process.stderr.write = (chunk: string | Uint8Array, ...rest: never[]) => {
+      if (killed === null && /\] (C=|concurrency )\d+: .* tok\/s/.test(String(chunk))) killed = slow[1].close();
+      return write(chunk, ...rest);
+    };
+    let outcome: string;
+    try {
+      outcome = await create(slowInputs({ concurrency: [1, 2, 3], requestsPerConcurrency: 4 })).then(
+        () => "the create passed",
+        (e: Error) => e.message,
+      );
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(killed).not.toBeNull();
+    expect(outcome).toMatch(new RegExp(`router lost s2 \\(${slow[1].url.replace(/[.]/g, "\\.")}: [^)]+\\)`));
+  }, 300_000);
 });
 
 /** A router stand-in: GET /workers answers `workers()`; POST and DELETE are recorded. */
@@ -277,13 +346,6 @@ describe("pure parts", () => {
     expect(p.hostsForDeadline).toBe(5);
     expect(p.hostsMissing).toBe(3);
     expect(fleetPlan(0, 2, undefined).hostsMissing).toBeNull();
-  });
-  it("scaledPlan multiplies every level by the workers, keeps the error budget, runs each level at least `repeats` times", () => {
-    const s = scaledPlan({ concurrency: [4, 8], errorBudget: 0.02 } as never, 3, 3);
-    expect(s.concurrency).toEqual([12, 24]);
-    expect(s.errorBudget).toBe(0.02);
-    expect(s.repeats).toBe(3);
-    expect(scaledPlan({ repeats: 5 } as never, 2, 3).repeats).toBe(5);
   });
   it("sustainedInterval: the sustained level's interval, null with one run or no sustained level", () => {
     const level = (l: number, low: number | null, high: number | null, n: number) => ({

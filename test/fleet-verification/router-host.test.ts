@@ -2,7 +2,6 @@
 // scripts (install, configure, probe) on a simulated host, running the real SMG from the hash-locked
 // venv (.ci/smg.sh) in front of a simulator. A unit edited on the host, the router stopped, its config
 // rewritten: each is named by the probe, and the repair (the Router's steps again) puts it back.
-import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -20,6 +19,7 @@ import { configureStep, hostCheck, installStep } from "../../components/router/s
 import { RouterSchema } from "../../components/router/schema";
 import { prepareSimulatedHost, simulatedConnection } from "../../sim-host/platform";
 import { startSimulator, type RunningSimulator } from "../../simulator/index";
+import { runOk } from "../support/run";
 import { freePort, smgVenv } from "../support/smg";
 
 const clean = { unit: "a".repeat(64), config: "b".repeat(64), active: "active", smg: `smg ${SMG_VERSION}` };
@@ -170,7 +170,7 @@ describe("the router's machine, probed and repaired with the Router's own script
     try {
       const reqs = path.join(index, "requirements.txt");
       fs.writeFileSync(reqs, requirementsText());
-      execFileSync(
+      await runOk(
         path.join(smgVenv(), "bin", "pip"),
         [
           "download",
@@ -183,7 +183,7 @@ describe("the router's machine, probed and repaired with the Router's own script
           "-d",
           path.join(index, "files"),
         ],
-        { stdio: ["ignore", "ignore", "inherit"], timeout: 600_000 },
+        { inheritStderr: true, timeout: 600_000 },
       );
       const wheels = fs.readdirSync(path.join(index, "files")).filter((f) => f.endsWith(".whl"));
       // One per locked requirement (smg and what it needs), each under its normalized project name.

@@ -71,7 +71,7 @@ describe("gpuhost sim on a busy port", () => {
 });
 
 describe("one Ctrl-C stops gpuhost verify and bench", () => {
-  it("SIGINT during a run: exit 130 within 2 s, saying it was interrupted", async () => {
+  it("SIGINT during a run: exit 130 within seconds (not its 600 s deadline), saying it was interrupted", async () => {
     const { neverAnswering } = await import("./misbehaving-servers");
     const silent = await neverAnswering();
     try {
@@ -99,7 +99,8 @@ describe("one Ctrl-C stops gpuhost verify and bench", () => {
       ]);
       for (const r of [v, b]) {
         expect(r.code, r.err).toBe(130);
-        expect(r.afterSignal).toBeLessThan(2);
+        // Usually well under a second; the bound leaves room for a loaded machine and the 5 s grace.
+        expect(r.afterSignal).toBeLessThan(10);
         expect(r.err).toMatch(/SIGINT: stopping/);
       }
     } finally {

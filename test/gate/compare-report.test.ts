@@ -61,6 +61,15 @@ describe("comparison report", () => {
     expect(text).toContain("Active now: autoregressive.");
   });
 
+  it("text with the host's roofline: each level's share of the roofline at its concurrency (issue 28)", () => {
+    // A roofline of 10 tok/s per concurrent stream: 832 at 64 is 832 / 640 = 130 %, 42 at 1 is 420 %.
+    const text = compareText(result(), (c) => 10 * c);
+    expect(text).toMatch(/accept\s+roofline\s+errors/);
+    expect(text).toMatch(/^\s+64\s+832 .* 130 %\s+0\/64$/m);
+    expect(text).toMatch(/^\s+1\s+42 .* 420 %\s+0\/1$/m);
+    expect(compareText(result())).not.toContain("roofline");
+  });
+
   it("CSV: one row per service and level with the interval and the time scale", () => {
     const rows = compareCsv(result()).trim().split("\n");
     expect(rows).toHaveLength(1 + 6);

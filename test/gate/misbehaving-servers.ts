@@ -16,7 +16,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-async function serve(handler: (req: http.IncomingMessage, res: http.ServerResponse, s: TestServer) => void) {
+async function serve(handler: (req: http.IncomingMessage, res: http.ServerResponse, s: TestServer) => void, port = 0) {
   const sockets = new Set<Socket>();
   const state: TestServer = {
     url: "",
@@ -37,7 +37,10 @@ async function serve(handler: (req: http.IncomingMessage, res: http.ServerRespon
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
   state.port = (server.address() as AddressInfo).port;
   state.url = `http://127.0.0.1:${state.port}`;
   return state;
@@ -76,8 +79,8 @@ export function htmlLoginPage(): Promise<TestServer> {
   });
 }
 
-/** A plain OpenAI-style answer to everything: models, and a non-streamed completion. */
-export function answering(content = "OK"): Promise<TestServer> {
+/** A plain OpenAI-style answer to everything: models, and a non-streamed completion (on PORT, or a free one). */
+export function answering(content = "OK", port = 0): Promise<TestServer> {
   return serve((req, res) => {
     req.resume();
     if (req.url === "/v1/models") {
@@ -93,5 +96,5 @@ export function answering(content = "OK"): Promise<TestServer> {
       usage: { prompt_tokens: 3, completion_tokens: 2 },
     };
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
-  });
+  }, port);
 }

@@ -11,6 +11,7 @@ import { fingerprint } from "../../components/host-key/probe";
 import { execOnHost, sshArgs, sshBaseArgs } from "../../components/host/exec";
 import { renderInvocation } from "../../components/host/invocation";
 import { hostCommandLine } from "../../components/host/script";
+import { acceptsConnections } from "../../ports";
 import { simShimDir, simulatedConnection } from "../../sim-host/platform";
 import { expectPlainSentences } from "../support/plain-message";
 import { leftBehind } from "../support/processes";
@@ -39,10 +40,10 @@ describe("renderInvocation", () => {
     const ssh = { kind: "ssh" as const, host: "h", port: 22, privateKey: "k" };
     // Over SSH: sudo first, then the watch of the session (remote-session.ts), then the script.
     expect(hostCommandLine({ ...ssh, user: "ubuntu" }, script, [])).toMatch(
-      /^exec sudo -n bash -c '[^']*gpuhost_session[^']*' gpuhost-session "\$PPID" 'bash -c /,
+      /^exec sudo -n bash -c '[\s\S]*gpuhost_session[\s\S]*' gpuhost-session "\$PPID" "\$\{GPUHOST_SESSION_SILENCE_S:-0\}" 'bash -c /,
     );
     expect(hostCommandLine({ ...ssh, user: "root" }, script, [])).toMatch(
-      /^exec bash -c '[^']*gpuhost_session[^']*' gpuhost-session "\$PPID" 'bash -c /,
+      /^exec bash -c '[\s\S]*gpuhost_session[\s\S]*' gpuhost-session "\$PPID" "\$\{GPUHOST_SESSION_SILENCE_S:-0\}" 'bash -c /,
     );
     // Paths inside the working directory (the program's folder, where Pulumi runs commands) are
     // written relative to "$PWD", so a moved checkout renders the same command; others stay absolute.
@@ -213,15 +214,7 @@ describe.skipIf(!haveSsh)("execOnHost over a real sshd on 127.0.0.1 (skipped wit
     fs.mkdirSync("/run/sshd", { recursive: true });
     sshd = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", path.join(dir, "sshd_config")], { stdio: "ignore" });
     for (let i = 0; i < 50; i++) {
-      const open = await new Promise<boolean>((r) => {
-        const c = net
-          .connect(port, "127.0.0.1", () => {
-            c.end();
-            r(true);
-          })
-          .on("error", () => r(false));
-      });
-      if (open) break;
+      if (await acceptsConnections(port)) break;
       await new Promise((r) => setTimeout(r, 100));
     }
   });

@@ -1,9 +1,9 @@
 // Every host script and shim of the host and toolkit layers is shellcheck-clean and strict.
 // shellcheck is Debian's package (apt-get install -y shellcheck); without it this test fails.
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { shellcheckFindings } from "../support/run";
 
 const repo = path.resolve(__dirname, "../..");
 const scripts = [
@@ -27,14 +27,8 @@ describe("host scripts", () => {
     );
   });
 
-  it("are shellcheck-clean", () => {
-    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], {
-      cwd: repo,
-      encoding: "utf8",
-    });
-    if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
-    expect(r.stdout + r.stderr).toBe("");
-    expect(r.status).toBe(0);
+  it("are shellcheck-clean", async () => {
+    expect(await shellcheckFindings(scripts, { cwd: repo, bash: true })).toBe("");
   });
 
   it("start with a bash shebang and set -euo pipefail (the sim-host/bin wrappers too), and are executable", () => {

@@ -27,6 +27,13 @@ describe("the program (index.ts) under mocks", async () => {
     expect(named(all, "mock-1-prepare").inputs.create).toContain("prepare.sh");
   });
 
+  it("says the simulated host's roofline is not known rather than inventing one (issue 28)", () => {
+    expect(hosts["mock-1"].roofline).toEqual({
+      known: false,
+      reason: "not known: the simulated host has no config.json",
+    });
+  });
+
   it("exports exactly the keys of StackOutputsSchema, and per host those of HostOutputsSchema", () => {
     expect(Object.keys(program).sort()).toEqual(Object.keys(StackOutputsSchema.shape).sort());
     expect(Object.keys(hosts)).toEqual(["mock-1"]);

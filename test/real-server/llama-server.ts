@@ -193,6 +193,23 @@ export async function metric(url: string, name: string): Promise<number> {
 }
 
 /**
+ * The counter once it has passed `floor`, polled for up to `timeoutMs`. llama-server adds a request's
+ * generated tokens to tokens_predicted_total only when its slot is released, and a client that hangs
+ * up early (the gate's probe stops reading at the first visible answer token) has its slot released
+ * when the server's loop gets to the cancel, while a /metrics scrape is posted ahead of it (a
+ * high-priority task, served even during a decode). So the books settle a moment after the answer.
+ * A counter that never passes `floor` (nothing was generated) still fails, after the bound.
+ */
+export async function metricAbove(url: string, name: string, floor: number, timeoutMs = 10_000): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await metric(url, name);
+    if (value > floor || performance.now() >= deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/**
  * What every real-server suite sets up, at the top level of its file: the cached install (built
  * before any test by npm test; GPUHOST_SKIP_REAL_SERVER=1 skips the suites knowingly), and cleanups
  * run after each test, last registered first (servers stopped, folders removed).

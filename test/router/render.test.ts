@@ -20,10 +20,10 @@ const router = RouterSchema.parse({ host: "a" });
 describe("gpuhost-router.service", () => {
   it.each([true, false])(
     "verifies with systemd-analyze, no warning (api key %s)",
-    (apiKey) => {
+    async (apiKey) => {
       expect(systemdAnalyzeAvailable()).toBe(true);
       const unit = renderRouterUnit(router, { apiKey });
-      const r = verifyUnit(ROUTER_UNIT, unit);
+      const r = await verifyUnit(ROUTER_UNIT, unit);
       expect(r.stderr).toBe("");
       expect(r.status).toBe(0);
       expect(r.argv).toEqual([

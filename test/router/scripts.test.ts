@@ -4,6 +4,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { shellcheckFindings } from "../support/run";
 
 const repo = path.resolve(__dirname, "../..");
 const scripts = [
@@ -24,14 +25,8 @@ describe("router scripts", () => {
       ]),
     ));
 
-  it("are shellcheck-clean", () => {
-    const r = spawnSync("shellcheck", ["--shell=bash", "--severity=style", ...scripts], {
-      cwd: repo,
-      encoding: "utf8",
-    });
-    if (r.error) throw new Error(`shellcheck is not installed (apt-get install -y shellcheck): ${r.error.message}`);
-    expect(r.stdout + r.stderr).toBe("");
-    expect(r.status).toBe(0);
+  it("are shellcheck-clean", async () => {
+    expect(await shellcheckFindings(scripts, { cwd: repo, bash: true })).toBe("");
   });
 
   it.each(scripts)("%s: bash shebang, set -euo pipefail, executable", (s) => {

@@ -5,6 +5,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { run } from "../support/run";
 
 export function systemdAnalyzeAvailable(): boolean {
   return spawnSync("systemd-analyze", ["--version"]).status === 0;
@@ -47,31 +48,42 @@ export function splitDumpedCommandLine(line: string): string[] {
   return words;
 }
 
-export function verifyUnit(name: string, content: string, opts: { stubProgram?: boolean } = {}): VerifyResult {
+/** Async: two systemd-analyze runs and a copy of the unit library take seconds under load. */
+export async function verifyUnit(
+  name: string,
+  content: string,
+  opts: {
+    stubProgram?: boolean;
+    /** Other units written beside it (a timer's service). */ with?: Record<string, string>;
+  } = {},
+): Promise<VerifyResult> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-units-"));
   try {
-    fs.cpSync("/usr/lib/systemd/system", path.join(root, "usr/lib/systemd/system"), {
+    await fs.promises.cp("/usr/lib/systemd/system", path.join(root, "usr/lib/systemd/system"), {
       recursive: true,
       verbatimSymlinks: true,
     });
     fs.mkdirSync(path.join(root, "etc/systemd/system"), { recursive: true });
-    fs.writeFileSync(path.join(root, "etc/systemd/system", name), content);
-    const program = /^ExecStart=(\S+)/m.exec(content)?.[1];
-    if (program && opts.stubProgram !== false) {
-      fs.mkdirSync(path.join(root, path.dirname(program)), { recursive: true });
-      fs.writeFileSync(path.join(root, program), "#!/bin/sh\n", { mode: 0o755 });
+    for (const [file, text] of Object.entries({ ...opts.with, [name]: content })) {
+      fs.writeFileSync(path.join(root, "etc/systemd/system", file), text);
+      // The program as systemd reads it: a quoted path (with spaces) is one word.
+      const line = /^ExecStart=(.*)$/m.exec(text)?.[1];
+      const program = line === undefined ? undefined : splitDumpedCommandLine(line)[0];
+      if (program && opts.stubProgram !== false) {
+        fs.mkdirSync(path.join(root, path.dirname(program)), { recursive: true });
+        fs.writeFileSync(path.join(root, program), "#!/bin/sh\n", { mode: 0o755 });
+      }
     }
-    const plain = spawnSync("systemd-analyze", ["verify", "--man=no", `--root=${root}`, name], { encoding: "utf8" });
-    const debug = spawnSync("systemd-analyze", ["verify", "--man=no", `--root=${root}`, name], {
-      encoding: "utf8",
+    const plain = await run("systemd-analyze", ["verify", "--man=no", `--root=${root}`, name], { timeout: 120_000 });
+    const debug = await run("systemd-analyze", ["verify", "--man=no", `--root=${root}`, name], {
       env: { ...process.env, SYSTEMD_LOG_LEVEL: "debug" },
-      maxBuffer: 64 * 1024 * 1024,
+      timeout: 120_000,
     });
     const dump = debug.stderr + debug.stdout;
     const line = /-> ExecStart:\n\s*Command Line: (.*)\n/.exec(dump)?.[1] ?? "";
     const environment = [...dump.matchAll(/^\s*Environment: (.*)$/gm)].map((m) => m[1]);
     return { status: plain.status, stderr: plain.stderr, argv: splitDumpedCommandLine(line), environment };
   } finally {
-    fs.rmSync(root, { recursive: true, force: true });
+    await fs.promises.rm(root, { recursive: true, force: true });
   }
 }

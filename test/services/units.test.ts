@@ -202,25 +202,28 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
     ...unitsOf("sim").map((u) => ({ label: `sim ${u.kind}`, ...u })),
     ...unitsOf("testhost").map((u) => ({ label: `testhost ${u.kind}`, ...u })),
   ];
-  it.each(all)("$label: verifies with no warning, and systemd reads back the argv and environment we rendered", (u) => {
-    const r = verifyUnit(u.name, u.content);
-    expect(r.stderr).toBe("");
-    expect(r.status).toBe(0);
-    const line = /^ExecStart=(.*)$/m.exec(u.content)![1];
-    expect(r.argv.length).toBeGreaterThan(5);
-    // %d is the unit's credentials folder (systemd.unit(5) SPECIFIERS): systemd's parser says where.
-    expect(r.argv.join(" ")).toBe(line.replace(/%d\//g, `/run/credentials/${u.name}/`).replace(/%%/g, "%"));
-    expect(r.environment.some((e) => e === "CUDA_HOME=/usr/local/cuda-13.0")).toBe(true);
-  });
+  it.each(all)(
+    "$label: verifies with no warning, and systemd reads back the argv and environment we rendered",
+    async (u) => {
+      const r = await verifyUnit(u.name, u.content);
+      expect(r.stderr).toBe("");
+      expect(r.status).toBe(0);
+      const line = /^ExecStart=(.*)$/m.exec(u.content)![1];
+      expect(r.argv.length).toBeGreaterThan(5);
+      // %d is the unit's credentials folder (systemd.unit(5) SPECIFIERS): systemd's parser says where.
+      expect(r.argv.join(" ")).toBe(line.replace(/%d\//g, `/run/credentials/${u.name}/`).replace(/%%/g, "%"));
+      expect(r.environment.some((e) => e === "CUDA_HOME=/usr/local/cuda-13.0")).toBe(true);
+    },
+  );
 
-  it("really checks: a unit whose program is missing, or with a misspelt directive, fails", () => {
+  it("really checks: a unit whose program is missing, or with a misspelt directive, fails", async () => {
     const u = story[0];
-    expect(verifyUnit(u.name, u.content, { stubProgram: false }).status).not.toBe(0);
-    const typo = verifyUnit(u.name, u.content.replace("TimeoutStartSec=", "TimeoutStartSecs="));
+    expect((await verifyUnit(u.name, u.content, { stubProgram: false })).status).not.toBe(0);
+    const typo = await verifyUnit(u.name, u.content.replace("TimeoutStartSec=", "TimeoutStartSecs="));
     expect(typo.stderr).toMatch(/Unknown key 'TimeoutStartSecs'/);
   });
 
-  it("hostile model and draft paths each stay ONE argument, byte for byte, and add no directive", () => {
+  it("hostile model and draft paths each stay ONE argument, byte for byte, and add no directive", async () => {
     for (const hostile of HOSTILE) {
       const units = unitsOf("story", {
         extra: {
@@ -239,7 +242,7 @@ describe("systemd-analyze verify (systemd's own parser)", () => {
         ...units.map((u) => [u.name, u.content] as const),
         ["direct.service", `[Service]\nExecStart=${direct}\n`] as const,
       ]) {
-        const r = verifyUnit(name, content);
+        const r = await verifyUnit(name, content);
         expect(r.status, `${name} ${JSON.stringify(hostile)}: ${r.stderr}`).toBe(0);
         const at = r.argv.indexOf("--model-path");
         const expected = name === "direct.service" || !/[\n\t]/.test(hostile) ? hostile : "ok";

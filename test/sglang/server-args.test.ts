@@ -2,7 +2,6 @@
 // committed stacks render, the simulator's flag table, and the schema's parser lists. torch and triton
 // are inert stand-ins (standin/gpuhost_inert.py): parsing never runs a tensor, and PyPI's torch does
 // not import without its ~4 GB of CUDA wheels.
-import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -15,6 +14,7 @@ import { credentialName } from "../../components/services/systemd-syntax";
 import { ArgparseError, FLAGS, parseSglangArgs } from "../../simulator/sglang-args";
 import { stackConfig } from "../config/stacks";
 import { API_KEY, unitsOf } from "../services/render";
+import { run, runOk } from "../support/run";
 
 const HERE = __dirname;
 const ROOT = path.resolve(HERE, "..", "..");
@@ -41,19 +41,17 @@ let credentialDir = "";
 const OWN_VENV = process.env.GPUHOST_SGLANG_VENV;
 
 /** One request to parse_units.py, answered by SGLang's parser. */
-function sglang<T>(request: object): T {
-  const r = spawnSync(python, [path.join(HERE, "parse_units.py")], {
+async function sglang<T>(request: object): Promise<T> {
+  const r = await run(python, [path.join(HERE, "parse_units.py")], {
     input: JSON.stringify(request),
     env: { ...process.env, PYTHONPATH: OWN_VENV ? "" : path.join(HERE, "standin"), PYTHONDONTWRITEBYTECODE: "1" },
-    encoding: "utf8",
     timeout: 120_000,
-    maxBuffer: 64 * 1024 * 1024,
   });
   if (r.status !== 0) throw new Error(`parse_units.py failed (${r.status ?? r.signal}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(r.stdout) as T;
 }
 const judge = (units: Array<{ name: string; argv: string[]; resolve?: boolean }>) =>
-  sglang<{ units: Verdict[] }>({ units }).units;
+  sglang<{ units: Verdict[] }>({ units }).then((r) => r.units);
 
 /** The words of an ExecStart= value as systemd splits them (the quoting quoteExecWord writes). */
 function execWords(line: string): string[] {
@@ -80,15 +78,11 @@ function unitFlags(content: string): string[] {
   return words.slice(at + 1);
 }
 
-beforeAll(() => {
+beforeAll(async () => {
   // Once per machine (the cache), minutes the first time: see README "Development".
   const venv =
     OWN_VENV ??
-    execFileSync("bash", [path.join(HERE, "setup-venv.sh")], {
-      encoding: "utf8",
-      timeout: 1_500_000,
-      stdio: ["ignore", "pipe", "inherit"],
-    })
+    (await runOk("bash", [path.join(HERE, "setup-venv.sh")], { timeout: 1_500_000, inheritStderr: true }))
       .trim()
       .split("\n")
       .pop()!;
@@ -97,7 +91,7 @@ beforeAll(() => {
   // credential: SGLang's --config needs the .yaml suffix.
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sglang-"));
   credentialDir = path.join(root, "credentials");
-  execFileSync(
+  await runOk(
     "bash",
     [
       path.join(ROOT, "components/services/scripts/api-key-file.sh"),
@@ -114,9 +108,9 @@ describe("SGLang 0.5.23's own parser (torch, triton: inert stand-ins) accepts ev
     ),
   );
 
-  it("sim, testhost and story; autoregressive, EAGLE-3 and DFlash; with and without the API key", () => {
+  it("sim, testhost and story; autoregressive, EAGLE-3 and DFlash; with and without the API key", async () => {
     expect(new Set(cases.map((c) => c.kind))).toEqual(new Set(["autoregressive", "eagle3", "dflash"]));
-    const verdicts = judge(
+    const verdicts = await judge(
       cases.map((c) => ({ name: `${c.stack}/${c.kind}/${c.apiKey ? "key" : "nokey"}`, argv: unitFlags(c.content) })),
     );
     expect(verdicts.filter((v) => !v.ok)).toEqual([]);
@@ -190,21 +184,21 @@ describe.skipIf(!OWN_VENV)("with a full SGLang environment (GPUHOST_SGLANG_VENV)
     }
   });
 
-  it("the story's units resolve with --device cpu added (DFlash: SGLang runs it on CUDA only)", () => {
+  it("the story's units resolve with --device cpu added (DFlash: SGLang runs it on CUDA only)", async () => {
     const units = unitsOf("story", { platform: "real" }).map((u) => {
       let argv = withValue(unitFlags(u.content), "--model-path", path.join(models, "target"));
       argv = withValue(argv, "--speculative-draft-model-path", path.join(models, "draft"));
       return { name: u.kind, argv: [...argv, "--device", "cpu"], resolve: true };
     });
-    const [ar, eagle3, dflash] = judge(units);
+    const [ar, eagle3, dflash] = await judge(units);
     expect([ar.ok, eagle3.ok]).toEqual([true, true]);
     expect(dflash.error).toBe(
       "resolve: ValueError: DFLASH speculative decoding is not supported by SRTPlatform on device 'cpu'.",
     );
   });
 
-  it("a partial speculative set, which the schema refuses, crashes SGLang's resolution", () => {
-    const [partial] = judge([
+  it("a partial speculative set, which the schema refuses, crashes SGLang's resolution", async () => {
+    const [partial] = await judge([
       {
         name: "partial",
         argv: [
@@ -222,10 +216,10 @@ describe("a unit SGLang's parser refuses fails at preview: gpuhost's schema refu
   const story = stackConfig("story") as { services: Record<string, unknown> };
   const typo = (key: "reasoningParser" | "toolCallParser") => ({ ...story.services, [key]: "kimi-k2" });
 
-  it.each(["reasoningParser", "toolCallParser"] as const)("services.%s outside SGLang's list", (key) => {
+  it.each(["reasoningParser", "toolCallParser"] as const)("services.%s outside SGLang's list", async (key) => {
     // SGLang's verdict on the flags such a config would render (built past the schema on purpose).
     const services = { ...parseConfig(story).services, [key]: "kimi-k2" };
-    const [verdict] = judge([
+    const [verdict] = await judge([
       { name: key, argv: sglangArgv(serverArgsFor("autoregressive", services, { apiKey: false })).map(String) },
     ]);
     expect(verdict.ok).toBe(false);
@@ -235,7 +229,7 @@ describe("a unit SGLang's parser refuses fails at preview: gpuhost's schema refu
     );
   });
 
-  it("what SGLang's parser refuses, the simulator refuses with SGLang's words", () => {
+  it("what SGLang's parser refuses, the simulator refuses with SGLang's words", async () => {
     const refused = [
       ["--model-path", "m", "--speculative-dflash-blocksize", "16"],
       ["--model-path", "m", "--tp", "two"],
@@ -247,7 +241,7 @@ describe("a unit SGLang's parser refuses fails at preview: gpuhost's schema refu
       ["--model-path", "m", "--context-length", "1.5Ki"],
       ["--port", "1"],
     ];
-    const verdicts = judge(refused.map((argv, i) => ({ name: String(i), argv })));
+    const verdicts = await judge(refused.map((argv, i) => ({ name: String(i), argv })));
     for (const [i, argv] of refused.entries()) {
       expect(verdicts[i].ok, argv.join(" ")).toBe(false);
       let simulator = "";
@@ -264,8 +258,8 @@ describe("a unit SGLang's parser refuses fails at preview: gpuhost's schema refu
 
 describe("the simulator's stand-in sglang knows only SGLang's flags, with SGLang's types and choices", () => {
   let flags: Map<string, SglangFlag>;
-  beforeAll(() => {
-    flags = new Map(sglang<{ flags: SglangFlag[] }>({ flags: true }).flags.map((f) => [f.dest, f]));
+  beforeAll(async () => {
+    flags = new Map((await sglang<{ flags: SglangFlag[] }>({ flags: true })).flags.map((f) => [f.dest, f]));
   });
   const typeOf = (f: SglangFlag) =>
     f.kind === "bool" ? "bool" : f.type === "human_readable_int" ? "human_int" : (f.type ?? "str");
@@ -279,10 +273,10 @@ describe("the simulator's stand-in sglang knows only SGLang's flags, with SGLang
     expect(spec.choices ?? null).toEqual(real!.choices);
   });
 
-  it("the simulator's abbreviations (--tp, --dp) reach their flag in SGLang's parser too", () => {
+  it("the simulator's abbreviations (--tp, --dp) reach their flag in SGLang's parser too", async () => {
     const abbreviated = FLAGS.flatMap((f) => (f.abbreviations ?? []).map((a) => ({ dest: f.dest, flag: a })));
     expect(abbreviated.length).toBeGreaterThan(0);
-    const verdicts = judge(abbreviated.map((a) => ({ name: a.flag, argv: ["--model-path", "m", a.flag, "8"] })));
+    const verdicts = await judge(abbreviated.map((a) => ({ name: a.flag, argv: ["--model-path", "m", a.flag, "8"] })));
     expect(verdicts.filter((v) => !v.ok)).toEqual([]);
     for (const [i, a] of abbreviated.entries()) expect(verdicts[i].args?.[a.dest], a.flag).toBe(8);
   });

@@ -30,6 +30,7 @@ fi
 # Built in place (a venv's scripts name its path) and marked complete last: an interrupted build is
 # thrown away by the next run.
 rm -rf "$venv"
+echo "sglang-parser: installing SGLang's parser into $venv (first run only)" >&2
 "$python" -m venv "$venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
   -r "$here/parser-requirements.txt" >&2

@@ -1,9 +1,9 @@
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { run } from "../support/run";
 import { sglangArgv, type SglangServerArgs } from "../../components/services/launch-args";
 import { theoreticalLevel } from "../../simulator/perf-model";
 import { loadProfile, withSpeculative } from "../../simulator/profile";
@@ -198,11 +198,11 @@ describe("stand-in sglang: SGLang's flags (python/sglang/srt/server_args.py)", (
     expect(() => profileFor(parseSglangArgs(["--model-path", "m", "--tp", "16"]), env)).toThrow(/needs 16 GPUs/);
   });
 
-  it("as a process: argparse's error and exit status 2 for an unknown flag", () => {
-    const r = spawnSync(
+  it("as a process: argparse's error and exit status 2 for an unknown flag", async () => {
+    const r = await run(
       path.join(ROOT, "node_modules", ".bin", "tsx"),
       ["simulator/sglang.ts", "--model-path", "m", "--speculative-bogus", "1"],
-      { cwd: ROOT, encoding: "utf8", timeout: 60_000 },
+      { cwd: ROOT, timeout: 60_000 },
     );
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^usage: launch_server\.py/m);
@@ -212,22 +212,30 @@ describe("stand-in sglang: SGLang's flags (python/sglang/srt/server_args.py)", (
 
 describe("startup as SGLang does it", () => {
   it("the port opens only after the weights load; /v1/models then answers while /health is 503 until warmup ends", async () => {
+    // Phases long enough, and watched by polling rather than fixed sleeps, that a loaded machine
+    // (where a timer can fire a second late) cannot skip the window this test looks into.
     const file = derivedProfile("tiny", (p) => {
-      p.load = { minSeconds: 0.6, maxSeconds: 0.6, warmupSeconds: 0.6 };
+      p.load = { minSeconds: 1, maxSeconds: 1, warmupSeconds: 5 };
     });
     const sim = await startTestSim({ profile: file, timeScale: 1, openPortAfterLoad: true });
     const port = Number(new URL(sim.url).port);
-    const refused = await new Promise<boolean>((resolve) => {
-      const s = net.connect(port, "127.0.0.1");
-      s.once("connect", () => (s.destroy(), resolve(false)));
-      s.once("error", () => resolve(true));
-    });
-    expect(refused).toBe(true);
-    await new Promise((r) => setTimeout(r, 800));
+    const connects = () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect(port, "127.0.0.1");
+        s.once("connect", () => (s.destroy(), resolve(true)));
+        s.once("error", () => resolve(false));
+      });
+    expect(await connects()).toBe(false);
+    const deadline = Date.now() + 30_000;
+    while (!(await connects()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect((await json(`${sim.url}/v1/models`)).status).toBe(200);
     expect((await fetch(`${sim.url}/health`)).status).toBe(503);
-    await new Promise((r) => setTimeout(r, 700));
-    expect((await fetch(`${sim.url}/health`)).status).toBe(200);
+    let health = 503;
+    while (health === 503 && Date.now() < deadline + 30_000) {
+      await new Promise((r) => setTimeout(r, 100));
+      health = (await fetch(`${sim.url}/health`)).status;
+    }
+    expect(health).toBe(200);
     const chat = await post(`${sim.url}/v1/chat/completions`, {
       messages: [{ role: "user", content: "Say just 'OK'" }],
       max_tokens: 16,

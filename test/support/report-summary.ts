@@ -78,17 +78,11 @@ const text = (errors: ReadonlyArray<ReportedError> | undefined) =>
   (errors ?? []).map((e) => `${e.name ?? "Error"}: ${e.message ?? JSON.stringify(e)}`).join("\n");
 
 /**
- * Prints summarize() of the run once it ends: computed when the run ends, printed in onFinished,
- * which vitest calls after every reporter's onTestRunEnd, so it comes after the default reporter's
- * failure details and summary and is the log's last lines.
+ * Prints summarize() of the run when it ends. vitest calls each reporter's onTestRunEnd in the order
+ * vitest.config.ts lists them, and this one is last, so it comes after the default reporter's failure
+ * details and summary and is the log's last lines.
  */
 export default class FailureSummary implements Reporter {
-  private summary = "";
-
-  onFinished(): void {
-    if (this.summary) console.log(`\n${this.summary}`);
-  }
-
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandled: ReadonlyArray<ReportedError>): void {
     const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
     const failures: Failure[] = [];
@@ -109,6 +103,6 @@ export default class FailureSummary implements Reporter {
       }
     }
     for (const e of unhandled) failures.push({ where: "unhandled error", name: "", message: text([e]) });
-    this.summary = summarize(counts, failures);
+    console.log(`\n${summarize(counts, failures)}`);
   }
 }

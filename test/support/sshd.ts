@@ -5,8 +5,7 @@
  */
 import { ChildProcess, execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
-import { freeLocalPort as freePort } from "../../ports";
+import { acceptsConnections, freeLocalPort as freePort } from "../../ports";
 import * as os from "node:os";
 import * as path from "node:path";
 
@@ -62,14 +61,7 @@ export async function startSshd(extra: string[] = []): Promise<TestSshd> {
     });
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const up = await new Promise<boolean>((resolve) => {
-        const s = net.connect(port, "127.0.0.1", () => {
-          s.destroy();
-          resolve(true);
-        });
-        s.on("error", () => resolve(false));
-      });
-      if (up) return proc;
+      if (await acceptsConnections(port)) return proc;
       if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${stderr}`);
       await new Promise((r) => setTimeout(r, 50));
     }

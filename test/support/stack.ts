@@ -30,15 +30,42 @@ export interface StackSetting {
   path: string;
   value: string;
   secret?: boolean;
+  /** `pulumi config set --type`: with --path the CLI reads integers and booleans, but keeps "0.01" a string. */
+  type?: "float" | "int" | "bool" | "string";
 }
+
+/**
+ * The `sim` stack's host renamed to NAME (its own folder .gpuhost/sim-hosts/NAME): the host entry and
+ * the drift check's machine, which the base config names by the host's name (`kind: host`).
+ */
+export function simHostNamed(name: string): StackSetting[] {
+  return [
+    { path: "gpuhost:hosts[0].name", value: name },
+    { path: "gpuhost:operations.driftCheck.machine.name", value: name },
+  ];
+}
+
+/** A comparison's benchmark short enough for an engine test: four levels, short answers, one prompt each. */
+export const SHORT_COMPARISON_BENCHMARK: StackSetting[] = [
+  { path: "gpuhost:benchmark.concurrency[0]", value: "1" },
+  { path: "gpuhost:benchmark.concurrency[1]", value: "4" },
+  { path: "gpuhost:benchmark.concurrency[2]", value: "16" },
+  { path: "gpuhost:benchmark.concurrency[3]", value: "32" },
+  { path: "gpuhost:benchmark.sweepMaxTokens", value: "512" },
+  { path: "gpuhost:benchmark.singleRequestMaxTokens[0]", value: "256" },
+  { path: "gpuhost:benchmark.singleRequestMaxTokens[1]", value: "512" },
+  { path: "gpuhost:benchmark.singleRequestPrompts", value: "1" },
+];
 
 export async function createTestStack(
   base: string,
   settings: StackSetting[],
   timeoutMs = 300_000,
   plugins: PluginSet = "stand-ins",
+  /** Where the stack's folder (its project file, config and state) is made; default the temp folder. */
+  parent: string = os.tmpdir(),
 ): Promise<TestStack> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stack-"));
+  const dir = fs.mkdtempSync(path.join(parent, "gpuhost-stack-"));
   const stack = `t${Date.now().toString(36)}`;
   const program = path.join(PROJECT_ROOT, "dist", "index.js");
   if (!fs.existsSync(program)) throw new Error(`${program} is missing: compile first (npm test does)`);
@@ -61,7 +88,15 @@ export async function createTestStack(
     return r;
   };
   for (const s of settings) {
-    await ok("config", "set", "--path", s.path, s.value, ...(s.secret ? ["--secret"] : []));
+    await ok(
+      "config",
+      "set",
+      "--path",
+      s.path,
+      s.value,
+      ...(s.secret ? ["--secret"] : []),
+      ...(s.type ? ["--type", s.type] : []),
+    );
   }
   return {
     dir,

@@ -34,6 +34,29 @@ export const TestHostOptionsSchema = z.object({
     .default(20_000)
     .describe("Bound on a clean poweroff after SIGTERM before SIGKILL."),
   workRoot: z.string().default(os.tmpdir()).describe("Where per-run trees are extracted (removed at teardown)."),
+  binds: z
+    .array(
+      z
+        .object({
+          // nspawn's --bind takes SRC[:DST[:OPTS]]: a ':' would split the path, so it is refused, not escaped.
+          path: z
+            .string()
+            .regex(/^\/[^:\0\n]*$/, "must be an absolute path without ':'")
+            .refine((p) => !p.split("/").includes(".."), "must not contain '..'"),
+          from: z
+            .string()
+            .regex(/^\/[^:\0\n]*$/, "must be an absolute path without ':'")
+            .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
+            .optional()
+            .describe("The folder of this machine mounted there, when it is not `path` itself."),
+          readOnly: z.boolean().default(true),
+        })
+        .strict(),
+    )
+    .default([])
+    .describe(
+      "Folders of this machine mounted into the container at the same path, or `from` another (read-only unless said): what a unit inside runs from this machine's checkout.",
+    ),
 });
 export type TestHostOptions = z.input<typeof TestHostOptionsSchema> & { recipe?: Partial<RootfsRecipe> };
 
@@ -175,7 +198,17 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     const log = createWriteStream(path.join(work, "nspawn.log"));
     child = spawn(
       "systemd-nspawn",
-      ["-D", rootDir, "-b", "--register=no", "--keep-unit", `--machine=${machineName}`, "--console=pipe", "--quiet"],
+      [
+        "-D",
+        rootDir,
+        "-b",
+        "--register=no",
+        "--keep-unit",
+        `--machine=${machineName}`,
+        "--console=pipe",
+        "--quiet",
+        ...opts.binds.map((b) => `${b.readOnly ? "--bind-ro" : "--bind"}=${b.from ? `${b.from}:` : ""}${b.path}`),
+      ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     live.add(child);

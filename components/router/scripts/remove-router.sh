@@ -12,5 +12,8 @@ if [[ -f "$root/etc/systemd/system/$unit" ]]; then
   systemctl disable --now "$unit" || systemctl stop "$unit" || true
   rm -f "$root/etc/systemd/system/$unit"
   systemctl daemon-reload
+  # A router that failed, or was killed at the end of its stop timeout on a loaded host, stays listed
+  # as failed after its file is gone: the delete leaves no trace of it (as remove-unit.sh does).
+  systemctl reset-failed "$unit" 2>/dev/null || true
 fi
 rm -f "$root/etc/gpuhost-router/router.json" "$root/var/lib/gpuhost/units/$unit.stamp"

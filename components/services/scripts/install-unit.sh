@@ -9,7 +9,8 @@ name="$1"
 content_b64="$2"
 root="${GPUHOST_ROOT:-}"
 
-if [[ ! "$name" =~ ^sglang-[a-z0-9]+\.service$ ]]; then
+# The serving units, and the drift check's service and timer (components/drift-check).
+if [[ ! "$name" =~ ^(sglang-[a-z0-9]+\.service|gpuhost-drift-check-[A-Za-z0-9_.-]+\.(service|timer))$ ]]; then
   echo "install-unit: refusing unit name '$name'" >&2
   exit 2
 fi

@@ -6,7 +6,8 @@ set -euo pipefail
 name="$1"
 root="${GPUHOST_ROOT:-}"
 
-if [[ ! "$name" =~ ^sglang-[a-z0-9]+\.service$ ]]; then
+# The serving units, and the drift check's service and timer (components/drift-check).
+if [[ ! "$name" =~ ^(sglang-[a-z0-9]+\.service|gpuhost-drift-check-[A-Za-z0-9_.-]+\.(service|timer))$ ]]; then
   echo "remove-unit: refusing unit name '$name'" >&2
   exit 2
 fi

@@ -35,6 +35,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fingerprint, keyWords, recorded, recorder } from "../../../components/host-key/probe";
 import { killProcessGroup } from "../../../components/host/process-group";
+import { sessionSilence } from "../../../components/host/remote-session";
 import { engineWarn } from "./log";
 
 export const LOCAL = "command:local:Command";
@@ -194,8 +195,10 @@ async function runRemote(
       last = await spawnCollect(
         "ssh",
         // As upstream, the command as it is: gpuhost's own command lines carry the watch of their
-        // SSH session (components/host/remote-session.ts), whichever provider runs them.
-        [...args, check + command],
+        // SSH session (components/host/remote-session.ts), whichever provider runs them. In front,
+        // the silence this client's keepalives bound, for that watch: a stalled network then ends
+        // the command on the host as soon as this end gives up on the session.
+        [...args, sessionSilence(keepaliveSeconds(), KEEPALIVE_COUNT) + check + command],
         { env: { ...process.env, ...env } },
         stdin,
         timeoutS * 1000,

@@ -1,0 +1,239 @@
+// `gpuhost drift --textfile DIR`: the check as Prometheus metrics for node_exporter's textfile
+// collector, which reads DIR/*.prom on every scrape. The file is written whole to a temporary name in
+// DIR (not *.prom, so the collector skips it) and renamed over the old one: a scrape sees the last
+// check or this one, never half a file. A failed check writes it too (success 0 and its reason), so
+// an alert on success == 0 fires; node_exporter's node_textfile_mtime_seconds tells a check that
+// stopped running at all.
+import { randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { Gauge, Registry } from "prom-client";
+import type { RepairHold } from "./guard";
+import { type DriftOutcome, isHeld } from "./outcome";
+import { type DriftReport, subjectsOf } from "./report";
+import type { HealthCheck } from "../../gate/readiness/health";
+
+export interface CheckTiming {
+  /** When the check ended (ms since the epoch). */
+  endedAtMs: number;
+  durationMs: number;
+}
+
+/** What --repair did in this check (absent without --repair). */
+export interface RepairMetrics {
+  /** Whether it ran the update, and its exit status then. */
+  ran: boolean;
+  updateExit?: number;
+  /** Why it did not, when drift was found and it did not. */
+  held?: RepairHold;
+  /** Repairs run today (UTC), this one included, and the daily limit. */
+  today: number;
+  limit: number;
+}
+
+/** The exposition (Prometheus text format 0.0.4) of one check: prom-client's registry writes it. */
+export async function driftExposition(
+  report: DriftReport,
+  outcome: DriftOutcome,
+  timing: CheckTiming,
+  repair?: RepairMetrics,
+): Promise<string> {
+  const registers = [new Registry()];
+  const stack = report.stack ?? "";
+  const drift = new Gauge({
+    name: "gpuhost_drift",
+    help: "1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>)",
+    labelNames: ["stack", "host", "item"],
+    registers,
+  });
+  const items = new Gauge({
+    name: "gpuhost_drift_items",
+    help: "How many items drifted on each host, service or router the check reached",
+    labelNames: ["stack", "host"],
+    registers,
+  });
+  const success = new Gauge({
+    name: "gpuhost_drift_check_success",
+    help: "1 when the check gave a verdict (clean or drift), 0 when it failed",
+    labelNames: ["stack"],
+    registers,
+  });
+  const reason = new Gauge({
+    name: "gpuhost_drift_check_failure_reason",
+    help: "1 for the reason the check failed (gpuhost drift's outcome: see its exit statuses)",
+    labelNames: ["stack", "reason"],
+    registers,
+  });
+  const timestamp = new Gauge({
+    name: "gpuhost_drift_check_timestamp_seconds",
+    help: "When the check ended, in seconds since the epoch",
+    labelNames: ["stack"],
+    registers,
+  });
+  const duration = new Gauge({
+    name: "gpuhost_drift_check_duration_seconds",
+    help: "How long the check took",
+    labelNames: ["stack"],
+    registers,
+  });
+
+  serviceHealth(report, registers);
+  for (const [host, finding] of subjectsOf(report)) {
+    items.set({ stack, host }, finding.drift.length);
+    for (const d of finding.drift) drift.set({ stack, host, item: d.field }, 1);
+  }
+  // Resources of other types that a refresh would change: no host of their own, the URN is the item.
+  if (report.otherChanges.length > 0) items.set({ stack, host: "" }, report.otherChanges.length);
+  for (const c of report.otherChanges) drift.set({ stack, host: "", item: `${c.op} ${c.urn}` }, 1);
+  const ok = outcome === "clean" || outcome === "drift";
+  // A check held on purpose (locked, paused) neither succeeded nor failed: no success series, so an
+  // alert on success == 0 stays quiet while an update runs; its own series says why.
+  if (!isHeld(outcome)) success.set({ stack }, ok ? 1 : 0);
+  if (!ok && !isHeld(outcome)) reason.set({ stack, reason: outcome }, 1);
+  heldMetrics(registers, stack, outcome);
+  if (repair) repairMetrics(registers, stack, repair);
+  timestamp.set({ stack }, timing.endedAtMs / 1000);
+  duration.set({ stack }, timing.durationMs / 1000);
+  return registers[0].metrics();
+}
+
+/**
+ * Point 4's figures per service (label service: its endpoint, as the report names it): what the
+ * refresh measured of the model's own health and the baselines it compared with. A figure the check
+ * could not measure is left out, not written as 0, so an alert on it cannot read "not checked" as a collapse.
+ */
+function serviceHealth(report: DriftReport, registers: Registry[]): void {
+  const stack = report.stack ?? "";
+  // No health measured (no service, or none generating): no empty families in the file.
+  if (!(report.services ?? []).some((s) => s.health !== undefined)) return;
+  const gauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ["stack", "service"], registers });
+  const figures: [Gauge, (h: HealthCheck) => number | null][] = [
+    [
+      gauge(
+        "gpuhost_service_answer_matches",
+        "1 when the greedy answer to the reference prompt is within answerMaxDifference of the verified one, 0 when it changed",
+      ),
+      (h) => (h.answerMatches === null ? null : h.answerMatches ? 1 : 0),
+    ],
+    [
+      gauge(
+        "gpuhost_service_answer_difference",
+        "Word-level edit distance of the reference answer from the verified one (0 identical, 1 all different)",
+      ),
+      (h) => h.answerDifference,
+    ],
+    [
+      gauge("gpuhost_service_decode_tokens_per_second", "Single-stream decode tokens per second of the check's probe"),
+      (h) => h.decodeTokensPerSecond,
+    ],
+    [
+      gauge(
+        "gpuhost_service_decode_tokens_per_second_baseline",
+        "Single-stream decode tokens per second at the last verified generation",
+      ),
+      (h) => h.decodeTokensPerSecondBaseline,
+    ],
+    [
+      gauge(
+        "gpuhost_service_acceptance_length",
+        "Speculative acceptance length (tokens per verify step) the server reports",
+      ),
+      (h) => h.acceptanceLength,
+    ],
+    [
+      gauge(
+        "gpuhost_service_acceptance_length_baseline",
+        "Speculative acceptance length at the last verified generation",
+      ),
+      (h) => h.acceptanceLengthBaseline,
+    ],
+    [
+      gauge(
+        "gpuhost_service_acceptance_floor",
+        "Speculative acceptance length below which speculation counts as broken",
+      ),
+      (h) => h.acceptanceFloor,
+    ],
+  ];
+  for (const s of report.services ?? []) {
+    if (s.health === undefined) continue;
+    for (const [g, of] of figures) {
+      const v = of(s.health);
+      if (v !== null && Number.isFinite(v)) g.set({ stack, service: s.endpoint }, v);
+    }
+  }
+}
+
+/**
+ * A skipped check (an update holds the lock) or a paused one (the last update failed), as 1; each
+ * series registered only when it has a sample, so a plain check's file is as before.
+ */
+function heldMetrics(registers: Registry[], stack: string, outcome: DriftOutcome): void {
+  if (outcome === "locked")
+    new Gauge({
+      name: "gpuhost_drift_check_skipped",
+      help: "1 when the check was skipped because an update holds the stack's lock (reason: locked); nothing was checked",
+      labelNames: ["stack", "reason"],
+      registers,
+    }).set({ stack, reason: "locked" }, 1);
+  if (outcome === "paused")
+    new Gauge({
+      name: "gpuhost_drift_check_paused",
+      help: "1 while checks are paused because the stack's last update failed (reason: failed-update) until a person acts: a successful pulumi up, or gpuhost drift --resume",
+      labelNames: ["stack", "reason"],
+      registers,
+    }).set({ stack, reason: "failed-update" }, 1);
+}
+
+/** What --repair did: whether it ran the update and how that ended, or why not, and today's count. */
+function repairMetrics(registers: Registry[], stack: string, repair: RepairMetrics): void {
+  const gauge = (name: string, help: string, labelNames: string[] = ["stack"]) =>
+    new Gauge({ name, help, labelNames, registers });
+  gauge("gpuhost_drift_repair_ran", "1 when this check ran the update (--repair) for the drift it found").set(
+    { stack },
+    repair.ran ? 1 : 0,
+  );
+  if (repair.ran)
+    gauge("gpuhost_drift_repair_success", "1 when the repair's update succeeded, 0 when it failed").set(
+      { stack },
+      repair.updateExit === 0 ? 1 : 0,
+    );
+  if (repair.held)
+    gauge(
+      "gpuhost_drift_repair_held",
+      "1 when drift was found and --repair did not run the update (reason: daily-limit, or same-drift: it ran for this very drift before)",
+      ["stack", "reason"],
+    ).set({ stack, reason: repair.held }, 1);
+  gauge("gpuhost_drift_repairs_today", "Repairs --repair ran today (UTC)").set({ stack }, repair.today);
+  gauge("gpuhost_drift_repair_limit", "The most repairs --repair runs a day (--max-repairs)").set(
+    { stack },
+    repair.limit,
+  );
+}
+
+/** The file name for STACK: the collector reads *.prom; an org/project/stack name's slashes become _. */
+export const textfileName = (stack: string | undefined): string =>
+  `gpuhost-drift-${(stack ?? "unnamed").replace(/[^A-Za-z0-9_.-]/g, "_")}.prom`;
+
+/** Writes TEXT as DIR's file for STACK: a temporary file in DIR, flushed, then renamed over it. Its path. */
+export function writeTextfile(dir: string, stack: string | undefined, text: string): string {
+  const target = path.join(dir, textfileName(stack));
+  // In DIR itself, so the rename is atomic (same filesystem); a dot name not ending in .prom.
+  const temp = path.join(dir, `.${textfileName(stack)}.${process.pid}.${randomUUID()}.tmp`);
+  try {
+    const fd = fs.openSync(temp, "wx", 0o644);
+    try {
+      fs.writeSync(fd, text);
+      // readable by node_exporter's own user whatever this process's umask
+      fs.fchmodSync(fd, 0o644);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(temp, target);
+  } catch (e) {
+    fs.rmSync(temp, { force: true });
+    throw e;
+  }
+  return target;
+}

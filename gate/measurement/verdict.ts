@@ -1,0 +1,121 @@
+/**
+ * One plan, one verdict: what a benchmark's result says of the server it measured, judged once here
+ * for VerifiedGeneration, the fleet, the comparison and `gpuhost bench`. Each past verdict bug was a
+ * consumer judging its own copy (the fleet's lacked the server-gone and stop-reason rules and failed
+ * every rate run), so consumers only choose their words ("the benchmark", "the fleet benchmark")
+ * and what a kind costs them (a failed create, an exit status, a service left out).
+ *
+ * The rules, in order (the first that applies is the verdict):
+ * 1. the server went away mid-run: nothing from the run is used (`usable` false);
+ * 2. a level broke the error budget: failure is never capacity, and a server that fails that many
+ *    requests is not healthy, whatever the other levels measured;
+ * 3. the run stopped (warmup failed, deadline, a hung single request) and measured no throughput:
+ *    its reason is the diagnosis, and nothing from it is used;
+ * 4. every level was a rate the server kept up with, within the budget, and the client sent on
+ *    schedule: the server is healthy; it served all the load offered, which is no capacity figure
+ *    (`capacity` false: offer more);
+ * 5. no throughput, and a level where the client fell behind its own schedule: the client's lag, never
+ *    the server's capacity, and no verdict on the server either (a failure naming the client);
+ * 6. no throughput otherwise (every level answerless, nothing counted): a failure;
+ * 7. otherwise healthy, with a capacity figure (`complete` says whether every level ran).
+ */
+import { levelName } from "./levels";
+import { answerless } from "./saturation";
+
+/** The fields of a benchmark level the verdict reads (LevelSummary has them all). */
+export interface VerdictLevel {
+  mode: "closed" | "open";
+  level: number;
+  requests: number;
+  errors: number;
+  withinErrorBudget: boolean;
+  errorExamples: string[];
+  keptUp: boolean | null;
+  answerlessRequests?: number;
+  /** The client fell behind its schedule at this rate (open loop: sent below planned, or late); null for a closed loop. */
+  clientLimited?: boolean | null;
+}
+
+/** The fields of a result the verdict reads (BenchSummary has them all). */
+export interface VerdictInput {
+  sweep: readonly VerdictLevel[];
+  complete: boolean;
+  stopReason: string | null;
+  serverGone: string | null;
+  sustainedOutputTokensPerSecond: number;
+  saturationVerdict: string;
+  plan: { errorBudget: number };
+}
+
+export type Verdict =
+  | {
+      ok: true;
+      kind: "capacity" | "offered-load";
+      /** A capacity figure was measured (false: every rate was kept up with; sustained 0). */
+      capacity: boolean;
+      complete: boolean;
+      /** One sentence: the saturation verdict. */
+      summary: string;
+    }
+  | {
+      ok: false;
+      kind: "server-gone" | "error-budget" | "stopped" | "client-limited" | "no-throughput";
+      /** False when nothing of the run may be used (the server went away, the run stopped before measuring). */
+      usable: boolean;
+      /** What the run did, as a predicate of "the benchmark" / "the fleet benchmark". */
+      failure: string;
+    };
+
+export function verdictOf(result: VerdictInput): Verdict {
+  if (result.serverGone !== null)
+    return { ok: false, kind: "server-gone", usable: false, failure: `stopped: ${result.serverGone}` };
+  const failed = result.sweep.filter((l) => !l.withinErrorBudget);
+  if (failed.length > 0) {
+    const detail = failed
+      .map((l) => `${levelName(l)}: ${l.errors}/${l.requests} failed (${l.errorExamples.slice(0, 2).join(" | ")})`)
+      .join("; ");
+    return {
+      ok: false,
+      kind: "error-budget",
+      usable: true,
+      failure: `broke its error budget of ${(result.plan.errorBudget * 100).toFixed(2)} % at ${detail} (raise benchmark.errorBudget only if these errors are expected)`,
+    };
+  }
+  const measured = result.sustainedOutputTokensPerSecond > 0;
+  if (!measured && result.stopReason !== null)
+    return { ok: false, kind: "stopped", usable: false, failure: `stopped: ${result.stopReason}` };
+  if (!measured && keptUpWithEveryRate(result.sweep))
+    return {
+      ok: true,
+      kind: "offered-load",
+      capacity: false,
+      complete: result.complete,
+      summary: result.saturationVerdict,
+    };
+  const lagging = result.sweep.filter((l) => l.clientLimited === true);
+  if (!measured && lagging.length > 0)
+    return {
+      ok: false,
+      kind: "client-limited",
+      usable: true,
+      failure: `could not offer ${lagging.map((l) => levelName(l)).join(", ")} on schedule (the client fell behind, not the server: ${result.saturationVerdict})`,
+    };
+  if (!measured) {
+    const examples = result.sweep.flatMap((l) => l.errorExamples).slice(0, 3);
+    return {
+      ok: false,
+      kind: "no-throughput",
+      usable: true,
+      failure: `measured no throughput after the gate passed (complete: ${result.complete}; ${result.saturationVerdict}); errors: ${examples.join(" | ") || "none"}`,
+    };
+  }
+  return { ok: true, kind: "capacity", capacity: true, complete: result.complete, summary: result.saturationVerdict };
+}
+
+/** An open loop whose every level the server kept up with and answered: it served the load offered. */
+function keptUpWithEveryRate(sweep: readonly VerdictLevel[]): boolean {
+  return (
+    sweep.length > 0 &&
+    sweep.every((l) => l.mode === "open" && l.keptUp === true && l.clientLimited !== true && !answerless(l))
+  );
+}

@@ -1,0 +1,263 @@
+/**
+ * The model's own health as drift, checked in seconds at every refresh (not a benchmark): one
+ * greedy generation of a fixed reference prompt against the answer recorded when the service was
+ * verified, one short single-stream decode against the verification's single-request decode speed,
+ * and, for speculative services, the acceptance length the server reports against its baseline
+ * and floor. A service that answers the port and generates can still have changed under the same
+ * unit: kernels (a FlashInfer/driver update), weights (a re-downloaded snapshot) or the parser.
+ *
+ * Every request is bounded by `timeoutSeconds`; what cannot be measured is "not checked", never healthy.
+ */
+import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
+import { withTimeout } from "../transport/timers";
+import { makeSender } from "../measurement/load";
+import { summarizeSingle } from "../measurement/stats";
+import { BENCH_PROMPTS } from "../measurement/bench";
+import { readAcceptanceLength } from "./acceptance";
+import { probeRequestBody } from "./probe";
+import type { HealthPolicy, VerifyPolicy } from "../schema";
+import type { ChatCompletion } from "../transport/wire";
+
+/** What the last verified generation recorded: the figures each check compares with. */
+export interface HealthBaseline {
+  referencePrompt: string;
+  referenceMaxTokens: number;
+  answer: string;
+  finishReason: string | null;
+  /** Single-stream decode tok/s (host time); null when none could be measured. */
+  decodeTokensPerSecond: number | null;
+  /** Speculative services: mean tokens per verify step, and the floor below which speculation is broken. */
+  acceptanceLength: number | null;
+  acceptanceFloor: number | null;
+}
+
+/** One health figure that differs from its baseline. */
+export interface HealthFinding {
+  field: "health.answer" | "health.decodeTokensPerSecond" | "health.acceptanceLength";
+  expected: string;
+  found: string;
+}
+
+/** What one check measured; `notChecked` says why a figure could not be measured (then the check is no verdict). */
+export interface HealthCheck {
+  answerMatches: boolean | null;
+  answerDifference: number | null;
+  answer: string | null;
+  decodeTokensPerSecond: number | null;
+  decodeTokensPerSecondBaseline: number | null;
+  acceptanceLength: number | null;
+  acceptanceLengthBaseline: number | null;
+  acceptanceFloor: number | null;
+  findings: HealthFinding[];
+  notChecked: string | null;
+}
+
+interface Speculative {
+  acceptanceFloor: number;
+}
+
+/**
+ * Why a bounded difference and not equality: greedy decoding is deterministic per engine build, but
+ * SGLang's kernels are not batch-invariant, so the same build can flip a late near-tie token when
+ * other requests share the batch, and the answer's tail after that flip changes. Words (not
+ * characters) because a flip changes whole tokens; edit distance over the longer answer so that a
+ * cut answer (a new stop token) counts as much as a changed one. 0 is identical, 1 all different.
+ */
+export function answerDifference(a: string, b: string): number {
+  const x = a.trim().split(/\s+/).filter(Boolean);
+  const y = b.trim().split(/\s+/).filter(Boolean);
+  const n = Math.max(x.length, y.length);
+  if (n === 0) return 0;
+  let prev = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= y.length; j++)
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[y.length] / n;
+}
+
+/** A bounded request: a timeout that fires, joined with the caller's signal. */
+function bounded<T>(
+  signal: AbortSignal | undefined,
+  seconds: number,
+  what: string,
+  fn: (s: AbortSignal) => Promise<T>,
+) {
+  return withTimeout([signal], seconds * 1000, () => `${what}: no answer within ${seconds} s`, fn);
+}
+
+/** The greedy answer to the reference prompt (one non-streamed chat completion); throws with the reason. */
+export async function referenceAnswer(
+  endpoint: Endpoint & { model: string },
+  policy: VerifyPolicy,
+  health: HealthPolicy,
+  signal?: AbortSignal,
+): Promise<{ answer: string; finishReason: string | null }> {
+  const base = baseUrl(endpoint.url);
+  const agent = makeAgent(1);
+  try {
+    // The probe's own body (greedy, thinking off where the template allows): only the prompt and length differ.
+    const body = {
+      ...probeRequestBody(endpoint.model, { ...policy, probePrompt: health.referencePrompt }, false),
+      max_tokens: health.referenceMaxTokens,
+      stream: false,
+      stream_options: undefined,
+    };
+    const reply = await bounded(signal, health.timeoutSeconds, "the reference generation", (s) =>
+      fetchText(agent, `${base}/v1/chat/completions`, { method: "POST", body, apiKey: endpoint.apiKey, signal: s }),
+    );
+    if (reply.status !== 200) throw new Error(`the reference generation answered HTTP ${reply.status}`);
+    let json: ChatCompletion | null;
+    try {
+      json = JSON.parse(reply.text) as ChatCompletion | null;
+    } catch {
+      throw new Error("the reference generation's answer is not JSON");
+    }
+    const choice = json?.choices?.[0];
+    if (!choice) throw new Error("the reference generation's answer has no choices[0]");
+    return { answer: choice.message?.content ?? "", finishReason: choice.finish_reason ?? null };
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+}
+
+/** How many decode probes a slow one is confirmed by before the speed counts as drift. */
+export const DECODE_PROBE_ATTEMPTS = 3;
+
+/** One short single-stream generation (ignore_eos): its decode tokens per second in host time; throws with the reason. */
+export async function decodeProbe(
+  endpoint: Endpoint & { model: string },
+  health: HealthPolicy,
+  timeScale: number,
+  signal?: AbortSignal,
+): Promise<number> {
+  const base = baseUrl(endpoint.url);
+  const agent = makeAgent(1);
+  try {
+    const send = makeSender({
+      endpoint,
+      base,
+      model: endpoint.model,
+      agent,
+      clock: { origin: performance.now(), timeScale },
+      requestTimeoutSeconds: health.timeoutSeconds,
+      signal: signal ?? new AbortController().signal,
+    });
+    const sample = await send({
+      prompt: BENCH_PROMPTS[0],
+      maxTokens: health.decodeProbeTokens,
+      extraBody: { ignore_eos: true },
+    });
+    if (sample.error !== null) throw new Error(`the decode probe failed: ${sample.error}`);
+    const rate = summarizeSingle(health.decodeProbeTokens, [sample]).decodeTokensPerSecond;
+    if (rate === null) throw new Error("the decode probe produced too few tokens to time");
+    return rate;
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+}
+
+/** The acceptance length the server reports (server info, else /metrics); throws when it reports none. */
+export async function reportedAcceptance(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
+  const agent = makeAgent(1);
+  try {
+    const value = await bounded(signal, health.timeoutSeconds, "the acceptance read", (s) =>
+      readAcceptanceLength(agent, baseUrl(endpoint.url), endpoint.apiKey, s),
+    );
+    if (value === null) throw new Error("the server reports no speculative acceptance length");
+    return value;
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+}
+
+/**
+ * The check of a refresh: each figure against the baseline. A figure that cannot be measured makes
+ * the check "not checked" (its reason), while the others are still compared and reported.
+ */
+export async function checkHealth(
+  endpoint: Endpoint & { model: string },
+  baseline: HealthBaseline,
+  opts: {
+    policy: VerifyPolicy;
+    health: HealthPolicy;
+    timeScale: number;
+    speculative?: Speculative;
+    signal?: AbortSignal;
+  },
+): Promise<HealthCheck> {
+  const { health } = opts;
+  // The reference is the one recorded: a changed prompt in the config is compared from the next verification on.
+  const reference = {
+    ...health,
+    referencePrompt: baseline.referencePrompt,
+    referenceMaxTokens: baseline.referenceMaxTokens,
+  };
+  const floor = opts.speculative?.acceptanceFloor ?? baseline.acceptanceFloor;
+  const out: HealthCheck = {
+    answerMatches: null,
+    answerDifference: null,
+    answer: null,
+    decodeTokensPerSecond: null,
+    decodeTokensPerSecondBaseline: baseline.decodeTokensPerSecond,
+    acceptanceLength: null,
+    acceptanceLengthBaseline: baseline.acceptanceLength,
+    acceptanceFloor: opts.speculative ? floor : null,
+    findings: [],
+    notChecked: null,
+  };
+  const missed: string[] = [];
+  try {
+    const now = await referenceAnswer(endpoint, opts.policy, reference, opts.signal);
+    out.answer = now.answer;
+    out.answerDifference = answerDifference(baseline.answer, now.answer);
+    out.answerMatches = out.answerDifference <= health.answerMaxDifference;
+    if (!out.answerMatches)
+      out.findings.push({
+        field: "health.answer",
+        expected: `${JSON.stringify(baseline.answer)} (finish_reason ${baseline.finishReason ?? "none"})`,
+        found: `${JSON.stringify(now.answer)} (finish_reason ${now.finishReason ?? "none"}): ${(out.answerDifference * 100).toFixed(0)} % of its words differ, more than answerMaxDifference ${health.answerMaxDifference}; the greedy answer changed under the same unit: the kernels (FlashInfer, driver, CUDA), the weights or the reasoning/tool parser changed`,
+      });
+  } catch (e) {
+    missed.push(`reference answer: ${describeError(e)}`);
+  }
+  try {
+    const base = baseline.decodeTokensPerSecond;
+    const floorRate = base === null ? null : base * health.tokensPerSecondFloorFraction;
+    // A probe under the floor is run again (DECODE_PROBE_ATTEMPTS in all) and the best one kept: a
+    // moment of contention (another client, a busy CPU on the host) slows one short probe while
+    // nothing changed; a regression in the kernels or the build slows every one.
+    let best = await decodeProbe(endpoint, health, opts.timeScale, opts.signal);
+    for (let i = 1; i < DECODE_PROBE_ATTEMPTS && floorRate !== null && best < floorRate; i++)
+      best = Math.max(best, await decodeProbe(endpoint, health, opts.timeScale, opts.signal));
+    out.decodeTokensPerSecond = best;
+    if (base !== null && out.decodeTokensPerSecond < base * health.tokensPerSecondFloorFraction)
+      out.findings.push({
+        field: "health.decodeTokensPerSecond",
+        expected: `at least ${(base * health.tokensPerSecondFloorFraction).toFixed(1)} tok/s (${health.tokensPerSecondFloorFraction} of the verified ${base.toFixed(1)} tok/s, one stream)`,
+        found: `${out.decodeTokensPerSecond.toFixed(1)} tok/s`,
+      });
+  } catch (e) {
+    missed.push(`decode probe: ${describeError(e)}`);
+  }
+  if (opts.speculative) {
+    try {
+      const found = await reportedAcceptance(endpoint, health, opts.signal);
+      out.acceptanceLength = found;
+      const base = baseline.acceptanceLength;
+      const least = Math.max(floor ?? 1, base === null ? 0 : base * health.acceptanceBaselineFraction);
+      if (found < least)
+        out.findings.push({
+          field: "health.acceptanceLength",
+          expected: `at least ${least.toFixed(2)} tokens per verify step (floor ${floor ?? "none"}${base === null ? "" : `, ${health.acceptanceBaselineFraction} of the verified ${base.toFixed(2)}`})`,
+          found: `${found.toFixed(2)} tokens per verify step: speculation this poor is slower than none; the draft model, the kernels or the weights changed`,
+        });
+    } catch (e) {
+      missed.push(`acceptance: ${describeError(e)}`);
+    }
+  }
+  if (missed.length > 0) out.notChecked = missed.join("; ");
+  return out;
+}
