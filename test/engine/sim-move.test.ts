@@ -2,7 +2,8 @@
  * A checkout and its state moved to another folder (a CI runner's path vs a laptop's) keep working:
  * `npm run demo -- --stack` (a simulated host, its units running, verified and benchmarked) in
  * folder A; A moved to B with `mv`, so A is gone; then in B the demo again, `pulumi refresh` and
- * `pulumi preview --expect-no-changes`: no error, no diff, no replacement. Before, the dynamic
+ * `pulumi preview --expect-no-changes`: no error, no replacement, and no diff but the scheduled drift
+ * check's units, which run the CLI from the checkout and so must follow it. Before, the dynamic
  * resources' refresh loaded code from A ("Cannot find module '<A>/dist/...'"), and every simulated
  * command, probe and unit named A, so the first `up` in B updated them all and replaced the
  * verification.
@@ -89,13 +90,17 @@ describe("a checkout with a running simulated host, moved to another folder", ()
     expect(r.out).toMatch(/"benchComplete": true/);
   }, 300_000);
 
-  it("moved to B (A gone): the demo, refresh and preview there change nothing and fail nothing", async () => {
+  it("moved to B (A gone): the demo there updates only the drift check's units, then refresh and preview change nothing", async () => {
     fs.renameSync(a, b);
     expect(fs.existsSync(a)).toBe(false);
     const again = await demo(b);
     expect(again.code, again.out).toBe(0);
+    // The scheduled drift check (operations.driftCheck) runs the CLI from the checkout, so its
+    // service unit (and the enable step that restarts its timer) must follow the move: those two are
+    // updated, nothing is created, replaced or deleted, and nothing else changes.
     expect(summary(again.out), again.out).toMatch(/\d+ unchanged/);
-    expect(summary(again.out), again.out).not.toMatch(/created|updated|replaced|deleted/);
+    expect(summary(again.out), again.out).toMatch(/~ 2 updated/);
+    expect(summary(again.out), again.out).not.toMatch(/created|replaced|deleted/);
     const refresh = await pulumi(b, "refresh", "--yes", "--skip-preview");
     expect(summary(refresh.stdout), refresh.stdout).not.toMatch(/updated|deleted/);
     const preview = await runPulumi(["preview", "--expect-no-changes", "--stack", stack], opts(b));
@@ -103,7 +108,11 @@ describe("a checkout with a running simulated host, moved to another folder", ()
     // No resource's inputs name A: what decides a diff holds no path of the old folder (outputs may
     // still quote it, e.g. a command's stdout, until that command runs again).
     const state = JSON.parse((await pulumi(b, "stack", "export")).stdout) as StateExport;
-    const naming = state.deployment.resources.filter((r) => JSON.stringify(r.inputs ?? {}).includes(a));
-    expect(naming.map((r) => r.urn)).toEqual([]);
+    const naming = (dir: string) =>
+      state.deployment.resources.filter((r) => JSON.stringify(r.inputs ?? {}).includes(dir)).map((r) => r.urn);
+    expect(naming(a)).toEqual([]);
+    // The only inputs that name the checkout at all are the drift check's (they now name B).
+    expect(naming(b).length).toBeGreaterThan(0);
+    for (const urn of naming(b)) expect(urn).toMatch(/drift-check/);
   }, 600_000);
 });
