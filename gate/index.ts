@@ -82,6 +82,7 @@ export { SloSchema } from "./measurement/goodput";
 export {
   answerDifference,
   checkHealth,
+  bestDecodeProbe,
   decodeProbe,
   referenceAnswer,
   type HealthBaseline,

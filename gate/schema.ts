@@ -54,7 +54,7 @@ export const HealthPolicySchema = z
       .max(1)
       .default(0.7)
       .describe(
-        "The decode probe drifts below this fraction of the verification's single-request decode tokens per second.",
+        "The decode probe drifts below this fraction of the same probe's tokens per second at the last verification (a decode too fast to time over 0.25 s of wall clock, even stretched to 1,024 tokens, is not compared).",
       ),
     acceptanceBaselineFraction: z
       .number()

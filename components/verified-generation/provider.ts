@@ -267,8 +267,8 @@ async function verifyAndMeasure(
 
 /**
  * What each refresh compares the model's health with (gate/readiness/health.ts): the greedy answer
- * to the reference prompt now, the verification's single-stream decode speed (its shortest single
- * requests; a probe when the plan had none) and its acceptance length. Null when health is off.
+ * to the reference prompt now, the best of the refresh's own decode probes now (null when too fast
+ * to time) and the verification's acceptance length. Null when health is off.
  */
 async function recordHealth(
   endpoint: gate.Endpoint & { model: string },
@@ -280,11 +280,9 @@ async function recordHealth(
   const health = policy.health;
   if (!health.enabled) return null;
   const reference = await gate.referenceAnswer(endpoint, policy, health, signal);
-  const single = [...measured.singleRequest]
-    .sort((a, b) => a.maxTokens - b.maxTokens)
-    .find((s) => s.decodeTokensPerSecond !== null);
-  const decode =
-    single?.decodeTokensPerSecond ?? (await gate.decodeProbe(endpoint, health, input.timeScale ?? 1, signal));
+  // The refresh's own probe, not the benchmark's single requests: another length and another count
+  // of chunks is another figure, and a refresh must compare like with like.
+  const decode = await gate.bestDecodeProbe(endpoint, health, input.timeScale ?? 1, Infinity, signal);
   return {
     referencePrompt: health.referencePrompt,
     referenceMaxTokens: health.referenceMaxTokens,

@@ -98,8 +98,9 @@ it("pulumi up compares the three services, records the table and leaves the winn
 it("a second pulumi up measures nothing, and a refresh finds no drift", async () => {
   const before = (await s!.outputs()).gpuHosts["sim-1"].comparison!.comparedAt;
   const r = await s!.ok("up", "--yes", "--skip-preview");
-  expect(summary(r.stdout)).toMatch(/\d+ unchanged/);
-  expect(summary(r.stdout)).not.toMatch(/created|updated|replaced|deleted/);
+  // The whole display on failure: which resource changed, and the refresh's findings that made it.
+  expect(summary(r.stdout), r.stdout + r.stderr).toMatch(/\d+ unchanged/);
+  expect(summary(r.stdout), r.stdout + r.stderr).not.toMatch(/created|updated|replaced|deleted/);
   expect((await s!.outputs()).gpuHosts["sim-1"].comparison!.comparedAt).toBe(before);
   const preview = await s!.run("preview", "--expect-no-changes");
   expect(preview.code, preview.stdout + preview.stderr).toBe(0);

@@ -25,15 +25,19 @@ afterEach(async () => {
   closers = [];
 });
 
-/** A simulator whose faults file (switched on while it runs) is FILE. */
-async function sim(speculative: boolean) {
+/**
+ * A simulator whose faults file (switched on while it runs) is FILE. At time scale 10 the tiny
+ * profile decodes 20,000 tok/s of wall time, too fast for a probe to time (the baseline's decode is
+ * then null by design); at 1 it is timed.
+ */
+async function sim(speculative: boolean, timeScale = 10) {
   const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-health-"));
   const faultsFile = path.join(dir, "faults");
   const tiny = loadProfile("tiny");
   const profile = speculative
     ? withSpeculative(tiny, { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3" })
     : withSpeculative(tiny, null);
-  const s = await startSimulator({ profile, port: 0, timeScale: 10, log: () => undefined, faultsFile });
+  const s = await startSimulator({ profile, port: 0, timeScale, log: () => undefined, faultsFile });
   closers.push(() => s.close());
   // The simulator reads its faults file again at most every 200 ms; its acceptance gauge covers the
   // last 10 simulated seconds (1 s here): after 1.2 s the switch holds and the gauge is of what follows.
@@ -96,8 +100,8 @@ describe("answerDifference: the bounded difference of two answers", () => {
 
 describe("VerifiedGeneration health on the simulator (faults switched on while it runs)", () => {
   it("records the reference answer at create; a refresh after garbled-answers names health.answer, re-gates, and the textfile has answer_matches 0", async () => {
-    const host = await sim(false);
-    const news = inputs(host.url);
+    const host = await sim(false, 1);
+    const news = inputs(host.url, { timeScale: 1 });
     const created = await create(news);
     const outs = created.outs as Record<string, unknown>;
     const baseline = outs.healthBaseline as HealthBaseline;
@@ -161,6 +165,10 @@ async function tinyServer(opts: {
   metrics: string | null;
   /** ms between tokens of the n-th decode probe (max_tokens DECODE_TOKENS); others: 2 ms. */
   decodeGapMs?: (n: number) => number;
+  /** Every stream's tokens in one write: a decode no probe can time. */
+  allAtOnce?: boolean;
+  /** Records each streamed request's max_tokens. */
+  seen?: number[];
 }) {
   let references = 0;
   let decodes = 0;
@@ -189,21 +197,26 @@ async function tinyServer(opts: {
       }
       // Streamed: max_tokens one-word chunks, 2 ms apart, then usage.
       res.writeHead(200, { "content-type": "text/event-stream" });
-      const n = Math.min(body.max_tokens ?? 16, 64);
+      const n = Math.min(body.max_tokens ?? 16, 1024);
+      opts.seen?.push(body.max_tokens ?? 16);
+      const chunk = `data: ${JSON.stringify({ model: "m", choices: [{ delta: { content: " ok" } }] })}\n\n`;
+      const end =
+        `data: ${JSON.stringify({ model: "m", choices: [{ delta: {}, finish_reason: "length" }] })}\n\n` +
+        `data: ${JSON.stringify({ model: "m", choices: [], usage: { prompt_tokens: 5, completion_tokens: n } })}\n\ndata: [DONE]\n\n`;
+      if (opts.allAtOnce) {
+        res.end(chunk.repeat(n) + end);
+        return;
+      }
       const gap = body.max_tokens === DECODE_TOKENS ? (opts.decodeGapMs?.(++decodes) ?? 2) : 2;
       let i = 0;
       const tick = setInterval(() => {
         if (i < n) {
-          res.write(`data: ${JSON.stringify({ model: "m", choices: [{ delta: { content: " ok" } }] })}\n\n`);
+          res.write(chunk);
           i++;
           return;
         }
         clearInterval(tick);
-        res.write(
-          `data: ${JSON.stringify({ model: "m", choices: [{ delta: {}, finish_reason: "length" }] })}\n\n` +
-            `data: ${JSON.stringify({ model: "m", choices: [], usage: { prompt_tokens: 5, completion_tokens: n } })}\n\ndata: [DONE]\n\n`,
-        );
-        res.end();
+        res.end(end);
       }, gap);
       res.on("close", () => clearInterval(tick));
     });
@@ -255,6 +268,24 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     expect(got.props.drift).toEqual([]);
     // the slow probe was run again, once: the second was above the floor
     expect(gaps).toEqual([150, 2]);
+  }, 60_000);
+
+  it("a decode too fast to time (every token in one write) is stretched once, then neither a figure nor drift nor 'not checked'", async () => {
+    const seen: number[] = [];
+    const url = await tinyServer({
+      answer: () => "The first answer of the tiny server",
+      metrics: null,
+      allAtOnce: true,
+      seen,
+    });
+    const { props } = recorded(url, { decodeTokensPerSecond: 20 }, decodePolicy);
+    const got = await read("id", props);
+    expect(got.props.drift).toEqual([]);
+    expect(got.props.notChecked).toBeUndefined();
+    expect((got.props.healthCheck as { decodeTokensPerSecond: number | null }).decodeTokensPerSecond).toBeNull();
+    // after the generation check: the probe of DECODE_TOKENS, then one stretched to the most a probe
+    // may ask for, and no third
+    expect(seen.slice(seen.indexOf(DECODE_TOKENS))).toEqual([DECODE_TOKENS, 1024]);
   }, 60_000);
 
   it("a decode every probe finds slow drifts on health.decodeTokensPerSecond after DECODE_PROBE_ATTEMPTS probes", async () => {
