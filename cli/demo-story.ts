@@ -15,19 +15,62 @@ import { ServicesSchema, type ServiceKind } from "../components/services/schema"
 import { compareChart } from "../gate/reports/chart";
 import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
-import { unknownRoofline } from "../physics/outputs";
+import { findGpu } from "../physics/gpus";
+import { modelFacts } from "../physics/model-config";
+import { roofline, rooflineLines } from "../physics/roofline";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
 import { SloSchema } from "../gate/measurement/goodput";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { freeLocalPort } from "../ports";
+import { loadProfile } from "../simulator/profile";
 import { SwitchableSimHost } from "../simulator/switchable";
-
-const SIMULATED_ROOFLINE = unknownRoofline({ connection: { kind: "simulated" }, gpus: {} });
 
 export const STORY_PROFILE = "kimi-k2.6-8x-rtx-pro-6000";
 
+/**
+ * The story host's two simulator profiles: the seeds' afternoon (the story's own observations) and
+ * one calibrated from a published benchmark of the same model on the same cards (its file names the
+ * source, date and conditions).
+ */
+export const STORY_PROFILES = {
+  seeds: STORY_PROFILE,
+  published: "kimi-k2.6-8x-rtx-pro-6000-published",
+} as const;
+export type StoryProfile = keyof typeof STORY_PROFILES;
+
+/** The story model's own config.json (Kimi K2.6, from its Hugging Face repository), shipped for the roofline. */
+export const STORY_MODEL_CONFIG = path.join("physics", "models", "kimi-k2.6.config.json");
+
+/**
+ * Where the recommended service's sustained figure stands against the story host's physics
+ * (docs/physics.md): the model's config.json on the profile's GPUs, at the concurrency it was
+ * sustained at. The simulated host has no config.json of its own; the story's model is known.
+ */
+function storyRoofline(
+  o: StoryOptions,
+  profileName: string,
+  memFractionStatic: number,
+  plan: { sustainedOutputTokensPerSecond: number; atLevel: number | null } | undefined,
+): string[] {
+  const p = loadProfile(profileName);
+  const gpu = findGpu(p.hardware.gpu);
+  if (!gpu || p.model.path !== "moonshotai/Kimi-K2.6")
+    return [
+      `not known: ${gpu ? `the profile serves ${p.model.path}, not Kimi K2.6` : `${p.hardware.gpu} is not in the GPU catalogue`}`,
+    ];
+  const model = modelFacts(JSON.parse(fs.readFileSync(path.join(o.projectRoot, STORY_MODEL_CONFIG), "utf8")));
+  const measured =
+    plan && plan.atLevel !== null
+      ? { concurrency: plan.atLevel, tokensPerSecond: plan.sustainedOutputTokensPerSecond }
+      : undefined;
+  const host = { gpu, gpus: p.hardware.count, memFractionStatic, contextTokens: o.outputTokens };
+  return rooflineLines(roofline(model, host, measured), o.outputTokens);
+}
+
 export interface StoryOptions {
   projectRoot: string;
+  /** Which of STORY_PROFILES the host runs (default seeds). */
+  profile?: StoryProfile;
   timeScale: number;
   levels: number[];
   outputTokens: number;
@@ -43,11 +86,14 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
   const port = await freeLocalPort();
   const argv = (kind: ServiceKind) =>
     sglangArgv(serverArgsFor(kind, { ...services, port }, { apiKey: false })).map(String);
-  const host = new SwitchableSimHost({ profile: STORY_PROFILE, timeScale: o.timeScale });
+  const which = o.profile ?? "seeds";
+  const profile = STORY_PROFILES[which];
+  const host = new SwitchableSimHost({ profile, timeScale: o.timeScale });
   const workload = (doc.config["gpuhost:workload"] ?? {}) as Record<string, number>;
   o.say(
-    `The story's host: ${services.modelPath} at --tp ${services.tp} on 8x RTX PRO 6000 (simulator profile ${STORY_PROFILE}), time scale ${o.timeScale}.`,
+    `The story's host: ${services.modelPath} at --tp ${services.tp} on 8x RTX PRO 6000 (simulator profile ${profile}), time scale ${o.timeScale}.`,
   );
+  o.say(`  profile: ${loadProfile(profile).description}`);
   for (const kind of ["autoregressive", "eagle3", "dflash"] as const)
     o.say(`  sglang-${kind}.service: python3 -m sglang.launch_server ${argv(kind).join(" ")}`);
   try {
@@ -91,15 +137,18 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
       },
     );
     fs.mkdirSync(o.outDir, { recursive: true });
-    const base = path.join(o.outDir, "story-compare");
+    const base = path.join(o.outDir, which === "seeds" ? "story-compare" : `story-compare-${which}`);
     fs.writeFileSync(`${base}.json`, JSON.stringify(compareJson(result), null, 1) + "\n");
     fs.writeFileSync(`${base}.csv`, compareCsv(result));
     fs.writeFileSync(`${base}.svg`, compareChart(result, services.servedModelName ?? services.modelPath));
     o.say("");
     o.say(compareText(result));
-    // The story's host would have a roofline (docs/physics.md: ~435 tok/s at batch 1 for Kimi K2.6 on
-    // 8 x RTX PRO 6000); the simulated one has no config.json to read it from, so it says so.
-    o.say(`Roofline: ${SIMULATED_ROOFLINE.known ? "" : SIMULATED_ROOFLINE.reason}.`);
+    const chosen = result.comparison?.plans.find((p) => p.service === result.comparison?.recommended);
+    o.say(
+      `Where ${chosen ? `${chosen.service}'s sustained figure` : "the host"} stands (${STORY_MODEL_CONFIG} on the profile's GPUs, docs/physics.md):`,
+    );
+    // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
+    for (const line of storyRoofline(o, profile, services.memFractionStatic ?? 0.9, chosen)) o.say(`  ${line}`);
     o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
     return result;
   } finally {

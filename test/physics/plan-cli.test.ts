@@ -11,7 +11,7 @@ import { compareMain } from "../../cli/compare";
 import { planMain } from "../../cli/plan";
 import { io } from "../gate/cli-fixture";
 
-const KIMI = path.join(__dirname, "fixtures", "kimi-k2.6.config.json");
+const KIMI = path.join(__dirname, "..", "..", "physics", "models", "kimi-k2.6.config.json");
 const STORY = ["--gpu", "rtx-pro-6000-workstation", "--gpus", "8", "--model-config", KIMI];
 
 describe("gpuhost plan places the measured throughput on the roofline (issue 28 point 2)", () => {

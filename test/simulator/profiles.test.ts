@@ -8,6 +8,8 @@ const SHIPPED = [
   "kimi-k2.6-8x-rtx-pro-6000",
   "kimi-k2.6-8x-rtx-pro-6000-eagle3",
   "kimi-k2.6-8x-rtx-pro-6000-dflash",
+  "kimi-k2.6-8x-rtx-pro-6000-published",
+  "kimi-k2.6-8x-rtx-pro-6000-published-eagle3",
   "kimi-k2.6-8x-h200",
   "tiny",
 ];
