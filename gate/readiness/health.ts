@@ -163,11 +163,12 @@ export async function decodeProbe(
     const once = async (maxTokens: number) => {
       const sample = await send({ prompt: BENCH_PROMPTS[0], maxTokens, extraBody: { ignore_eos: true } });
       if (sample.error !== null) throw new Error(`the decode probe failed: ${sample.error}`);
-      const rate = summarizeSingle(maxTokens, [sample]).decodeTokensPerSecond;
-      if (rate === null) throw new Error("the decode probe produced too few tokens to time");
+      if (sample.completionTokens < 2 || sample.ttftSeconds === null)
+        throw new Error("the decode probe produced too few tokens to time");
       // The sample's times are host time (wall time x time scale): the window is measured in wall time.
-      const window = (sample.e2eSeconds - (sample.ttftSeconds ?? 0)) / timeScale;
-      return { rate, window };
+      // Every token in one read leaves no window at all (and no rate): too fast to time, like a short one.
+      const window = Math.max(0, sample.e2eSeconds - sample.ttftSeconds) / timeScale;
+      return { rate: summarizeSingle(maxTokens, [sample]).decodeTokensPerSecond ?? Infinity, window };
     };
     let tokens = health.decodeProbeTokens;
     let got = await once(tokens);
