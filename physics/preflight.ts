@@ -44,3 +44,51 @@ export function attentionBackendIssues(backend: string, computeCapability: strin
       `${backend} cannot run on compute capability ${computeCapability} (rule ${r.id}, ${r.versions}: ${r.why}; ${r.source})`,
   );
 }
+
+/** The oldest CUDA toolkit a GPU generation can be served with, as a typed rule with its source. */
+export interface ToolkitRule {
+  id: string;
+  computeCapability: RegExp;
+  /** The oldest CUDA release that works ("12.9"). */
+  minimumCuda: string;
+  versions: string;
+  why: string;
+  source: string;
+}
+
+export const TOOLKIT_RULES: readonly ToolkitRule[] = [
+  {
+    id: "sm12x-needs-cuda-12.8",
+    computeCapability: /^12\./,
+    minimumCuda: "12.8",
+    versions: "every CUDA release before 12.8",
+    why: "CUDA 12.8 is the first toolkit that compiles for SM 12.x (Blackwell RTX and RTX PRO)",
+    source: "NVIDIA CUDA 12.8 release notes",
+  },
+  {
+    id: "sm12x-flashinfer-needs-cuda-12.9",
+    computeCapability: /^12\./,
+    minimumCuda: "12.9",
+    versions: "FlashInfer 0.5 and later (SGLang 0.5.23 pins 0.7.2)",
+    why: "FlashInfer's JIT builds SM 12.x with the family targets CUDA 12.9 introduced and refuses an older toolkit ('SM 12.x requires CUDA >= 12.9')",
+    source: "flashinfer/jit/compilation_context.py",
+  },
+];
+
+/** a < b for dotted releases ("12.8" < "12.9" < "13.0"). */
+export function releaseBefore(a: string, b: string): boolean {
+  const [x, y] = [a, b].map((v) => v.split(".").map(Number));
+  for (let i = 0; i < Math.max(x.length, y.length); i++)
+    if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) < (y[i] ?? 0);
+  return false;
+}
+
+/** One sentence per rule the CUDA release breaks on GPUs of this compute capability. */
+export function toolkitIssues(cudaRelease: string, computeCapability: string): string[] {
+  return TOOLKIT_RULES.filter(
+    (r) => r.computeCapability.test(computeCapability) && releaseBefore(cudaRelease, r.minimumCuda),
+  ).map(
+    (r) =>
+      `compute capability ${computeCapability} needs CUDA >= ${r.minimumCuda}, not ${cudaRelease} (rule ${r.id}, ${r.versions}: ${r.why}; ${r.source})`,
+  );
+}

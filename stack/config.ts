@@ -26,7 +26,7 @@ import { ServicesSchema } from "../components/services/schema";
 import { PlainError } from "../components/plain-error";
 import { faultNameSchema } from "../simulator/faults";
 import { routerConfigIssues, RouterSchema } from "../components/router/schema";
-import { attentionBackendIssues } from "../physics/preflight";
+import { attentionBackendIssues, toolkitIssues } from "../physics/preflight";
 import { driftCheckSchema } from "../components/drift-check/schema";
 
 export const CONFIG_NAMESPACE = "gpuhost";
@@ -211,6 +211,9 @@ export const ConfigSchema = z
             path: ["services", "attentionBackend"],
             message: `host '${h.name}': ${message}`,
           });
+      if (h.gpus.computeCapability !== undefined)
+        for (const message of toolkitIssues(c.toolkit.release, h.gpus.computeCapability))
+          ctx.addIssue({ code: "custom", path: ["toolkit", "release"], message: `host '${h.name}': ${message}` });
       if (h.gpus.count > 0 && h.gpus.count < c.services.tp) {
         ctx.addIssue({
           code: "custom",

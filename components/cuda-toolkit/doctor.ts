@@ -9,6 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { packageProviding, requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
 import { proofSource } from "./plan";
+import { toolkitIssues } from "../../physics/preflight";
 
 export interface DoctorFinding {
   /** What is wrong, e.g. "missing include/curand.h". */
@@ -294,13 +295,9 @@ export function doctor(opts: DoctorOptions): DoctorReport {
       `/usr/local/cuda points at ${usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`,
     );
   for (const [i, g] of report.gpus.entries()) {
-    const major = Number(g.computeCapability.split(".")[0]);
-    if (major >= 12 && release && olderThan(release, "12.9")) {
-      problems.push({
-        problem: `GPU ${i}: compute capability ${g.computeCapability} (SM ${major}.x) needs CUDA >= 12.9 for FlashInfer, found ${release}`,
-        package: expected.meta,
-      });
-    }
+    // The typed rules of physics/preflight.ts (each with its source), the ones preview applies to gpus.computeCapability.
+    for (const issue of release ? toolkitIssues(release, g.computeCapability) : [])
+      problems.push({ problem: `GPU ${i}: ${issue}`, package: expected.meta });
     if (Number(g.driver.split(".")[0]) < 580 && release && !olderThan(release, "13.0")) {
       problems.push({
         problem: `GPU ${i}: driver ${g.driver} is older than the R580 branch CUDA ${release} needs`,

@@ -5,6 +5,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { doctor } from "../../components/cuda-toolkit/doctor";
 import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options";
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import { execOnHost } from "../../components/host/exec";
@@ -81,5 +82,23 @@ describe("verify.sh GPU checks (fake nvidia-smi)", () => {
     expect(r.stderr).toContain(
       "GPU 1: compute capability 12.0 (SM 12.x) needs CUDA >= 12.9 for FlashInfer, toolkit is 12.8",
     );
+  });
+});
+
+describe("gpuhost doctor's GPU checks (fake nvidia-smi)", () => {
+  it("SM 12.0 with the 12.8 toolkit: the typed rule of physics/preflight.ts, the one preview applies", () => {
+    const bin = path.join(fake, "doctor-sm120");
+    fs.mkdirSync(bin, { recursive: true });
+    fs.writeFileSync(path.join(bin, "nvidia-smi"), "#!/bin/sh\necho '580.82.07, 12.0'\n", { mode: 0o755 });
+    const env = { PATH: `${bin}:${simShimDir()}:${process.env.PATH}` };
+    const r = doctor({ expectRelease: "12.8", env, root: hosts["12.8"], proof: false });
+    expect(r.gpus).toEqual([{ driver: "580.82.07", computeCapability: "12.0" }]);
+    expect(r.release).toBe("12.8");
+    expect(r.problems.map((p) => p.problem)).toContainEqual(
+      expect.stringMatching(
+        /^GPU 0: compute capability 12\.0 needs CUDA >= 12\.9, not 12\.8 \(rule sm12x-flashinfer-needs-cuda-12\.9, /,
+      ),
+    );
+    expect(doctor({ expectRelease: "13.0", env, root: hosts["13.0"], proof: false }).problems).toEqual([]);
   });
 });
