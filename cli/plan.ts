@@ -1,5 +1,16 @@
-/** `gpuhost plan`: days and hosts for a workload at a measured throughput, and where that throughput stands. */
+/**
+ * `gpuhost plan`: days and hosts for a workload at a measured throughput, and where that throughput
+ * stands; with --curves, the split of a mixed fleet (interactive and batch) from measured curves.
+ */
+import * as fs from "node:fs/promises";
 import { capacity, type CapacityPlan } from "../gate/measurement/capacity";
+import {
+  CurvesSchema,
+  type InteractiveDemand,
+  mixedPlan,
+  mixedPlanText,
+  type ServiceCurve,
+} from "../gate/measurement/mixed-plan";
 import { roofline, rooflineLines, type Roofline } from "../physics/roofline";
 import { WorkloadSchema } from "../gate/schema";
 import { defaultIo, EXIT, runCommand, schemaDefault, schemaIssues, UsageError, type CliIo } from "./common";
@@ -11,14 +22,32 @@ export const PLAN = {
   about: `Capacity plan: days = completions x tokens / (sustained tok/s x 86,400), hosts for the deadline,
 raw storage; with --gpu and --model-config, the roofline it stands against: the bandwidth roofline at
 batch 1 and at --concurrency, the compute bound, the KV-cache bound on concurrency, the share of the
-roofline reached, and the limiter with its lever (docs/physics.md).`,
+roofline reached, and the limiter with its lever (docs/physics.md). With --curves (a comparison's
+measured curves) instead of --throughput: a mixed fleet, interactive users on the service that holds
+the most of them within --ttft-p95 and --itl-p95, the batch job on the one that sustains the most
+tok/s, beside the homogeneous fleets (gate/measurement/mixed-plan.ts).`,
   flags: {
     throughput: {
       type: "number",
       value: "TOKS",
       min: 0,
-      required: true,
-      description: "the sustained aggregate output tok/s a benchmark measured",
+      description: "the sustained aggregate output tok/s a benchmark measured (required without --curves)",
+    },
+    curves: {
+      type: "path",
+      description:
+        "a comparison's JSON (gpuhost compare --json, the demo's story-compare.json, or pulumi stack output --json of a stack that compared): plan a mixed fleet",
+    },
+    "interactive-users": { type: "integer", description: "with --curves: concurrent interactive users" },
+    "ttft-p95": {
+      type: "number",
+      value: "S",
+      description: "with --curves: the interactive TTFT p95 objective, seconds",
+    },
+    "itl-p95": {
+      type: "number",
+      value: "S",
+      description: "with --curves: the interactive inter-token latency p95 objective, seconds per token",
     },
     completions: {
       type: "integer",
@@ -70,8 +99,17 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
       bytesPerToken: values["bytes-per-token"],
     });
     if (!parsed.success) throw new UsageError(schemaIssues(parsed.error));
+    if (values.curves !== undefined) {
+      if (values.throughput !== undefined)
+        throw new UsageError("--curves plans from the curves: leave out --throughput");
+      const mixed = mixedPlan(await readCurves(values.curves), interactiveDemand(values), parsed.data);
+      io.stdout.write(values.json ? JSON.stringify(mixed, null, 2) + "\n" : mixedPlanText(mixed));
+      return EXIT.ok;
+    }
+    if (values.throughput === undefined)
+      throw new UsageError("--throughput is required (or --curves FILE for a mixed fleet)");
     const plan = capacity(values.throughput, parsed.data);
-    const physics = await physicsOf(values, parsed.data.outputTokensPerCompletion);
+    const physics = await physicsOf(values, values.throughput, parsed.data.outputTokensPerCompletion);
     io.stdout.write(
       values.json
         ? JSON.stringify({ ...plan, roofline: physics?.roofline ?? null }, null, 2) + "\n"
@@ -83,17 +121,45 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
 
 type PlanValues = Values<typeof PLAN.flags>;
 
+/** The interactive class --curves plans for: all three flags, each named when missing. */
+function interactiveDemand(values: PlanValues): InteractiveDemand {
+  const users = values["interactive-users"];
+  const ttft = values["ttft-p95"];
+  const itl = values["itl-p95"];
+  if (users === undefined) throw new UsageError("--curves needs --interactive-users");
+  if (ttft === undefined) throw new UsageError("--curves needs --ttft-p95 (seconds)");
+  if (itl === undefined) throw new UsageError("--curves needs --itl-p95 (seconds per token)");
+  return { users, ttftP95Seconds: ttft, itlP95Seconds: itl };
+}
+
+/** The services' curves in FILE: a comparison's own JSON, or a stack's outputs (its first host that compared). */
+async function readCurves(file: string): Promise<ServiceCurve[]> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await fs.readFile(file, "utf8"));
+  } catch (err) {
+    throw new UsageError(`--curves ${file}: ${(err as Error).message}`);
+  }
+  const hosts = (json as { gpuHosts?: Record<string, { comparison?: unknown }> } | null)?.gpuHosts;
+  const source = hosts ? Object.values(hosts).find((h) => h?.comparison)?.comparison : json;
+  const parsed = CurvesSchema.safeParse(source);
+  if (!parsed.success)
+    throw new UsageError(
+      `--curves ${file} holds no comparison's curves (services[].sweep[]${hosts ? " in any gpuHosts.<host>.comparison" : ""}): ${schemaIssues(parsed.error)}`,
+    );
+  return parsed.data.services;
+}
+
 /** The roofline the flags describe, or undefined without --gpu and --model-config. */
 async function physicsOf(
   values: PlanValues,
+  throughput: number,
   outputTokens: number,
 ): Promise<{ roofline: Roofline; contextTokens: number } | undefined> {
   const physics = await hostPhysics(values, outputTokens, { concurrency: values.concurrency });
   if (!physics) return undefined;
   const measured =
-    values.concurrency === undefined
-      ? undefined
-      : { concurrency: values.concurrency, tokensPerSecond: values.throughput };
+    values.concurrency === undefined ? undefined : { concurrency: values.concurrency, tokensPerSecond: throughput };
   return { roofline: roofline(physics.model, physics.host, measured), contextTokens: physics.host.contextTokens };
 }
 

@@ -1,0 +1,212 @@
+/**
+ * The split of a mixed fleet, from measurement (issue 29 point 2): interactive traffic (people
+ * waiting: a TTFT and an inter-token latency objective) on the service that holds the most users
+ * per host within the objective, the batch job (tokens to a deadline) on the service that sustains
+ * the most tok/s, each group sized from each service's measured curve on one host (the comparison's
+ * sweep: `gpuhost compare --json`, the story demo's story-compare.json, or a stack's
+ * gpuHosts.<host>.comparison). Beside it, the homogeneous fleets (every host the same service, the
+ * classes still on hosts of their own), so the user sees what mixing saves, or that it saves nothing.
+ *
+ * The model, said plainly: a host serves one class; a class's hosts share its load evenly (SMG in
+ * front); a level counts only within the error budget. Figures are the curve's own time (a
+ * simulated host's host time, see its timeNote). Pure: no I/O.
+ */
+import { z } from "zod";
+
+const PointSchema = z
+  .object({
+    level: z.number().positive(),
+    outputTokensPerSecond: z.number().nonnegative(),
+    ttftP95Seconds: z.number().nullable(),
+    itlPerTokenP95Seconds: z.number().nullable(),
+    errors: z.number().int().nonnegative(),
+    withinErrorBudget: z.boolean().optional(),
+    mode: z.enum(["closed", "open"]).optional(),
+  })
+  .loose();
+const CurveSchema = z
+  .object({ service: z.string(), failure: z.unknown().optional(), sweep: z.array(PointSchema) })
+  .loose();
+/** The part of a comparison (its JSON report or a stack's comparison output) the split reads. */
+export const CurvesSchema = z.object({ services: z.array(CurveSchema).min(1) }).loose();
+export type ServiceCurve = z.infer<typeof CurveSchema>;
+
+export interface InteractiveDemand {
+  /** Concurrent users, each with one request in flight. */
+  users: number;
+  ttftP95Seconds: number;
+  /** Per-token inter-token latency, p95 (a speculative chunk of k tokens counts k gaps). */
+  itlP95Seconds: number;
+}
+export interface BatchDemand {
+  completions: number;
+  outputTokensPerCompletion: number;
+  deadlineDays: number;
+}
+
+/** One class's choice of service: hosts, the concurrency each runs at, and why. */
+export interface GroupChoice {
+  service: string;
+  hosts: number;
+  perHostConcurrency: number;
+  /** Interactive: users one host holds within the objective; batch: sustained tok/s of one host. */
+  perHost: number;
+  why: string;
+}
+
+export interface Homogeneous {
+  service: string;
+  /** null: this service cannot carry one of the classes (no level meets the objective, or none measured). */
+  hosts: number | null;
+  interactiveHosts: number | null;
+  batchHosts: number | null;
+}
+
+export interface MixedPlan {
+  interactive: GroupChoice | null;
+  batch: GroupChoice | null;
+  /** Hosts of the mixed fleet; null when a class has no service that can carry it. */
+  hosts: number | null;
+  homogeneous: Homogeneous[];
+  /** The best homogeneous fleet minus the mixed one (0: mixing does not win). */
+  savedHosts: number | null;
+  verdict: string;
+}
+
+const counted = (c: ServiceCurve) =>
+  c.failure
+    ? []
+    : c.sweep.filter((p) => (p.mode ?? "closed") === "closed" && p.errors === 0 && p.withinErrorBudget !== false);
+
+/** Users one host holds within the objective (the highest measured level meeting both latencies), or null. */
+function interactiveCapacity(c: ServiceCurve, d: InteractiveDemand): number | null {
+  const ok = counted(c).filter(
+    (p) =>
+      p.ttftP95Seconds !== null &&
+      p.ttftP95Seconds <= d.ttftP95Seconds &&
+      p.itlPerTokenP95Seconds !== null &&
+      p.itlPerTokenP95Seconds <= d.itlP95Seconds,
+  );
+  return ok.length === 0 ? null : Math.max(...ok.map((p) => p.level));
+}
+
+/** The highest sustained tok/s of one host and the level it was measured at, or null. */
+function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: number } | null {
+  const best = counted(c).reduce<(typeof c.sweep)[number] | null>(
+    (a, p) => (a === null || p.outputTokensPerSecond > a.outputTokensPerSecond ? p : a),
+    null,
+  );
+  return best && best.outputTokensPerSecond > 0
+    ? { tokensPerSecond: best.outputTokensPerSecond, level: best.level }
+    : null;
+}
+
+const fmt = (v: number) => Math.round(v).toLocaleString("en-US");
+
+/** The fewest hosts for both classes, each on its own service, beside the homogeneous fleets. */
+export function mixedPlan(curves: ServiceCurve[], interactive: InteractiveDemand, batch: BatchDemand): MixedPlan {
+  const seconds = batch.deadlineDays * 86_400;
+  const totalTokens = batch.completions * batch.outputTokensPerCompletion;
+  const per = curves.map((c) => {
+    const users = interactiveCapacity(c, interactive);
+    const tput = batchCapacity(c);
+    return {
+      service: c.service,
+      users,
+      interactiveHosts: users === null ? null : Math.ceil(interactive.users / users),
+      tput,
+      batchHosts: tput === null ? null : Math.ceil(totalTokens / (tput.tokensPerSecond * seconds)),
+    };
+  });
+  // Fewest hosts first; among equals the larger per-host figure (more headroom).
+  const pickI = per
+    .filter((p) => p.interactiveHosts !== null)
+    .sort((a, b) => a.interactiveHosts! - b.interactiveHosts! || b.users! - a.users!)[0];
+  const pickB = per
+    .filter((p) => p.batchHosts !== null)
+    .sort((a, b) => a.batchHosts! - b.batchHosts! || b.tput!.tokensPerSecond - a.tput!.tokensPerSecond)[0];
+  const objective = `TTFT p95 <= ${interactive.ttftP95Seconds} s and ITL p95 <= ${interactive.itlP95Seconds * 1000} ms/token`;
+  const others = (service: string, f: (p: (typeof per)[number]) => string) =>
+    per
+      .filter((p) => p.service !== service)
+      .map(f)
+      .join(", ");
+  const interactiveChoice: GroupChoice | null = pickI
+    ? {
+        service: pickI.service,
+        hosts: pickI.interactiveHosts!,
+        perHostConcurrency: Math.ceil(interactive.users / pickI.interactiveHosts!),
+        perHost: pickI.users!,
+        why: `${pickI.service} holds ${pickI.users} users per host within ${objective} (${others(pickI.service, (p) => `${p.service} ${p.users ?? "none"}`)}); ${pickI.interactiveHosts} host(s) give ${pickI.users! * pickI.interactiveHosts!} slots for ${interactive.users} users`,
+      }
+    : null;
+  const batchChoice: GroupChoice | null = pickB
+    ? {
+        service: pickB.service,
+        hosts: pickB.batchHosts!,
+        perHostConcurrency: pickB.tput!.level,
+        perHost: pickB.tput!.tokensPerSecond,
+        why: `${pickB.service} sustains ${fmt(pickB.tput!.tokensPerSecond)} tok/s per host at ${pickB.tput!.level} concurrent (${others(pickB.service, (p) => `${p.service} ${p.tput ? fmt(p.tput.tokensPerSecond) : "none"}`)}); ${pickB.batchHosts} host(s) finish ${fmt(totalTokens)} tokens in ${(totalTokens / (pickB.tput!.tokensPerSecond * pickB.batchHosts! * 86_400)).toFixed(1)} of ${batch.deadlineDays} days`,
+      }
+    : null;
+  const hosts = interactiveChoice && batchChoice ? interactiveChoice.hosts + batchChoice.hosts : null;
+  const homogeneous: Homogeneous[] = per.map((p) => ({
+    service: p.service,
+    interactiveHosts: p.interactiveHosts,
+    batchHosts: p.batchHosts,
+    hosts: p.interactiveHosts !== null && p.batchHosts !== null ? p.interactiveHosts + p.batchHosts : null,
+  }));
+  const feasible = homogeneous.filter((h) => h.hosts !== null).sort((a, b) => a.hosts! - b.hosts!);
+  const best = feasible[0];
+  const savedHosts = hosts === null || !best ? null : best.hosts! - hosts;
+  return {
+    interactive: interactiveChoice,
+    batch: batchChoice,
+    hosts,
+    homogeneous,
+    savedHosts,
+    verdict: verdictOf(interactiveChoice, batchChoice, hosts, best, savedHosts, objective),
+  };
+}
+
+function verdictOf(
+  i: GroupChoice | null,
+  b: GroupChoice | null,
+  hosts: number | null,
+  best: Homogeneous | undefined,
+  saved: number | null,
+  objective: string,
+): string {
+  if (!i)
+    return `No measured level of any service meets ${objective}: no fleet of these services serves the interactive class; measure lower concurrencies or relax the objective.`;
+  if (!b) return "No service measured any throughput within the error budget: no fleet can be sized for the batch job.";
+  if (saved === null || !best)
+    return `Mix: ${i.service} for interactive, ${b.service} for batch, ${hosts} hosts; no single service can carry both classes.`;
+  if (saved > 0)
+    return `Mix: ${i.service} for interactive (${i.hosts} hosts), ${b.service} for batch (${b.hosts} hosts): ${hosts} hosts, ${saved} fewer than the best homogeneous fleet (all ${best.service}: ${best.hosts}).`;
+  return i.service === b.service
+    ? `Mixing does not win: ${i.service} is the best service for both classes (${hosts} hosts, all ${i.service}).`
+    : `Mixing does not win: all ${best.service} needs the same ${best.hosts} hosts as mixing ${i.service} and ${b.service}; run one service.`;
+}
+
+/** The split as a person reads it. */
+export function mixedPlanText(p: MixedPlan): string {
+  const group = (name: string, g: GroupChoice | null) =>
+    g
+      ? `  ${name.padEnd(12)} ${g.service.padEnd(15)} ${String(g.hosts).padStart(5)}  ${String(g.perHostConcurrency).padStart(8)}  ${g.why}`
+      : `  ${name.padEnd(12)} (none can carry it)`;
+  const lines = [
+    "Mixed fleet, from measured curves:",
+    "  group        service          hosts  per host  why",
+    group("interactive", p.interactive),
+    group("batch", p.batch),
+    `  total: ${p.hosts ?? "n/a"} hosts`,
+    "Homogeneous fleets (every host the same service, the classes still on hosts of their own):",
+    ...p.homogeneous.map(
+      (h) =>
+        `  all ${h.service.padEnd(15)} ${h.hosts === null ? "cannot carry both classes" : `${h.hosts} hosts (${h.interactiveHosts} interactive + ${h.batchHosts} batch)`}`,
+    ),
+    p.verdict,
+  ];
+  return lines.join("\n") + "\n";
+}
