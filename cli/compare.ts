@@ -39,7 +39,7 @@ import {
   UsageError,
   type CliIo,
 } from "./common";
-import type { CommandSpec } from "./options";
+import type { CommandSpec, Values } from "./options";
 
 /** The levels measured when neither --concurrency nor --rate is given. */
 const DEFAULT_LEVELS = [1, 8, 16, 32, 64];
@@ -96,14 +96,21 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
       shownDefault: () => DEFAULT_LEVELS.join(","),
     },
     ...WORKLOAD_FLAGS,
-    "output-tokens": { type: "integer", max: MAX_TOKENS_BOUND, description: "output tokens of every request" },
+    "max-tokens": {
+      type: "integer",
+      max: MAX_TOKENS_BOUND,
+      description: "output tokens of every request (the name gpuhost bench uses)",
+    },
     repeats: { type: "integer", description: "runs of each level", default: 3 },
-    "requests-per-level": {
+    "requests-per-concurrency": {
       type: "number",
       max: 1000,
-      description: "requests per level, as a multiple of the level",
-      default: 1,
+      description: "requests per level, as a multiple of the level (the name gpuhost bench uses)",
+      shownDefault: () => "1",
     },
+    // The old spellings: the same knobs, accepted with a one-line note (RENAMED).
+    "output-tokens": { type: "integer", max: MAX_TOKENS_BOUND, hidden: true, description: "--max-tokens" },
+    "requests-per-level": { type: "number", max: 1000, hidden: true, description: "--requests-per-concurrency" },
     "error-budget": {
       type: "fraction",
       description: "the largest error rate a level may have and still count (0.01 or 1%)",
@@ -173,9 +180,29 @@ function run(argv: string[], signal: AbortSignal): Promise<string> {
   );
 }
 
+/** compare's old spellings and the name gpuhost bench gives the same knob. */
+const RENAMED = { "output-tokens": "max-tokens", "requests-per-level": "requests-per-concurrency" } as const;
+
+/** The knobs compare shares with bench, under bench's names; an old spelling is taken with a one-line note. */
+function spelledAsBench(values: Values<typeof COMPARE.flags>, io: CliIo) {
+  for (const [old, now] of Object.entries(RENAMED) as [
+    keyof typeof RENAMED,
+    (typeof RENAMED)[keyof typeof RENAMED],
+  ][]) {
+    if (values[old] === undefined) continue;
+    if (values[now] !== undefined) throw new UsageError(`--${old} is the old spelling of --${now}: give one of them`);
+    io.stderr.write(`gpuhost compare: --${old} is spelled --${now} now, as in gpuhost bench; taking it as --${now}\n`);
+  }
+  return {
+    maxTokens: values["max-tokens"] ?? values["output-tokens"],
+    requestsPerConcurrency: values["requests-per-concurrency"] ?? values["requests-per-level"] ?? 1,
+  };
+}
+
 export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
   return runCommand(COMPARE, argv, io, async (values, signal) => {
     if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
+    const knobs = spelledAsBench(values, io);
     const services = values.services.split(",").map((s) => service(s.trim()));
     const drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>> = {};
     for (const d of values.draft) {
@@ -191,7 +218,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     const shape = WorkloadShapeSchema.safeParse({
       mode: values.rate ? "open" : "closed",
       ...(values.mix ? { mix: mixOption("mix", values.mix) } : {}),
-      ...(values["output-tokens"] ? { outputTokens: { distribution: "fixed", tokens: values["output-tokens"] } } : {}),
+      ...(knobs.maxTokens ? { outputTokens: { distribution: "fixed", tokens: knobs.maxTokens } } : {}),
       thinking: values.thinking === undefined ? null : values.thinking === "on",
     });
     if (!shape.success) throw new UsageError(schemaIssues(shape.error));
@@ -229,7 +256,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
           itlSeconds: values["slo-itl"],
         }),
         levels: values.rate ?? values.concurrency ?? DEFAULT_LEVELS,
-        requestsPerLevel: values["requests-per-level"],
+        requestsPerLevel: knobs.requestsPerConcurrency,
         repeats: values.repeats,
         requestTimeoutSeconds: 3600,
         timeScale,

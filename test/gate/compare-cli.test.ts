@@ -44,7 +44,7 @@ describe("gpuhost compare", () => {
         "true {unit}",
         "--concurrency",
         "2,4",
-        "--output-tokens",
+        "--max-tokens",
         "64",
         "--repeats",
         "2",
@@ -77,6 +77,10 @@ describe("gpuhost compare", () => {
     expect(await compareMain(["--endpoint", "http://127.0.0.1:9"], o)).toBe(2);
     expect(o.err()).toContain("--activate-command is required");
     expect(await compareMain(["--endpoint", "x", "--activate-command", "true", "--services", "medusa"], io())).toBe(2);
+    const both = io();
+    const argv = ["--endpoint", "http://127.0.0.1:9", "--activate-command", "true", "--max-tokens", "8"];
+    expect(await compareMain([...argv, "--output-tokens", "8"], both)).toBe(2);
+    expect(both.err()).toContain("--output-tokens is the old spelling of --max-tokens: give one of them");
   });
 });
 
@@ -89,18 +93,23 @@ describe("open loop", () => {
     const code = await compareMain(
       [
         ...["--endpoint", sim.url, "--services", "autoregressive", "--activate-command", "true"],
+        // the old spellings of --max-tokens and --requests-per-concurrency: taken, with a note each
         ...["--rate", "20,80", "--output-tokens", "64", "--repeats", "1", "--requests-per-level", "1"],
         ...["--cache", path.join(dir, "cache.json"), "--json", path.join(dir, "o.json")],
       ],
       o,
     );
     expect(code).toBe(0);
+    expect(o.err()).toContain(
+      "gpuhost compare: --output-tokens is spelled --max-tokens now, as in gpuhost bench; taking it as --max-tokens\n",
+    );
+    expect(o.err()).toContain("--requests-per-level is spelled --requests-per-concurrency now");
     const sweep = (JSON.parse(readFileSync(path.join(dir, "o.json"), "utf8")) as CompareJson).services[0].sweep;
     expect(sweep.map((l) => [l.mode, l.level])).toEqual([
       ["open", 20],
       ["open", 80],
     ]);
-    // rate x requests-per-level x 10 requests per level: 200 and 800, all answered.
+    // rate x requests-per-concurrency x 10 requests per level: 200 and 800, all answered.
     expect(sweep.map((l) => [l.requests, l.errors])).toEqual([
       [200, 0],
       [800, 0],

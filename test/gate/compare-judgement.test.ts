@@ -128,7 +128,7 @@ describe("gpuhost compare --error-budget reaches the verdict (against a server t
     const code = await compareMain(
       [
         ...["--endpoint", server!.url, "--model", "m", "--services", "autoregressive", "--activate-command", "true"],
-        ...["--concurrency", "2", "--requests-per-level", "10", "--repeats", "1", "--output-tokens", "4"],
+        ...["--concurrency", "2", "--requests-per-concurrency", "10", "--repeats", "1", "--max-tokens", "4"],
         ...["--cache", path.join(dir, "cache.json"), ...extra],
       ],
       o,

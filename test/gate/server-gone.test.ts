@@ -82,7 +82,7 @@ describe("the server went away mid-run", () => {
     const code = await compareMain(
       [
         ...["--endpoint", server.url, "--model", "m", "--services", "autoregressive", "--activate-command", "true"],
-        ...["--concurrency", "1,2,4", "--requests-per-level", "4", "--repeats", "1", "--output-tokens", "4"],
+        ...["--concurrency", "1,2,4", "--requests-per-concurrency", "4", "--repeats", "1", "--max-tokens", "4"],
         ...["--cache", path.join(mkdtempSync(path.join(tmpdir(), "gpuhost-gone-")), "cache.json")],
       ],
       o,
