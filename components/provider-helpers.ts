@@ -17,6 +17,9 @@ export function providerGuard(): { signal: AbortSignal; onLeave: (fn: () => unkn
   return { signal: new AbortController().signal, onLeave: () => () => undefined };
 }
 
+/** During preview, an input not known yet reaches check and diff as this string (pulumi#6310). */
+export const PULUMI_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
 /** The KEYS of PROPS that are set. */
 export function pickKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};

@@ -13,6 +13,7 @@
 // `pulumi refresh --preview-only --expect-no-changes` fails exactly when something drifted.
 // update with onDrift "repair" runs the `repairs` steps for what drifted (repair.ts), re-probes,
 // and records the repaired host, so the next plain `pulumi up` (refresh: always) repairs drift.
+import { PULUMI_UNKNOWN } from "../provider-helpers";
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
@@ -78,7 +79,7 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
 const INPUT_KEYS = ["providerVersion", "connection", "expected", "onDrift", "repairs", "apiKey", "apiKeyFile"] as const;
 
 /** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
-const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+const UNKNOWN = PULUMI_UNKNOWN;
 
 export class ToolkitDriftError extends Error {
   /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */

@@ -15,7 +15,7 @@
 import { randomBytes } from "node:crypto";
 import * as GateModule from "../../gate/index";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
 import { SMG_VERSION } from "../router/render";
 import type { Drift } from "../drift/schema";
 import {
@@ -129,7 +129,7 @@ const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
-  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  const unknown = PULUMI_UNKNOWN;
   const r = news.router as { url?: unknown; metricsUrl?: unknown; model?: unknown } | string | undefined;
   if (
     r !== unknown &&

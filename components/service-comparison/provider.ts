@@ -21,7 +21,7 @@ import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { unitHooks } from "../host/unit-hooks";
 import { openTunnel } from "../host/tunnel";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
 
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "2";
@@ -90,7 +90,7 @@ const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INP
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
-  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  const unknown = PULUMI_UNKNOWN;
   const kinds = news.serviceKinds;
   if (kinds !== unknown && (!Array.isArray(kinds) || kinds.length === 0))
     failures.push({ property: "serviceKinds", reason: "serviceKinds must list at least one service to compare" });

@@ -13,7 +13,7 @@ import type { HostConnection } from "../host/connection";
 import { hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
 import { unitHooks } from "../host/unit-hooks";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, stable } from "../provider-helpers";
+import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import type { Drift } from "../drift/schema";
 
@@ -100,7 +100,7 @@ const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INP
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
   const failures: { property: string; reason: string }[] = [];
-  const unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+  const unknown = PULUMI_UNKNOWN;
   for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
     if (typeof news[key] !== "string" || news[key].length === 0)
       failures.push({ property: key, reason: `${key} must be a non-empty string` });

@@ -1,6 +1,7 @@
 // ToolkitState's provider methods (plain functions: the engine cannot run inside Vitest,
 // pulumi#10480) against a simulated host provisioned through the host layer's shims. Each kind of
 // drift is made on the host for real, then read + diff must name exactly the fields that drifted.
+import { PULUMI_UNKNOWN } from "../../components/provider-helpers";
 import { useSimulatedHosts } from "./sim-hosts-fixture";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -240,7 +241,7 @@ describe("ToolkitState provider on a simulated host", () => {
     ).toBe(true);
     const unknown = {
       ...inputs(conn),
-      expected: "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+      expected: PULUMI_UNKNOWN,
     } as unknown as ToolkitStateInputs;
     expect((await impl.diff(id, outs, unknown)).changes).toBe(true);
   });

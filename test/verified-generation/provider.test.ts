@@ -2,6 +2,7 @@
  * The VerifiedGeneration provider's methods as plain functions (the engine's closure serialization
  * cannot run inside vitest), loading the compiled gate by path as they do under the engine.
  */
+import { PULUMI_UNKNOWN } from "../../components/provider-helpers";
 import { spawn } from "node:child_process";
 import * as net from "node:net";
 import { appendFileSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -184,13 +185,7 @@ describe("VerifiedGeneration provider", () => {
     }
     // Unknown during preview: treated as changed.
     expect(
-      (
-        await diff(
-          "id",
-          olds,
-          inputs("http://127.0.0.1:1", { toolkitFingerprint: "04da6b54-80e4-46f7-96ec-b56ff0331ba9" }),
-        )
-      ).replaces,
+      (await diff("id", olds, inputs("http://127.0.0.1:1", { toolkitFingerprint: PULUMI_UNKNOWN }))).replaces,
     ).toEqual(["toolkitFingerprint"]);
     // A refresh found the host not generating: the next up verifies again.
     expect((await diff("id", { ...olds, generating: false }, inputs("http://127.0.0.1:1"))).replaces).toEqual([
