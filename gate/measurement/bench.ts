@@ -202,18 +202,37 @@ function warmupStop(error: string): string {
   return `the warmup failed (${error}): stopped before the single requests and the sweep`;
 }
 
-export async function bench(
-  endpoint: Endpoint,
-  planInput: BenchPlanInput = {},
-  hooks: BenchHooks = {},
-): Promise<BenchResult> {
+/**
+ * One run's fixed parts, set up once: the plan, the pool sized to the sweep, the one deadline joined
+ * with the caller's signal, the host clock, the progress sink and the totals it reports.
+ */
+interface Run {
+  plan: BenchPlan;
+  base: string;
+  mode: "open" | "closed";
+  levels: number[];
+  connections: number;
+  agent: Agent;
+  signal: AbortSignal;
+  /** The caller's own signal (Ctrl-C), told apart from the deadline. */
+  callerSignal: AbortSignal | undefined;
+  clock: HostClock;
+  startedAt: string;
+  progress: (event: BenchProgress) => void;
+  totals: RunTotals;
+  /** The result of a run that stops here, with why. */
+  stopped: (model: string, samples: BenchSamples, stopReason: string, serverGone?: string | null) => BenchResult;
+  /** The full result of a run that reached the end of the sweep (or stopped inside it). */
+  finished: (model: string, samples: BenchSamples, acceptanceLength: number | null, watch: ServerWatch) => BenchResult;
+}
+
+/** Sets up a run; the caller clears `deadline` and destroys `agent` when it ends. */
+function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHooks) {
   const plan = BenchPlanSchema.parse(planInput);
-  const base = baseUrl(endpoint.url);
   const mode = plan.rate ? "open" : "closed";
   const levels = plan.rate ?? plan.concurrency;
   const connections = sweepConnections(mode, levels);
-  const agent = makeAgent(connections);
-  // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared in finally.
+  // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared by bench().
   const deadline = armTimeout(
     [hooks.signal],
     plan.deadlineSeconds * 1000,
@@ -222,179 +241,234 @@ export async function bench(
   const signal = deadline.signal;
   const clock: HostClock = { origin: performance.now(), timeScale: hooks.timeScale ?? 1 };
   const startedAt = new Date().toISOString();
-  const progress = hooks.onProgress ?? (() => undefined);
-  // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
-  const totals: RunTotals = { requests: 0, errors: 0, tokens: 0 };
-  const asked = endpoint.model && endpoint.model.length > 0 ? endpoint.model : null;
   // The deadline's own signal aborts with a TimeoutError; the caller's (Ctrl-C) with its own reason.
   const deadlinePassed = () => signal.aborted && signal.reason instanceof TimeoutError;
-  const stopped = (model: string, samples: BenchSamples, stopReason: string, serverGone: string | null = null) => ({
+  const result = (
+    model: string,
+    samples: BenchSamples,
+    meta: { complete: boolean; acceptanceLength: number | null; stopReason: string | null; serverGone: string | null },
+  ): BenchResult => ({
     ...summarizeBench(samples, {
       model,
       startedAt,
-      complete: false,
-      acceptanceLength: null,
       plan,
       timeScale: clock.timeScale,
-      stopReason,
-      serverGone,
       deadlinePassed: deadlinePassed(),
+      ...meta,
     }),
     samples,
   });
+  const run: Run = {
+    plan,
+    base: baseUrl(endpoint.url),
+    mode,
+    levels,
+    connections,
+    agent: makeAgent(connections),
+    signal,
+    callerSignal: hooks.signal,
+    clock,
+    startedAt,
+    progress: hooks.onProgress ?? (() => undefined),
+    // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
+    totals: { requests: 0, errors: 0, tokens: 0 },
+    stopped: (model, samples, stopReason, serverGone = null) =>
+      result(model, samples, { complete: false, acceptanceLength: null, stopReason, serverGone }),
+    finished: (model, samples, acceptanceLength, watch) => {
+      const stopReason = watch.gone ?? (signal.aborted ? abortReason(signal).message : null);
+      const complete = stopReason === null && samples.sweep.length === levels.length;
+      return result(model, samples, { complete, acceptanceLength, stopReason, serverGone: watch.gone });
+    },
+  };
+  return { run, deadline };
+}
+
+/** The model GET /v1/models lists (always asked, as the gate does), or the run's stop. */
+async function modelStage(run: Run, asked: string | null, apiKey: string | undefined): Promise<string | BenchResult> {
+  run.progress({
+    kind: "stage",
+    stage: "models",
+    detail: `GET /v1/models lists ${asked === null ? "a model" : JSON.stringify(asked)}`,
+    sinceStart: run.totals,
+  });
   try {
-    let model: string;
-    progress({
-      kind: "stage",
-      stage: "models",
-      detail: `GET /v1/models lists ${asked === null ? "a model" : JSON.stringify(asked)}`,
-      sinceStart: totals,
-    });
-    try {
-      // Always asked, as the gate does: a model the server does not list would be benchmarked as another.
-      model = await listedModel(agent, base, endpoint.apiKey, signal, asked);
-    } catch (err) {
-      const reason = signal.aborted ? abortReason(signal).message : (err as Error).message;
-      return stopped(asked ?? "(none)", { warmup: null, singleRequest: [], sweep: [] }, reason);
-    }
-    const count = (s: RequestSample) => {
-      totals.requests++;
-      if (s.error !== null) totals.errors++;
-      totals.tokens += s.completionTokens;
-      return s;
-    };
-    const sendRaw = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
-    const send: typeof sendRaw = (r, onChunk) => sendRaw(r, onChunk).then(count);
-    const sendWarmup = makeSender({
-      endpoint,
-      base,
-      model,
-      agent,
-      clock,
-      signal,
-      requestTimeoutSeconds: Math.min(plan.requestTimeoutSeconds, WARMUP_TIMEOUT_SECONDS),
-    });
-    const watch = new ServerWatch(base, signal);
-    const plain = (prompt: string, maxTokens: number, ignoreEos: boolean): LoadRequest => ({
-      prompt,
-      maxTokens,
-      extraBody: ignoreEos ? { ignore_eos: true } : {},
-    });
+    // A model the server does not list would be benchmarked as another.
+    return await listedModel(run.agent, run.base, apiKey, run.signal, asked);
+  } catch (err) {
+    const reason = run.signal.aborted ? abortReason(run.signal).message : (err as Error).message;
+    return run.stopped(asked ?? "(none)", { warmup: null, singleRequest: [], sweep: [] }, reason);
+  }
+}
 
-    progress({
-      kind: "stage",
-      stage: "warmup",
-      detail: `${WARMUP_PROMPT}, max_tokens ${plan.warmupMaxTokens}`,
-      sinceStart: totals,
-    });
-    watch.during = "the warmup";
-    const warmup = count(await sendWarmup(plain(WARMUP_PROMPT, plan.warmupMaxTokens, false)));
-    watch.note(warmup);
-    await watch.settle();
-    const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
-    if (warmup.error !== null) {
-      // A failed warmup (no usage, a hang, an error) is what every later request would meet. The
-      // deadline ending it is a hang too, and its reason names the warmup and what it saw; only the
-      // caller's own interrupt is reported as that.
-      const interrupted = hooks.signal?.aborted === true;
-      const reason = watch.gone ?? (interrupted ? abortReason(signal).message : warmupStop(warmup.error));
-      return stopped(model, samples, reason, watch.gone);
-    }
-    let hung: string | null = null;
+/** What the stages after the model share: the senders (counting into the totals) and the server watch. */
+interface Stage {
+  run: Run;
+  model: string;
+  send: ReturnType<typeof makeSender>;
+  sendWarmup: ReturnType<typeof makeSender>;
+  watch: ServerWatch;
+}
 
-    for (const maxTokens of plan.singleRequestMaxTokens) {
-      if (watch.signal.aborted) break;
-      watch.during = `the single requests at max_tokens ${maxTokens}`;
-      progress({
+function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
+  const { agent, base, clock, signal, plan, totals } = run;
+  const count = (s: RequestSample) => {
+    totals.requests++;
+    if (s.error !== null) totals.errors++;
+    totals.tokens += s.completionTokens;
+    return s;
+  };
+  const sendRaw = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
+  const warmupRaw = makeSender({
+    endpoint,
+    base,
+    model,
+    agent,
+    clock,
+    signal,
+    requestTimeoutSeconds: Math.min(plan.requestTimeoutSeconds, WARMUP_TIMEOUT_SECONDS),
+  });
+  return {
+    run,
+    model,
+    send: (r, onChunk) => sendRaw(r, onChunk).then(count),
+    sendWarmup: (r, onChunk) => warmupRaw(r, onChunk).then(count),
+    watch: new ServerWatch(base, signal),
+  };
+}
+
+/** A stage's stop (the whole result) rather than the samples it gathered. */
+const isResult = (x: BenchSamples | BenchResult): x is BenchResult => "samples" in x;
+
+const plain = (prompt: string, maxTokens: number, ignoreEos: boolean): LoadRequest => ({
+  prompt,
+  maxTokens,
+  extraBody: ignoreEos ? { ignore_eos: true } : {},
+});
+
+/** The warmup; a failed one (no usage, a hang, an error) is what every later request would meet: the run stops. */
+async function warmupStage(st: Stage): Promise<BenchSamples | BenchResult> {
+  const { run, watch } = st;
+  run.progress({
+    kind: "stage",
+    stage: "warmup",
+    detail: `${WARMUP_PROMPT}, max_tokens ${run.plan.warmupMaxTokens}`,
+    sinceStart: run.totals,
+  });
+  watch.during = "the warmup";
+  const warmup = await st.sendWarmup(plain(WARMUP_PROMPT, run.plan.warmupMaxTokens, false));
+  watch.note(warmup);
+  await watch.settle();
+  const samples: BenchSamples = { warmup, singleRequest: [], sweep: [] };
+  if (warmup.error === null) return samples;
+  // The deadline ending it is a hang too, and its reason names the warmup and what it saw; only the
+  // caller's own interrupt is reported as that.
+  const interrupted = run.callerSignal?.aborted === true;
+  const reason = watch.gone ?? (interrupted ? abortReason(run.signal).message : warmupStop(warmup.error));
+  return run.stopped(st.model, samples, reason, watch.gone);
+}
+
+/** The single requests, one at a time at each max_tokens, into SAMPLES; why they stopped the run, or null. */
+async function singlesStage(st: Stage, samples: BenchSamples): Promise<string | null> {
+  const { run, watch } = st;
+  const { plan } = run;
+  for (const maxTokens of plan.singleRequestMaxTokens) {
+    if (watch.signal.aborted) break;
+    watch.during = `the single requests at max_tokens ${maxTokens}`;
+    run.progress({
+      kind: "stage",
+      stage: "single",
+      detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}`,
+      sinceStart: run.totals,
+    });
+    const requests: RequestSample[] = [];
+    samples.singleRequest.push({ maxTokens, requests });
+    const tally = { errors: 0, tokens: 0 };
+    for (let i = 0; i < plan.singleRequestPrompts && !watch.signal.aborted; i++) {
+      const s = await st.send(plain(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
+      watch.note(s);
+      await watch.settle();
+      requests.push(s);
+      if (s.error !== null) tally.errors++;
+      tally.tokens += s.completionTokens;
+      const done = { done: requests.length, total: plan.singleRequestPrompts, ...tally };
+      const at = { elapsedSeconds: hostNow(run.clock), sinceStart: run.totals };
+      run.progress({ kind: "request", stage: "single", label: `max_tokens ${maxTokens}`, ...done, ...at });
+      // One request alone that never completed: the server hangs, and the sweep would only wait longer.
+      if (s.error?.startsWith("no complete answer within") && !run.signal.aborted)
+        return `a single request at max_tokens ${maxTokens} hung (${s.error}): stopped before the sweep`;
+    }
+  }
+  return null;
+}
+
+/** The sweep (closed-loop concurrencies or open-loop rates), the one runSweep, into SAMPLES. */
+async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples): Promise<void> {
+  const { run, watch } = st;
+  const { plan, mode, signal } = run;
+  const label = (level: number) => (mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`);
+  samples.sweep = await runSweep({
+    mode,
+    levels: run.levels,
+    requestsPerLevel: plan.requestsPerConcurrency,
+    repeats: plan.repeats,
+    seed: 1,
+    request: sweepRequests(plan),
+    send: st.send,
+    clock: run.clock,
+    signal,
+    readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
+    watch,
+    maxInFlight: run.connections,
+    onStart: (level, total) =>
+      run.progress({
         kind: "stage",
-        stage: "single",
-        detail: `${plan.singleRequestPrompts} requests one at a time, max_tokens ${maxTokens}`,
-        sinceStart: totals,
-      });
-      const requests: RequestSample[] = [];
-      const tally = { errors: 0, tokens: 0 };
-      for (let i = 0; i < plan.singleRequestPrompts && !watch.signal.aborted && hung === null; i++) {
-        const s = await send(plain(BENCH_PROMPTS[i % BENCH_PROMPTS.length], maxTokens, plan.ignoreEos));
-        watch.note(s);
-        await watch.settle();
-        requests.push(s);
-        // One request alone that never completed: the server hangs, and the sweep would only wait longer.
-        if (s.error?.startsWith("no complete answer within") && !signal.aborted)
-          hung = `a single request at max_tokens ${maxTokens} hung (${s.error}): stopped before the sweep`;
-        if (s.error !== null) tally.errors++;
-        tally.tokens += s.completionTokens;
-        progress({
-          kind: "request",
-          stage: "single",
-          label: `max_tokens ${maxTokens}`,
-          done: requests.length,
-          total: plan.singleRequestPrompts,
-          ...tally,
-          elapsedSeconds: hostNow(clock),
-          sinceStart: totals,
-        });
-      }
-      samples.singleRequest.push({ maxTokens, requests });
-      if (hung !== null) break;
-    }
-    if (hung !== null) return stopped(model, samples, hung);
-    const acceptanceLength = await readAcceptanceLength(agent, base, endpoint.apiKey, watch.signal);
-
-    samples.sweep = await runSweep({
-      mode,
-      levels,
-      requestsPerLevel: plan.requestsPerConcurrency,
-      repeats: plan.repeats,
-      seed: 1,
-      request: sweepRequests(plan),
-      send,
-      clock,
-      signal,
-      readAcceptance: () => readAcceptanceLength(agent, base, endpoint.apiKey, signal),
-      watch,
-      maxInFlight: connections,
-      onStart: (level, total) =>
-        progress({
-          kind: "stage",
-          stage: "sweep",
-          sinceStart: totals,
-          detail: `${mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`}: ${total} requests${plan.repeats > 1 ? ` x ${plan.repeats} runs` : ""}, max_tokens ${plan.sweepMaxTokens}`,
-        }),
-      onRequest: (level, tally, total) =>
-        progress({
-          kind: "request",
-          stage: "sweep",
-          label: mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`,
-          ...tally,
-          total,
-          elapsedSeconds: hostNow(clock),
-          sinceStart: totals,
-        }),
-      onLevel: (level) =>
-        progress({
-          kind: "level",
-          summary: summarizeLevel(level, plan.errorBudget, { slo: plan.slo, rateShortfall: plan.rateShortfall }),
-        }),
-    });
-    const stopReason = watch.gone ?? (signal.aborted ? abortReason(signal).message : null);
-    const complete = stopReason === null && samples.sweep.length === levels.length;
-    return {
-      ...summarizeBench(samples, {
-        model,
-        startedAt,
-        complete,
-        acceptanceLength,
-        plan,
-        timeScale: clock.timeScale,
-        stopReason,
-        serverGone: watch.gone,
-        deadlinePassed: deadlinePassed(),
+        stage: "sweep",
+        sinceStart: run.totals,
+        detail: `${label(level)}: ${total} requests${plan.repeats > 1 ? ` x ${plan.repeats} runs` : ""}, max_tokens ${plan.sweepMaxTokens}`,
       }),
-      samples,
-    };
+    onRequest: (level, tally, total) =>
+      run.progress({
+        kind: "request",
+        stage: "sweep",
+        label: label(level),
+        ...tally,
+        total,
+        elapsedSeconds: hostNow(run.clock),
+        sinceStart: run.totals,
+      }),
+    onLevel: (level) =>
+      run.progress({
+        kind: "level",
+        summary: summarizeLevel(level, plan.errorBudget, { slo: plan.slo, rateShortfall: plan.rateShortfall }),
+      }),
+  });
+}
+
+/**
+ * The benchmark: the model check, the warmup, the single requests, then the sweep, each a stage
+ * above; a stage that stops the run returns the result with its reason. One deadline bounds it all.
+ */
+export async function bench(
+  endpoint: Endpoint,
+  planInput: BenchPlanInput = {},
+  hooks: BenchHooks = {},
+): Promise<BenchResult> {
+  const { run, deadline } = openRun(endpoint, planInput, hooks);
+  try {
+    const asked = endpoint.model && endpoint.model.length > 0 ? endpoint.model : null;
+    const model = await modelStage(run, asked, endpoint.apiKey);
+    if (typeof model !== "string") return model;
+    const st = stageOf(run, endpoint, model);
+    const samples = await warmupStage(st);
+    if (isResult(samples)) return samples;
+    const hung = await singlesStage(st, samples);
+    if (hung !== null) return run.stopped(model, samples, hung);
+    const acceptanceLength = await readAcceptanceLength(run.agent, run.base, endpoint.apiKey, st.watch.signal);
+    await sweepStage(st, endpoint, samples);
+    return run.finished(model, samples, acceptanceLength, st.watch);
   } finally {
     deadline.clear();
-    void agent.destroy().catch(() => undefined);
+    void run.agent.destroy().catch(() => undefined);
   }
 }
 
