@@ -62,7 +62,18 @@ describe("an open-loop level over the error budget is not capacity", () => {
     const code = await compareMain(
       [
         ...["--endpoint", server.url, "--model", "m", "--services", "autoregressive", "--activate-command", "true"],
-        ...["--rate", "2", "--requests-per-concurrency", "1", "--repeats", "1", "--max-tokens", "4", "--time-scale", "10"],
+        ...[
+          "--rate",
+          "2",
+          "--requests-per-concurrency",
+          "1",
+          "--repeats",
+          "1",
+          "--max-tokens",
+          "4",
+          "--time-scale",
+          "10",
+        ],
         ...["--cache", path.join(dir, "cache.json"), "--chart", path.join(dir, "c.svg")],
       ],
       o,
