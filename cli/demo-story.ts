@@ -50,7 +50,7 @@ function storyRoofline(
   o: StoryOptions,
   profileName: string,
   memFractionStatic: number,
-  plan: { sustainedOutputTokensPerSecond: number; atLevel: number | null } | undefined,
+  plan: { service: string; sustainedOutputTokensPerSecond: number; atLevel: number | null } | undefined,
 ): string[] {
   const p = loadProfile(profileName);
   const gpu = findGpu(p.hardware.gpu);
@@ -61,7 +61,11 @@ function storyRoofline(
   const model = modelFacts(JSON.parse(fs.readFileSync(path.join(o.projectRoot, STORY_MODEL_CONFIG), "utf8")));
   const measured =
     plan && plan.atLevel !== null
-      ? { concurrency: plan.atLevel, tokensPerSecond: plan.sustainedOutputTokensPerSecond }
+      ? {
+          concurrency: plan.atLevel,
+          tokensPerSecond: plan.sustainedOutputTokensPerSecond,
+          speculative: plan.service !== "autoregressive",
+        }
       : undefined;
   const host = { gpu, gpus: p.hardware.count, memFractionStatic, contextTokens: o.outputTokens };
   return rooflineLines(roofline(model, host, measured), o.outputTokens);

@@ -113,7 +113,8 @@ export interface Roofline {
 export function roofline(
   m: ModelFacts,
   host: HostShape,
-  measured?: { concurrency: number; tokensPerSecond: number },
+  /** speculative: the figure is already a speculative service's (the lever does not suggest one). */
+  measured?: { concurrency: number; tokensPerSecond: number; speculative?: boolean },
 ): Roofline {
   const bandwidth = host.gpus * host.gpu.memoryBandwidthGBs.value * 1e9;
   const compute = host.gpus * host.gpu.denseTflops.bf16.value * 1e12;
@@ -139,7 +140,7 @@ export function roofline(
           ? m.attention.kind === "MLA"
             ? "decode context parallelism (each GPU now holds the whole MLA cache), or more hosts"
             : "more hosts, or shorter contexts (the KV cache is full)"
-          : `more concurrency (the KV cache holds ${kvBound ?? 0} sequences of ${host.contextTokens.toLocaleString("en-US")} tokens), or a speculative service (more tokens per weight read)`;
+          : `more concurrency (the KV cache holds ${kvBound ?? 0} sequences of ${host.contextTokens.toLocaleString("en-US")} tokens)${measured.speculative ? "" : ", or a speculative service (more tokens per weight read)"}`;
     at = {
       concurrency: c,
       bytesPerStepGB: step / 1e9,
