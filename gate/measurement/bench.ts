@@ -6,12 +6,12 @@
  */
 import type { Agent } from "undici";
 import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
-import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
+import { describeError, fetchText, type Endpoint } from "../transport/http";
 import { abortReason, armTimeout, TimeoutError, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
-import { hostNow, makeSender, runSweep, ServerWatch, sweepConnections, type HostClock, type LoadRequest } from "./load";
+import { hostNow, makeSender, openSession, runSweep, type LoadRequest, type Session } from "./load";
 import { judgeLevels } from "./saturation";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
@@ -206,24 +206,20 @@ function warmupStop(error: string): string {
  * One run's fixed parts, set up once: the plan, the pool sized to the sweep, the one deadline joined
  * with the caller's signal, the host clock, the progress sink and the totals it reports.
  */
-interface Run {
+interface Run extends Session {
   plan: BenchPlan;
-  base: string;
   mode: "open" | "closed";
   levels: number[];
-  connections: number;
-  agent: Agent;
   signal: AbortSignal;
   /** The caller's own signal (Ctrl-C), told apart from the deadline. */
   callerSignal: AbortSignal | undefined;
-  clock: HostClock;
   startedAt: string;
   progress: (event: BenchProgress) => void;
   totals: RunTotals;
   /** The result of a run that stops here, with why. */
   stopped: (model: string, samples: BenchSamples, stopReason: string, serverGone?: string | null) => BenchResult;
   /** The full result of a run that reached the end of the sweep (or stopped inside it). */
-  finished: (model: string, samples: BenchSamples, acceptanceLength: number | null, watch: ServerWatch) => BenchResult;
+  finished: (model: string, samples: BenchSamples, acceptanceLength: number | null) => BenchResult;
 }
 
 /** Sets up a run; the caller clears `deadline` and destroys `agent` when it ends. */
@@ -231,7 +227,6 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
   const plan = BenchPlanSchema.parse(planInput);
   const mode = plan.rate ? "open" : "closed";
   const levels = plan.rate ?? plan.concurrency;
-  const connections = sweepConnections(mode, levels);
   // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared by bench().
   const deadline = armTimeout(
     [hooks.signal],
@@ -239,7 +234,8 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
     () => `benchmark deadline of ${plan.deadlineSeconds} s passed`,
   );
   const signal = deadline.signal;
-  const clock: HostClock = { origin: performance.now(), timeScale: hooks.timeScale ?? 1 };
+  const session = openSession(endpoint, mode, levels, hooks.timeScale ?? 1, signal);
+  const { clock } = session;
   const startedAt = new Date().toISOString();
   // The deadline's own signal aborts with a TimeoutError; the caller's (Ctrl-C) with its own reason.
   const deadlinePassed = () => signal.aborted && signal.reason instanceof TimeoutError;
@@ -259,22 +255,20 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
     samples,
   });
   const run: Run = {
+    ...session,
     plan,
-    base: baseUrl(endpoint.url),
     mode,
     levels,
-    connections,
-    agent: makeAgent(connections),
     signal,
     callerSignal: hooks.signal,
-    clock,
     startedAt,
     progress: hooks.onProgress ?? (() => undefined),
     // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
     totals: { requests: 0, errors: 0, tokens: 0 },
     stopped: (model, samples, stopReason, serverGone = null) =>
       result(model, samples, { complete: false, acceptanceLength: null, stopReason, serverGone }),
-    finished: (model, samples, acceptanceLength, watch) => {
+    finished: (model, samples, acceptanceLength) => {
+      const { watch } = session;
       const stopReason = watch.gone ?? (signal.aborted ? abortReason(signal).message : null);
       const complete = stopReason === null && samples.sweep.length === levels.length;
       return result(model, samples, { complete, acceptanceLength, stopReason, serverGone: watch.gone });
@@ -306,7 +300,7 @@ interface Stage {
   model: string;
   send: ReturnType<typeof makeSender>;
   sendWarmup: ReturnType<typeof makeSender>;
-  watch: ServerWatch;
+  watch: Session["watch"];
 }
 
 function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
@@ -332,7 +326,7 @@ function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
     model,
     send: (r, onChunk) => sendRaw(r, onChunk).then(count),
     sendWarmup: (r, onChunk) => warmupRaw(r, onChunk).then(count),
-    watch: new ServerWatch(base, signal),
+    watch: run.watch,
   };
 }
 
@@ -465,7 +459,7 @@ export async function bench(
     if (hung !== null) return run.stopped(model, samples, hung);
     const acceptanceLength = await readAcceptanceLength(run.agent, run.base, endpoint.apiKey, st.watch.signal);
     await sweepStage(st, endpoint, samples);
-    return run.finished(model, samples, acceptanceLength, st.watch);
+    return run.finished(model, samples, acceptanceLength);
   } finally {
     deadline.clear();
     void run.agent.destroy().catch(() => undefined);

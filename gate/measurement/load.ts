@@ -383,14 +383,41 @@ export interface MeasuredSweep {
   serverGone: string | null;
 }
 
-export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
+/** What one measured run connects with, set up once for bench() and measureSweep alike. */
+export interface Session {
+  base: string;
+  /** The pool's size: the sweep's most requests in flight (sweepConnections). */
+  connections: number;
+  agent: Agent;
+  /** Host time: starts now, at the server's time scale. */
+  clock: HostClock;
+  /** Whether the server went away; aborted with SIGNAL too. */
+  watch: ServerWatch;
+}
+
+/** A run's connection set-up; the caller destroys `agent` when the run ends. */
+export function openSession(
+  endpoint: Endpoint,
+  mode: "closed" | "open",
+  levels: readonly number[],
+  timeScale: number,
+  signal: AbortSignal,
+): Session {
   const base = baseUrl(endpoint.url);
+  const connections = sweepConnections(mode, levels);
+  return {
+    base,
+    connections,
+    agent: makeAgent(connections),
+    clock: { origin: performance.now(), timeScale },
+    watch: new ServerWatch(base, signal),
+  };
+}
+
+export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
   const mode = opts.shape.mode;
-  const connections = sweepConnections(mode, opts.levels);
-  const agent = makeAgent(connections);
   const signal = opts.signal ?? new AbortController().signal;
-  const clock: HostClock = { origin: performance.now(), timeScale: opts.timeScale };
-  const watch = new ServerWatch(base, signal);
+  const { base, connections, agent, clock, watch } = openSession(endpoint, mode, opts.levels, opts.timeScale, signal);
   const summarize = (l: LevelSamples) =>
     summarizeSweepLevel(
       mode,
