@@ -11,7 +11,7 @@ import { abortReason, armTimeout, TimeoutError, withTimeout } from "../transport
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
-import { hostNow, makeSender, openSession, runSweep, type LoadRequest, type Session } from "./load";
+import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
 import { judgeLevels } from "./saturation";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
@@ -298,29 +298,22 @@ async function modelStage(run: Run, asked: string | null, apiKey: string | undef
 interface Stage {
   run: Run;
   model: string;
-  send: ReturnType<typeof makeSender>;
-  sendWarmup: ReturnType<typeof makeSender>;
+  send: Send;
+  sendWarmup: Send;
   watch: Session["watch"];
 }
 
 function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
-  const { agent, base, clock, signal, plan, totals } = run;
+  const { signal, plan, totals } = run;
   const count = (s: RequestSample) => {
     totals.requests++;
     if (s.error !== null) totals.errors++;
     totals.tokens += s.completionTokens;
     return s;
   };
-  const sendRaw = makeSender({ endpoint, base, model, agent, clock, signal, ...plan });
-  const warmupRaw = makeSender({
-    endpoint,
-    base,
-    model,
-    agent,
-    clock,
-    signal,
-    requestTimeoutSeconds: Math.min(plan.requestTimeoutSeconds, WARMUP_TIMEOUT_SECONDS),
-  });
+  const sendRaw = sessionSender(run, endpoint, model, signal, plan.requestTimeoutSeconds);
+  const warmupTimeout = Math.min(plan.requestTimeoutSeconds, WARMUP_TIMEOUT_SECONDS);
+  const warmupRaw = sessionSender(run, endpoint, model, signal, warmupTimeout);
   return {
     run,
     model,

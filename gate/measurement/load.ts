@@ -414,10 +414,23 @@ export function openSession(
   };
 }
 
+/** A sender on SESSION's pool and host clock for MODEL, each request bounded by requestTimeoutSeconds (host time). */
+export function sessionSender(
+  session: Session,
+  endpoint: Endpoint,
+  model: string,
+  signal: AbortSignal,
+  requestTimeoutSeconds: number,
+): Send {
+  const { base, agent, clock } = session;
+  return makeSender({ endpoint, base, model, agent, clock, signal, requestTimeoutSeconds });
+}
+
 export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
   const mode = opts.shape.mode;
   const signal = opts.signal ?? new AbortController().signal;
-  const { base, connections, agent, clock, watch } = openSession(endpoint, mode, opts.levels, opts.timeScale, signal);
+  const session = openSession(endpoint, mode, opts.levels, opts.timeScale, signal);
+  const { base, connections, agent, clock, watch } = session;
   const summarize = (l: LevelSamples) =>
     summarizeSweepLevel(
       mode,
@@ -435,15 +448,7 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
       repeats: opts.repeats,
       seed: opts.shape.seed,
       request: (i) => shapedRequest(opts.shape, i),
-      send: makeSender({
-        endpoint,
-        base,
-        model,
-        agent,
-        clock,
-        signal,
-        requestTimeoutSeconds: opts.requestTimeoutSeconds,
-      }),
+      send: sessionSender(session, endpoint, model, signal, opts.requestTimeoutSeconds),
       clock,
       signal,
       readAcceptance: () =>
