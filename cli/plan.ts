@@ -102,8 +102,11 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
     if (values.curves !== undefined) {
       if (values.throughput !== undefined)
         throw new UsageError("--curves plans from the curves: leave out --throughput");
-      const mixed = mixedPlan(await readCurves(values.curves), interactiveDemand(values), parsed.data);
-      io.stdout.write(values.json ? JSON.stringify(mixed, null, 2) + "\n" : mixedPlanText(mixed));
+      const curves = await readCurves(values.curves);
+      const mixed = mixedPlan(curves.services, interactiveDemand(values), parsed.data);
+      // A simulated host's curves are in its own time: say so beside the plan, as the comparison did.
+      const note = typeof curves.timeNote === "string" && curves.timeNote.length > 0 ? `${curves.timeNote}\n` : "";
+      io.stdout.write(values.json ? JSON.stringify(mixed, null, 2) + "\n" : mixedPlanText(mixed) + note);
       return EXIT.ok;
     }
     if (values.throughput === undefined)
@@ -133,7 +136,7 @@ function interactiveDemand(values: PlanValues): InteractiveDemand {
 }
 
 /** The services' curves in FILE: a comparison's own JSON, or a stack's outputs (its first host that compared). */
-async function readCurves(file: string): Promise<ServiceCurve[]> {
+async function readCurves(file: string): Promise<{ services: ServiceCurve[]; timeNote?: unknown }> {
   let json: unknown;
   try {
     json = JSON.parse(await fs.readFile(file, "utf8"));
@@ -147,7 +150,7 @@ async function readCurves(file: string): Promise<ServiceCurve[]> {
     throw new UsageError(
       `--curves ${file} holds no comparison's curves (services[].sweep[]${hosts ? " in any gpuHosts.<host>.comparison" : ""}): ${schemaIssues(parsed.error)}`,
     );
-  return parsed.data.services;
+  return parsed.data;
 }
 
 /** The roofline the flags describe, or undefined without --gpu and --model-config. */

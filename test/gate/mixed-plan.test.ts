@@ -98,10 +98,15 @@ describe("gpuhost plan --curves", () => {
   });
 
   it("as JSON from a comparison's own report; a file without curves, a missing objective and --throughput beside it are refused in one sentence", async () => {
-    const good = write("compare.json", { timeNote: "", services: [AR, EAGLE3] });
+    const timeNote = "Figures are in the simulated host's own time: time scale 40.";
+    const good = write("compare.json", { timeNote, services: [AR, EAGLE3] });
     const o = io();
     expect(await planMain(["--curves", good, "--json", ...flags], o), o.err()).toBe(0);
     expect((JSON.parse(o.out()) as { hosts: number }).hosts).toBe(17);
+    // as text, the comparison's own note on time ends the plan
+    const text = io();
+    expect(await planMain(["--curves", good, ...flags], text), text.err()).toBe(0);
+    expect(text.out().trimEnd().split("\n").at(-1)).toBe(timeNote);
     const cases: [string[], RegExp][] = [
       [
         ["--curves", write("bad.json", { services: [] }), ...flags],
