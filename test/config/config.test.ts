@@ -1,20 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, configPath, hostConnection, parseConfig, simulatedRoot } from "../../stack/config";
+import { configPath, hostConnection, parseConfig, simulatedRoot } from "../../stack/config";
 import { stackConfig } from "./stacks";
+import { configIssues } from "../support/config-issues";
 import { toolkitReleases } from "../../components/cuda-catalog/catalog";
 
 const sim = { hosts: [{ name: "sim-1", connection: { kind: "simulated" } }] };
 const KEY = "0123456789abcdef0123456789abcdef";
 
-function issues(raw: Record<string, unknown>): string[] {
-  try {
-    parseConfig(raw);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
-  }
-  throw new Error("config was accepted");
-}
+const issues = configIssues;
 
 describe("stack config schema", () => {
   it("fills every default from one host", () => {

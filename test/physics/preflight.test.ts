@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { serverArgsFor, sglangArgv } from "../../components/services/launch-args";
-import { ConfigError, parseConfig } from "../../stack/config";
+import { parseConfig } from "../../stack/config";
+import { configIssues } from "../support/config-issues";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { attentionBackendIssues, releaseBefore, TOOLKIT_RULES, toolkitIssues } from "../../physics/preflight";
@@ -16,15 +17,7 @@ const story = (attentionBackend: string, computeCapability = "12.0") => ({
   services: { tp: 8, attentionBackend },
 });
 
-function refusal(raw: Record<string, unknown>): string[] {
-  try {
-    parseConfig(raw);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
-  }
-  throw new Error("config was accepted");
-}
+const refusal = configIssues;
 
 describe("attention backends the GPUs cannot run are refused at preview", () => {
   it("trtllm_mla on SM 12.0 (RTX PRO 6000): one sentence naming the rule and its source", () => {
