@@ -45,7 +45,7 @@ outputs; GPUHOST_STACK names another stack); --stack --destroy tears it down.`,
     levels: { type: "integers", description: "concurrencies", default: [1, 8, 16, 32, 64] },
     profile: {
       type: "string",
-      choices: ["seeds", "published"],
+      choices: Object.keys(STORY_PROFILES),
       description:
         "the story host's simulator profile: the seeds' afternoon, or published (calibrated from a published benchmark of Kimi K2.6 on 8x RTX PRO 6000, rehearsed after the seeds' so both recommendations show side by side)",
       default: "seeds",
