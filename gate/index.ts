@@ -83,6 +83,7 @@ export {
   answerDifference,
   checkHealth,
   bestDecodeProbe,
+  probeAcceptance,
   decodeProbe,
   referenceAnswer,
   type HealthBaseline,

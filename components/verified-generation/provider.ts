@@ -259,7 +259,7 @@ async function verifyAndMeasure(
   if (!verdict.ok) throw new Error(`the benchmark ${verdict.failure}; no throughput or capacity plan is published`);
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const measured = gate.measuredOutputs(readiness, result, plan);
-  const healthBaseline = await recordHealth(endpoint, input, measured, signal);
+  const healthBaseline = await recordHealth(endpoint, input, signal);
   const outs = { ...pickInputs(inputs), ...measured, healthBaseline, drift: [] };
   const suffix = randomBytes(4).toString("hex");
   return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
@@ -268,12 +268,11 @@ async function verifyAndMeasure(
 /**
  * What each refresh compares the model's health with (gate/readiness/health.ts): the greedy answer
  * to the reference prompt now, the best of the refresh's own decode probes now (null when too fast
- * to time) and the verification's acceptance length. Null when health is off.
+ * to time) and the refresh's own acceptance probe now. Null when health is off.
  */
 async function recordHealth(
   endpoint: gate.Endpoint & { model: string },
   input: VerifiedGenerationInputs,
-  measured: gate.VerifiedGenerationOutputs,
   signal: AbortSignal,
 ): Promise<gate.HealthBaseline | null> {
   const policy = gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {});
@@ -289,7 +288,7 @@ async function recordHealth(
     answer: reference.answer,
     finishReason: reference.finishReason,
     decodeTokensPerSecond: decode,
-    acceptanceLength: input.speculative ? measured.acceptanceLength : null,
+    acceptanceLength: input.speculative ? await gate.probeAcceptance(endpoint, health, signal) : null,
     acceptanceFloor: input.speculative?.acceptanceFloor ?? null,
   };
 }

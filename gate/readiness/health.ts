@@ -13,7 +13,7 @@ import { withTimeout } from "../transport/timers";
 import { makeSender } from "../measurement/load";
 import { summarizeSingle } from "../measurement/stats";
 import { BENCH_PROMPTS } from "../measurement/bench";
-import { readAcceptanceLength } from "./acceptance";
+import { measureAcceptance, readAcceptanceLength } from "./acceptance";
 import { probeRequestBody } from "./probe";
 import type { HealthPolicy, VerifyPolicy } from "../schema";
 import type { ChatCompletion } from "../transport/wire";
@@ -203,6 +203,18 @@ export async function bestDecodeProbe(
   return best;
 }
 
+/**
+ * The acceptance length of the health's own probe: the gate's greedy /generate request on a fixed
+ * chat prompt, per request (completion_tokens / spec_verify_ct), else server-wide right after it,
+ * else what the server reports (server info, /metrics). Acceptance depends on the content and the
+ * batch, and the server-wide gauge is of whatever decoded last (the decode probe's prompt, a
+ * benchmark's sweep), so the baseline and each refresh are read by this one probe: like with like.
+ */
+export async function probeAcceptance(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
+  const m = await measureAcceptance(endpoint, { timeoutSeconds: health.timeoutSeconds, signal });
+  return m.perRequest ?? m.serverWide ?? (await reportedAcceptance(endpoint, health, signal));
+}
+
 /** The acceptance length the server reports (server info, else /metrics); throws when it reports none. */
 export async function reportedAcceptance(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
   const agent = makeAgent(1);
@@ -290,7 +302,7 @@ export async function checkHealth(
   }
   if (opts.speculative) {
     try {
-      const found = await reportedAcceptance(endpoint, health, opts.signal);
+      const found = await probeAcceptance(endpoint, health, opts.signal);
       out.acceptanceLength = found;
       const base = baseline.acceptanceLength;
       const least = Math.max(floor ?? 1, base === null ? 0 : base * health.acceptanceBaselineFraction);

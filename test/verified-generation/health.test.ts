@@ -169,6 +169,8 @@ async function tinyServer(opts: {
   allAtOnce?: boolean;
   /** Records each streamed request's max_tokens. */
   seen?: number[];
+  /** SGLang's native /generate: meta_info of a speculative request (absent: 404). */
+  generateMeta?: { completion_tokens: number; spec_verify_ct: number };
 }) {
   let references = 0;
   let decodes = 0;
@@ -178,6 +180,14 @@ async function tinyServer(opts: {
     req.on("end", () => {
       if (req.url === "/metrics" && opts.metrics !== null) {
         res.writeHead(200, { "content-type": "text/plain" }).end(opts.metrics);
+        return;
+      }
+      if (req.url === "/generate" && opts.generateMeta) {
+        res
+          .writeHead(200, { "content-type": "application/json" })
+          .end(
+            JSON.stringify({ text: " ok".repeat(opts.generateMeta.completion_tokens), meta_info: opts.generateMeta }),
+          );
         return;
       }
       if (req.url !== "/v1/chat/completions") {
@@ -332,6 +342,27 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     const check = await checkOf(got.props, news);
     expect(check.outcome).toBe("drift");
     expect(check.text).toMatch(/gpuhost_service_acceptance_length\{stack="sim",service="[^"]+"\} 1\n/);
+  });
+
+  // The last CI's failure: the acceptance was read from the server-wide gauge, which is of whatever
+  // decoded last (there, the decode probe's benchmark prompt at a lower acceptance than the chat
+  // prompt the baseline was measured on), and a healthy service drifted.
+  it("acceptance is the health's own /generate probe, not the gauge of whatever decoded last: a gauge at 2.0 beside a probe at 3.2 is no drift", async () => {
+    const url = await tinyServer({
+      answer: () => "The first answer of the tiny server",
+      metrics: '# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="m"} 2.0\n',
+      generateMeta: { completion_tokens: 256, spec_verify_ct: 80 },
+    });
+    const { news, props } = recorded(
+      url,
+      { acceptanceLength: 3.1, acceptanceFloor: 1.5 },
+      { speculative: SPECULATIVE },
+    );
+    const got = await read("id", props);
+    expect(got.props.drift).toEqual([]);
+    expect(got.props.notChecked).toBeUndefined();
+    expect((got.props.healthCheck as { acceptanceLength: number }).acceptanceLength).toBeCloseTo(3.2, 5);
+    expect((await checkOf(got.props, news)).outcome).toBe("clean");
   });
 
   it("a speculative server that reports no acceptance is not checked, not clean", async () => {
