@@ -7,8 +7,9 @@
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/measurement/bench";
+import { certificateText } from "../gate/measurement/certificate";
 import { levelName } from "../gate/measurement/levels";
-import { answerless as answerlessLevel } from "../gate/measurement/saturation";
+import { answerless as answerlessLevel, uncertifiedFigure } from "../gate/measurement/saturation";
 import { verdictOf, type VerdictInput } from "../gate/measurement/verdict";
 import { benchChart } from "../gate/reports/chart";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
@@ -86,6 +87,7 @@ Ctrl-C stops it within seconds. ${API_KEY_USAGE}`,
     [EXIT.usage, "usage"],
     [EXIT.errorBudget, "a sweep level broke the error budget"],
     [EXIT.incomplete, "the deadline cut the run"],
+    [EXIT.uncertified, "a level was not certified (--certify require): its figures are excluded, the table names the failed checks"],
     [EXIT.interrupted, "interrupted"],
   ],
 } as const satisfies CommandSpec;
@@ -126,6 +128,7 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
       errorBudget: values["error-budget"],
       deadlineSeconds: values.deadline,
       requestTimeoutSeconds: values["request-timeout"],
+      certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
     });
     if (!plan.success) throw new UsageError(schemaIssues(plan.error));
     if (values.json) checkWritable("json", values.json);
@@ -173,6 +176,8 @@ export function benchStatus(s: VerdictInput & Pick<BenchResult, "deadlinePassed"
   if (!verdict.ok && verdict.kind === "error-budget") return EXIT.errorBudget;
   if (!verdict.ok && verdict.kind === "server-gone") return EXIT.failed;
   if (s.deadlinePassed) return EXIT.incomplete;
+  if (s.plan.certification?.require !== false && s.sweep.some((l) => uncertifiedFigure(l, s.plan.errorBudget)))
+    return EXIT.uncertified;
   if (!verdict.ok) return EXIT.failed;
   return verdict.complete ? EXIT.ok : EXIT.incomplete;
 }
@@ -269,7 +274,7 @@ export function benchTable(s: Omit<BenchResult, "samples">): string {
       ? `  ${(l.sentRequestsPerSecond?.toFixed(2) ?? "n/a").padEnd(10)}  ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.clientLimited ? ` (client fell behind: ${l.plannedRequestsPerSecond?.toFixed(2) ?? "n/a"} planned, dispatch lag p99 ${duration(l.dispatchLagP99Seconds)})` : server}`
       : "";
     lines.push(
-      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${duration(l.ttftP50Seconds).padEnd(10)} ${duration(l.ttfaP50Seconds).padEnd(10)} ${duration(l.itlP50Seconds).padEnd(10)} ${duration(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}`,
+      `${String(l.level).padEnd(open ? 13 : 12)} ${`${l.outputTokensPerSecond.toFixed(1)}${ci}`.padEnd(11)} ${l.requestsPerSecond.toFixed(2).padEnd(8)} ${duration(l.ttftP50Seconds).padEnd(10)} ${duration(l.ttfaP50Seconds).padEnd(10)} ${duration(l.itlP50Seconds).padEnd(10)} ${duration(l.e2eP50Seconds).padEnd(10)} ${`${l.errors}/${l.requests}`.padEnd(8)} ${l.withinErrorBudget ? "ok" : "FAILED"}${achieved}${l.truncatedRequests > 0 ? ` (${l.truncatedRequests} cut short)` : ""}${answerlessLevel(l) ? " (no visible answer)" : ""}  ${certificateText(l.certificate)}`,
     );
   }
   for (const l of [...s.singleRequest, ...s.sweep]) {

@@ -30,6 +30,8 @@ export const EXIT = {
   errorBudget: 3,
   /** bench: the deadline stopped the run before every level ran. */
   incomplete: 4,
+  /** bench, compare: a level's validity certificate failed (its figures are excluded; the text names the checks). */
+  uncertified: 5,
   /** Ctrl-C, SIGTERM, or SIGHUP (the terminal closed). */
   interrupted: 130,
 } as const;
@@ -251,4 +253,11 @@ export const WORKLOAD_FLAGS = {
   },
   "slo-ttft": { type: "number", value: "SECONDS", description: "time-to-first-token objective (goodput)" },
   "slo-itl": { type: "number", value: "SECONDS", description: "inter-token latency objective (goodput)" },
+  certify: {
+    type: "string",
+    value: "require|report",
+    choices: ["require", "report"],
+    description:
+      "require (default): only certified levels are figures (reconciled with the server's /metrics, the load applied, the client not the limit); report: certificates are printed and uncertified levels still count (a server without /metrics, knowingly)",
+  },
 } as const satisfies FlagTable;

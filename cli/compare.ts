@@ -265,7 +265,10 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         auto: values.auto === true,
         restore: service(values.restore),
         cacheFile: values.cache,
-        judgement: BenchPlanSchema.parse({ errorBudget: values["error-budget"] }),
+        judgement: BenchPlanSchema.parse({
+          errorBudget: values["error-budget"],
+          certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
+        }),
       },
       {
         activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),

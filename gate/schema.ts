@@ -3,6 +3,7 @@
  * defaults and documentation. stack/config.ts composes these into the stack-config schema, and
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
+import { CertificationSchema } from "./measurement/certificate";
 import { z } from "zod";
 import { SloSchema } from "./measurement/goodput";
 import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
@@ -288,6 +289,9 @@ export const BenchPlanSchema = z
       .describe(
         "The knee (saturation) is the first level where doubling concurrency adds less than this fraction of throughput (gains between levels are normalised to one doubling).",
       ),
+    certification: CertificationSchema.prefault({}).describe(
+      "The validity certificate of each level (gate/measurement/certificate.ts): reconciled with the server's /metrics, the load applied, the client not the limit, the server steady.",
+    ),
     kneeMaxTtftP95Seconds: timerSeconds()
       .optional()
       .describe(

@@ -103,6 +103,7 @@ export function comparisonArgs(src: ComparisonSources): ServiceComparisonArgs {
         kneeMinGain: bench.kneeMinGain,
         kneeMaxTtftP95Seconds: bench.kneeMaxTtftP95Seconds,
         rateShortfall: bench.rateShortfall,
+        certification: bench.certification,
       },
       verifyPolicy: src.verification,
       job: {

@@ -13,6 +13,7 @@ import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
 import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
 import { judgeLevels } from "./saturation";
+import { readCounters } from "./server-counters";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
 import { shapedRequest, WorkloadShapeSchema } from "./workload";
@@ -107,6 +108,8 @@ export interface BenchSummary {
   failedLevels: number[];
   /** Open loop: rates the client could not offer on schedule (levels.ts clientLimited): excluded, never capacity. */
   clientLimitedLevels: number[];
+  /** Levels whose certificate failed (certificate.ts), with certification.require: excluded, never capacity. */
+  uncertifiedLevels: number[];
   /** Open loop: the server kept up with every rate, each offered on schedule: no saturation within them, a healthy result. */
   keptUpWithEveryRate: boolean;
   /** One sentence: where the knee is, or "not saturated up to C=N", and which levels were excluded. */
@@ -141,12 +144,17 @@ export function summarizeBench(
     deadlinePassed?: boolean;
   },
 ): BenchSummary {
-  const judgement = { slo: meta.plan.slo, rateShortfall: meta.plan.rateShortfall };
+  const judgement = {
+    slo: meta.plan.slo,
+    rateShortfall: meta.plan.rateShortfall,
+    certification: meta.plan.certification,
+  };
   const sweep = samples.sweep.map((l) => summarizeLevel(l, meta.plan.errorBudget, judgement));
   const knee = judgeLevels(sweep, {
     errorBudget: meta.plan.errorBudget,
     minGain: meta.plan.kneeMinGain,
     maxTtftP95Seconds: meta.plan.kneeMaxTtftP95Seconds,
+    requireCertified: meta.plan.certification.require,
   });
   const gone = meta.serverGone ?? null;
   const servedModels = servedModelsOf(samples);
@@ -172,6 +180,7 @@ export function summarizeBench(
     sustainedOutputTokensPerSecond: gone === null ? knee.sustainedOutputTokensPerSecond : 0,
     failedLevels: knee.failedLevels,
     clientLimitedLevels: knee.clientLimitedLevels ?? [],
+    uncertifiedLevels: knee.uncertifiedLevels ?? [],
     keptUpWithEveryRate: gone === null && knee.keptUpWithEveryRate === true,
     saturationVerdict:
       gone === null ? knee.verdict : `${gone}; no figure is published from a run the server did not survive`,
@@ -404,6 +413,10 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     clock: run.clock,
     signal,
     readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
+    readCounters: () => readCounters(run.agent, run.base, st.model, endpoint.apiKey, signal),
+    // The sweep runs only after a warmup that succeeded (warmupStage stops the run otherwise).
+    warm: samples.warmup?.error === null,
+    model: st.model,
     watch,
     maxInFlight: run.connections,
     onStart: (level, total) =>
@@ -426,7 +439,11 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     onLevel: (level) =>
       run.progress({
         kind: "level",
-        summary: summarizeLevel(level, plan.errorBudget, { slo: plan.slo, rateShortfall: plan.rateShortfall }),
+        summary: summarizeLevel(level, plan.errorBudget, {
+          slo: plan.slo,
+          rateShortfall: plan.rateShortfall,
+          certification: plan.certification,
+        }),
       }),
   });
 }

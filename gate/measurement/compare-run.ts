@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
+import { certificateText } from "./certificate";
 import {
   compareServices,
   SERVICE_LABEL,
@@ -70,7 +71,10 @@ export interface CompareOptions {
 }
 
 /** What judges a level and a sweep: the same settings as VerifiedGeneration's benchmark. */
-export type Judgement = Pick<BenchPlan, "errorBudget" | "kneeMinGain" | "kneeMaxTtftP95Seconds" | "rateShortfall">;
+export type Judgement = Pick<
+  BenchPlan,
+  "errorBudget" | "kneeMinGain" | "kneeMaxTtftP95Seconds" | "rateShortfall" | "certification"
+>;
 
 function judgementOf(opts: CompareOptions): Judgement {
   const d = BenchPlanSchema.parse({});
@@ -80,6 +84,7 @@ function judgementOf(opts: CompareOptions): Judgement {
     kneeMinGain: j?.kneeMinGain ?? d.kneeMinGain,
     kneeMaxTtftP95Seconds: j?.kneeMaxTtftP95Seconds ?? d.kneeMaxTtftP95Seconds,
     rateShortfall: j?.rateShortfall ?? d.rateShortfall,
+    certification: j?.certification ?? d.certification,
   };
 }
 
@@ -124,6 +129,7 @@ const knee = (j: Judgement) => ({
   errorBudget: j.errorBudget,
   minGain: j.kneeMinGain,
   maxTtftP95Seconds: j.kneeMaxTtftP95Seconds,
+  requireCertified: j.certification.require,
 });
 
 export async function runComparison(opts: CompareOptions, hooks: CompareHooks): Promise<CompareResult> {
@@ -208,7 +214,12 @@ async function measureService(
     repeats: opts.repeats,
     requestTimeoutSeconds: opts.requestTimeoutSeconds,
     timeScale: opts.timeScale,
-    judgement: { errorBudget: judgement.errorBudget, rateShortfall: judgement.rateShortfall, slo: opts.slo },
+    judgement: {
+      errorBudget: judgement.errorBudget,
+      rateShortfall: judgement.rateShortfall,
+      certification: judgement.certification,
+      slo: opts.slo,
+    },
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
   out.sweep = measured.sweep;
@@ -242,5 +253,5 @@ function levelLine(l: SweepLevel): string {
       ? `, achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s${l.keptUp === false ? " (saturated)" : ""}`
       : "";
   const failed = l.withinErrorBudget ? "" : `, FAILED: ${l.errors}/${l.requests} errors over the budget`;
-  return `${name}: ${l.throughput.mean.toFixed(1)} tok/s${ci}, goodput ${l.goodput.mean.toFixed(1)}, TTFT p95 ${l.ttftP95Seconds?.toFixed(2) ?? "n/a"} s${accept}${rate}${failed}`;
+  return `${name}: ${l.throughput.mean.toFixed(1)} tok/s${ci}, goodput ${l.goodput.mean.toFixed(1)}, TTFT p95 ${l.ttftP95Seconds?.toFixed(2) ?? "n/a"} s${accept}${rate}${failed}; ${certificateText(l.certificate)}`;
 }

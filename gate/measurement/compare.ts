@@ -116,6 +116,7 @@ export const DEFAULT_KNEE: KneeOptions = {
   errorBudget: DEFAULT_PLAN.errorBudget,
   minGain: DEFAULT_PLAN.kneeMinGain,
   maxTtftP95Seconds: DEFAULT_PLAN.kneeMaxTtftP95Seconds,
+  requireCertified: DEFAULT_PLAN.certification.require,
 };
 
 export function planService(m: ServiceMeasurement, job: Job, judgement: KneeOptions = DEFAULT_KNEE): ServicePlan {

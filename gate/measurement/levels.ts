@@ -16,6 +16,7 @@
  * on schedule says nothing about the server, and is never its capacity.
  */
 import { BenchPlanSchema } from "../schema";
+import { certify, type Certificate, type Certification, type LevelEvidence } from "./certificate";
 import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
 import { errorRate, withinErrorBudget } from "./saturation";
 import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
@@ -45,6 +46,8 @@ export interface LevelSamples {
   requests: RequestSample[];
   /** The repeats; absent: one run spanning the level. */
   runs?: RunWindow[];
+  /** What the sweep gathered for the level's certificate (certificate.ts); absent: none (a hand-built level). */
+  evidence?: LevelEvidence & { maxTokens: number };
 }
 
 /** Figures of one run of a level. */
@@ -116,6 +119,12 @@ export interface LevelSummary extends LatencyStats, AnswerStats {
   itlPerTokenP50Seconds: number | null;
   itlPerTokenP95Seconds: number | null;
   acceptanceLength: number | null;
+  /**
+   * The level's validity certificate (certificate.ts): reconciled with the server's counters, the
+   * load applied, the client not the limit, the server steady. Null: no evidence was gathered (a
+   * level built by hand, or recorded before certificates), which is reported as not certified.
+   */
+  certificate: Certificate | null;
   runs: RunFigures[];
 }
 
@@ -129,6 +138,7 @@ export interface LevelJudgement {
   slo: Slo;
   /** Open loop: the fraction the achieved rate may fall below the rate sent before the level is saturated. */
   rateShortfall: number;
+  certification: Certification;
 }
 
 const DEFAULT_PLAN = BenchPlanSchema.parse({});
@@ -137,6 +147,7 @@ export const DEFAULT_JUDGEMENT: LevelJudgement = {
   errorBudget: DEFAULT_PLAN.errorBudget,
   slo: DEFAULT_PLAN.slo,
   rateShortfall: DEFAULT_PLAN.rateShortfall,
+  certification: DEFAULT_PLAN.certification,
 };
 
 /** "C=8" or "2 req/s offered": how a level is named in verdicts and tables. */
@@ -212,6 +223,7 @@ export function summarizeSweepLevel(
   slo: Slo,
   acceptanceLength: number | null,
   judgement: Omit<LevelJudgement, "slo"> = DEFAULT_JUDGEMENT,
+  evidence?: LevelSamples["evidence"],
 ): SweepLevel {
   const all = runs.flatMap((r) => r.samples);
   const ok = all.filter((s) => s.error === null);
@@ -263,6 +275,9 @@ export function summarizeSweepLevel(
     itlPerTokenP50Seconds: percentile(itl, 50),
     itlPerTokenP95Seconds: percentile(itl, 95),
     acceptanceLength,
+    certificate: evidence
+      ? certify({ mode, level, samples: all, runs, maxTokens: evidence.maxTokens }, evidence, judgement.certification)
+      : null,
     runs,
     ...answerStats(all),
     ...latencyStats(all),
@@ -295,14 +310,19 @@ export function summarizeLevel(
   errorBudget: number,
   judgement: Partial<Omit<LevelJudgement, "errorBudget">> = {},
 ): LevelSummary {
-  const { slo, rateShortfall } = { ...DEFAULT_JUDGEMENT, ...judgement };
+  const { slo, rateShortfall, certification } = { ...DEFAULT_JUDGEMENT, ...judgement };
   const mode = level.mode ?? "closed";
   const value = mode === "open" ? level.requestRate : level.concurrency;
   if (value === undefined)
     throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
-  const summary = summarizeSweepLevel(mode, value, levelRuns(level, slo), slo, level.acceptanceLength, {
-    errorBudget,
-    rateShortfall,
-  });
+  const summary = summarizeSweepLevel(
+    mode,
+    value,
+    levelRuns(level, slo),
+    slo,
+    level.acceptanceLength,
+    { errorBudget, rateShortfall, certification },
+    level.evidence,
+  );
   return { ...summary, runs: summary.runs.map(({ samples: _samples, ...run }) => run) };
 }

@@ -31,6 +31,8 @@ import {
   type RunWindow,
   type SweepLevel,
 } from "./levels";
+import { watchClient } from "./certificate";
+import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
 import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";
 
@@ -300,6 +302,12 @@ export interface SweepLoad {
   signal: AbortSignal;
   /** Read after each level (speculative acceptance); null when the server reports none. */
   readAcceptance: () => Promise<number | null>;
+  /** The server's counters (its /metrics), read before and after each level for its certificate. */
+  readCounters: () => Promise<CounterRead>;
+  /** A warmup request succeeded before the sweep (the certificate's steady check). */
+  warm: boolean;
+  /** The model the requests ask for: the counters' model_name. */
+  model: string;
   /** The server's watch: the sweep stops once the server is gone (the level it died in is kept). */
   watch: ServerWatch;
   /** Open loop: requests in flight at most (sweepConnections). */
@@ -335,18 +343,32 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
     if (load.signal.aborted || watch.gone !== null) break;
     const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
     watch.during = levelName({ mode: load.mode, level });
+    const before = await load.readCounters();
     load.onStart?.(level, count);
+    let maxTokens = 0;
+    const request = (i: number) => {
+      const r = load.request(i);
+      maxTokens = Math.max(maxTokens, r.maxTokens);
+      return r;
+    };
     const startedAtSeconds = hostNow(load.clock);
+    const client = watchClient();
     const result = await runLevelLoad({
       ...load,
+      request,
       signal: watch.signal,
       level,
       count,
       onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
     });
+    const clientSeen = client.stop();
     const finishedAtSeconds = hostNow(load.clock);
     await watch.settle();
     if (load.signal.aborted) break;
+    const after: CounterRead =
+      watch.gone === null
+        ? await settledCounters(load.readCounters, before, result.requests, load.signal)
+        : { ok: false, reason: "the server went away during the level" };
     // The level the server died in stays: its failures are what the report must show.
     const samples: LevelSamples = {
       mode: load.mode,
@@ -355,11 +377,50 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
       finishedAtSeconds,
       acceptanceLength: watch.gone === null ? await load.readAcceptance() : null,
       ...result,
+      evidence: {
+        before,
+        after,
+        client: clientSeen,
+        warm: load.warm,
+        model: load.model,
+        maxTokens,
+        timeScale: load.clock.timeScale,
+      },
     };
     out.push(samples);
     load.onLevel?.(samples);
   }
   return out;
+}
+
+/** Reads of the counters after a level, a few apart: some servers count a request a moment after its last byte. */
+const COUNTER_SETTLE_READS = 4;
+const COUNTER_SETTLE_MS = 250;
+
+/**
+ * The counters after a level: read again (COUNTER_SETTLE_READS at most, COUNTER_SETTLE_MS apart)
+ * while they are short of what the client counted, so a server that updates them a moment late is
+ * not called a liar. Counters ahead of the client are read once: waiting would not lower them.
+ */
+async function settledCounters(
+  read: () => Promise<CounterRead>,
+  before: CounterRead,
+  samples: RequestSample[],
+  signal: AbortSignal,
+): Promise<CounterRead> {
+  const claimed = samples.reduce((a, s) => a + (s.error === null ? s.completionTokens : 0), 0);
+  let after = await read();
+  for (let i = 1; i < COUNTER_SETTLE_READS; i++) {
+    if (!before.ok || !after.ok) break;
+    if (after.snapshot.generatedTokens - before.snapshot.generatedTokens >= claimed) break;
+    try {
+      await sleep(COUNTER_SETTLE_MS, signal);
+    } catch {
+      break;
+    }
+    after = await read();
+  }
+  return after;
 }
 
 export interface MeasureOptions {
@@ -439,6 +500,7 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
       opts.judgement.slo,
       l.acceptanceLength,
       opts.judgement,
+      l.evidence,
     );
   try {
     const levels = await runSweep({
@@ -458,6 +520,11 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
           () => "no answer within 10 s",
           (s) => readAcceptanceLength(agent, base, endpoint.apiKey, s),
         ).catch(() => null),
+      readCounters: () => readCounters(agent, base, model, endpoint.apiKey, signal),
+      // The comparison runs the readiness gate on each service before it measures: its generation
+      // checks are the warmup.
+      warm: true,
+      model,
       onLevel: (l) => opts.onLevel?.(summarize(l)),
       watch,
       maxInFlight: connections,

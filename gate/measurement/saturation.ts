@@ -17,6 +17,8 @@
  * gain per doubling over the knee reaches `minGain`): that level is not discarded for an earlier knee.
  */
 
+import { certificateText, type Certificate } from "./certificate";
+
 /** The fields of a level summary these rules read (LevelSummary has them all). */
 export interface LevelFigures {
   concurrency: number;
@@ -82,6 +84,8 @@ export interface KneeOptions {
   errorBudget: number;
   minGain: number;
   maxTtftP95Seconds?: number;
+  /** Levels whose certificate failed are excluded (BenchPlan certification.require); absent: false. */
+  requireCertified?: boolean;
 }
 
 export interface Knee {
@@ -112,6 +116,8 @@ export interface Knee {
   keptUpWithEveryRate?: boolean;
   /** Open loop: rates the client could not offer on schedule (levels.ts clientLimited): excluded, never capacity. */
   clientLimitedLevels?: number[];
+  /** Levels whose certificate failed (certificate.ts), with requireCertified: excluded, never capacity. */
+  uncertifiedLevels?: number[];
 }
 
 /**
@@ -313,18 +319,61 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
   };
 }
 
-/** The one judgement of a sweep: the knee for concurrencies, saturation by shortfall for rates. */
-export function judgeLevels(
-  levels: readonly (RateFigures & {
-    mode?: "closed" | "open";
-    ttftP95Seconds: number | null;
-    throughput?: { halfWidth: number | null };
-  })[],
-  opts: KneeOptions,
-): Knee {
-  if (levels.length > 0 && levels.every((l) => l.mode === "open")) return findRateSaturation(levels, opts);
-  return findKnee(
-    levels.map((l) => ({ ...l, concurrency: l.level })),
-    opts,
+/**
+ * A level that would count (within the error budget, with visible answers, offered on schedule) but
+ * whose certificate failed: its figure is not proven. The others are excluded by their own rules.
+ */
+export function uncertifiedFigure(
+  l: Parameters<typeof answerless>[0] & { certificate?: Certificate | null; clientLimited?: boolean | null },
+  errorBudget: number,
+): boolean {
+  return (
+    l.certificate?.certified === false &&
+    withinErrorBudget(l, errorBudget) &&
+    !answerless(l) &&
+    // A rate the client could not offer on schedule is excluded by its own rule, which names the lag.
+    l.clientLimited !== true
   );
+}
+
+type JudgedLevel = RateFigures & {
+  mode?: "closed" | "open";
+  ttftP95Seconds: number | null;
+  throughput?: { halfWidth: number | null };
+  certificate?: Certificate | null;
+};
+
+/**
+ * The one judgement of a sweep: the knee for concurrencies, saturation by shortfall for rates. With
+ * requireCertified, a level whose certificate failed is judged by neither: a figure no check proves
+ * (a server whose counters disagree, a load not applied, a client at its limit) is never capacity.
+ */
+export function judgeLevels(levels: readonly JudgedLevel[], opts: KneeOptions): Knee {
+  const uncertified = opts.requireCertified ? levels.filter((l) => uncertifiedFigure(l, opts.errorBudget)) : [];
+  const kept = levels.filter((l) => !uncertified.includes(l));
+  const open = levels.length > 0 && levels.every((l) => l.mode === "open");
+  const name = (l: JudgedLevel) => (open ? `${l.level} req/s offered` : `C=${l.level}`);
+  const judged =
+    kept.length > 0 && open
+      ? findRateSaturation(kept, opts)
+      : findKnee(
+          kept.map((l) => ({ ...l, concurrency: l.level })),
+          opts,
+        );
+  if (uncertified.length === 0) return { ...judged, uncertifiedLevels: [] };
+  const why = uncertified.map((l) => `${name(l)} ${certificateText(l.certificate)}`).join("; ");
+  if (!kept.some((l) => withinErrorBudget(l, opts.errorBudget) && !answerless(l)))
+    return {
+      ...judged,
+      mode: open ? "open" : "closed",
+      verdict: `no level was certified (${why}): no throughput can be claimed${kept.length > 0 ? `; ${judged.verdict}` : ""}`,
+      keptUpWithEveryRate: false,
+      uncertifiedLevels: uncertified.map((l) => l.level),
+    };
+  return {
+    ...judged,
+    verdict: `${judged.verdict}; excluded as not certified: ${why}`,
+    keptUpWithEveryRate: false,
+    uncertifiedLevels: uncertified.map((l) => l.level),
+  };
 }

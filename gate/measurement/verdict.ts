@@ -11,6 +11,9 @@
  *    requests is not healthy, whatever the other levels measured;
  * 3. the run stopped (warmup failed, deadline, a hung single request) and measured no throughput:
  *    its reason is the diagnosis, and nothing from it is used;
+ * 3b. no throughput, and a level whose validity certificate failed (certificate.ts: the server's
+ *    counters disagree, the load was not applied, the client was the limit, the server restarted):
+ *    a failure naming the failed checks, never a figure;
  * 4. every level was a rate the server kept up with, within the budget, and the client sent on
  *    schedule: the server is healthy; it served all the load offered, which is no capacity figure
  *    (`capacity` false: offer more);
@@ -19,8 +22,9 @@
  * 6. no throughput otherwise (every level answerless, nothing counted): a failure;
  * 7. otherwise healthy, with a capacity figure (`complete` says whether every level ran).
  */
+import { certificateText, type Certificate } from "./certificate";
 import { levelName } from "./levels";
-import { answerless } from "./saturation";
+import { answerless, uncertifiedFigure } from "./saturation";
 
 /** The fields of a benchmark level the verdict reads (LevelSummary has them all). */
 export interface VerdictLevel {
@@ -34,6 +38,8 @@ export interface VerdictLevel {
   answerlessRequests?: number;
   /** The client fell behind its schedule at this rate (open loop: sent below planned, or late); null for a closed loop. */
   clientLimited?: boolean | null;
+  /** The level's validity certificate (certificate.ts); null or absent: none gathered. */
+  certificate?: Certificate | null;
 }
 
 /** The fields of a result the verdict reads (BenchSummary has them all). */
@@ -44,7 +50,7 @@ export interface VerdictInput {
   serverGone: string | null;
   sustainedOutputTokensPerSecond: number;
   saturationVerdict: string;
-  plan: { errorBudget: number };
+  plan: { errorBudget: number; certification?: { require: boolean } };
 }
 
 export type Verdict =
@@ -59,7 +65,7 @@ export type Verdict =
     }
   | {
       ok: false;
-      kind: "server-gone" | "error-budget" | "stopped" | "client-limited" | "no-throughput";
+      kind: "server-gone" | "error-budget" | "stopped" | "uncertified" | "client-limited" | "no-throughput";
       /** False when nothing of the run may be used (the server went away, the run stopped before measuring). */
       usable: boolean;
       /** What the run did, as a predicate of "the benchmark" / "the fleet benchmark". */
@@ -84,6 +90,17 @@ export function verdictOf(result: VerdictInput): Verdict {
   const measured = result.sustainedOutputTokensPerSecond > 0;
   if (!measured && result.stopReason !== null)
     return { ok: false, kind: "stopped", usable: false, failure: `stopped: ${result.stopReason}` };
+  const uncertified =
+    result.plan.certification?.require === false
+      ? []
+      : result.sweep.filter((l) => uncertifiedFigure(l, result.plan.errorBudget));
+  if (!measured && uncertified.length > 0)
+    return {
+      ok: false,
+      kind: "uncertified",
+      usable: true,
+      failure: `measured no certified level: ${uncertified.map((l) => `${levelName(l)} ${certificateText(l.certificate)}`).join("; ")}`,
+    };
   if (!measured && keptUpWithEveryRate(result.sweep))
     return {
       ok: true,

@@ -8,6 +8,7 @@
  * (completion_tokens / spec_verify_ct), and server-wide from /server_info (older /get_server_info)
  * internal_states[0].avg_spec_accept_length.
  */
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { z } from "zod";
 import type { Agent } from "undici";
 import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
@@ -149,14 +150,12 @@ export async function readAcceptanceLength(
 
 /** The value of sglang:spec_accept_length in Prometheus text (the first series, labels ignored). */
 export function parseSpecAcceptLength(text: string): number | null {
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("sglang:spec_accept_length")) continue;
-    const rest = line.slice("sglang:spec_accept_length".length);
-    if (rest.length > 0 && rest[0] !== "{" && rest[0] !== " ") continue;
-    // `name{labels} value [timestamp]`: the value is the first field after the labels.
-    const afterLabels = rest.startsWith("{") ? rest.slice(rest.indexOf("}") + 1) : rest;
-    const value = Number(afterLabels.trim().split(/\s+/)[0]);
-    if (Number.isFinite(value)) return value;
+  let families: ReturnType<typeof parsePrometheusTextFormat>;
+  try {
+    families = parsePrometheusTextFormat(text);
+  } catch {
+    return null;
   }
-  return null;
+  const value = Number(families.find((f) => f.name === "sglang:spec_accept_length")?.metrics[0]?.value);
+  return Number.isFinite(value) ? value : null;
 }

@@ -4,11 +4,21 @@
  * value. bench writes it beside its JSON; compare with --csv.
  */
 import type { CompareResult } from "../measurement/compare-run";
+import type { Certificate } from "../measurement/certificate";
 import type { LevelSummary } from "../measurement/levels";
 
 /** A CSV cell: empty for null (no successful request), the plain number otherwise. */
 export function csvCell(v: number | string | boolean | null | undefined): string {
-  return v === null || v === undefined ? "" : String(v);
+  if (v === null || v === undefined) return "";
+  const text = String(v);
+  // RFC 4180: a cell with a comma, a quote or a line break is quoted, its quotes doubled.
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** The certificate as two cells: certified (true/false/empty) and the failed checks' details. */
+function certificateCells(c: Certificate | null | undefined): [boolean | null, string] {
+  if (!c) return [null, "no evidence was gathered"];
+  return [c.certified, c.checks.filter((x) => !x.ok).map((x) => `${x.name}: ${x.detail}`).join(" | ")];
 }
 
 export function benchCsv(sweep: LevelSummary[]): string {
@@ -38,12 +48,26 @@ export function benchCsv(sweep: LevelSummary[]): string {
     "answerlessRequests",
     "truncatedRequests",
   ] as const satisfies ReadonlyArray<keyof LevelSummary>;
-  const interval = ["outputTokensPerSecondLow", "outputTokensPerSecondHigh", "goodputTokensPerSecond"];
+  const interval = [
+    "outputTokensPerSecondLow",
+    "outputTokensPerSecondHigh",
+    "goodputTokensPerSecond",
+    "certified",
+    "certificateFailures",
+  ];
   return (
     [
       [...columns, ...interval].join(","),
       ...sweep.map((l) =>
-        [...columns.map((c) => l[c]), l.throughput.low, l.throughput.high, l.goodput.mean].map(csvCell).join(","),
+        [
+          ...columns.map((c) => l[c]),
+          l.throughput.low,
+          l.throughput.high,
+          l.goodput.mean,
+          ...certificateCells(l.certificate),
+        ]
+          .map(csvCell)
+          .join(","),
       ),
     ].join("\n") + "\n"
   );
@@ -78,6 +102,8 @@ export function compareCsv(r: CompareResult): string {
     "achieved_req_s",
     "kept_up",
     "time_scale",
+    "certified",
+    "certificate_failures",
   ];
   const rows = r.outcomes.flatMap((o) =>
     o.sweep.map((l) =>
@@ -103,6 +129,7 @@ export function compareCsv(r: CompareResult): string {
         l.achievedRequestsPerSecond,
         l.keptUp,
         r.timeScale,
+        ...certificateCells(l.certificate),
       ]
         .map(csvCell)
         .join(","),

@@ -124,8 +124,28 @@ const RunOutputSchema = z.object({
     .describe("open loop: successful requests begun (first token) per second; null: closed loop"),
 });
 
+/** A level's validity certificate (gate/measurement/certificate.ts). */
+export const CertificateOutputSchema = z
+  .object({
+    certified: z.boolean().describe("every check held: the level's figures are the server's"),
+    checks: z
+      .array(
+        z.object({
+          name: z.enum(["reconciled", "load", "client", "steady"]),
+          ok: z.boolean(),
+          detail: z.string().describe("what was compared, with both sides' numbers"),
+        }),
+      )
+      .describe("reconciled with the server's /metrics, the load applied, the client not the limit, the server steady"),
+  })
+  .nullable()
+  .describe(
+    "the level's validity certificate; not certified: never saturation, sustained throughput, a knee or a capacity figure (benchmark.certification.require); null: no evidence was gathered",
+  );
+
 /** One level of a sweep: the fields every level summary has, bench's and the comparison's alike. */
 export const SweepLevelOutputSchema = z.object({
+  certificate: CertificateOutputSchema,
   mode: z.enum(["closed", "open"]).describe("closed: level is a concurrency; open: a request rate offered per second"),
   level: z.number().describe("the concurrency or the request rate offered"),
   concurrency: z
@@ -282,6 +302,7 @@ export const ComparedLevelSchema = SweepLevelOutputSchema.pick({
   achievedRequestsPerSecond: true,
   keptUp: true,
   meetsSlo: true,
+  certificate: true,
 }).extend({
   withinErrorBudget: z
     .boolean()
@@ -373,6 +394,7 @@ export function comparisonOutputs(r: CompareResult): ServiceComparisonOutputs {
           withinErrorBudget: l.withinErrorBudget ?? null,
           achievedRequestsPerSecond: l.achievedRequestsPerSecond ?? null,
           keptUp: l.keptUp ?? null,
+          certificate: l.certificate ?? null,
         })),
         knee: plan?.knee?.saturated ? plan.knee.sustainedLevel : null,
         kneeVerdict: plan?.knee?.verdict ?? null,

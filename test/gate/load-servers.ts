@@ -4,8 +4,9 @@
  * in flight (HTTP 500, the way an overloaded server sheds load), one that serves one request at a
  * time, so arrivals faster than its service time queue and it cannot keep up, one that dies
  * mid-run (killed: connections cut, then the port refuses), one that serves another model than
- * asked, one whose streams carry no usage, and one that never answers a chat. Real sockets on free
- * ports, closed by the tests.
+ * asked, one whose streams carry no usage, one whose usage over-claims what its own /metrics counts,
+ * and one that never answers a chat. Each counts what it served in SGLang's /metrics counters
+ * unless told not to. Real sockets on free ports, closed by the tests.
  */
 import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -51,6 +52,13 @@ export interface LoadServerOptions {
   failMaxTokens?: number;
   /** Benchmark requests after this many are accepted and never answered (the sweep hangs, the single requests not). */
   hangBenchmarkAfter?: number;
+  /**
+   * GET /metrics with SGLang's counters of what it served (generation and prompt tokens, finished
+   * requests), counted as each answer ends; false: 404, as SGLang without --enable-metrics. Default true.
+   */
+  metrics?: boolean;
+  /** The usage blocks claim this many times the tokens streamed (the counters count right); default 1. */
+  usageClaims?: number;
 }
 
 const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
@@ -78,9 +86,29 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       res.write(chunk({ model, choices: [{ index: 0, delta, finish_reason: null }] }));
     }
     res.write(chunk({ model, choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
+    const claimed = n * (opts.usageClaims ?? 1);
     if (!opts.noUsage)
-      res.write(chunk({ model, choices: [], usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } }));
+      res.write(
+        chunk({ model, choices: [], usage: { prompt_tokens: 5, completion_tokens: claimed, total_tokens: 5 + claimed } }),
+      );
+    // Counted as the request finishes, before its last bytes leave (SGLang counts in the tokenizer manager).
+    counters.generated += n;
+    counters.prompt += 5;
+    counters.requests++;
     res.end("data: [DONE]\n\n");
+  };
+  const counters = { generated: 0, prompt: 0, requests: 0 };
+  const metricsText = () => {
+    const label = `{model_name="${(opts.models ?? ["m"])[0]}"}`;
+    return [
+      "# TYPE sglang:generation_tokens_total counter",
+      `sglang:generation_tokens_total${label} ${counters.generated}`,
+      "# TYPE sglang:prompt_tokens_total counter",
+      `sglang:prompt_tokens_total${label} ${counters.prompt}`,
+      "# TYPE sglang:num_requests_total counter",
+      `sglang:num_requests_total${label} ${counters.requests}`,
+      "",
+    ].join("\n");
   };
   const server = http.createServer((req, res) => {
     const body: Buffer[] = [];
@@ -91,6 +119,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
     if (req.url === "/v1/models") {
       const data = (opts.models ?? ["m"]).map((id) => ({ id, object: "model" }));
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data }));
+      return;
+    }
+    if (req.url === "/metrics" && opts.metrics !== false) {
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metricsText());
       return;
     }
     if (req.url !== "/v1/chat/completions") {

@@ -140,6 +140,7 @@ describe("the client's own lag is never the server's capacity", () => {
     expect(peakInFlight(r.samples.sweep[0].requests)).toBeGreaterThan(256);
     expect(level.clientLimited).toBe(false);
     expect(level.keptUp).toBe(true);
+    expect(level.certificate, JSON.stringify(level.certificate)).toMatchObject({ certified: true });
     expect(r).toMatchObject({ saturated: false, sustainedOutputTokensPerSecond: 0, keptUpWithEveryRate: true });
     expect(r.saturationVerdict).toMatch(
       /^not saturated up to 30 req\/s offered: the server kept up with every rate tried/,

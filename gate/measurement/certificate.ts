@@ -1,0 +1,375 @@
+/**
+ * A level's validity certificate: the proof a figure carries that it is the server's and not an
+ * artefact of the client or a server that lies. Four checks, each with its detail:
+ *
+ * - reconciled: the server's own counters (server-counters.ts) grew by what the client counted:
+ *   generated tokens within the tolerance, requests exact where the server counts them. A server
+ *   whose `usage` over-claims, other clients or models on the server, or no /metrics at all ("not
+ *   reconciled") fail it: a figure no counter confirms is not a capacity figure.
+ * - load: the load asked for was the load applied. Closed loop: while every worker had requests
+ *   left, the time-weighted mean of requests in flight against the concurrency asked for. Open loop:
+ *   sent against planned arrivals, the dispatch lag p50/p99, and a Kolmogorov-Smirnov test of the
+ *   inter-arrival times against the exponential of the rate asked for.
+ * - client: the benchmark process was not the limit: its event loop's delay and its CPU share over
+ *   the level.
+ * - steady: the warmup was done and the server did not restart during the level (its counters did
+ *   not go back, its process start time did not change).
+ *
+ * Pure: the evidence is gathered by the sweep (load.ts), judged here.
+ */
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { z } from "zod";
+import { percentile } from "./stats";
+import type { CounterRead } from "./server-counters";
+import type { RequestSample } from "./stream";
+
+export const CertificationSchema = z
+  .strictObject({
+    require: z
+      .boolean()
+      .default(true)
+      .describe(
+        "Only certified levels are figures: a level whose certificate fails is never saturation, sustained throughput, a knee or a capacity plan. false: certificates are still reported, and not certified levels still count (for servers without /metrics, knowingly).",
+      ),
+    tokenTolerance: z
+      .number()
+      .min(0)
+      .max(0.5)
+      .default(0.01)
+      .describe("Reconciled: the server's generated-token count may differ from the client's by this fraction."),
+    loadShortfall: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.1)
+      .describe(
+        "Load: a closed-loop level whose mean requests in flight (while every worker had work) fall this fraction below its concurrency was not the load asked for.",
+      ),
+    maxClientLagMs: z
+      .number()
+      .positive()
+      .max(10_000)
+      .default(200)
+      .describe(
+        "Client: a level during which the benchmark's event loop was late by more than this (p99, wall-clock ms) measured the client, not the server.",
+      ),
+    maxClientCpuShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.9)
+      .describe(
+        "Client: a level during which the benchmark process was busy more than this share of one core had the client as its limit.",
+      ),
+  })
+  .describe("The validity certificate of each benchmark level (gate/measurement/certificate.ts).");
+export type Certification = z.infer<typeof CertificationSchema>;
+
+export interface CertificateCheck {
+  name: "reconciled" | "load" | "client" | "steady";
+  ok: boolean;
+  detail: string;
+}
+
+export interface Certificate {
+  certified: boolean;
+  checks: CertificateCheck[];
+}
+
+/** What the client saw of itself over a level (wall clock). */
+export interface ClientEvidence {
+  wallSeconds: number;
+  /** Event-loop delay beyond its sampling interval, ms: p99 and max. */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+  /** CPU time (user + system) of the process over the wall time: the share of one core it used. */
+  cpuShare: number;
+}
+
+/** The evidence a sweep gathers for a level's certificate. */
+export interface LevelEvidence {
+  before: CounterRead;
+  after: CounterRead;
+  client: ClientEvidence;
+  /** A warmup request succeeded before the sweep. */
+  warm: boolean;
+  /** The model the level's requests asked for (the counters' model_name). */
+  model: string;
+  /** Host seconds per wall second (the samples are in host time). */
+  timeScale: number;
+}
+
+const LOOP_RESOLUTION_MS = 10;
+/** Node's timers fire to the millisecond at best. */
+const TIMER_TICK_SECONDS = 0.001;
+
+/** Watches the process over a level; stop() returns what it saw. */
+export function watchClient(): { stop: () => ClientEvidence } {
+  const loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  loop.enable();
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  return {
+    stop: () => {
+      loop.disable();
+      const wallSeconds = (performance.now() - started) / 1000;
+      const used = process.cpuUsage(cpu);
+      const beyond = (ns: number) => (Number.isFinite(ns) ? Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS) : 0);
+      return {
+        wallSeconds,
+        loopDelayP99Ms: loop.count > 0 ? beyond(loop.percentile(99)) : 0,
+        loopDelayMaxMs: loop.count > 0 ? beyond(loop.max) : 0,
+        cpuShare: wallSeconds > 0 ? (used.user + used.system) / 1e6 / wallSeconds : 0,
+      };
+    },
+  };
+}
+
+const count = (n: number) => Math.round(n).toLocaleString("en-US");
+
+/** The counters against what the client counted. */
+export function reconcile(
+  evidence: Pick<LevelEvidence, "before" | "after" | "model">,
+  client: { requests: number; errors: number; generatedTokens: number; maxTokens: number },
+  tolerance: number,
+): CertificateCheck {
+  const name = "reconciled";
+  const { before, after } = evidence;
+  if (!before.ok || !after.ok)
+    return { name, ok: false, detail: `not reconciled: ${before.ok ? "" : before.reason}${!before.ok && !after.ok && before.reason !== (after as { reason: string }).reason ? "; " : ""}${!after.ok && (before.ok || before.reason !== after.reason) ? after.reason : ""}` };
+  const b = before.snapshot;
+  const a = after.snapshot;
+  if (a.generatedTokens < b.generatedTokens || (a.requests ?? 0) < (b.requests ?? 0))
+    return { name, ok: false, detail: "not reconciled: the server's counters went back during the level (a restart)" };
+  const generated = a.generatedTokens - b.generatedTokens;
+  const claimed = client.generatedTokens;
+  // A request that failed may have generated tokens the client never counted; none may be missing.
+  const slack = Math.max(1, claimed * tolerance);
+  const most = claimed + slack + client.errors * client.maxTokens;
+  const others = Object.entries(a.generatedByModel).filter(
+    ([m, v]) => m !== evidence.model && v !== (b.generatedByModel[m] ?? 0),
+  );
+  const otherNote =
+    others.length > 0
+      ? `; the server also generated for ${others.map(([m]) => JSON.stringify(m)).join(", ")} during the level (other clients)`
+      : "";
+  if (generated < claimed - slack || generated > most)
+    return {
+      name,
+      ok: false,
+      detail: `the server generated ${count(generated)} tokens, the responses claimed ${count(claimed)}${otherNote}`,
+    };
+  if (others.length > 0) return { name, ok: false, detail: `other models were served during the level${otherNote}` };
+  let requests = "";
+  if (a.requests !== null && b.requests !== null) {
+    const served = a.requests - b.requests;
+    const least = client.requests - client.errors;
+    if (served < least || served > client.requests)
+      return {
+        name,
+        ok: false,
+        detail: `the server finished ${count(served)} requests, the client sent ${count(client.requests)}${client.errors > 0 ? ` (${count(client.errors)} failed)` : ""}: other clients on the server, or requests it did not count`,
+      };
+    requests = `, ${count(served)} requests`;
+  }
+  return {
+    name,
+    ok: true,
+    detail: `the server's ${a.dialect} counters: ${count(generated)} tokens generated${requests}, as the client counted`,
+  };
+}
+
+/**
+ * Closed loop: requests in flight while every worker had work, from the C-th request's start to the
+ * last one's (then workers begin to run dry): time-weighted, against C. Where no such stretch exists
+ * (one request per worker), every worker must have been in flight at once.
+ */
+export function closedLoopLoad(samples: RequestSample[], concurrency: number, shortfall: number): CertificateCheck {
+  const name = "load";
+  if (samples.length === 0) return { name, ok: false, detail: "no request was sent" };
+  const starts = samples.map((s) => s.startedAtSeconds).sort((x, y) => x - y);
+  const from = starts[Math.min(concurrency, starts.length) - 1];
+  const to = starts[starts.length - 1];
+  const least = concurrency * (1 - shortfall);
+  if (to - from <= 0) {
+    const peak = peakInFlight(samples);
+    return {
+      name,
+      ok: peak >= concurrency,
+      detail: `${peak} of ${concurrency} requests in flight at once`,
+    };
+  }
+  const busy = samples.reduce((acc, s) => {
+    const end = s.startedAtSeconds + s.e2eSeconds;
+    return acc + Math.max(0, Math.min(end, to) - Math.max(s.startedAtSeconds, from));
+  }, 0);
+  const mean = busy / (to - from);
+  return {
+    name,
+    ok: mean >= least,
+    detail: `${mean.toFixed(2)} requests in flight on average of ${concurrency} asked for${mean >= least ? "" : ": the client did not keep the load applied"}`,
+  };
+}
+
+function peakInFlight(samples: RequestSample[]): number {
+  const events = samples.flatMap((s) => [
+    [s.startedAtSeconds, 1],
+    [s.startedAtSeconds + s.e2eSeconds, -1],
+  ]);
+  events.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  let now = 0;
+  let peak = 0;
+  for (const [, d] of events) peak = Math.max(peak, (now += d));
+  return peak;
+}
+
+/**
+ * The Kolmogorov-Smirnov distance of GAPS from the exponential of RATE, and whether it passes at
+ * the 1 % level (critical value 1.63 / sqrt(n), the asymptotic one; n >= 20). Each gap is known to
+ * within RESOLUTION (the client's timer tick and dispatch lag): the empirical distribution is held
+ * against the band [F(g - resolution), F(g + resolution)], not the curve, so a timer that sends due
+ * requests on the same tick is not taken for another process, while a regular or bursty one is.
+ */
+export function exponentialFit(
+  gaps: number[],
+  rate: number,
+  resolution = 0,
+): { d: number; critical: number; ok: boolean } {
+  const sorted = [...gaps].sort((x, y) => x - y);
+  const n = sorted.length;
+  const F = (x: number) => (x <= 0 ? 0 : 1 - Math.exp(-rate * x));
+  let d = 0;
+  sorted.forEach((g, i) => {
+    d = Math.max(d, (i + 1) / n - F(g + resolution), F(g - resolution) - i / n);
+  });
+  const critical = 1.63 / Math.sqrt(n);
+  return { d, critical, ok: d <= critical };
+}
+
+/** Open loop: the rate planned against the rate sent, the lag of each request, and the arrival process. */
+export function openLoopLoad(
+  samples: RequestSample[],
+  rate: number,
+  runs: { samples: RequestSample[]; plannedRequestsPerSecond: number | null; sentRequestsPerSecond: number | null; durationSeconds: number }[],
+  shortfall: number,
+  timeScale = 1,
+): CertificateCheck {
+  const name = "load";
+  const lags = Float64Array.from(
+    samples.flatMap((s) =>
+      s.scheduledAtSeconds === undefined ? [] : [Math.max(0, s.startedAtSeconds - s.scheduledAtSeconds)],
+    ),
+  ).sort();
+  const p50 = percentile(lags, 50);
+  const p99 = percentile(lags, 99);
+  const planned = mean(runs.map((r) => r.plannedRequestsPerSecond));
+  const sent = mean(runs.map((r) => r.sentRequestsPerSecond));
+  const runSeconds = runs.length > 0 ? runs.reduce((a, r) => a + r.durationSeconds, 0) / runs.length : 0;
+  if (planned === null || sent === null || p99 === null || p50 === null)
+    return { name, ok: false, detail: "too few requests to tell the rate sent" };
+  const lagText = `dispatch lag p50 ${(p50 * 1000).toFixed(1)} ms, p99 ${(p99 * 1000).toFixed(1)} ms`;
+  const rates = `sent ${sent.toFixed(2)} req/s of ${planned.toFixed(2)} planned (${rate} asked for)`;
+  if (sent < planned * (1 - shortfall) || p99 > shortfall * runSeconds)
+    return { name, ok: false, detail: `${rates}, ${lagText}: the client fell behind its schedule` };
+  // Inter-arrival times of each run, as sent, against the exponential of the rate asked for.
+  const gaps = runs.flatMap((r) => {
+    const t = r.samples.map((s) => s.startedAtSeconds).sort((x, y) => x - y);
+    return t.slice(1).map((v, i) => v - t[i]);
+  });
+  if (gaps.length < 20) return { name, ok: true, detail: `${rates}, ${lagText}; too few arrivals to test the process` };
+  // A send is timed to the timer's millisecond (wall clock, so timeScale ms of host time) and left
+  // up to the dispatch lag late: that is the resolution of each gap.
+  const fit = exponentialFit(gaps, rate, TIMER_TICK_SECONDS * timeScale + p99);
+  const fitText = `Kolmogorov-Smirnov D ${fit.d.toFixed(3)} against the exponential (critical ${fit.critical.toFixed(3)} at 1 %)`;
+  return {
+    name,
+    ok: fit.ok,
+    detail: `${rates}, ${lagText}, ${fitText}${fit.ok ? "" : ": the arrivals were not the Poisson process asked for"}`,
+  };
+}
+
+function mean(values: (number | null)[]): number | null {
+  if (values.length === 0 || values.some((v) => v === null)) return null;
+  return (values as number[]).reduce((a, v) => a + v, 0) / values.length;
+}
+
+/** The client was not the limit: its event loop on time, its CPU not used up. */
+export function clientCheck(c: ClientEvidence, policy: Certification): CertificateCheck {
+  const name = "client";
+  const seen = `event-loop delay p99 ${c.loopDelayP99Ms.toFixed(0)} ms (max ${c.loopDelayMaxMs.toFixed(0)} ms), CPU ${(c.cpuShare * 100).toFixed(0)} % of a core`;
+  const late = c.loopDelayP99Ms > policy.maxClientLagMs;
+  const busy = c.cpuShare > policy.maxClientCpuShare;
+  if (late || busy)
+    return {
+      name,
+      ok: false,
+      detail: `client: ${seen}, over ${late ? `${policy.maxClientLagMs} ms` : `${(policy.maxClientCpuShare * 100).toFixed(0)} %`}: the benchmark process was the limit`,
+    };
+  return { name, ok: true, detail: seen };
+}
+
+/** Warm, and the server the same process from the level's start to its end. */
+export function steadyCheck(e: Pick<LevelEvidence, "before" | "after" | "warm">): CertificateCheck {
+  const name = "steady";
+  if (!e.warm) return { name, ok: false, detail: "no warmup succeeded before the level" };
+  if (e.before.ok && e.after.ok) {
+    const b = e.before.snapshot;
+    const a = e.after.snapshot;
+    if (b.processStartSeconds !== null && a.processStartSeconds !== null && a.processStartSeconds !== b.processStartSeconds)
+      return { name, ok: false, detail: "the server restarted during the level (its process start time changed)" };
+    if (a.generatedTokens < b.generatedTokens)
+      return { name, ok: false, detail: "the server restarted during the level (its counters went back)" };
+    return { name, ok: true, detail: "warm; the server ran through the level" };
+  }
+  return { name, ok: true, detail: "warm; no counters to tell a restart (the server watch saw none)" };
+}
+
+/** The certificate of a level from its samples, its runs and the evidence gathered around it. */
+export function certify(
+  level: {
+    mode: "closed" | "open";
+    level: number;
+    samples: RequestSample[];
+    runs: { samples: RequestSample[]; plannedRequestsPerSecond: number | null; sentRequestsPerSecond: number | null; durationSeconds: number }[];
+    maxTokens: number;
+  },
+  evidence: LevelEvidence,
+  policy: Certification,
+): Certificate {
+  const ok = level.samples.filter((s) => s.error === null);
+  const load =
+    level.mode === "closed"
+      ? // each run is its own closed loop: the worst run is the level's
+        worstOf(level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall)))
+      : openLoopLoad(level.samples, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
+  const checks: CertificateCheck[] = [
+    reconcile(
+      evidence,
+      {
+        requests: level.samples.length,
+        errors: level.samples.length - ok.length,
+        generatedTokens: ok.reduce((a, s) => a + s.completionTokens, 0),
+        maxTokens: level.maxTokens,
+      },
+      policy.tokenTolerance,
+    ),
+    load,
+    clientCheck(evidence.client, policy),
+    steadyCheck(evidence),
+  ];
+  return { certified: checks.every((c) => c.ok), checks };
+}
+
+function worstOf(checks: CertificateCheck[]): CertificateCheck {
+  return checks.find((c) => !c.ok) ?? checks[0] ?? { name: "load", ok: false, detail: "no run" };
+}
+
+/** "certified" or "not certified: <the failed checks>": the end of a level's line. */
+export function certificateText(c: Certificate | null | undefined): string {
+  if (!c) return "not certified: no evidence was gathered";
+  if (c.certified) return "certified";
+  return `not certified: ${c.checks
+    .filter((x) => !x.ok)
+    .map((x) => (x.detail.startsWith(x.name) || x.detail.startsWith("not ") ? x.detail : `${x.name}: ${x.detail}`))
+    .join("; ")}`;
+}

@@ -1,0 +1,125 @@
+/**
+ * The server's own count of what it served, read from its Prometheus /metrics: the other side of
+ * every figure the client counts. A benchmark level is reconciled (certificate.ts) by reading the
+ * counters before and after it and comparing their growth with what the client counted.
+ *
+ * The exposition format is parsed by parse-prometheus-text-format (a port of the Prometheus Python
+ * client's parser), not by a regex of ours. The metric names of each server are in one table below.
+ */
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import type { Agent } from "undici";
+import { describeError, fetchText } from "../transport/http";
+import { withTimeout } from "../transport/timers";
+
+/** The counters each server keeps, by name: generated tokens, prompt tokens, requests finished (null: not kept). */
+export const SERVER_COUNTERS = {
+  sglang: {
+    generated: "sglang:generation_tokens_total",
+    prompt: "sglang:prompt_tokens_total",
+    requests: "sglang:num_requests_total",
+  },
+  // llama-server --metrics counts tokens, not finished requests.
+  llamacpp: {
+    generated: "llamacpp:tokens_predicted_total",
+    prompt: "llamacpp:prompt_tokens_total",
+    requests: null,
+  },
+} as const;
+
+export type ServerDialect = keyof typeof SERVER_COUNTERS;
+
+/** What the counters said at one read, summed over the series of the model measured. */
+export interface CounterSnapshot {
+  dialect: ServerDialect;
+  generatedTokens: number;
+  promptTokens: number | null;
+  /** Null where the server keeps no request counter (llama.cpp). */
+  requests: number | null;
+  /** Generated tokens of every model the server labels (model_name), the one measured included. */
+  generatedByModel: Record<string, number>;
+  /** process_start_time_seconds where the server exposes it: a change is a restart. */
+  processStartSeconds: number | null;
+}
+
+export type CounterRead = { ok: true; snapshot: CounterSnapshot } | { ok: false; reason: string };
+
+interface ParsedFamily {
+  name: string;
+  metrics: { value?: string; labels?: Record<string, string> }[];
+}
+
+const MODEL_LABEL = "model_name";
+
+/**
+ * The counters of MODEL in an exposition text. Series labelled with another model_name are kept
+ * apart (generatedByModel); unlabelled series count for the model measured (one-model servers).
+ */
+export function parseCounters(text: string, model: string): CounterRead {
+  let families: ParsedFamily[];
+  try {
+    families = parsePrometheusTextFormat(text) as ParsedFamily[];
+  } catch (err) {
+    return { ok: false, reason: `its /metrics is not the Prometheus text format (${describeError(err)})` };
+  }
+  const byName = new Map(families.map((f) => [f.name, f]));
+  const dialect = (Object.keys(SERVER_COUNTERS) as ServerDialect[]).find((d) =>
+    byName.has(SERVER_COUNTERS[d].generated),
+  );
+  if (dialect === undefined)
+    return {
+      ok: false,
+      reason: `its /metrics has none of ${Object.values(SERVER_COUNTERS)
+        .map((n) => n.generated)
+        .join(", ")}`,
+    };
+  const names = SERVER_COUNTERS[dialect];
+  const generatedByModel: Record<string, number> = {};
+  for (const m of byName.get(names.generated)?.metrics ?? []) {
+    const owner = m.labels?.[MODEL_LABEL] ?? model;
+    generatedByModel[owner] = (generatedByModel[owner] ?? 0) + Number(m.value);
+  }
+  const sum = (name: string | null): number | null => {
+    if (name === null) return null;
+    const family = byName.get(name);
+    if (!family) return null;
+    const mine = family.metrics.filter((m) => (m.labels?.[MODEL_LABEL] ?? model) === model);
+    return mine.reduce((a, m) => a + Number(m.value), 0);
+  };
+  const generatedTokens = generatedByModel[model] ?? 0;
+  const start = byName.get("process_start_time_seconds")?.metrics[0]?.value;
+  const snapshot: CounterSnapshot = {
+    dialect,
+    generatedTokens,
+    promptTokens: sum(names.prompt),
+    requests: sum(names.requests),
+    generatedByModel,
+    processStartSeconds: start === undefined ? null : Number(start),
+  };
+  const values = [snapshot.generatedTokens, snapshot.promptTokens ?? 0, snapshot.requests ?? 0];
+  if (values.some((v) => !Number.isFinite(v)))
+    return { ok: false, reason: "its /metrics counters are not numbers" };
+  return { ok: true, snapshot };
+}
+
+/** Reads the counters of MODEL from BASE/metrics, bounded by TIMEOUT_MS; never throws. */
+export async function readCounters(
+  agent: Agent,
+  base: string,
+  model: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+  timeoutMs = 5_000,
+): Promise<CounterRead> {
+  try {
+    const reply = await withTimeout(
+      [signal],
+      timeoutMs,
+      () => `no answer within ${timeoutMs / 1000} s`,
+      (s) => fetchText(agent, `${base}/metrics`, { apiKey, signal: s }),
+    );
+    if (reply.status !== 200) return { ok: false, reason: `GET /metrics answered HTTP ${reply.status}` };
+    return parseCounters(reply.text, model);
+  } catch (err) {
+    return { ok: false, reason: `GET /metrics: ${describeError(err)}` };
+  }
+}
