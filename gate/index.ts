@@ -78,6 +78,14 @@ export { runComparison, type CompareOptions, type CompareResult } from "./measur
 export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
 export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
 export { WorkloadShapeSchema } from "./measurement/workload";
+export { fleetCounters, parseCounters, readCounters, SERVER_COUNTERS, type CounterRead } from "./measurement/server-counters";
+export {
+  certificateText,
+  CertificationSchema,
+  certify,
+  type Certificate,
+  type CertificateCheck,
+} from "./measurement/certificate";
 export { SloSchema } from "./measurement/goodput";
 export {
   answerDifference,

@@ -188,6 +188,8 @@ export async function create(inputs: Record<string, unknown>) {
   const result = await gate.bench(endpoint, plan, {
     signal,
     timeScale: input.timeScale ?? 1,
+    // The router keeps no token counts: the fleet's levels are reconciled with its workers' counters.
+    readCounters: (model: string, s: AbortSignal) => gate.fleetCounters(urls, model, input.apiKey, s),
     onProgress: (e) => {
       if (e.kind === "level")
         say(

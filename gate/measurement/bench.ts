@@ -13,7 +13,7 @@ import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
 import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
 import { judgeLevels } from "./saturation";
-import { readCounters } from "./server-counters";
+import { readCounters, type CounterRead } from "./server-counters";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
 import { shapedRequest, WorkloadShapeSchema } from "./workload";
@@ -68,6 +68,11 @@ export interface BenchHooks {
   signal?: AbortSignal;
   /** Simulated seconds per wall second of the server measured (absent: 1, real hardware). */
   timeScale?: number;
+  /**
+   * The server's counters where they are not at the endpoint's own /metrics: a fleet behind a
+   * router is reconciled with the sum of its workers' (fleetCounters). Absent: the endpoint's.
+   */
+  readCounters?: (model: string, signal: AbortSignal) => Promise<CounterRead>;
 }
 
 export interface BenchSamples {
@@ -222,6 +227,8 @@ interface Run extends Session {
   signal: AbortSignal;
   /** The caller's own signal (Ctrl-C), told apart from the deadline. */
   callerSignal: AbortSignal | undefined;
+  /** Where the level's certificate reads the server's counters (BenchHooks.readCounters). */
+  counters: BenchHooks["readCounters"];
   startedAt: string;
   progress: (event: BenchProgress) => void;
   totals: RunTotals;
@@ -270,6 +277,7 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
     levels,
     signal,
     callerSignal: hooks.signal,
+    counters: hooks.readCounters,
     startedAt,
     progress: hooks.onProgress ?? (() => undefined),
     // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
@@ -413,7 +421,10 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     clock: run.clock,
     signal,
     readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
-    readCounters: () => readCounters(run.agent, run.base, st.model, endpoint.apiKey, signal),
+    readCounters: () =>
+      run.counters
+        ? run.counters(st.model, signal)
+        : readCounters(run.agent, run.base, st.model, endpoint.apiKey, signal),
     // The sweep runs only after a warmup that succeeded (warmupStage stops the run otherwise).
     warm: samples.warmup?.error === null,
     model: st.model,

@@ -99,7 +99,7 @@ export interface LevelEvidence {
   timeScale: number;
 }
 
-const LOOP_RESOLUTION_MS = 10;
+const LOOP_RESOLUTION_MS = 20;
 /** Node's timers fire to the millisecond at best. */
 const TIMER_TICK_SECONDS = 0.001;
 
@@ -136,7 +136,11 @@ export function reconcile(
   const name = "reconciled";
   const { before, after } = evidence;
   if (!before.ok || !after.ok)
-    return { name, ok: false, detail: `not reconciled: ${before.ok ? "" : before.reason}${!before.ok && !after.ok && before.reason !== (after as { reason: string }).reason ? "; " : ""}${!after.ok && (before.ok || before.reason !== after.reason) ? after.reason : ""}` };
+    return {
+      name,
+      ok: false,
+      detail: `not reconciled: ${before.ok ? "" : before.reason}${!before.ok && !after.ok && before.reason !== (after as { reason: string }).reason ? "; " : ""}${!after.ok && (before.ok || before.reason !== after.reason) ? after.reason : ""}`,
+    };
   const b = before.snapshot;
   const a = after.snapshot;
   if (a.generatedTokens < b.generatedTokens || (a.requests ?? 0) < (b.requests ?? 0))
@@ -157,9 +161,10 @@ export function reconcile(
     return {
       name,
       ok: false,
-      detail: `the server generated ${count(generated)} tokens, the responses claimed ${count(claimed)}${otherNote}`,
+      detail: `not reconciled: the server generated ${count(generated)} tokens, the responses claimed ${count(claimed)}${otherNote}`,
     };
-  if (others.length > 0) return { name, ok: false, detail: `other models were served during the level${otherNote}` };
+  if (others.length > 0)
+    return { name, ok: false, detail: `not reconciled: other models were served during the level${otherNote}` };
   let requests = "";
   if (a.requests !== null && b.requests !== null) {
     const served = a.requests - b.requests;
@@ -168,7 +173,7 @@ export function reconcile(
       return {
         name,
         ok: false,
-        detail: `the server finished ${count(served)} requests, the client sent ${count(client.requests)}${client.errors > 0 ? ` (${count(client.errors)} failed)` : ""}: other clients on the server, or requests it did not count`,
+        detail: `not reconciled: the server finished ${count(served)} requests, the client sent ${count(client.requests)}${client.errors > 0 ? ` (${count(client.errors)} failed)` : ""}: other clients on the server, or requests it did not count`,
       };
     requests = `, ${count(served)} requests`;
   }
@@ -250,7 +255,12 @@ export function exponentialFit(
 export function openLoopLoad(
   samples: RequestSample[],
   rate: number,
-  runs: { samples: RequestSample[]; plannedRequestsPerSecond: number | null; sentRequestsPerSecond: number | null; durationSeconds: number }[],
+  runs: {
+    samples: RequestSample[];
+    plannedRequestsPerSecond: number | null;
+    sentRequestsPerSecond: number | null;
+    durationSeconds: number;
+  }[],
   shortfall: number,
   timeScale = 1,
 ): CertificateCheck {
@@ -315,7 +325,11 @@ export function steadyCheck(e: Pick<LevelEvidence, "before" | "after" | "warm">)
   if (e.before.ok && e.after.ok) {
     const b = e.before.snapshot;
     const a = e.after.snapshot;
-    if (b.processStartSeconds !== null && a.processStartSeconds !== null && a.processStartSeconds !== b.processStartSeconds)
+    if (
+      b.processStartSeconds !== null &&
+      a.processStartSeconds !== null &&
+      a.processStartSeconds !== b.processStartSeconds
+    )
       return { name, ok: false, detail: "the server restarted during the level (its process start time changed)" };
     if (a.generatedTokens < b.generatedTokens)
       return { name, ok: false, detail: "the server restarted during the level (its counters went back)" };
@@ -330,7 +344,12 @@ export function certify(
     mode: "closed" | "open";
     level: number;
     samples: RequestSample[];
-    runs: { samples: RequestSample[]; plannedRequestsPerSecond: number | null; sentRequestsPerSecond: number | null; durationSeconds: number }[];
+    runs: {
+      samples: RequestSample[];
+      plannedRequestsPerSecond: number | null;
+      sentRequestsPerSecond: number | null;
+      durationSeconds: number;
+    }[];
     maxTokens: number;
   },
   evidence: LevelEvidence,

@@ -8,7 +8,7 @@
  */
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import type { Agent } from "undici";
-import { describeError, fetchText } from "../transport/http";
+import { baseUrl, describeError, fetchText, makeAgent } from "../transport/http";
 import { withTimeout } from "../transport/timers";
 
 /** The counters each server keeps, by name: generated tokens, prompt tokens, requests finished (null: not kept). */
@@ -57,7 +57,7 @@ const MODEL_LABEL = "model_name";
 export function parseCounters(text: string, model: string): CounterRead {
   let families: ParsedFamily[];
   try {
-    families = parsePrometheusTextFormat(text) as ParsedFamily[];
+    families = parsePrometheusTextFormat(text);
   } catch (err) {
     return { ok: false, reason: `its /metrics is not the Prometheus text format (${describeError(err)})` };
   }
@@ -96,8 +96,7 @@ export function parseCounters(text: string, model: string): CounterRead {
     processStartSeconds: start === undefined ? null : Number(start),
   };
   const values = [snapshot.generatedTokens, snapshot.promptTokens ?? 0, snapshot.requests ?? 0];
-  if (values.some((v) => !Number.isFinite(v)))
-    return { ok: false, reason: "its /metrics counters are not numbers" };
+  if (values.some((v) => !Number.isFinite(v))) return { ok: false, reason: "its /metrics counters are not numbers" };
   return { ok: true, snapshot };
 }
 
@@ -122,4 +121,44 @@ export async function readCounters(
   } catch (err) {
     return { ok: false, reason: `GET /metrics: ${describeError(err)}` };
   }
+}
+
+/**
+ * The counters of a fleet: each worker's, summed. A router balances the requests over its workers
+ * and keeps no token counts of its own, so what the fleet served is what its workers counted. A
+ * worker whose counters cannot be read leaves the fleet not reconciled, named.
+ */
+export async function fleetCounters(
+  workers: string[],
+  model: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+): Promise<CounterRead> {
+  const agent = makeAgent(Math.max(1, workers.length));
+  let reads: CounterRead[];
+  try {
+    reads = await Promise.all(workers.map((w) => readCounters(agent, baseUrl(w), model, apiKey, signal)));
+  } finally {
+    void agent.destroy().catch(() => undefined);
+  }
+  const failed = reads.flatMap((r, i) => (r.ok ? [] : [`${workers[i]}: ${r.reason}`]));
+  if (failed.length > 0) return { ok: false, reason: `a worker's counters could not be read (${failed.join("; ")})` };
+  const snapshots = reads.map((r) => (r as { ok: true; snapshot: CounterSnapshot }).snapshot);
+  const add = (pick: (s: CounterSnapshot) => number | null) =>
+    snapshots.some((s) => pick(s) === null) ? null : snapshots.reduce((a, s) => a + (pick(s) ?? 0), 0);
+  const generatedByModel: Record<string, number> = {};
+  for (const s of snapshots)
+    for (const [m, v] of Object.entries(s.generatedByModel)) generatedByModel[m] = (generatedByModel[m] ?? 0) + v;
+  return {
+    ok: true,
+    snapshot: {
+      dialect: snapshots[0].dialect,
+      generatedTokens: add((s) => s.generatedTokens) ?? 0,
+      promptTokens: add((s) => s.promptTokens),
+      requests: add((s) => s.requests),
+      generatedByModel,
+      // Several processes: a restart shows as counters going back, not as one start time.
+      processStartSeconds: null,
+    },
+  };
 }

@@ -48,6 +48,10 @@ describe("bench against the simulator", () => {
     const after = await truth(sim.url);
     expect(r.complete).toBe(true);
     expect(r.sweep.map((l) => l.concurrency)).toEqual([8, 24]);
+    // Failed requests do not unsettle the reconciliation: the server may have generated tokens for
+    // a stream it cut, and finished no request for a 500; the client counts neither.
+    for (const level of r.sweep)
+      expect(level.certificate?.checks[0], JSON.stringify(level.certificate)).toMatchObject({ ok: true });
     const errors =
       r.sweep.reduce((a, l) => a + l.errors, 0) +
       r.singleRequest.reduce((a, s) => a + s.errors, 0) +
@@ -98,6 +102,15 @@ describe("bench against the simulator", () => {
       },
     );
     expect([...edges.keys()]).toEqual([8, 32, 64]);
+    // Issue 26.2: each level reconciled with the simulator's SGLang counters (its /metrics), certified.
+    for (const level of r.sweep) {
+      expect(level.certificate, JSON.stringify(level.certificate)).toMatchObject({ certified: true });
+      expect(level.certificate!.checks[0].detail).toMatch(
+        new RegExp(
+          `^the server's sglang counters: [\\d,]+ tokens generated, ${level.concurrency * 2} requests, as the client counted$`,
+        ),
+      );
+    }
     for (const level of r.sweep) {
       const edge = edges.get(level.concurrency)!;
       const [before, after] = await Promise.all([edge.start!, edge.end!]);

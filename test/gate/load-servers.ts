@@ -89,7 +89,11 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
     const claimed = n * (opts.usageClaims ?? 1);
     if (!opts.noUsage)
       res.write(
-        chunk({ model, choices: [], usage: { prompt_tokens: 5, completion_tokens: claimed, total_tokens: 5 + claimed } }),
+        chunk({
+          model,
+          choices: [],
+          usage: { prompt_tokens: 5, completion_tokens: claimed, total_tokens: 5 + claimed },
+        }),
       );
     // Counted as the request finishes, before its last bytes leave (SGLang counts in the tokenizer manager).
     counters.generated += n;

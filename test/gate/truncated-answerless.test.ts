@@ -30,7 +30,7 @@ describe("truncated completions are counted, shown, and planned from the tokens 
     const json = JSON.parse(readFileSync(file, "utf8")) as BenchResult;
     expect(json.sweep[0]).toMatchObject({ requests: 4, errors: 0, truncatedRequests: 4, completionTokens: 20 });
     expect(json.singleRequest[0]).toMatchObject({ truncatedRequests: 1, completionTokens: 5 });
-    expect(o.out()).toMatch(/^2\s.*\(4 cut short\)  certified$/m);
+    expect(o.out()).toMatch(/^2\s.*\(4 cut short\) {2}certified$/m);
     expect(o.out()).toContain(
       "note: C=2: 4/4 request(s) cut short before max_tokens 8 (finish_reason length: the context limit), 5 tokens per request on average",
     );
@@ -60,7 +60,7 @@ describe("answerless output is never capacity", () => {
     expect(json.sustainedOutputTokensPerSecond).toBe(0);
     expect(json.saturationVerdict).toMatch(/^no level produced a visible answer within the error budget of 1 %/);
     expect(json.saturationVerdict).toContain("C=2 produced no visible answer");
-    expect(o.out()).toMatch(/^2\s.*\(no visible answer\)  certified$/m);
+    expect(o.out()).toMatch(/^2\s.*\(no visible answer\) {2}certified$/m);
     expect(o.out()).not.toMatch(/sustained \d/);
   }, 30_000);
 

@@ -4,6 +4,7 @@
  * The server's own books are the reference: its `usage`, its per-response `timings` (read by a
  * pass-through tap, timings-tap.ts) and its /metrics counters.
  */
+import type { Certificate } from "../../gate/measurement/certificate";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -48,7 +49,13 @@ interface BenchJson {
   complete: boolean;
   acceptanceLength: number | null;
   singleRequest: { maxTokens: number; outputTokensPerSecond: number; decodeTokensPerSecond: number | null }[];
-  sweep: { concurrency: number; outputTokensPerSecond: number; completionTokens: number; errors: number }[];
+  sweep: {
+    concurrency: number;
+    outputTokensPerSecond: number;
+    completionTokens: number;
+    errors: number;
+    certificate: Certificate | null;
+  }[];
   samples: {
     warmup: RequestSample;
     singleRequest: { maxTokens: number; requests: RequestSample[] }[];
@@ -95,6 +102,13 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     expect(r.model).toBe(MODEL_ALIAS);
     // llama-server has neither /get_server_info nor SGLang's acceptance gauge: not speculative, no number.
     expect(r.acceptanceLength).toBeNull();
+    // Issue 26.2: every level reconciled with llama-server's own counters (--metrics), certified.
+    for (const level of r.sweep) {
+      expect(level.certificate, JSON.stringify(level.certificate)).toMatchObject({ certified: true });
+      expect(level.certificate!.checks.find((c) => c.name === "reconciled")?.detail).toMatch(
+        /^the server's llamacpp counters: [\d,]+ tokens generated, as the client counted$/,
+      );
+    }
 
     const inOrder = [r.samples.warmup, ...r.samples.singleRequest.flatMap((x) => x.requests)];
     const c1 = r.samples.sweep.find((l) => l.concurrency === 1)!.requests;
