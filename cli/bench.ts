@@ -87,7 +87,10 @@ Ctrl-C stops it within seconds. ${API_KEY_USAGE}`,
     [EXIT.usage, "usage"],
     [EXIT.errorBudget, "a sweep level broke the error budget"],
     [EXIT.incomplete, "the deadline cut the run"],
-    [EXIT.uncertified, "a level was not certified (--certify require): its figures are excluded, the table names the failed checks"],
+    [
+      EXIT.uncertified,
+      "a level was not certified (--certify require): its figures are excluded, the table names the failed checks",
+    ],
     [EXIT.interrupted, "interrupted"],
   ],
 } as const satisfies CommandSpec;

@@ -78,7 +78,13 @@ export { runComparison, type CompareOptions, type CompareResult } from "./measur
 export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
 export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
 export { WorkloadShapeSchema } from "./measurement/workload";
-export { fleetCounters, parseCounters, readCounters, SERVER_COUNTERS, type CounterRead } from "./measurement/server-counters";
+export {
+  fleetCounters,
+  parseCounters,
+  readCounters,
+  SERVER_COUNTERS,
+  type CounterRead,
+} from "./measurement/server-counters";
 export {
   certificateText,
   CertificationSchema,

@@ -18,7 +18,13 @@ export function csvCell(v: number | string | boolean | null | undefined): string
 /** The certificate as two cells: certified (true/false/empty) and the failed checks' details. */
 function certificateCells(c: Certificate | null | undefined): [boolean | null, string] {
   if (!c) return [null, "no evidence was gathered"];
-  return [c.certified, c.checks.filter((x) => !x.ok).map((x) => `${x.name}: ${x.detail}`).join(" | ")];
+  return [
+    c.certified,
+    c.checks
+      .filter((x) => !x.ok)
+      .map((x) => `${x.name}: ${x.detail}`)
+      .join(" | "),
+  ];
 }
 
 export function benchCsv(sweep: LevelSummary[]): string {
