@@ -10,6 +10,7 @@
  * service's unit (sglang-<service>.service). The identity command's output is hashed: a service
  * whose unit did not change is not measured again (--cache, default .gpuhost/compare-cache.json).
  */
+import { uncertifiedFigure } from "../gate/measurement/saturation";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -151,6 +152,7 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
     [EXIT.ok, "a comparison was made"],
     [EXIT.failed, "no service could be compared, or an error"],
     [EXIT.errorBudget, "a level broke the error budget (it counts for nothing)"],
+    [EXIT.uncertified, "a level was not certified (--certify require): it counts for nothing, its line says why"],
     [EXIT.usage, "usage"],
     [EXIT.interrupted, "interrupted"],
   ],
@@ -295,6 +297,12 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     );
     if (!result.comparison) return EXIT.failed;
     // As bench: a level over the error budget is excluded from every figure, and the run says so.
-    return result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget)) ? EXIT.errorBudget : EXIT.ok;
+    if (result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget))) return EXIT.errorBudget;
+    // As bench: a level that is not certified is excluded from every figure, and the run says so.
+    const errorBudget = BenchPlanSchema.parse({ errorBudget: values["error-budget"] }).errorBudget;
+    return values.certify !== "report" &&
+      result.outcomes.some((o) => o.sweep.some((l) => uncertifiedFigure(l, errorBudget)))
+      ? EXIT.uncertified
+      : EXIT.ok;
   });
 }

@@ -1,6 +1,7 @@
 // The fleet as a table for a terminal (demo, README): per worker its share of the router's requests
 // and its own sustained figure, the fleet total through the router with its 95 % interval over the
 // runs, scaling efficiency and the plan.
+import { certificateText } from "../gate/measurement/certificate";
 import type { FleetOutputs } from "../stack/outputs";
 
 const num = (v: number | null | undefined, digits = 1): string =>
@@ -37,6 +38,17 @@ export function fleetTable(f: FleetOutputs): string {
     widths.map((w) => "-".repeat(w)).join("  "),
     line(rows[rows.length - 1]),
     ...f.leftOut.map((l) => `left out: ${l.name} (${l.reason})`),
+    // Each level's certificate (reconciled with the workers' summed counters); state from before has none.
+    ...(f.sweep.some((l) => l.certificate !== undefined)
+      ? [
+          `levels: ${f.sweep
+            .map(
+              (l) =>
+                `${l.offeredRequestsPerSecond == null ? `C=${l.concurrency}` : `${l.offeredRequestsPerSecond} req/s offered`} ${certificateText(l.certificate)}`,
+            )
+            .join("; ")}`,
+        ]
+      : []),
     `scaling efficiency: ${f.scalingEfficiency === null ? "-" : `${(f.scalingEfficiency * 100).toFixed(0)} %`} (fleet ${num(f.sustainedOutputTokensPerSecond)} over the hosts' own ${num(f.hostsSustainedOutputTokensPerSecond)} tok/s)`,
     `plan: ${p.totalOutputTokens.toLocaleString("en-US")} output tokens take ${num(p.daysForJob)} days on these ${p.hosts} hosts; the ${p.deadlineDays}-day deadline needs ${p.hostsForDeadline ?? "-"} (${p.hostsMissing === null ? "-" : p.hostsMissing === 0 ? "none missing" : `${p.hostsMissing} missing`})`,
     ...f.drift.map((d) => `drift: ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}`),

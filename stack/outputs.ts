@@ -3,7 +3,7 @@
 // here does not compile), and readers of `pulumi stack output --json` (capacity plans, other stacks
 // through StackReference) can parse with it. No Pulumi import.
 import { z } from "zod";
-import { ServiceComparisonOutputsSchema } from "../gate/reports/outputs";
+import { CertificateOutputSchema, ServiceComparisonOutputsSchema } from "../gate/reports/outputs";
 import { VerifiedGenerationOutputsSchema } from "../gate/reports/outputs";
 import { HostSchema } from "./config";
 import { driftSchema } from "../components/drift/schema";
@@ -99,6 +99,9 @@ export const FleetOutputsSchema = z
           outputTokensPerSecond: z.number(),
           requests: z.number(),
           errors: z.number(),
+          certificate: CertificateOutputSchema.optional().describe(
+            "the level's validity certificate, reconciled with the workers' summed counters; absent: state from before",
+          ),
         }),
       )
       .describe("The fleet benchmark through the router, per level: the host's concurrency levels or rates x workers"),

@@ -7,6 +7,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
+import type { Certificate } from "../../gate/measurement/certificate";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
 import type { FleetWorkers } from "../router";
 import type { Drift } from "../drift/schema";
@@ -59,6 +60,8 @@ export class FleetVerification extends pulumi.dynamic.Resource {
       outputTokensPerSecond: number;
       requests: number;
       errors: number;
+      /** The level's validity certificate (gate/measurement/certificate.ts); absent: recorded before certificates. */
+      certificate?: Certificate | null;
     }>
   >;
   declare public readonly saturationConcurrency: pulumi.Output<number | null>;

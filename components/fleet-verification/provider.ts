@@ -237,6 +237,8 @@ export async function create(inputs: Record<string, unknown>) {
       outputTokensPerSecond: l.outputTokensPerSecond,
       requests: l.requests,
       errors: l.errors,
+      // Reconciled with the workers' summed counters (gate.fleetCounters).
+      certificate: l.certificate,
     })),
     saturationConcurrency: result.saturationConcurrency,
     saturated: result.saturated,

@@ -3,6 +3,7 @@
  * the capacity plan per service, as text; and a JSON document without the raw samples (they stay
  * in the cache file). The CSV is csv.ts's, the chart chart.ts's.
  */
+import { certificateText } from "../measurement/certificate";
 import { SERVICE_LABEL, type Comparison } from "../measurement/compare";
 import type { CompareResult } from "../measurement/compare-run";
 import { levelPhrase } from "../measurement/levels";
@@ -40,7 +41,7 @@ export function compareText(r: CompareResult, rooflineAt?: (concurrency: number)
           ? ` achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"}${l.keptUp === false ? " (saturated)" : ""}`
           : "";
       lines.push(
-        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${duration(l.ttftP95Seconds).padEnd(10)} ${duration(l.ttfaP95Seconds).padEnd(10)} ${duration(l.itlPerTokenP50Seconds).padEnd(12)} ${duration(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${rooflineAt ? `${l.mode === "open" ? "-" : `${((100 * l.throughput.mean) / rooflineAt(l.level)).toFixed(0)} %`}`.padEnd(9) + " " : ""}${l.errors}/${l.requests}${budget}${behind}`,
+        `  ${String(l.level).padEnd(7)} ${`${num(l.throughput.mean)}${ci}`.padEnd(21)} ${num(l.goodput.mean).padEnd(9)} ${duration(l.ttftP95Seconds).padEnd(10)} ${duration(l.ttfaP95Seconds).padEnd(10)} ${duration(l.itlPerTokenP50Seconds).padEnd(12)} ${duration(l.e2eP50Seconds).padEnd(10)} ${(l.acceptanceLength?.toFixed(2) ?? "-").padEnd(7)} ${rooflineAt ? `${l.mode === "open" ? "-" : `${((100 * l.throughput.mean) / rooflineAt(l.level)).toFixed(0)} %`}`.padEnd(9) + " " : ""}${l.errors}/${l.requests}${budget}${behind}  ${certificateText(l.certificate)}`,
       );
     }
     lines.push("");

@@ -77,6 +77,7 @@ it("pulumi up compares the three services, records the table and leaves the winn
     expect(x.failure).toBeNull();
     expect(x.sweep.map((l) => l.level)).toEqual([1, 4, 16, 32]);
     for (const l of x.sweep) expect(l.outputTokensPerSecond).toBeGreaterThan(0);
+    for (const l of x.sweep) expect(l.certificate?.certified, JSON.stringify(l.certificate)).toBe(true);
     expect(x.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     if (x.service === "autoregressive") expect(x.acceptanceLength).toBeNull();
     else expect(x.acceptanceLength).toBeGreaterThan(1.5);

@@ -202,6 +202,9 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     expect(f.drift).toEqual([]);
     for (const w of f.registered) expect(w.requests).toBeGreaterThan(0);
     expect(f.sweep.map((l) => l.concurrency)).toEqual([8, 16, 32]);
+    // The router keeps no token counts: each fleet level is reconciled with its workers' summed counters.
+    for (const level of f.sweep)
+      expect(level.certificate?.checks[0], JSON.stringify(level.certificate)).toMatchObject({ ok: true });
     expect(f.plan.hosts).toBe(2);
   }, 900_000);
 

@@ -53,6 +53,11 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     expect(out.nvccVersion).toMatch(/^V13\.0\./);
     expect(out.sweep.map((l) => l.concurrency)).toEqual([4, 8, 16, 32]);
     for (const level of out.sweep) expect(level.outputTokensPerSecond).toBeGreaterThan(0);
+    // Issue 26.2: each level's certificate is a stack output, reconciled with the host's counters.
+    for (const level of out.sweep) {
+      expect(level.certificate?.certified, JSON.stringify(level.certificate)).toBe(true);
+      expect(level.certificate?.checks[0].detail).toMatch(/^the server's sglang counters: /);
+    }
     expect(out.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(out.capacity.totalOutputTokens).toBe(900_000 * 2_000);
     expect(out.capacity.daysOnOneHost).toBeCloseTo(1.8e9 / (out.sustainedOutputTokensPerSecond * 86_400), 6);

@@ -63,6 +63,13 @@ describe("the story rehearsed on the published profile (npm run demo -- --profil
     expect(text).toMatch(
       /limiter: memory bandwidth; lever: more concurrency \(the KV cache holds \d+ sequences of 512 tokens\)$/m,
     );
+    // Issue 26: every figure of the demo's table carries its certificate, reconciled with the
+    // simulator's SGLang counters; the recommendation stands on certified levels only.
+    for (const o of result.outcomes)
+      for (const l of o.sweep)
+        expect(l.certificate?.certified, `${o.service} at ${l.level}: ${JSON.stringify(l.certificate)}`).toBe(true);
+    expect(text).toMatch(/ {2}certified$/m);
+    expect(text).not.toMatch(/not certified/);
     expect(fs.existsSync(path.join(out, "story-compare-published.json"))).toBe(true);
   }, 300_000);
 });
