@@ -242,6 +242,7 @@ async function verifyAndMeasure(
   const result = await gate.bench(endpoint, input.benchPlan ?? {}, {
     signal,
     timeScale: input.timeScale ?? 1,
+    acceptanceFloor: spec?.acceptanceFloor,
     onProgress: (e) => {
       if (e.kind === "stage") say(`bench ${e.stage}: ${e.detail}`);
       if (e.kind === "level")

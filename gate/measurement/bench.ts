@@ -73,6 +73,8 @@ export interface BenchHooks {
    * router is reconciled with the sum of its workers' (fleetCounters). Absent: the endpoint's.
    */
   readCounters?: (model: string, signal: AbortSignal) => Promise<CounterRead>;
+  /** Speculative services: each level's acceptance is certified against this floor. */
+  acceptanceFloor?: number;
 }
 
 export interface BenchSamples {
@@ -229,6 +231,7 @@ interface Run extends Session {
   callerSignal: AbortSignal | undefined;
   /** Where the level's certificate reads the server's counters (BenchHooks.readCounters). */
   counters: BenchHooks["readCounters"];
+  acceptanceFloor: number | null;
   startedAt: string;
   progress: (event: BenchProgress) => void;
   totals: RunTotals;
@@ -278,6 +281,7 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
     signal,
     callerSignal: hooks.signal,
     counters: hooks.readCounters,
+    acceptanceFloor: hooks.acceptanceFloor ?? null,
     startedAt,
     progress: hooks.onProgress ?? (() => undefined),
     // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
@@ -428,6 +432,7 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     // The sweep runs only after a warmup that succeeded (warmupStage stops the run otherwise).
     warm: samples.warmup?.error === null,
     model: st.model,
+    acceptanceFloor: run.acceptanceFloor,
     watch,
     maxInFlight: run.connections,
     onStart: (level, total) =>

@@ -97,6 +97,8 @@ export interface LevelEvidence {
   model: string;
   /** Host seconds per wall second (the samples are in host time). */
   timeScale: number;
+  /** Speculative services: the least acceptance length that counts as working; null: not speculative. */
+  acceptanceFloor: number | null;
 }
 
 const LOOP_RESOLUTION_MS = 20;
@@ -318,10 +320,26 @@ export function clientCheck(c: ClientEvidence, policy: Certification): Certifica
   return { name, ok: true, detail: seen };
 }
 
-/** Warm, and the server the same process from the level's start to its end. */
-export function steadyCheck(e: Pick<LevelEvidence, "before" | "after" | "warm">): CertificateCheck {
+/**
+ * Warm, the server the same process from the level's start to its end, and for a speculative
+ * service the level's acceptance length at or above its floor (speculation that collapsed measures
+ * another server than the one verified).
+ */
+export function steadyCheck(
+  e: Pick<LevelEvidence, "before" | "after" | "warm"> & Partial<Pick<LevelEvidence, "acceptanceFloor">>,
+  acceptanceLength: number | null = null,
+): CertificateCheck {
   const name = "steady";
   if (!e.warm) return { name, ok: false, detail: "no warmup succeeded before the level" };
+  const floor = e.acceptanceFloor ?? null;
+  if (floor !== null && acceptanceLength !== null && acceptanceLength < floor)
+    return {
+      name,
+      ok: false,
+      detail: `speculative acceptance ${acceptanceLength.toFixed(2)} tokens per step at this level, below the floor ${floor}: the draft no longer helps`,
+    };
+  const accept =
+    floor !== null && acceptanceLength !== null ? `; acceptance ${acceptanceLength.toFixed(2)} (floor ${floor})` : "";
   if (e.before.ok && e.after.ok) {
     const b = e.before.snapshot;
     const a = e.after.snapshot;
@@ -333,9 +351,9 @@ export function steadyCheck(e: Pick<LevelEvidence, "before" | "after" | "warm">)
       return { name, ok: false, detail: "the server restarted during the level (its process start time changed)" };
     if (a.generatedTokens < b.generatedTokens)
       return { name, ok: false, detail: "the server restarted during the level (its counters went back)" };
-    return { name, ok: true, detail: "warm; the server ran through the level" };
+    return { name, ok: true, detail: `warm; the server ran through the level${accept}` };
   }
-  return { name, ok: true, detail: "warm; no counters to tell a restart (the server watch saw none)" };
+  return { name, ok: true, detail: `warm; no counters to tell a restart (the server watch saw none)${accept}` };
 }
 
 /** The certificate of a level from its samples, its runs and the evidence gathered around it. */
@@ -351,6 +369,7 @@ export function certify(
       durationSeconds: number;
     }[];
     maxTokens: number;
+    acceptanceLength?: number | null;
   },
   evidence: LevelEvidence,
   policy: Certification,
@@ -374,7 +393,7 @@ export function certify(
     ),
     load,
     clientCheck(evidence.client, policy),
-    steadyCheck(evidence),
+    steadyCheck(evidence, level.acceptanceLength ?? null),
   ];
   return { certified: checks.every((c) => c.ok), checks };
 }

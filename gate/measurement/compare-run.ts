@@ -220,6 +220,7 @@ async function measureService(
       certification: judgement.certification,
       slo: opts.slo,
     },
+    acceptanceFloor: draft ? (draft.acceptanceFloor ?? opts.acceptanceFloor) : null,
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
   out.sweep = measured.sweep;

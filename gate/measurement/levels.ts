@@ -276,7 +276,11 @@ export function summarizeSweepLevel(
     itlPerTokenP95Seconds: percentile(itl, 95),
     acceptanceLength,
     certificate: evidence
-      ? certify({ mode, level, samples: all, runs, maxTokens: evidence.maxTokens }, evidence, judgement.certification)
+      ? certify(
+          { mode, level, samples: all, runs, maxTokens: evidence.maxTokens, acceptanceLength },
+          evidence,
+          judgement.certification,
+        )
       : null,
     runs,
     ...answerStats(all),

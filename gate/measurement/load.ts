@@ -308,6 +308,8 @@ export interface SweepLoad {
   warm: boolean;
   /** The model the requests ask for: the counters' model_name. */
   model: string;
+  /** Speculative services: the acceptance floor each level's acceptance is held against; absent: none. */
+  acceptanceFloor?: number | null;
   /** The server's watch: the sweep stops once the server is gone (the level it died in is kept). */
   watch: ServerWatch;
   /** Open loop: requests in flight at most (sweepConnections). */
@@ -385,6 +387,7 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
         model: load.model,
         maxTokens,
         timeScale: load.clock.timeScale,
+        acceptanceFloor: load.acceptanceFloor ?? null,
       },
     };
     out.push(samples);
@@ -432,6 +435,8 @@ export interface MeasureOptions {
   /** Simulated seconds per wall second of the server measured (1 on real hardware). */
   timeScale: number;
   judgement: LevelJudgement;
+  /** Speculative services: the acceptance floor each level is certified against. */
+  acceptanceFloor?: number | null;
   signal?: AbortSignal;
   onLevel?: (level: SweepLevel) => void;
 }
@@ -525,6 +530,7 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
       // checks are the warmup.
       warm: true,
       model,
+      acceptanceFloor: opts.acceptanceFloor ?? null,
       onLevel: (l) => opts.onLevel?.(summarize(l)),
       watch,
       maxInFlight: connections,

@@ -11,7 +11,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
-import { bench } from "../../gate/index";
+import { bench, verify } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
 import {
   clientCheck,
@@ -19,10 +19,13 @@ import {
   CertificationSchema,
   exponentialFit,
   reconcile,
+  steadyCheck,
 } from "../../gate/measurement/certificate";
 import { parseCounters, type CounterRead } from "../../gate/measurement/server-counters";
 import type { RequestSample } from "../../gate/measurement/stream";
 import { poissonArrivals } from "../../gate/measurement/workload";
+import { startSimulator } from "../../simulator/index";
+import { loadProfile, withSpeculative } from "../../simulator/profile";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 
@@ -241,26 +244,82 @@ describe("gpuhost bench: a level that cannot show its proof is never a figure", 
   }, 60_000);
 
   it("a client that is its own limit (its core used up by its own work): 'client', never a figure", async () => {
-    const server = await start({ tokens: 64, chunkMs: 1 });
-    // The benchmark process starved of its core: between its own turns it burns 20 ms of CPU every
-    // millisecond, as a client parsing far more than it can, or a busy process it shares.
-    const hog = setInterval(() => {
-      const until = performance.now() + 20;
-      while (performance.now() < until);
-    }, 1);
+    const server = await start({ tokens: 8, chunkMs: 1 });
+    // The benchmark process at its limit during the level: between its own turns it burns 250 ms
+    // of CPU every millisecond, as a client parsing far more than it can, or a busy process it
+    // shares. Its event loop is then late by that much however many other processes share the
+    // machine (on a loaded machine later still).
+    let hog: NodeJS.Timeout | undefined;
     let r: BenchResult;
     try {
       r = await bench(
         { url: server.url, model: "m" },
-        { concurrency: [4], requestsPerConcurrency: 4, singleRequestMaxTokens: [], sweepMaxTokens: 64 },
+        { concurrency: [2], requestsPerConcurrency: 1, singleRequestMaxTokens: [], sweepMaxTokens: 8 },
+        {
+          onProgress: (e) => {
+            if (e.kind === "stage" && e.stage === "sweep")
+              hog = setInterval(() => {
+                const until = performance.now() + 250;
+                while (performance.now() < until);
+              }, 1);
+            if (e.kind === "level") clearInterval(hog);
+          },
+        },
       );
     } finally {
       clearInterval(hog);
     }
     const client = r.sweep[0].certificate!.checks.find((c) => c.name === "client")!;
     expect(client.ok, client.detail).toBe(false);
-    expect(client.detail).toMatch(/^client: .*CPU \d+ % of a core, over 90 %: the benchmark process was the limit$/);
+    expect(client.detail).toMatch(/^client: event-loop delay p99 \d+ ms .*: the benchmark process was the limit$/);
     expect(r.sustainedOutputTokensPerSecond).toBe(0);
     expect(r.saturationVerdict).toMatch(/client: .*the benchmark process was the limit/);
   }, 60_000);
+
+  it("a speculative service whose acceptance collapsed under load (the simulator's fault): 'steady' fails beside the floor", async () => {
+    const profile = withSpeculative(loadProfile("tiny"), { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3" });
+    const sim = await startSimulator({
+      profile,
+      port: 0,
+      timeScale: 10,
+      log: () => undefined,
+      faults: ["acceptance-collapse"],
+    });
+    try {
+      // the simulator loads its weights first (503 meanwhile), as SGLang does
+      expect((await verify({ url: sim.url }, { deadlineSeconds: 20 })).ready).toBe(true);
+      const r = await bench(
+        { url: sim.url },
+        { concurrency: [2], requestsPerConcurrency: 2, singleRequestMaxTokens: [], sweepMaxTokens: 64 },
+        { timeScale: 10, acceptanceFloor: 1.5 },
+      );
+      expect(r.sweep, r.stopReason ?? "").toHaveLength(1);
+      const steady = r.sweep[0].certificate!.checks.find((c) => c.name === "steady")!;
+      expect(steady).toMatchObject({ ok: false });
+      expect(steady.detail).toMatch(
+        /^speculative acceptance 1\.00 tokens per step at this level, below the floor 1\.5/,
+      );
+      // the counters still reconcile: only the speculation is off
+      expect(r.sweep[0].certificate!.checks[0].ok).toBe(true);
+      expect(r.sustainedOutputTokensPerSecond).toBe(0);
+    } finally {
+      await sim.close();
+    }
+  }, 60_000);
+});
+
+describe("steady: warm, the same server, and speculation at or above its floor", () => {
+  const counters = sglang(10, 1);
+  it("passes with the acceptance named beside its floor; fails cold or below the floor", () => {
+    const e = { before: counters, after: sglang(20, 2), warm: true, acceptanceFloor: 1.5 };
+    expect(steadyCheck(e, 3.1)).toEqual({
+      name: "steady",
+      ok: true,
+      detail: "warm; the server ran through the level; acceptance 3.10 (floor 1.5)",
+    });
+    expect(steadyCheck({ ...e, warm: false }, 3.1).ok).toBe(false);
+    expect(steadyCheck(e, 1.2).ok).toBe(false);
+    // not speculative: no floor, nothing to hold the acceptance against
+    expect(steadyCheck({ ...e, acceptanceFloor: null }, null).ok).toBe(true);
+  });
 });
