@@ -22,7 +22,7 @@ import {
   apiKeyOption,
   defaultIo,
   EXIT,
-  mixOption,
+  workloadPlan,
   WORKLOAD_FLAGS,
   runCommand,
   schemaDefault,
@@ -117,11 +117,8 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
   return runCommand(BENCH, argv, io, async (values, signal) => {
     if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
     const plan = BenchPlanSchema.safeParse({
-      rate: values.rate,
+      ...workloadPlan(values),
       repeats: values.repeats,
-      mix: values.mix === undefined ? undefined : mixOption("mix", values.mix),
-      thinking: values.thinking === undefined ? undefined : values.thinking === "on",
-      slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
       concurrency: values.concurrency,
       // One flag for the output length: a run never asks for 64 tokens alone and 2048 in the sweep.
       singleRequestMaxTokens: values["max-tokens"],
@@ -131,7 +128,6 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
       errorBudget: values["error-budget"],
       deadlineSeconds: values.deadline,
       requestTimeoutSeconds: values["request-timeout"],
-      certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
     });
     if (!plan.success) throw new UsageError(schemaIssues(plan.error));
     if (values.json) checkWritable("json", values.json);

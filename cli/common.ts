@@ -231,6 +231,27 @@ export function mixOption(name: string, v: string): Record<string, number> {
 }
 
 /**
+ * The plan fields WORKLOAD_FLAGS set, read once for `bench` and `compare`: the same flag is the same
+ * BenchPlan knob in both (gate/schema.ts), and each command adds its own around them.
+ */
+export function workloadPlan(values: {
+  rate?: number[];
+  mix?: string;
+  thinking?: string;
+  "slo-ttft"?: number;
+  "slo-itl"?: number;
+  certify?: string;
+}) {
+  return {
+    rate: values.rate,
+    mix: values.mix === undefined ? undefined : mixOption("mix", values.mix),
+    thinking: values.thinking === undefined ? undefined : values.thinking === "on",
+    slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
+    certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
+  };
+}
+
+/**
  * The workload rows that `bench` and `compare` share: request rates instead of concurrencies, the
  * prompt mix, thinking, and the SLO behind goodput. Each command adds its own defaults around them.
  */

@@ -22,16 +22,14 @@ import { compareJson, compareText } from "../gate/reports/compare-report";
 import { roofline } from "../physics/roofline";
 import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
 import { runComparison } from "../gate/measurement/compare-run";
-import { SloSchema } from "../gate/measurement/goodput";
 import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
-import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { MAX_TOKENS_BOUND } from "./bench";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
   apiKeyOption,
   defaultIo,
-  mixOption,
+  workloadPlan,
   WORKLOAD_FLAGS,
   EXIT,
   runCommand,
@@ -217,13 +215,18 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     for (const s of services)
       if (s !== "autoregressive" && !drafts[s])
         drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: "(not given)" };
-    const shape = WorkloadShapeSchema.safeParse({
-      mode: values.rate ? "open" : "closed",
-      ...(values.mix ? { mix: mixOption("mix", values.mix) } : {}),
-      ...(knobs.maxTokens ? { outputTokens: { distribution: "fixed", tokens: knobs.maxTokens } } : {}),
-      thinking: values.thinking === undefined ? null : values.thinking === "on",
+    // The host's one plan, from the flags bench reads the same way (cli/common.ts workloadPlan),
+    // over compare's own defaults: its levels, one request per slot, an hour per request.
+    const plan = BenchPlanSchema.safeParse({
+      ...workloadPlan(values),
+      concurrency: values.rate ? undefined : (values.concurrency ?? DEFAULT_LEVELS),
+      repeats: values.repeats,
+      sweepMaxTokens: knobs.maxTokens,
+      requestsPerConcurrency: knobs.requestsPerConcurrency,
+      requestTimeoutSeconds: 3600,
+      errorBudget: values["error-budget"],
     });
-    if (!shape.success) throw new UsageError(schemaIssues(shape.error));
+    if (!plan.success) throw new UsageError(schemaIssues(plan.error));
     const timeScale = values["time-scale"];
     const jobOptions = JobSchema.safeParse({
       purpose: values.purpose,
@@ -252,25 +255,13 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         services,
         drafts,
         acceptanceFloor: AcceptanceFloorSchema.parse(values["acceptance-floor"]),
-        shape: shape.data,
-        slo: SloSchema.parse({
-          ttftSeconds: values["slo-ttft"],
-          itlSeconds: values["slo-itl"],
-        }),
-        levels: values.rate ?? values.concurrency ?? DEFAULT_LEVELS,
-        requestsPerLevel: knobs.requestsPerConcurrency,
-        repeats: values.repeats,
-        requestTimeoutSeconds: 3600,
+        plan: plan.data,
         timeScale,
         verifyPolicy: { deadlineSeconds: 1800 / timeScale + 60, thinkingToggle: true },
         job: jobOptions.data,
         auto: values.auto === true,
         restore: service(values.restore),
         cacheFile: values.cache,
-        judgement: BenchPlanSchema.parse({
-          errorBudget: values["error-budget"],
-          certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
-        }),
       },
       {
         activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),
@@ -299,9 +290,8 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     // As bench: a level over the error budget is excluded from every figure, and the run says so.
     if (result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget))) return EXIT.errorBudget;
     // As bench: a level that is not certified is excluded from every figure, and the run says so.
-    const errorBudget = BenchPlanSchema.parse({ errorBudget: values["error-budget"] }).errorBudget;
-    return values.certify !== "report" &&
-      result.outcomes.some((o) => o.sweep.some((l) => uncertifiedFigure(l, errorBudget)))
+    return plan.data.certification.require &&
+      result.outcomes.some((o) => o.sweep.some((l) => uncertifiedFigure(l, plan.data.errorBudget)))
       ? EXIT.uncertified
       : EXIT.ok;
   });

@@ -19,8 +19,7 @@ import { findGpu } from "../physics/gpus";
 import { modelFacts } from "../physics/model-config";
 import { roofline, rooflineLines } from "../physics/roofline";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
-import { SloSchema } from "../gate/measurement/goodput";
-import { WorkloadShapeSchema } from "../gate/measurement/workload";
+import { BenchPlanSchema, type BenchPlanInput } from "../gate/schema";
 import { freeLocalPort } from "../ports";
 import { loadProfile } from "../simulator/profile";
 import { SwitchableSimHost } from "../simulator/switchable";
@@ -80,6 +79,8 @@ export interface StoryOptions {
   outputTokens: number;
   outDir: string;
   say: (line: string) => void;
+  /** The certificate's policy (default: the schema's, uncertified levels are no figure). */
+  certification?: BenchPlanInput["certification"];
 }
 
 export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
@@ -111,16 +112,16 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
         },
         acceptanceFloor: 1.5,
         // Training-data generation: chat and code prompts, thinking off, ~2,000-token completions.
-        shape: WorkloadShapeSchema.parse({
+        plan: BenchPlanSchema.parse({
           mix: { chat: 1, code: 1 },
-          outputTokens: { distribution: "fixed", tokens: o.outputTokens },
+          sweepMaxTokens: o.outputTokens,
           thinking: false,
+          concurrency: o.levels,
+          requestsPerConcurrency: 1,
+          repeats: 1,
+          requestTimeoutSeconds: 7200,
+          certification: o.certification,
         }),
-        slo: SloSchema.parse({}),
-        levels: o.levels,
-        requestsPerLevel: 1,
-        repeats: 1,
-        requestTimeoutSeconds: 7200,
         timeScale: o.timeScale,
         // Loading 548 GB takes 330-660 s of host time; the gate's deadline is in wall time.
         verifyPolicy: { deadlineSeconds: 900 / o.timeScale + 60, thinkingToggle: true, probeTimeoutSeconds: 60 },

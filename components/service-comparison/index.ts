@@ -8,7 +8,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { ServiceComparisonOutputs } from "../../gate/reports/outputs";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
-import { WorkloadShapeSchema } from "../../gate/measurement/workload";
 import { callTimeProvider } from "../call-time-provider";
 import type { HostConnectionInput } from "../host/script";
 import { gateTunnel, gateUrl } from "../services/endpoint";
@@ -84,27 +83,9 @@ export function comparisonArgs(src: ComparisonSources): ServiceComparisonArgs {
     services,
     drafts,
     plan: {
-      shape: WorkloadShapeSchema.parse({
-        outputTokens: { distribution: "fixed", tokens: bench.sweepMaxTokens },
-        ignoreEos: bench.ignoreEos,
-        mode: bench.rate ? "open" : "closed",
-        ...(bench.mix ? { mix: bench.mix } : {}),
-        thinking: bench.thinking,
-      }),
-      slo: bench.slo,
-      levels: [...(bench.rate ?? bench.concurrency)],
-      requestsPerLevel: bench.requestsPerConcurrency,
-      repeats: bench.repeats,
-      requestTimeoutSeconds: bench.requestTimeoutSeconds,
+      // The host's one benchmark plan, as VerifiedGeneration takes it: no knob translated here.
+      plan: bench,
       timeScale: src.timeScale,
-      // Judged as VerifiedGeneration judges: the stack's error budget and knee, never the defaults.
-      judgement: {
-        errorBudget: bench.errorBudget,
-        kneeMinGain: bench.kneeMinGain,
-        kneeMaxTtftP95Seconds: bench.kneeMaxTtftP95Seconds,
-        rateShortfall: bench.rateShortfall,
-        certification: bench.certification,
-      },
       verifyPolicy: src.verification,
       job: {
         purpose: "batch" as const,

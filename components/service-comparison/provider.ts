@@ -49,19 +49,7 @@ const RESET_TIMEOUT_MS = 60_000;
 /** The comparison's knobs, parsed by the stack config: the gate's CompareOptions minus the per-call parts. */
 export type ComparisonPlan = Pick<
   CompareOptions,
-  | "shape"
-  | "slo"
-  | "levels"
-  | "requestsPerLevel"
-  | "repeats"
-  | "requestTimeoutSeconds"
-  | "timeScale"
-  | "verifyPolicy"
-  | "job"
-  | "auto"
-  | "restore"
-  | "acceptanceFloor"
-  | "judgement"
+  "plan" | "timeScale" | "verifyPolicy" | "job" | "auto" | "restore" | "acceptanceFloor"
 >;
 
 export interface ServiceComparisonInputs {
@@ -149,6 +137,8 @@ export async function create(inputs: Record<string, unknown>) {
     const run = gate.runComparison(
       {
         ...input.plan,
+        // The stack's plan as state holds it (JSON): parsed again, so every default is the schema's.
+        plan: gate.BenchPlanSchema.parse(input.plan.plan),
         endpoint: { url, model: input.endpoint.model, apiKey: input.apiKey },
         services: input.serviceKinds,
         drafts: input.drafts,

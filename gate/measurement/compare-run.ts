@@ -20,15 +20,14 @@ import {
   type ServiceMeasurement,
   type ServiceName,
 } from "./compare";
-import type { Slo } from "./goodput";
 import type { Endpoint } from "../transport/http";
-import { BenchPlanSchema, type BenchPlan, type VerifyPolicyInput } from "../schema";
+import type { BenchPlan, VerifyPolicyInput } from "../schema";
 import { levelName, type SweepLevel } from "./levels";
 import { measureSweep } from "./load";
 import { judgeLevels } from "./saturation";
 import { verdictOf } from "./verdict";
 import { verify, type GateHooks } from "../readiness/verify";
-import type { WorkloadShape } from "./workload";
+import { WorkloadShapeSchema, type WorkloadShape } from "./workload";
 
 export interface CompareHooks {
   /** Make `service` the one running service (its unit started, the others stopped). */
@@ -49,12 +48,12 @@ export interface CompareOptions {
   /** Draft of each speculative service, for the acceptance floor's message; its own floor, if it has one. */
   drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string; acceptanceFloor?: number }>>;
   acceptanceFloor: number;
-  shape: WorkloadShape;
-  slo: Slo;
-  levels: number[];
-  requestsPerLevel: number;
-  repeats: number;
-  requestTimeoutSeconds: number;
+  /**
+   * The host's one benchmark plan (gate/schema.ts), as VerifiedGeneration's benchmark takes it: the
+   * levels or rates, the requests' length, workload and thinking, the SLO, repeats, the request
+   * timeout and everything that judges a level (error budget, knee, shortfall, certification).
+   */
+  plan: BenchPlan;
   timeScale: number;
   verifyPolicy: VerifyPolicyInput;
   job: JobInput;
@@ -63,11 +62,6 @@ export interface CompareOptions {
   restore: ServiceName;
   /** JSON file of earlier measurements; absent: always measure. */
   cacheFile?: string;
-  /**
-   * The stack's (or the command line's) benchmark settings that judge the levels: the error budget,
-   * the knee, the open-loop shortfall. Absent: the schema's defaults (gate/schema.ts).
-   */
-  judgement?: Judgement;
 }
 
 /** What judges a level and a sweep: the same settings as VerifiedGeneration's benchmark. */
@@ -77,15 +71,22 @@ export type Judgement = Pick<
 >;
 
 function judgementOf(opts: CompareOptions): Judgement {
-  const d = BenchPlanSchema.parse({});
-  const j = opts.judgement;
-  return {
-    errorBudget: j?.errorBudget ?? d.errorBudget,
-    kneeMinGain: j?.kneeMinGain ?? d.kneeMinGain,
-    kneeMaxTtftP95Seconds: j?.kneeMaxTtftP95Seconds ?? d.kneeMaxTtftP95Seconds,
-    rateShortfall: j?.rateShortfall ?? d.rateShortfall,
-    certification: j?.certification ?? d.certification,
-  };
+  const { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification } = opts.plan;
+  return { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification };
+}
+
+/**
+ * The comparison's workload from the plan: the same i-th request on every service, of the plan's
+ * length, mix and thinking, in the plan's loop (rates: open).
+ */
+export function planShape(plan: BenchPlan): WorkloadShape {
+  return WorkloadShapeSchema.parse({
+    outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
+    ignoreEos: plan.ignoreEos,
+    mode: plan.rate ? "open" : "closed",
+    ...(plan.mix ? { mix: plan.mix } : {}),
+    thinking: plan.thinking,
+  });
 }
 
 export interface ServiceOutcome {
@@ -118,10 +119,10 @@ function readCache(file: string | undefined): Cache {
 }
 
 function measurementKey(opts: CompareOptions, identity: string): string {
-  const { shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor } = opts;
-  // The judgement too: each cached level carries its verdicts (within the budget, kept up).
-  const judgement = judgementOf(opts);
-  const what = { identity, shape, slo, levels, requestsPerLevel, repeats, timeScale, acceptanceFloor, judgement };
+  const { plan, timeScale, acceptanceFloor } = opts;
+  // The whole plan, its judgement too: each cached level carries its verdicts (within the budget,
+  // kept up, certified).
+  const what = { identity, plan, timeScale, acceptanceFloor };
   return createHash("sha256").update(JSON.stringify(what)).digest("hex");
 }
 
@@ -208,17 +209,17 @@ async function measureService(
   }
   const judgement = judgementOf(opts);
   const measured = await measureSweep(opts.endpoint, ready.model, {
-    shape: opts.shape,
-    levels: opts.levels,
-    requestsPerLevel: opts.requestsPerLevel,
-    repeats: opts.repeats,
-    requestTimeoutSeconds: opts.requestTimeoutSeconds,
+    shape: planShape(opts.plan),
+    levels: [...(opts.plan.rate ?? opts.plan.concurrency)],
+    requestsPerLevel: opts.plan.requestsPerConcurrency,
+    repeats: opts.plan.repeats,
+    requestTimeoutSeconds: opts.plan.requestTimeoutSeconds,
     timeScale: opts.timeScale,
     judgement: {
       errorBudget: judgement.errorBudget,
       rateShortfall: judgement.rateShortfall,
       certification: judgement.certification,
-      slo: opts.slo,
+      slo: opts.plan.slo,
     },
     acceptanceFloor: draft ? (draft.acceptanceFloor ?? opts.acceptanceFloor) : null,
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),

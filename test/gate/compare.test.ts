@@ -3,6 +3,7 @@
  * command lines run in turn through the stand-in sglang on one port (one active at a time), the same
  * workload is measured on each, and the comparison finds the crossovers where the profile puts them.
  */
+import { BenchPlanSchema } from "../../gate/schema";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -12,9 +13,7 @@ import { ServicesSchema, type ServiceKind } from "../../components/services/sche
 import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/readiness/acceptance";
 import { compareServices, crossover, planService, type ServiceName } from "../../gate/measurement/compare";
 import { runComparison, type CompareOptions } from "../../gate/measurement/compare-run";
-import { SloSchema } from "../../gate/measurement/goodput";
 import type { SweepLevel } from "../../gate/measurement/levels";
-import { WorkloadShapeSchema } from "../../gate/measurement/workload";
 import { freeLocalPort } from "../../ports";
 import { SwitchableSimHost } from "../../simulator/switchable";
 import { stackConfig } from "../config/stacks";
@@ -150,7 +149,12 @@ async function storyHost(profile: string, port: number) {
   return { host, argv };
 }
 
-function options(port: number, cacheFile: string, over: Partial<CompareOptions> = {}): CompareOptions {
+function options(
+  port: number,
+  cacheFile: string,
+  over: Partial<CompareOptions> = {},
+  levels = [4, 24, 64],
+): CompareOptions {
   return {
     endpoint: { url: `http://127.0.0.1:${port}` },
     services: KINDS,
@@ -159,16 +163,16 @@ function options(port: number, cacheFile: string, over: Partial<CompareOptions> 
       dflash: { algorithm: "DFLASH", draftModelPath: story.dflash!.draftModelPath },
     },
     acceptanceFloor: 1.5,
-    shape: WorkloadShapeSchema.parse({
+    plan: BenchPlanSchema.parse({
       mix: { chat: 1 },
-      outputTokens: { distribution: "fixed", tokens: 512 },
+      sweepMaxTokens: 512,
       thinking: false,
+      slo: { ttftSeconds: 10, itlSeconds: 0.05 },
+      concurrency: levels,
+      requestsPerConcurrency: 1,
+      repeats: 1,
+      requestTimeoutSeconds: 3600,
     }),
-    slo: SloSchema.parse({ ttftSeconds: 10, itlSeconds: 0.05 }),
-    levels: [4, 24, 64],
-    requestsPerLevel: 1,
-    repeats: 1,
-    requestTimeoutSeconds: 3600,
     timeScale: TIME_SCALE,
     verifyPolicy: { deadlineSeconds: 60, thinkingToggle: true, probeTimeoutSeconds: 30 },
     job: { purpose: "interactive" },
@@ -242,10 +246,14 @@ describe("comparison on the story's simulated host (three services, one port, on
     const p2 = await freeLocalPort();
     const bad = await storyHost(poor, p2);
     const r = await runComparison(
-      options(p2, path.join(path.dirname(cacheFile), "poor.json"), {
-        services: ["autoregressive", "eagle3"],
-        levels: [4],
-      }),
+      options(
+        p2,
+        path.join(path.dirname(cacheFile), "poor.json"),
+        {
+          services: ["autoregressive", "eagle3"],
+        },
+        [4],
+      ),
       { activate: (s) => bad.host.activate(bad.argv(s)), identity: async (s) => bad.argv(s).join(" ") },
     );
     const eagle = r.outcomes[1];

@@ -6,6 +6,7 @@
  * open); and the comparison leaves no unit it started "failed" (the drift probe then read "expected
  * inactive, found failed" on every later `up`). A failed unit it did not start is named, not reset.
  */
+import { BenchPlanSchema } from "../../gate/schema";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -63,7 +64,12 @@ async function compare(port: number, serviceKinds: string[]) {
     serviceKinds,
     drafts: { eagle3: { algorithm: "EAGLE3", draftModelPath: "d", acceptanceFloor: 1.5 } },
     // The gate's default deadline (1,800 s) stands; the comparison's own bounds this test if it waits.
-    plan: { levels: [1], requestsPerLevel: 1, repeats: 1, auto: false, restore: "autoregressive", verifyPolicy: {} },
+    plan: {
+      plan: BenchPlanSchema.parse({ concurrency: [1], requestsPerConcurrency: 1, repeats: 1 }),
+      auto: false,
+      restore: "autoregressive",
+      verifyPolicy: {},
+    },
     activateTimeoutSeconds: 60,
     deadlineSeconds: 90,
   });
