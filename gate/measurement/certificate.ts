@@ -144,12 +144,10 @@ export function reconcile(
 ): CertificateCheck {
   const name = "reconciled";
   const { before, after } = evidence;
-  if (!before.ok || !after.ok)
-    return {
-      name,
-      ok: false,
-      detail: `not reconciled: ${before.ok ? "" : before.reason}${!before.ok && !after.ok && before.reason !== (after as { reason: string }).reason ? "; " : ""}${!after.ok && (before.ok || before.reason !== after.reason) ? after.reason : ""}`,
-    };
+  if (!before.ok || !after.ok) {
+    const reasons = new Set([before, after].flatMap((r) => (r.ok ? [] : [r.reason])));
+    return { name, ok: false, detail: `not reconciled: ${[...reasons].join("; ")}` };
+  }
   const b = before.snapshot;
   const a = after.snapshot;
   if (a.generatedTokens < b.generatedTokens || (a.requests ?? 0) < (b.requests ?? 0))
