@@ -345,7 +345,7 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
     if (load.signal.aborted || watch.gone !== null) break;
     const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
     watch.during = levelName({ mode: load.mode, level });
-    const before = await load.readCounters();
+    const before = await quietCounters(load.readCounters, load.signal);
     load.onStart?.(level, count);
     let maxTokens = 0;
     const request = (i: number) => {
@@ -399,6 +399,29 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
 /** Reads of the counters after a level, a few apart: some servers count a request a moment after its last byte. */
 const COUNTER_SETTLE_READS = 4;
 const COUNTER_SETTLE_MS = 250;
+const COUNTER_QUIET_MS = 100;
+
+/**
+ * The counters before a level, once they are quiet: read again (COUNTER_SETTLE_READS at most,
+ * COUNTER_QUIET_MS apart) until two reads agree. A server that counts a request a moment after its
+ * last byte (llama.cpp counts on the slot's release) still adds the warmup's or a probe's tokens
+ * after its answer; read too soon, they would count as the level's. A server other clients keep
+ * busy never agrees: its level then fails reconciliation, naming it.
+ */
+async function quietCounters(read: () => Promise<CounterRead>, signal: AbortSignal): Promise<CounterRead> {
+  let last = await read();
+  for (let i = 1; i < COUNTER_SETTLE_READS && last.ok; i++) {
+    try {
+      await sleep(COUNTER_QUIET_MS, signal);
+    } catch {
+      break;
+    }
+    const next = await read();
+    if (!next.ok || next.snapshot.generatedTokens === last.snapshot.generatedTokens) return next;
+    last = next;
+  }
+  return last;
+}
 
 /**
  * The counters after a level: read again (COUNTER_SETTLE_READS at most, COUNTER_SETTLE_MS apart)
