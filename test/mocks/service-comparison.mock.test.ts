@@ -5,6 +5,8 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { simulatedPlatform } from "../../sim-host/host";
+import { planShape } from "../../gate/measurement/compare-run";
+import { BenchPlanSchema } from "../../gate/schema";
 import { named, recordResources } from "./harness";
 
 const rec = recordResources((name) =>
@@ -23,16 +25,24 @@ describe("the stack's benchmark settings reach the service comparison (mocks)", 
   new GpuServingHost("sim-1", { host: config.hosts[0], platform: simulatedPlatform(root, config.simulator), config });
   const all = await rec.settle();
 
-  it("errorBudget, kneeMinGain and the TTFT bound judge the comparison; its rates, repeats and SLO shape it", () => {
-    const plan = named(all, "sim-1-compare").inputs.plan as Record<string, unknown>;
-    expect(plan.judgement).toEqual({
+  it("the comparison takes the stack's one benchmark plan, the same as VerifiedGeneration's: judged and shaped by it", () => {
+    const plan = named(all, "sim-1-compare").inputs.plan as { plan: Record<string, unknown>; timeScale: number };
+    const verified = named(all, "sim-1-verified").inputs.benchPlan;
+    // Not a translation: the very plan, every knob (the error budget, the knee, the TTFT bound, the
+    // certification, the rates, repeats and SLO) as VerifiedGeneration benchmarks with it.
+    expect(plan.plan).toEqual(verified);
+    expect(plan.plan).toMatchObject({
       errorBudget: 0.05,
       kneeMinGain: 0.3,
       kneeMaxTtftP95Seconds: 20,
       rateShortfall: config.benchmark.rateShortfall,
+      certification: config.benchmark.certification,
+      rate: [1, 4],
+      repeats: 2,
+      slo: config.benchmark.slo,
     });
-    expect(plan).toMatchObject({ levels: [1, 4], repeats: 2, slo: config.benchmark.slo, timeScale: 4 });
-    expect((plan.shape as { mode: string }).mode).toBe("open");
+    expect(plan.timeScale).toBe(4);
+    expect(planShape(BenchPlanSchema.parse(plan.plan)).mode).toBe("open");
   });
 
   it("VerifiedGeneration measures in the same host time as the comparison", () => {
