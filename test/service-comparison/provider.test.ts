@@ -14,7 +14,7 @@ const inputs = {
   stamps: { autoregressive: "a".repeat(64), eagle3: "b".repeat(64) },
   serviceKinds: ["autoregressive", "eagle3"],
   drafts: { eagle3: { algorithm: "EAGLE3", draftModelPath: "d", acceptanceFloor: 1.5 } },
-  plan: { levels: [1, 8], repeats: 1, auto: true, restore: "autoregressive" },
+  plan: { plan: { concurrency: [1, 8], repeats: 1 }, timeScale: 1, auto: true, restore: "autoregressive" },
   activateTimeoutSeconds: 720,
   deadlineSeconds: 3600,
 };
@@ -30,7 +30,8 @@ describe("ServiceComparison provider", () => {
     for (const [key, value] of [
       ["stamps", { ...inputs.stamps, eagle3: "c".repeat(64) }],
       ["serviceKinds", ["autoregressive"]],
-      ["plan", { ...inputs.plan, levels: [1, 8, 16] }],
+      ["plan", { ...inputs.plan, plan: { ...inputs.plan.plan, concurrency: [1, 8, 16] } }],
+      ["plan", { ...inputs.plan, plan: { ...inputs.plan.plan, certification: { require: false } } }],
       ["plan", { ...inputs.plan, auto: false }],
       ["drafts", { eagle3: { ...inputs.drafts.eagle3, acceptanceFloor: 2 } }],
     ] as const) {
