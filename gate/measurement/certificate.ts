@@ -104,8 +104,14 @@ export interface LevelEvidence {
 }
 
 const LOOP_RESOLUTION_MS = 20;
-/** Stalls or work of the client shorter than this, in all, never make it the limit (clientCheck). */
-export const CLIENT_NOISE_SECONDS = 0.1;
+/**
+ * Stalls or work of the client shorter than this, in all, never make it the limit (clientCheck): a
+ * shared machine's scheduler alone stalled a process for up to 0.4 s at a time on this project's
+ * 2-core CI machine under load (levels of a time-scaled simulator last well under a second of wall
+ * time there), while a level worth a capacity figure on real hardware lasts tens of seconds, where
+ * half a second is under 2 %.
+ */
+export const CLIENT_NOISE_SECONDS = 0.5;
 /** Node's timers fire to the millisecond at best. */
 const TIMER_TICK_SECONDS = 0.001;
 
@@ -320,7 +326,7 @@ export function clientCheck(c: ClientEvidence, policy: Certification): Certifica
   const pct = (v: number) => `${(v * 100).toFixed(0)} %`;
   const seen = `event loop stood still ${pct(c.stallShare)} of the level (delay p99 ${c.loopDelayP99Ms.toFixed(0)} ms, max ${c.loopDelayMaxMs.toFixed(0)} ms), CPU ${pct(c.cpuShare)} of a core`;
   // Under CLIENT_NOISE_SECONDS of stall or of work is a scheduler's and a timer's noise, whatever
-  // share of a very short level it is; a level worth a capacity figure lasts seconds.
+  // share of a very short level it is.
   const stalled = c.stallShare > policy.maxClientStallShare && c.stallShare * c.wallSeconds >= CLIENT_NOISE_SECONDS;
   const busy = c.cpuShare > policy.maxClientCpuShare && c.cpuShare * c.wallSeconds >= CLIENT_NOISE_SECONDS;
   if (stalled || busy)
