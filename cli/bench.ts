@@ -9,8 +9,8 @@ import * as path from "node:path";
 import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/measurement/bench";
 import { certificateText } from "../gate/measurement/certificate";
 import { levelName } from "../gate/measurement/levels";
-import { answerless as answerlessLevel, uncertifiedFigure } from "../gate/measurement/saturation";
-import { verdictOf, type VerdictInput } from "../gate/measurement/verdict";
+import { answerless as answerlessLevel } from "../gate/measurement/saturation";
+import { uncertifiedLevels, verdictOf, type VerdictInput } from "../gate/measurement/verdict";
 import { benchChart } from "../gate/reports/chart";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
 import { duration } from "../gate/reports/duration";
@@ -175,8 +175,7 @@ export function benchStatus(s: VerdictInput & Pick<BenchResult, "deadlinePassed"
   if (!verdict.ok && verdict.kind === "error-budget") return EXIT.errorBudget;
   if (!verdict.ok && verdict.kind === "server-gone") return EXIT.failed;
   if (s.deadlinePassed) return EXIT.incomplete;
-  if (s.plan.certification?.require !== false && s.sweep.some((l) => uncertifiedFigure(l, s.plan.errorBudget)))
-    return EXIT.uncertified;
+  if (uncertifiedLevels(s.sweep, s.plan).length > 0) return EXIT.uncertified;
   if (!verdict.ok) return EXIT.failed;
   return verdict.complete ? EXIT.ok : EXIT.incomplete;
 }

@@ -10,10 +10,10 @@
  * service's unit (sglang-<service>.service). The identity command's output is hashed: a service
  * whose unit did not change is not measured again (--cache, default .gpuhost/compare-cache.json).
  */
-import { uncertifiedFigure } from "../gate/measurement/saturation";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
+import { uncertifiedLevels } from "../gate/measurement/verdict";
 import { AcceptanceFloorSchema } from "../gate/readiness/acceptance";
 import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/measurement/compare";
 import { compareChart } from "../gate/reports/chart";
@@ -290,9 +290,6 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
     // As bench: a level over the error budget is excluded from every figure, and the run says so.
     if (result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget))) return EXIT.errorBudget;
     // As bench: a level that is not certified is excluded from every figure, and the run says so.
-    return plan.data.certification.require &&
-      result.outcomes.some((o) => o.sweep.some((l) => uncertifiedFigure(l, plan.data.errorBudget)))
-      ? EXIT.uncertified
-      : EXIT.ok;
+    return result.outcomes.some((o) => uncertifiedLevels(o.sweep, plan.data).length > 0) ? EXIT.uncertified : EXIT.ok;
   });
 }

@@ -19,7 +19,6 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { z } from "zod";
-import { percentile } from "./stats";
 import type { CounterRead } from "./server-counters";
 import type { RequestSample } from "./stream";
 
@@ -264,35 +263,44 @@ export function exponentialFit(
   return { d, critical, ok: d <= critical };
 }
 
+/**
+ * The client could not offer a rate level as planned: it sent requests clearly slower than its
+ * schedule planned (by more than the shortfall the server is allowed), or its p99 request left later
+ * than that share of a run's length (the schedule's shape was lost even where the rate held).
+ */
+export function clientFellBehind(
+  level: { planned: number | null; sent: number | null; lagP99: number | null; runSeconds: number },
+  rateShortfall: number,
+): boolean | null {
+  if (level.planned === null || level.sent === null || level.lagP99 === null) return null;
+  return level.sent < level.planned * (1 - rateShortfall) || level.lagP99 > rateShortfall * level.runSeconds;
+}
+
+/** The schedule of a rate level as the client kept it (levels.ts): rates planned and sent, dispatch lags. */
+export interface KeptSchedule {
+  planned: number | null;
+  sent: number | null;
+  lagP50: number | null;
+  lagP99: number | null;
+  /** Mean host seconds of a run. */
+  runSeconds: number;
+}
+
 /** Open loop: the rate planned against the rate sent, the lag of each request, and the arrival process. */
 export function openLoopLoad(
-  samples: RequestSample[],
+  schedule: KeptSchedule,
   rate: number,
-  runs: {
-    samples: RequestSample[];
-    plannedRequestsPerSecond: number | null;
-    sentRequestsPerSecond: number | null;
-    durationSeconds: number;
-  }[],
+  runs: { samples: RequestSample[] }[],
   shortfall: number,
   timeScale = 1,
 ): CertificateCheck {
   const name = "load";
-  const lags = Float64Array.from(
-    samples.flatMap((s) =>
-      s.scheduledAtSeconds === undefined ? [] : [Math.max(0, s.startedAtSeconds - s.scheduledAtSeconds)],
-    ),
-  ).sort();
-  const p50 = percentile(lags, 50);
-  const p99 = percentile(lags, 99);
-  const planned = mean(runs.map((r) => r.plannedRequestsPerSecond));
-  const sent = mean(runs.map((r) => r.sentRequestsPerSecond));
-  const runSeconds = runs.length > 0 ? runs.reduce((a, r) => a + r.durationSeconds, 0) / runs.length : 0;
-  if (planned === null || sent === null || p99 === null || p50 === null)
+  const { planned, sent, lagP50, lagP99 } = schedule;
+  if (planned === null || sent === null || lagP99 === null || lagP50 === null)
     return { name, ok: false, detail: "too few requests to tell the rate sent" };
-  const lagText = `dispatch lag p50 ${(p50 * 1000).toFixed(1)} ms, p99 ${(p99 * 1000).toFixed(1)} ms`;
+  const lagText = `dispatch lag p50 ${(lagP50 * 1000).toFixed(1)} ms, p99 ${(lagP99 * 1000).toFixed(1)} ms`;
   const rates = `sent ${sent.toFixed(2)} req/s of ${planned.toFixed(2)} planned (${rate} asked for)`;
-  if (sent < planned * (1 - shortfall) || p99 > shortfall * runSeconds)
+  if (clientFellBehind(schedule, shortfall))
     return { name, ok: false, detail: `${rates}, ${lagText}: the client fell behind its schedule` };
   // Inter-arrival times of each run, as sent, against the exponential of the rate asked for.
   const gaps = runs.flatMap((r) => {
@@ -302,18 +310,13 @@ export function openLoopLoad(
   if (gaps.length < 20) return { name, ok: true, detail: `${rates}, ${lagText}; too few arrivals to test the process` };
   // A send is timed to the timer's millisecond (wall clock, so timeScale ms of host time) and left
   // up to the dispatch lag late: that is the resolution of each gap.
-  const fit = exponentialFit(gaps, rate, TIMER_TICK_SECONDS * timeScale + p99);
+  const fit = exponentialFit(gaps, rate, TIMER_TICK_SECONDS * timeScale + lagP99);
   const fitText = `Kolmogorov-Smirnov D ${fit.d.toFixed(3)} against the exponential (critical ${fit.critical.toFixed(3)} at 1 %)`;
   return {
     name,
     ok: fit.ok,
     detail: `${rates}, ${lagText}, ${fitText}${fit.ok ? "" : ": the arrivals were not the Poisson process asked for"}`,
   };
-}
-
-function mean(values: (number | null)[]): number | null {
-  if (values.length === 0 || values.some((v) => v === null)) return null;
-  return (values as number[]).reduce((a, v) => a + v, 0) / values.length;
 }
 
 /**
@@ -380,12 +383,9 @@ export function certify(
     mode: "closed" | "open";
     level: number;
     samples: RequestSample[];
-    runs: {
-      samples: RequestSample[];
-      plannedRequestsPerSecond: number | null;
-      sentRequestsPerSecond: number | null;
-      durationSeconds: number;
-    }[];
+    runs: { samples: RequestSample[] }[];
+    /** The schedule as the client kept it (levels.ts); its figures are null for a closed loop. */
+    schedule: KeptSchedule;
     maxTokens: number;
     acceptanceLength?: number | null;
   },
@@ -397,7 +397,7 @@ export function certify(
     level.mode === "closed"
       ? // each run is its own closed loop: the worst run is the level's
         worstOf(level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall)))
-      : openLoopLoad(level.samples, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
+      : openLoopLoad(level.schedule, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
   const checks: CertificateCheck[] = [
     reconcile(
       evidence,

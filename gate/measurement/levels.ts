@@ -16,7 +16,7 @@
  * on schedule says nothing about the server, and is never its capacity.
  */
 import { BenchPlanSchema } from "../schema";
-import { certify, type Certificate, type Certification, type LevelEvidence } from "./certificate";
+import { certify, clientFellBehind, type Certificate, type Certification, type LevelEvidence } from "./certificate";
 import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
 import { errorRate, withinErrorBudget } from "./saturation";
 import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
@@ -174,19 +174,6 @@ function dispatchLags(samples: RequestSample[]): number[] {
   );
 }
 
-/**
- * The client could not offer a rate level as planned: it sent requests clearly slower than its
- * schedule planned (by more than the shortfall the server is allowed), or its p99 request left later
- * than that share of a run's length (the schedule's shape was lost even where the rate held).
- */
-export function clientFellBehind(
-  level: { planned: number | null; sent: number | null; lagP99: number | null; runSeconds: number },
-  rateShortfall: number,
-): boolean | null {
-  if (level.planned === null || level.sent === null || level.lagP99 === null) return null;
-  return level.sent < level.planned * (1 - rateShortfall) || level.lagP99 > rateShortfall * level.runSeconds;
-}
-
 /** The figures of one run from its samples and its duration (seconds of host time). */
 export function runSummary(
   samples: RequestSample[],
@@ -246,6 +233,14 @@ export function summarizeSweepLevel(
   const achieved = open ? meanOf(runs.map((r) => r.achievedRequestsPerSecond)) : null;
   const lags = Float64Array.from(dispatchLags(all)).sort();
   const lagP99 = open ? percentile(lags, 99) : null;
+  // The schedule as the client kept it: judged here (clientLimited) and in the certificate's load check.
+  const schedule = {
+    planned,
+    sent,
+    lagP50: open ? percentile(lags, 50) : null,
+    lagP99,
+    runSeconds: runs.length > 0 ? duration / runs.length : 0,
+  };
   return {
     mode,
     level,
@@ -256,12 +251,7 @@ export function summarizeSweepLevel(
     plannedRequestsPerSecond: planned,
     sentRequestsPerSecond: sent,
     dispatchLagP99Seconds: lagP99,
-    clientLimited: open
-      ? clientFellBehind(
-          { planned, sent, lagP99, runSeconds: runs.length > 0 ? duration / runs.length : 0 },
-          judgement.rateShortfall,
-        )
-      : null,
+    clientLimited: open ? clientFellBehind(schedule, judgement.rateShortfall) : null,
     ...counts,
     errorRate: errorRate(counts),
     withinErrorBudget: withinErrorBudget(counts, judgement.errorBudget),
@@ -277,7 +267,7 @@ export function summarizeSweepLevel(
     acceptanceLength,
     certificate: evidence
       ? certify(
-          { mode, level, samples: all, runs, maxTokens: evidence.maxTokens, acceptanceLength },
+          { mode, level, samples: all, runs, schedule, maxTokens: evidence.maxTokens, acceptanceLength },
           evidence,
           judgement.certification,
         )

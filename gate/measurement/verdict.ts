@@ -90,10 +90,7 @@ export function verdictOf(result: VerdictInput): Verdict {
   const measured = result.sustainedOutputTokensPerSecond > 0;
   if (!measured && result.stopReason !== null)
     return { ok: false, kind: "stopped", usable: false, failure: `stopped: ${result.stopReason}` };
-  const uncertified =
-    result.plan.certification?.require === false
-      ? []
-      : result.sweep.filter((l) => uncertifiedFigure(l, result.plan.errorBudget));
+  const uncertified = uncertifiedLevels(result.sweep, result.plan);
   if (!measured && uncertified.length > 0)
     return {
       ok: false,
@@ -127,6 +124,15 @@ export function verdictOf(result: VerdictInput): Verdict {
     };
   }
   return { ok: true, kind: "capacity", capacity: true, complete: result.complete, summary: result.saturationVerdict };
+}
+
+/**
+ * The levels that would count but are not certified, where the plan requires certificates: the one
+ * rule behind the verdict and the commands' exit status 5.
+ */
+export function uncertifiedLevels<L extends VerdictLevel>(sweep: readonly L[], plan: VerdictInput["plan"]): L[] {
+  if (plan.certification?.require === false) return [];
+  return sweep.filter((l) => uncertifiedFigure(l, plan.errorBudget));
 }
 
 /** An open loop whose every level the server kept up with and answered: it served the load offered. */

@@ -258,6 +258,10 @@ function recorded(url: string, baseline: Partial<HealthBaseline>, over: Record<s
   return { news, props: { ...news, model: "m", generating: true, generationCheck: "ok", healthBaseline, drift: [] } };
 }
 
+/** A speculative service's state as create leaves it: acceptance 3.1 recorded, floor 1.5. */
+const recordedSpeculative = (url: string) =>
+  recorded(url, { acceptanceLength: 3.1, acceptanceFloor: 1.5 }, { speculative: SPECULATIVE });
+
 /** The decode probe's length in the decode tests: not the generation check's 16, so the server tells them apart. */
 const DECODE_TOKENS = 24;
 
@@ -332,11 +336,7 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
       answer: () => "The first answer of the tiny server",
       metrics: '# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="m"} 1.0\n',
     });
-    const { news, props } = recorded(
-      url,
-      { acceptanceLength: 3.1, acceptanceFloor: 1.5 },
-      { speculative: SPECULATIVE },
-    );
+    const { news, props } = recordedSpeculative(url);
     const got = await read("id", props);
     expect((got.props.drift as { field: string }[]).map((d) => d.field)).toEqual(["health.acceptanceLength"]);
     const check = await checkOf(got.props, news);
@@ -353,11 +353,7 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
       metrics: '# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name="m"} 2.0\n',
       generateMeta: { completion_tokens: 256, spec_verify_ct: 80 },
     });
-    const { news, props } = recorded(
-      url,
-      { acceptanceLength: 3.1, acceptanceFloor: 1.5 },
-      { speculative: SPECULATIVE },
-    );
+    const { news, props } = recordedSpeculative(url);
     const got = await read("id", props);
     expect(got.props.drift).toEqual([]);
     expect(got.props.notChecked).toBeUndefined();
@@ -367,11 +363,7 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
 
   it("a speculative server that reports no acceptance is not checked, not clean", async () => {
     const url = await tinyServer({ answer: () => "The first answer of the tiny server", metrics: null });
-    const { news, props } = recorded(
-      url,
-      { acceptanceLength: 3.1, acceptanceFloor: 1.5 },
-      { speculative: SPECULATIVE },
-    );
+    const { news, props } = recordedSpeculative(url);
     const got = await read("id", props);
     expect(got.props.drift).toEqual([]);
     expect(got.props.notChecked).toMatch(/health not checked: acceptance: .*no speculative acceptance/);
