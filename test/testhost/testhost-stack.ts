@@ -12,7 +12,7 @@ import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } fro
 import { testEngineOptions } from "../support/engine";
 import { AptRepo, copyOntoHost, serveAptRepo } from "./apt-repo";
 import { freeLocalPort } from "../../ports";
-import { bootTestHost, TestHost } from "./harness";
+import { bootTestHost, TestHost, TestHostOptions } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
 import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
 
@@ -108,6 +108,14 @@ export interface TestHostFixture {
   stop(): Promise<void>;
 }
 
+/** Where the fixture's stack folder goes, and what of this machine the test host mounts. */
+export interface FixtureOptions {
+  /** The folder the stack's throwaway project folder is made in; default the system's temporary one. */
+  stackParent?: string;
+  /** Folders mounted into the test host, given the stack's folder (made before the host boots). */
+  binds?: (stackDir: string) => NonNullable<TestHostOptions["binds"]>;
+}
+
 /**
  * Serves the stand-in apt repository and Python index, boots a test host with the compiled simulator
  * and the stand-in sglang config on it, and creates the stack. `extra` is merged into the config.
@@ -115,6 +123,7 @@ export interface TestHostFixture {
 export async function startTestHostFixture(
   name: string,
   extra: Record<string, unknown> = {},
+  options: FixtureOptions = {},
 ): Promise<TestHostFixture> {
   const cleanups: Array<() => Promise<void>> = [];
   const stop = async () => {
@@ -128,7 +137,9 @@ export async function startTestHostFixture(
     const bundle = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-simbundle-"));
     cleanups.push(() => fs.rm(bundle, { recursive: true, force: true }));
     await buildSimulatorBundle(bundle);
-    const host = await bootTestHost({ name });
+    const stackDir = await fs.mkdtemp(path.join(options.stackParent ?? os.tmpdir(), "gpuhost-testhost-stack-"));
+    cleanups.push(() => fs.rm(stackDir, { recursive: true, force: true }));
+    const host = await bootTestHost({ name, binds: options.binds?.(stackDir) ?? [] });
     cleanups.push(() => host.stop());
     await installSimulator(bundle, host.rootDir);
     await copyOntoHost(repo.dir, host.rootDir, APT_FILE_URL);
@@ -137,8 +148,7 @@ export async function startTestHostFixture(
     const servicePort = await freeLocalPort();
     const config = testHostConfig({ host, repo, index, servicePort });
     for (const [k, v] of Object.entries(extra)) config[k] = mergeObjects(config[k], v);
-    const stack = await createTestHostStack(config, host.privateKey);
-    cleanups.push(() => stack.remove());
+    const stack = await createTestHostStack(config, host.privateKey, stackDir);
     return { host, repo, index, servicePort, stack, stop };
   } catch (err) {
     await stop();
@@ -146,8 +156,12 @@ export async function startTestHostFixture(
   }
 }
 
-export async function createTestHostStack(config: Record<string, unknown>, privateKey: string): Promise<TestHostStack> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-testhost-stack-"));
+export async function createTestHostStack(
+  config: Record<string, unknown>,
+  privateKey: string,
+  dir?: string,
+): Promise<TestHostStack> {
+  dir ??= await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-testhost-stack-"));
   const program = path.join(PROJECT_ROOT, "dist", "index.js");
   await fs.access(program).catch(() => {
     throw new Error(`${program} is missing: compile the project first (npx tsc -p .)`);
