@@ -19,12 +19,19 @@ import { findGpu } from "../physics/gpus";
 import { modelFacts } from "../physics/model-config";
 import { roofline, rooflineLines } from "../physics/roofline";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
-import { BenchPlanSchema, type BenchPlanInput } from "../gate/schema";
+import { BenchPlanSchema, VerifyPolicySchema, type BenchPlanInput, type VerifyPolicyInput } from "../gate/schema";
+import { verify } from "../gate/readiness/verify";
+import { checkHealth, healthDrift, recordHealth } from "../gate/readiness/health";
+import type { Endpoint } from "../gate/transport/http";
+import { driftExposition } from "../components/drift/metrics";
+import { outcomeOf, type DriftReport } from "../components/drift/report";
 import { freeLocalPort } from "../ports";
 import { loadProfile } from "../simulator/profile";
 import { SwitchableSimHost } from "../simulator/switchable";
 
 export const STORY_PROFILE = "kimi-k2.6-8x-rtx-pro-6000";
+/** Below this many tokens per verify step the story's speculation is called broken (the comparison's floor). */
+const STORY_ACCEPTANCE_FLOOR = 1.5;
 
 /**
  * The story host's two simulator profiles: the seeds' afternoon (the story's own observations) and
@@ -70,6 +77,52 @@ function storyRoofline(
   return rooflineLines(roofline(model, host, measured), o.outputTokens);
 }
 
+/**
+ * Issue 27 rehearsed: the service the comparison left running, checked once as the scheduled drift
+ * check checks it (gate/readiness/health.ts: the greedy reference answer, the decode probe and, when
+ * speculative, the acceptance probe) against a baseline recorded a moment before, as a verification
+ * records it; and the Prometheus metrics that check writes (components/drift/metrics.ts, the
+ * textfile's exposition). No engine here: the report holds that one service.
+ */
+async function storyHealthCheck(
+  endpoint: Endpoint & { model: string },
+  speculative: { acceptanceFloor: number } | undefined,
+  verifyPolicy: VerifyPolicyInput,
+  timeScale: number,
+): Promise<string[]> {
+  const policy = VerifyPolicySchema.parse(verifyPolicy);
+  // The service the comparison left active may have been started again a moment ago: the gate first,
+  // as on a host, where only a verified service has a baseline.
+  const ready = await verify(endpoint, policy);
+  if (!ready.ready)
+    return [`No health check: the service left running is not ready (${ready.diagnosis ?? ready.phase}).`];
+  const started = Date.now();
+  const opts = { timeScale, speculative };
+  const baseline = await recordHealth(endpoint, policy, opts);
+  if (!baseline) return [];
+  const check = await checkHealth(endpoint, baseline, { ...opts, policy, health: policy.health });
+  const drift = healthDrift(check);
+  const errors = check.notChecked === null ? [] : [`health not checked: ${check.notChecked}`];
+  const status = errors.length > 0 ? "error" : drift.length > 0 ? "drift" : "clean";
+  const report: DriftReport = {
+    stack: "story",
+    hosts: [],
+    services: [{ endpoint: endpoint.url, resources: ["story"], status, drift, errors, health: check }],
+    otherChanges: [],
+    errors: [],
+  };
+  const outcome = outcomeOf(report);
+  const text = await driftExposition(report, outcome, { endedAtMs: Date.now(), durationMs: Date.now() - started });
+  const samples = text
+    .split("\n")
+    .filter((l) => /^gpuhost_(drift|drift_items|drift_check_success|service_\w+)\{/.test(l));
+  return [
+    `One health check of the service left running, as the scheduled drift check runs it (outcome ${outcome}), in its Prometheus metrics:`,
+    ...samples.map((l) => `  ${l}`),
+    "Scheduled on a stack: config operations.driftCheck renders a systemd timer running gpuhost drift --textfile hourly into node_exporter's textfile folder (components/drift-check); ops/prometheus has the alert rules.",
+  ];
+}
+
 export interface StoryOptions {
   projectRoot: string;
   /** Which of STORY_PROFILES the host runs (default seeds). */
@@ -94,6 +147,9 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
   const which = o.profile ?? "seeds";
   const profile = STORY_PROFILES[which];
   const host = new SwitchableSimHost({ profile, timeScale: o.timeScale });
+  const endpoint = { url: `http://127.0.0.1:${port}`, model: services.servedModelName ?? services.modelPath };
+  // Loading 548 GB takes 330-660 s of host time; the gate's deadline is in wall time.
+  const verifyPolicy = { deadlineSeconds: 900 / o.timeScale + 60, thinkingToggle: true, probeTimeoutSeconds: 60 };
   const workload = (doc.config["gpuhost:workload"] ?? {}) as Record<string, number>;
   o.say(
     `The story's host: ${services.modelPath} at --tp ${services.tp} on 8x RTX PRO 6000 (simulator profile ${profile}), time scale ${o.timeScale}.`,
@@ -104,13 +160,13 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
   try {
     const result = await runComparison(
       {
-        endpoint: { url: `http://127.0.0.1:${port}`, model: services.servedModelName },
+        endpoint,
         services: ["autoregressive", "eagle3", "dflash"],
         drafts: {
           eagle3: { algorithm: "EAGLE3", draftModelPath: services.eagle3!.draftModelPath },
           dflash: { algorithm: "DFLASH", draftModelPath: services.dflash!.draftModelPath },
         },
-        acceptanceFloor: 1.5,
+        acceptanceFloor: STORY_ACCEPTANCE_FLOOR,
         // Training-data generation: chat and code prompts, thinking off, ~2,000-token completions.
         plan: BenchPlanSchema.parse({
           mix: { chat: 1, code: 1 },
@@ -123,8 +179,7 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
           certification: o.certification,
         }),
         timeScale: o.timeScale,
-        // Loading 548 GB takes 330-660 s of host time; the gate's deadline is in wall time.
-        verifyPolicy: { deadlineSeconds: 900 / o.timeScale + 60, thinkingToggle: true, probeTimeoutSeconds: 60 },
+        verifyPolicy,
         job: {
           purpose: "batch",
           completions: workload.completions ?? 900_000,
@@ -154,6 +209,9 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
     );
     // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
     for (const line of storyRoofline(o, profile, services.memFractionStatic ?? 0.9, chosen)) o.say(`  ${line}`);
+    const active = chosen?.service ?? "autoregressive";
+    const speculative = active === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };
+    for (const line of await storyHealthCheck(endpoint, speculative, verifyPolicy, o.timeScale)) o.say(line);
     o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
     return result;
   } finally {

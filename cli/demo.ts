@@ -175,7 +175,7 @@ async function story(
     "A fleet of three simulated hosts behind SGLang's router (SMG, from PyPI), verified and measured through it: GPUHOST_STACK=sim-fleet npm run demo -- --stack\n",
   );
   process.stdout.write(
-    "Watched, not one-shot: npm run demo -- --stack ends with one drift check's Prometheus metrics (gpuhost drift --textfile); config operations.driftCheck schedules that check as a systemd timer (components/drift-check), ops/prometheus has its alert rules.\n",
+    "A whole drift check under the engine (the toolkit's files and packages, the units, the model's health) with its metrics: npm run demo -- --stack.\n",
   );
   // Figures are wall-clock measurements scaled up: a process kept waiting for a CPU reads slow by
   // the wait times the scale. Say so when the machine was that busy.

@@ -99,6 +99,8 @@ export {
   bestDecodeProbe,
   probeAcceptance,
   decodeProbe,
+  healthDrift,
+  recordHealth,
   referenceAnswer,
   type HealthBaseline,
   type HealthCheck,

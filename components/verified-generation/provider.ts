@@ -260,42 +260,15 @@ async function verifyAndMeasure(
   if (!verdict.ok) throw new Error(`the benchmark ${verdict.failure}; no throughput or capacity plan is published`);
   const plan = gate.capacity(result.sustainedOutputTokensPerSecond, input.workload ?? {});
   const measured = gate.measuredOutputs(readiness, result, plan);
-  const healthBaseline = await recordHealth(endpoint, input, signal);
+  const healthBaseline = await gate.recordHealth(endpoint, gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {}), {
+    timeScale: input.timeScale ?? 1,
+    speculative: input.speculative,
+    signal,
+  });
   const outs = { ...pickInputs(inputs), ...measured, healthBaseline, drift: [] };
   const suffix = randomBytes(4).toString("hex");
   return { id: `${endpoint.model}@${input.endpoint.url}#${suffix}`, outs };
 }
-
-/**
- * What each refresh compares the model's health with (gate/readiness/health.ts): the greedy answer
- * to the reference prompt now, the best of the refresh's own decode probes now (null when too fast
- * to time) and the refresh's own acceptance probe now. Null when health is off.
- */
-async function recordHealth(
-  endpoint: gate.Endpoint & { model: string },
-  input: VerifiedGenerationInputs,
-  signal: AbortSignal,
-): Promise<gate.HealthBaseline | null> {
-  const policy = gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {});
-  const health = policy.health;
-  if (!health.enabled) return null;
-  const reference = await gate.referenceAnswer(endpoint, policy, health, signal);
-  // The refresh's own probe, not the benchmark's single requests: another length and another count
-  // of chunks is another figure, and a refresh must compare like with like.
-  const decode = await gate.bestDecodeProbe(endpoint, health, input.timeScale ?? 1, Infinity, signal);
-  return {
-    referencePrompt: health.referencePrompt,
-    referenceMaxTokens: health.referenceMaxTokens,
-    answer: reference.answer,
-    finishReason: reference.finishReason,
-    decodeTokensPerSecond: decode,
-    acceptanceLength: input.speculative ? await gate.probeAcceptance(endpoint, health, signal) : null,
-    acceptanceFloor: input.speculative?.acceptanceFloor ?? null,
-  };
-}
-
-const REPAIR_HEALTH =
-  "pulumi up: the next up verifies the service again (the readiness gate, the benchmark) and records a new baseline; find first what changed on the host (gpuhost drift names the toolkit's and the units' drift)";
 
 /**
  * The health check of a refresh, on a service that still generates: its findings become drift
@@ -317,7 +290,7 @@ async function checkHealth(
       signal: providerGuard().signal,
     }),
   );
-  const drift = healthCheck.findings.map((f) => ({ ...f, repair: REPAIR_HEALTH }));
+  const drift = gate.healthDrift(healthCheck);
   return healthCheck.notChecked === null
     ? { healthCheck, drift }
     : { healthCheck, drift, notChecked: `health not checked: ${healthCheck.notChecked}` };

@@ -229,6 +229,42 @@ export async function reportedAcceptance(endpoint: Endpoint, health: HealthPolic
   }
 }
 
+/** What to do about a health finding: it is repaired by verifying the service again, not on the host. */
+export const HEALTH_REPAIR =
+  "pulumi up: the next up verifies the service again (the readiness gate, the benchmark) and records a new baseline; find first what changed on the host (gpuhost drift names the toolkit's and the units' drift)";
+
+/** A check's findings as drift entries (the drift report's shape: field, expected, found, repair). */
+export function healthDrift(check: HealthCheck): (HealthFinding & { repair: string })[] {
+  return check.findings.map((f) => ({ ...f, repair: HEALTH_REPAIR }));
+}
+
+/**
+ * What each later check compares the model's health with, recorded when the service is verified:
+ * the greedy answer to the reference prompt now, the best of the check's own decode probes now (null
+ * when too fast to time) and the check's own acceptance probe now. Null when health is off. The same
+ * probes as checkHealth's, not the benchmark's single requests: another length and another count of
+ * chunks is another figure, and a check must compare like with like.
+ */
+export async function recordHealth(
+  endpoint: Endpoint & { model: string },
+  policy: VerifyPolicy,
+  opts: { timeScale: number; speculative?: Speculative; signal?: AbortSignal },
+): Promise<HealthBaseline | null> {
+  const health = policy.health;
+  if (!health.enabled) return null;
+  const reference = await referenceAnswer(endpoint, policy, health, opts.signal);
+  const decode = await bestDecodeProbe(endpoint, health, opts.timeScale, Infinity, opts.signal);
+  return {
+    referencePrompt: health.referencePrompt,
+    referenceMaxTokens: health.referenceMaxTokens,
+    answer: reference.answer,
+    finishReason: reference.finishReason,
+    decodeTokensPerSecond: decode,
+    acceptanceLength: opts.speculative ? await probeAcceptance(endpoint, health, opts.signal) : null,
+    acceptanceFloor: opts.speculative?.acceptanceFloor ?? null,
+  };
+}
+
 /**
  * The check of a refresh: each figure against the baseline. A figure that cannot be measured makes
  * the check "not checked" (its reason), while the others are still compared and reported.

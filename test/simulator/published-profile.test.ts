@@ -80,5 +80,15 @@ describe("the story rehearsed on the published profile (npm run demo -- --profil
     expect(rows).toHaveLength(6);
     for (const row of rows) expect(row).toMatch(/ {2}(certified|not certified: .+)$/);
     expect(fs.existsSync(path.join(out, "story-compare-published.json"))).toBe(true);
+    // Issue 27: the demo shows one health check's metrics, as the scheduled drift check writes them,
+    // for the service left running (EAGLE-3: its acceptance beside the floor), and how to schedule it.
+    // (At time scale 100 a single stream decodes too fast to time: no decode figure, by design.)
+    const metric = (name: string) =>
+      new RegExp(`^ {2}${name}\\{stack="story",service="http://127\\.0\\.0\\.1:\\d+"\\} (\\S+)$`, "m").exec(text)?.[1];
+    expect(text).toMatch(/^One health check of the service left running, as the scheduled drift check runs it/m);
+    expect(metric("gpuhost_service_answer_matches")).toBe("1");
+    expect(Number(metric("gpuhost_service_acceptance_length"))).toBeGreaterThan(1.5);
+    expect(metric("gpuhost_service_acceptance_floor")).toBe("1.5");
+    expect(text).toMatch(/config operations\.driftCheck renders a systemd timer running gpuhost drift --textfile/);
   }, 300_000);
 });
