@@ -64,16 +64,23 @@ export const CertificationSchema = z
   .describe("The validity certificate of each benchmark level (gate/measurement/certificate.ts).");
 export type Certification = z.infer<typeof CertificationSchema>;
 
-export interface CertificateCheck {
-  name: "reconciled" | "load" | "client" | "steady";
-  ok: boolean;
-  detail: string;
-}
-
-export interface Certificate {
-  certified: boolean;
-  checks: CertificateCheck[];
-}
+/** One level's validity certificate: the one shape of the JSON, the CSV, the text and the stack outputs. */
+export const CertificateSchema = z
+  .object({
+    certified: z.boolean().describe("every check held: the level's figures are the server's"),
+    checks: z
+      .array(
+        z.object({
+          name: z.enum(["reconciled", "load", "client", "steady"]),
+          ok: z.boolean(),
+          detail: z.string().describe("what was compared, with both sides' numbers"),
+        }),
+      )
+      .describe("reconciled with the server's /metrics, the load applied, the client not the limit, the server steady"),
+  })
+  .describe("A level's validity certificate (gate/measurement/certificate.ts).");
+export type Certificate = z.infer<typeof CertificateSchema>;
+export type CertificateCheck = Certificate["checks"][number];
 
 /** What the client saw of itself over a level (wall clock). */
 export interface ClientEvidence {

@@ -10,6 +10,7 @@
  */
 import { z } from "zod";
 import type { BenchSummary } from "../measurement/bench";
+import { CertificateSchema } from "../measurement/certificate";
 import type { CapacityPlan } from "../measurement/capacity";
 import { SERVICE_NAMES } from "../measurement/compare";
 import type { CompareResult } from "../measurement/compare-run";
@@ -125,23 +126,9 @@ const RunOutputSchema = z.object({
 });
 
 /** A level's validity certificate (gate/measurement/certificate.ts). */
-export const CertificateOutputSchema = z
-  .object({
-    certified: z.boolean().describe("every check held: the level's figures are the server's"),
-    checks: z
-      .array(
-        z.object({
-          name: z.enum(["reconciled", "load", "client", "steady"]),
-          ok: z.boolean(),
-          detail: z.string().describe("what was compared, with both sides' numbers"),
-        }),
-      )
-      .describe("reconciled with the server's /metrics, the load applied, the client not the limit, the server steady"),
-  })
-  .nullable()
-  .describe(
-    "the level's validity certificate; not certified: never saturation, sustained throughput, a knee or a capacity figure (benchmark.certification.require); null: no evidence was gathered",
-  );
+export const CertificateOutputSchema = CertificateSchema.nullable().describe(
+  "the level's validity certificate; not certified: never saturation, sustained throughput, a knee or a capacity figure (benchmark.certification.require); null: no evidence was gathered",
+);
 
 /** One level of a sweep: the fields every level summary has, bench's and the comparison's alike. */
 export const SweepLevelOutputSchema = z.object({
