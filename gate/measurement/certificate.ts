@@ -107,7 +107,18 @@ export interface LevelEvidence {
   timeScale: number;
   /** Speculative services: the least acceptance length that counts as working; null: not speculative. */
   acceptanceFloor: number | null;
+  /** Closed loop: the server's own gauges of the requests it held, read during the level; absent: none read. */
+  serverLoad?: ServerLoadRead[];
 }
+
+/** One read of the server's gauges during a level: requests running or waiting there, at a host time. */
+export interface ServerLoadRead {
+  atSeconds: number;
+  held: number;
+}
+
+/** Fewer reads of the server's gauges while the run had requests in flight judge nothing (too short a level). */
+export const MIN_SERVER_LOAD_READS = 3;
 
 const LOOP_RESOLUTION_MS = 20;
 /**
@@ -206,9 +217,51 @@ export function reconcile(
 /**
  * Closed loop: requests in flight while every worker had work, from the C-th request's start to the
  * last one's (then workers begin to run dry): time-weighted, against C. Where no such stretch exists
- * (one request per worker), every worker must have been in flight at once.
+ * (one request per worker), every worker must have been in flight at once. Where the server's own
+ * gauges were read during the run (SERVER_LOAD), what it held is held against what the client had
+ * in flight at the same instants (serverHeld).
  */
-export function closedLoopLoad(samples: RequestSample[], concurrency: number, shortfall: number): CertificateCheck {
+export function closedLoopLoad(
+  samples: RequestSample[],
+  concurrency: number,
+  shortfall: number,
+  serverLoad: ServerLoadRead[] = [],
+): CertificateCheck {
+  const client = clientLoad(samples, concurrency, shortfall);
+  const server = serverHeld(samples, serverLoad, shortfall);
+  if (!server) return client;
+  return { name: client.name, ok: client.ok && server.ok, detail: `${client.detail}; ${server.detail}` };
+}
+
+/**
+ * The server's side of the load: the requests its gauges held (running and waiting: SGLang's
+ * num_running_reqs and num_queue_reqs, llama.cpp's requests_processing and requests_deferred) at
+ * each read while the client had requests of this run in flight, against how many it had at the
+ * same instants. Instant for instant, never with C: a read between one request's end and the next
+ * one's start, or in the run's ramp-down, sees the same fewer on both sides. A server holding fewer
+ * than the client sent has them waiting in front of it (a proxy, a gateway's concurrency limit): the
+ * figure is not of the load asked for. Null: too few reads to judge (a short level).
+ */
+export function serverHeld(
+  samples: RequestSample[],
+  reads: ServerLoadRead[],
+  shortfall: number,
+): { ok: boolean; detail: string } | null {
+  const inFlightAt = (t: number) =>
+    samples.filter((s) => s.startedAtSeconds <= t && t < s.startedAtSeconds + s.e2eSeconds).length;
+  const within = reads.map((r) => ({ ...r, sent: inFlightAt(r.atSeconds) })).filter((r) => r.sent > 0);
+  if (within.length < MIN_SERVER_LOAD_READS) return null;
+  const held = within.reduce((a, r) => a + r.held, 0);
+  const sent = within.reduce((a, r) => a + r.sent, 0);
+  const ok = held >= sent * (1 - shortfall);
+  const mean = (n: number) => (n / within.length).toFixed(2);
+  return {
+    ok,
+    detail: `the server held ${mean(held)} running or waiting of the client's ${mean(sent)} in flight (${within.length} reads of its gauges)${ok ? "" : ": the requests waited in front of the server, which did not see the load asked for"}`,
+  };
+}
+
+function clientLoad(samples: RequestSample[], concurrency: number, shortfall: number): CertificateCheck {
   const name = "load";
   if (samples.length === 0) return { name, ok: false, detail: "no request was sent" };
   const starts = samples.map((s) => s.startedAtSeconds).sort((x, y) => x - y);
@@ -403,7 +456,9 @@ export function certify(
   const load =
     level.mode === "closed"
       ? // each run is its own closed loop: the worst run is the level's
-        worstOf(level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall)))
+        worstOf(
+          level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall, evidence.serverLoad)),
+        )
       : openLoopLoad(level.schedule, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
   const checks: CertificateCheck[] = [
     reconcile(

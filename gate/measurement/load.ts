@@ -31,7 +31,7 @@ import {
   type RunWindow,
   type SweepLevel,
 } from "./levels";
-import { watchClient } from "./certificate";
+import { watchClient, type ServerLoadRead } from "./certificate";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
 import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";
@@ -355,6 +355,7 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
     };
     const startedAtSeconds = hostNow(load.clock);
     const client = watchClient();
+    const server = load.mode === "closed" ? watchServerLoad(load.readCounters, load.clock, watch.signal) : null;
     const result = await runLevelLoad({
       ...load,
       request,
@@ -364,6 +365,7 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
       onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
     });
     const clientSeen = client.stop();
+    const serverLoad = server?.stop();
     const finishedAtSeconds = hostNow(load.clock);
     await watch.settle();
     if (load.signal.aborted) break;
@@ -388,12 +390,50 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
         maxTokens,
         timeScale: load.clock.timeScale,
         acceptanceFloor: load.acceptanceFloor ?? null,
+        ...(serverLoad ? { serverLoad } : {}),
       },
     };
     out.push(samples);
     load.onLevel?.(samples);
   }
   return out;
+}
+
+/** Reads of the server's gauges during a closed-loop level: this far apart (wall clock), at most so many. */
+const SERVER_LOAD_INTERVAL_MS = 100;
+const SERVER_LOAD_READS = 200;
+
+/**
+ * Reads the requests the server holds (its gauges, through the counters' read) every
+ * SERVER_LOAD_INTERVAL_MS while a level runs, one read at a time; stop() returns the reads so far. A
+ * server whose /metrics keeps no such gauge is read once. Each read is bounded by the counters'
+ * own timeout, and one still out at stop() is left to end by it, its answer unused.
+ */
+function watchServerLoad(
+  read: () => Promise<CounterRead>,
+  clock: HostClock,
+  signal: AbortSignal,
+): { stop: () => ServerLoadRead[] } {
+  const reads: ServerLoadRead[] = [];
+  const stopped = new AbortController();
+  const until = AbortSignal.any([signal, stopped.signal]);
+  void (async () => {
+    while (reads.length < SERVER_LOAD_READS) {
+      await sleep(SERVER_LOAD_INTERVAL_MS, until);
+      const sent = hostNow(clock);
+      const r = await read();
+      if (until.aborted || !r.ok) return;
+      if (r.snapshot.heldRequests === null) return;
+      // The gauges were read somewhere in the round trip: its middle is the best guess of when.
+      reads.push({ atSeconds: (sent + hostNow(clock)) / 2, held: r.snapshot.heldRequests });
+    }
+  })().catch(() => undefined);
+  return {
+    stop: () => {
+      stopped.abort();
+      return [...reads];
+    },
+  };
 }
 
 /** Reads of the counters after a level, a few apart: some servers count a request a moment after its last byte. */

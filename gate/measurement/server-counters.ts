@@ -11,18 +11,23 @@ import type { Agent } from "undici";
 import { baseUrl, describeError, fetchText, makeAgent } from "../transport/http";
 import { withTimeout } from "../transport/timers";
 
-/** The counters each server keeps, by name: generated tokens, prompt tokens, requests finished (null: not kept). */
+/**
+ * The counters each server keeps, by name: generated tokens, prompt tokens, requests finished (null:
+ * not kept); and the gauges of the requests it holds now, running and waiting (the load applied).
+ */
 export const SERVER_COUNTERS = {
   sglang: {
     generated: "sglang:generation_tokens_total",
     prompt: "sglang:prompt_tokens_total",
     requests: "sglang:num_requests_total",
+    held: ["sglang:num_running_reqs", "sglang:num_queue_reqs"],
   },
-  // llama-server --metrics counts tokens, not finished requests.
+  // llama-server --metrics counts tokens, not finished requests; its slots run, the rest are deferred.
   llamacpp: {
     generated: "llamacpp:tokens_predicted_total",
     prompt: "llamacpp:prompt_tokens_total",
     requests: null,
+    held: ["llamacpp:requests_processing", "llamacpp:requests_deferred"],
   },
 } as const;
 
@@ -39,6 +44,8 @@ export interface CounterSnapshot {
   generatedByModel: Record<string, number>;
   /** process_start_time_seconds where the server exposes it: a change is a restart. */
   processStartSeconds: number | null;
+  /** Requests the server holds at the read, running and waiting (its gauges); null where it keeps neither. */
+  heldRequests: number | null;
 }
 
 export type CounterRead = { ok: true; snapshot: CounterSnapshot } | { ok: false; reason: string };
@@ -61,7 +68,10 @@ export function parseCounters(text: string, model: string): CounterRead {
   } catch (err) {
     return { ok: false, reason: `its /metrics is not the Prometheus text format (${describeError(err)})` };
   }
-  const byName = new Map(families.map((f) => [f.name, f]));
+  // One family per name: series of a name the exposition splits (no TYPE line, or lines apart) count together.
+  const byName = new Map<string, ParsedFamily>();
+  for (const f of families)
+    byName.set(f.name, { name: f.name, metrics: [...(byName.get(f.name)?.metrics ?? []), ...f.metrics] });
   const dialect = (Object.keys(SERVER_COUNTERS) as ServerDialect[]).find((d) =>
     byName.has(SERVER_COUNTERS[d].generated),
   );
@@ -86,6 +96,7 @@ export function parseCounters(text: string, model: string): CounterRead {
     return mine.reduce((a, m) => a + Number(m.value), 0);
   };
   const generatedTokens = generatedByModel[model] ?? 0;
+  const held = names.held.map(sum).filter((v): v is number => v !== null);
   const start = byName.get("process_start_time_seconds")?.metrics[0]?.value;
   const snapshot: CounterSnapshot = {
     dialect,
@@ -94,8 +105,14 @@ export function parseCounters(text: string, model: string): CounterRead {
     requests: sum(names.requests),
     generatedByModel,
     processStartSeconds: start === undefined ? null : Number(start),
+    heldRequests: held.length === 0 ? null : held.reduce((a, v) => a + v, 0),
   };
-  const values = [snapshot.generatedTokens, snapshot.promptTokens ?? 0, snapshot.requests ?? 0];
+  const values = [
+    snapshot.generatedTokens,
+    snapshot.promptTokens ?? 0,
+    snapshot.requests ?? 0,
+    snapshot.heldRequests ?? 0,
+  ];
   if (values.some((v) => !Number.isFinite(v))) return { ok: false, reason: "its /metrics counters are not numbers" };
   return { ok: true, snapshot };
 }
@@ -159,6 +176,7 @@ export async function fleetCounters(
       generatedByModel,
       // Several processes: a restart shows as counters going back, not as one start time.
       processStartSeconds: null,
+      heldRequests: add((s) => s.heldRequests),
     },
   };
 }

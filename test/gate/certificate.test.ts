@@ -55,7 +55,24 @@ describe("the server's counters, parsed by parse-prometheus-text-format", () => 
       "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 512\n",
       "m",
     );
-    expect(llama).toMatchObject({ ok: true, snapshot: { dialect: "llamacpp", generatedTokens: 512, requests: null } });
+    expect(llama).toMatchObject({
+      ok: true,
+      snapshot: { dialect: "llamacpp", generatedTokens: 512, requests: null, heldRequests: null },
+    });
+    // the requests each holds now: SGLang's running and queued, llama.cpp's processing and deferred
+    const gauges = (lines: string[]) => parseCounters([...lines, ""].join("\n"), "m");
+    expect(
+      gauges([
+        'sglang:generation_tokens_total{model_name="m"} 1',
+        'sglang:num_running_reqs{model_name="m"} 3',
+        'sglang:num_queue_reqs{model_name="m"} 2',
+        'sglang:num_running_reqs{model_name="other"} 7',
+      ]),
+    ).toMatchObject({ ok: true, snapshot: { heldRequests: 5 } });
+    expect(
+      gauges(["llamacpp:tokens_predicted_total 1", "llamacpp:requests_processing 4", "llamacpp:requests_deferred 1"]),
+    ).toMatchObject({ ok: true, snapshot: { heldRequests: 5 } });
+    expect(s).toMatchObject({ ok: true, snapshot: { heldRequests: null } });
     expect(parseCounters("<html><body>Not here</body></html>", "m").ok).toBe(false);
     const unknown = parseCounters("# TYPE foo counter\nfoo 1\n", "m");
     expect(unknown.ok).toBe(false);
@@ -121,6 +138,36 @@ describe("the load asked for was the load applied", () => {
       ok: true,
       detail: "4 of 4 requests in flight at once",
     });
+  });
+
+  it("closed loop: the server's own gauges held against the client's in flight at the same instants", () => {
+    const samples = closedLoop(4, 5, 1, 0.001);
+    const reads = (held: (t: number) => number) =>
+      [1.2, 1.7, 2.2, 2.7, 3.2, 3.7, 9].map((atSeconds) => ({ atSeconds, held: held(atSeconds) }));
+    // an engine that holds the four: certified, both sides named; the read after the run is not judged
+    const honest = closedLoopLoad(
+      samples,
+      4,
+      0.1,
+      reads(() => 4),
+    );
+    expect(honest).toMatchObject({ ok: true });
+    expect(honest.detail).toMatch(
+      /^[34]\.\d+ requests in flight on average of 4 asked for; the server held 4\.00 running or waiting of the client's 4\.00 in flight \(6 reads of its gauges\)$/,
+    );
+    // one running, the other three waiting in front of it (a proxy, a gateway's limit)
+    const front = closedLoopLoad(
+      samples,
+      4,
+      0.1,
+      reads(() => 1),
+    );
+    expect(front.ok).toBe(false);
+    expect(front.detail).toMatch(
+      /the server held 1\.00 running or waiting of the client's 4\.00 in flight \(6 reads of its gauges\): the requests waited in front of the server/,
+    );
+    // too few reads in the loaded stretch (a short level): the client's side alone
+    expect(closedLoopLoad(samples, 4, 0.1, reads(() => 0).slice(0, 2)).detail).not.toMatch(/server/);
   });
 
   it("open loop: Poisson gaps fit the exponential; a regular schedule at the same rate does not", () => {
@@ -216,6 +263,27 @@ describe("gpuhost bench: a level that cannot show its proof is never a figure", 
     expect(await benchMain(argv(server.url, file, "--certify", "report"), report), report.err()).toBe(EXIT.ok);
     expect(report.out()).toMatch(/^4\s.* {2}not certified: not reconciled/m);
     expect((JSON.parse(readFileSync(file, "utf8")) as BenchResult).sustainedOutputTokensPerSecond).toBeGreaterThan(0);
+  }, 60_000);
+
+  it("requests that wait in front of the engine (a gateway holding three of four): 'load', the engine's own count named", async () => {
+    const server = await start({ tokens: 40, chunkMs: 5, serial: true, queueInFront: true });
+    const r = await bench(
+      { url: server.url, model: "m" },
+      { concurrency: [4], requestsPerConcurrency: 3, singleRequestMaxTokens: [], sweepMaxTokens: 40 },
+    );
+    const load = r.sweep[0].certificate?.checks.find((c) => c.name === "load");
+    expect(load?.ok, load?.detail).toBe(false);
+    expect(load?.detail).toMatch(/the server held 1\.\d\d running or waiting of the client's [34]\.\d\d in flight/);
+    expect(r.sustainedOutputTokensPerSecond).toBe(0);
+    // the same server counting its own queue: the load reached it, certified
+    const own = await start({ tokens: 40, chunkMs: 5, serial: true });
+    const ok = await bench(
+      { url: own.url, model: "m" },
+      { concurrency: [4], requestsPerConcurrency: 3, singleRequestMaxTokens: [], sweepMaxTokens: 40 },
+    );
+    const check = ok.sweep[0].certificate?.checks.find((c) => c.name === "load");
+    expect(check?.ok, check?.detail).toBe(true);
+    expect(check?.detail).toMatch(/the server held [34]\.\d\d running or waiting/);
   }, 60_000);
 
   it("another client on the server during the level: the server finished more than the benchmark sent", async () => {

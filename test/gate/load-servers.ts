@@ -5,8 +5,8 @@
  * time, so arrivals faster than its service time queue and it cannot keep up, one that dies
  * mid-run (killed: connections cut, then the port refuses), one that serves another model than
  * asked, one whose streams carry no usage, one whose usage over-claims what its own /metrics counts,
- * and one that never answers a chat. Each counts what it served in SGLang's /metrics counters
- * unless told not to. Real sockets on free ports, closed by the tests.
+ * one whose requests wait in front of it, and one that never answers a chat. Each counts what it
+ * served, and holds, in SGLang's /metrics counters and gauges unless told not to. Real sockets on free ports, closed by the tests.
  */
 import * as http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -59,6 +59,12 @@ export interface LoadServerOptions {
   metrics?: boolean;
   /** The usage blocks claim this many times the tokens streamed (the counters count right); default 1. */
   usageClaims?: number;
+  /**
+   * With `serial`: the requests waiting their turn are held in front of the engine (a proxy, a
+   * gateway's concurrency limit), so its gauges count the one running and none waiting. Without it
+   * the waiting ones are in num_queue_reqs, as SGLang counts its own queue.
+   */
+  queueInFront?: boolean;
 }
 
 const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
@@ -77,7 +83,17 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       await new Promise((r) => server.close(r));
     },
   };
+  /** Requests the engine holds: answering now, and waiting their turn (SGLang's two gauges). */
+  const held = { running: 0, waiting: 0 };
   const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string) => {
+    held.running++;
+    try {
+      await stream(res, benchmark, maxTokens, model);
+    } finally {
+      held.running--;
+    }
+  };
+  const stream = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string) => {
     const n = benchmark && opts.truncateAt !== undefined ? Math.min(opts.truncateAt, maxTokens) : tokens;
     const delta = benchmark && opts.reasoningOnly ? { reasoning_content: "hmm " } : { content: "ok " };
     res.writeHead(200, { "content-type": "text/event-stream" });
@@ -111,6 +127,10 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       `sglang:prompt_tokens_total${label} ${counters.prompt}`,
       "# TYPE sglang:num_requests_total counter",
       `sglang:num_requests_total${label} ${counters.requests}`,
+      "# TYPE sglang:num_running_reqs gauge",
+      `sglang:num_running_reqs${label} ${held.running}`,
+      "# TYPE sglang:num_queue_reqs gauge",
+      `sglang:num_queue_reqs${label} ${opts.queueInFront ? 0 : held.waiting}`,
       "",
     ].join("\n");
   };
@@ -167,7 +187,13 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       void answer(res, benchmark, maxTokens, model);
       return;
     }
-    queue = queue.then(() => answer(res, benchmark, maxTokens, model)).catch(() => undefined);
+    held.waiting++;
+    queue = queue
+      .then(() => {
+        held.waiting--;
+        return answer(res, benchmark, maxTokens, model);
+      })
+      .catch(() => undefined);
   };
   server.on("connection", (s: Socket) => {
     sockets.add(s);
