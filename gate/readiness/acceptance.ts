@@ -77,20 +77,12 @@ export async function measureAcceptance(
       out.verifyCount = verify;
       out.perRequest = out.completionTokens / verify;
     }
-    for (const path of ["/server_info", "/get_server_info"]) {
-      const info = await withTimeout(
-        [parent],
-        10_000,
-        () => `GET ${base}${path}: no answer within 10 s`,
-        (signal) => fetchText(agent, `${base}${path}`, { apiKey: endpoint.apiKey, signal }),
-      );
-      if (info.status !== 200) continue;
-      const v = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
-      if (typeof v === "number" && Number.isFinite(v)) out.serverWide = v;
-      break;
-    }
   } catch (err) {
     out.error = describeError(err);
+  }
+  try {
+    // Read whether or not /generate answered: a server without it may still report server-wide.
+    out.serverWide = await serverInfoAcceptance(agent, base, endpoint.apiKey, parent, 10_000);
   } finally {
     void agent.destroy().catch(() => undefined);
   }
@@ -112,7 +104,7 @@ export function acceptanceFailure(
 }
 
 /**
- * SGLang reports speculative acceptance in /get_server_info (internal_states[0].avg_spec_accept_length)
+ * SGLang reports speculative acceptance in its server info (internal_states[0].avg_spec_accept_length)
  * and, with --enable-metrics, as the gauge sglang:spec_accept_length. Null for autoregressive services.
  */
 export async function readAcceptanceLength(
@@ -121,31 +113,59 @@ export async function readAcceptanceLength(
   apiKey: string | undefined,
   signal: AbortSignal,
 ): Promise<number | null> {
-  if (signal.aborted) return null;
-  // Each read is bounded on its own: a server that hangs on one endpoint still gets asked the other.
-  const read = (path: string) =>
-    withTimeout(
-      [signal],
-      5_000,
-      () => "no answer within 5 s",
-      (s) => fetchText(agent, `${base}${path}`, { apiKey, signal: s }),
-    );
-  try {
-    const info = await read("/get_server_info");
-    if (info.status === 200) {
+  return (
+    (await serverInfoAcceptance(agent, base, apiKey, signal)) ?? (await metricsAcceptance(agent, base, apiKey, signal))
+  );
+}
+
+/** One bounded GET; a server that hangs on one endpoint still gets asked the next. */
+const boundedGet = (agent: Agent, url: string, apiKey: string | undefined, signal: AbortSignal, timeoutMs: number) =>
+  withTimeout(
+    [signal],
+    timeoutMs,
+    () => `GET ${url}: no answer within ${timeoutMs / 1000} s`,
+    (s) => fetchText(agent, url, { apiKey, signal: s }),
+  );
+
+/**
+ * avg_spec_accept_length from the server info: /server_info, else the older /get_server_info (the
+ * first that answers 200 is the server's); null when neither reports it or neither answers.
+ */
+async function serverInfoAcceptance(
+  agent: Agent,
+  base: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+  timeoutMs = 5_000,
+): Promise<number | null> {
+  for (const path of ["/server_info", "/get_server_info"]) {
+    if (signal.aborted) return null;
+    try {
+      const info = await boundedGet(agent, `${base}${path}`, apiKey, signal, timeoutMs);
+      if (info.status !== 200) continue;
       const value = (JSON.parse(info.text) as ServerInfo | null)?.internal_states?.[0]?.avg_spec_accept_length;
-      if (typeof value === "number" && Number.isFinite(value)) return value;
+      return typeof value === "number" && Number.isFinite(value) ? value : null;
+    } catch {
+      // Not there, not JSON, or no answer in time: the next endpoint, then /metrics.
     }
-  } catch {
-    // Older servers lack /get_server_info; fall through to /metrics.
-  }
-  try {
-    const metrics = await read("/metrics");
-    if (metrics.status === 200) return parseSpecAcceptLength(metrics.text);
-  } catch {
-    // Metrics are optional (--enable-metrics); absence means "not speculative or not reported".
   }
   return null;
+}
+
+/** sglang:spec_accept_length from /metrics (--enable-metrics); null when absent or unreadable. */
+export async function metricsAcceptance(
+  agent: Agent,
+  base: string,
+  apiKey: string | undefined,
+  signal: AbortSignal,
+): Promise<number | null> {
+  if (signal.aborted) return null;
+  try {
+    const metrics = await boundedGet(agent, `${base}/metrics`, apiKey, signal, 5_000);
+    return metrics.status === 200 ? parseSpecAcceptLength(metrics.text) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The value of sglang:spec_accept_length in Prometheus text (the first series, labels ignored). */

@@ -13,7 +13,7 @@ import { withTimeout } from "../transport/timers";
 import { makeSender } from "../measurement/load";
 import { summarizeSingle } from "../measurement/stats";
 import { BENCH_PROMPTS } from "../measurement/bench";
-import { measureAcceptance, readAcceptanceLength } from "./acceptance";
+import { measureAcceptance, metricsAcceptance } from "./acceptance";
 import { probeRequestBody } from "./probe";
 import type { HealthPolicy, VerifyPolicy } from "../schema";
 import type { ChatCompletion } from "../transport/wire";
@@ -212,15 +212,18 @@ export async function bestDecodeProbe(
  */
 export async function probeAcceptance(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
   const m = await measureAcceptance(endpoint, { timeoutSeconds: health.timeoutSeconds, signal });
-  return m.perRequest ?? m.serverWide ?? (await reportedAcceptance(endpoint, health, signal));
+  return m.perRequest ?? m.serverWide ?? (await metricsReported(endpoint, health, signal));
 }
 
-/** The acceptance length the server reports (server info, else /metrics); throws when it reports none. */
-export async function reportedAcceptance(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
+/**
+ * The acceptance length in the server's /metrics: what is left to read once measureAcceptance has
+ * tried the request's own counts and the server info. Throws when it reports none.
+ */
+async function metricsReported(endpoint: Endpoint, health: HealthPolicy, signal?: AbortSignal) {
   const agent = makeAgent(1);
   try {
     const value = await bounded(signal, health.timeoutSeconds, "the acceptance read", (s) =>
-      readAcceptanceLength(agent, baseUrl(endpoint.url), endpoint.apiKey, s),
+      metricsAcceptance(agent, baseUrl(endpoint.url), endpoint.apiKey, s),
     );
     if (value === null) throw new Error("the server reports no speculative acceptance length");
     return value;
