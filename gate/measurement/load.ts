@@ -402,6 +402,12 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
 /** Reads of the server's gauges during a closed-loop level: this far apart (wall clock), at most so many. */
 const SERVER_LOAD_INTERVAL_MS = 100;
 const SERVER_LOAD_READS = 200;
+/**
+ * A read whose round trip took longer than this (wall clock) is not kept: the gauges were sampled
+ * somewhere in it, and an instant known only to within more than this is no instant to hold the
+ * client's in-flight count against (a loaded machine, a slow /metrics).
+ */
+const SERVER_LOAD_MAX_ROUND_TRIP_MS = 50;
 
 /**
  * Reads the requests the server holds (its gauges, through the counters' read) every
@@ -420,12 +426,15 @@ function watchServerLoad(
   void (async () => {
     while (reads.length < SERVER_LOAD_READS) {
       await sleep(SERVER_LOAD_INTERVAL_MS, until);
-      const sent = hostNow(clock);
+      const sent = performance.now();
       const r = await read();
       if (until.aborted || !r.ok) return;
       if (r.snapshot.heldRequests === null) return;
+      const back = performance.now();
+      if (back - sent > SERVER_LOAD_MAX_ROUND_TRIP_MS) continue;
       // The gauges were read somewhere in the round trip: its middle is the best guess of when.
-      reads.push({ atSeconds: (sent + hostNow(clock)) / 2, held: r.snapshot.heldRequests });
+      const at = ((sent + back) / 2 - clock.origin) / 1000;
+      reads.push({ atSeconds: at * clock.timeScale, held: r.snapshot.heldRequests });
     }
   })().catch(() => undefined);
   return {
