@@ -227,11 +227,8 @@ interface Run extends Session {
   mode: "open" | "closed";
   levels: number[];
   signal: AbortSignal;
-  /** The caller's own signal (Ctrl-C), told apart from the deadline. */
-  callerSignal: AbortSignal | undefined;
-  /** Where the level's certificate reads the server's counters (BenchHooks.readCounters). */
-  counters: BenchHooks["readCounters"];
-  acceptanceFloor: number | null;
+  /** The caller's hooks as given: its own signal (Ctrl-C, told apart from the deadline), the counters' reader, the floor. */
+  hooks: BenchHooks;
   startedAt: string;
   progress: (event: BenchProgress) => void;
   totals: RunTotals;
@@ -279,9 +276,7 @@ function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHook
     mode,
     levels,
     signal,
-    callerSignal: hooks.signal,
-    counters: hooks.readCounters,
-    acceptanceFloor: hooks.acceptanceFloor ?? null,
+    hooks,
     startedAt,
     progress: hooks.onProgress ?? (() => undefined),
     // Every request of the run, kept as requests end (O(1) each); progress events carry this object.
@@ -370,7 +365,7 @@ async function warmupStage(st: Stage): Promise<BenchSamples | BenchResult> {
   if (warmup.error === null) return samples;
   // The deadline ending it is a hang too, and its reason names the warmup and what it saw; only the
   // caller's own interrupt is reported as that.
-  const interrupted = run.callerSignal?.aborted === true;
+  const interrupted = run.hooks.signal?.aborted === true;
   const reason = watch.gone ?? (interrupted ? abortReason(run.signal).message : warmupStop(warmup.error));
   return run.stopped(st.model, samples, reason, watch.gone);
 }
@@ -426,13 +421,13 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     signal,
     readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
     readCounters: () =>
-      run.counters
-        ? run.counters(st.model, signal)
+      run.hooks.readCounters
+        ? run.hooks.readCounters(st.model, signal)
         : readCounters(run.agent, run.base, st.model, endpoint.apiKey, signal),
     // The sweep runs only after a warmup that succeeded (warmupStage stops the run otherwise).
     warm: samples.warmup?.error === null,
     model: st.model,
-    acceptanceFloor: run.acceptanceFloor,
+    acceptanceFloor: run.hooks.acceptanceFloor ?? null,
     watch,
     maxInFlight: run.connections,
     onStart: (level, total) =>
