@@ -450,24 +450,35 @@ const COUNTER_SETTLE_READS = 4;
 const COUNTER_SETTLE_MS = 250;
 const COUNTER_QUIET_MS = 100;
 
+/** Reads before a level while the server still holds a request (COUNTER_QUIET_MS apart): 2 s at most. */
+const COUNTER_IDLE_READS = 20;
+
 /**
- * The counters before a level, once they are quiet: read again (COUNTER_SETTLE_READS at most,
- * COUNTER_QUIET_MS apart) until two reads agree. A server that counts a request a moment after its
- * last byte (llama.cpp counts on the slot's release) still adds the warmup's or a probe's tokens
- * after its answer; read too soon, they would count as the level's. A server other clients keep
- * busy never agrees: its level then fails reconciliation, naming it.
+ * The counters before a level, once they are quiet: read again (COUNTER_QUIET_MS apart) until two
+ * reads agree and, where the server keeps the gauges, it holds no request; COUNTER_SETTLE_READS
+ * reads at most while they move, COUNTER_IDLE_READS while it still holds one. A server that counts a
+ * request when it ends (llama.cpp on the slot's release) adds a probe's tokens after its answer, and
+ * a stream the client closed early (the gate reads until it has its answer) runs on until the server
+ * notices: its tokens counted as the level's made a real llama-server read "generated 194, claimed
+ * 192" on a loaded machine. A server other clients keep busy never gets quiet: its level then
+ * fails reconciliation, naming it.
  */
 async function quietCounters(read: () => Promise<CounterRead>, signal: AbortSignal): Promise<CounterRead> {
   let last = await read();
-  for (let i = 1; i < COUNTER_SETTLE_READS && last.ok; i++) {
+  let moved = 0;
+  for (let i = 1; i < COUNTER_IDLE_READS && last.ok; i++) {
     try {
       await sleep(COUNTER_QUIET_MS, signal);
     } catch {
       break;
     }
     const next = await read();
-    if (!next.ok || next.snapshot.generatedTokens === last.snapshot.generatedTokens) return next;
+    if (!next.ok) return next;
+    const agrees = next.snapshot.generatedTokens === last.snapshot.generatedTokens;
+    const idle = (next.snapshot.heldRequests ?? 0) === 0;
     last = next;
+    if (agrees && idle) return next;
+    if (!agrees && ++moved >= COUNTER_SETTLE_READS - 1) return next;
   }
   return last;
 }
