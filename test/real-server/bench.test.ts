@@ -109,6 +109,14 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
         /^the server's llamacpp counters: [\d,]+ tokens generated, as the client counted$/,
       );
     }
+    // The load applied, by llama-server's own gauges (requests_processing + requests_deferred) read
+    // during the level: at least one level has enough quick reads (a loaded machine may slow some).
+    const held = r.sweep
+      .map((l) => l.certificate!.checks.find((c) => c.name === "load")!.detail)
+      .filter((d) =>
+        /the server held \d+\.\d\d running or waiting of the client's \d+\.\d\d in flight \(\d+ reads/.test(d),
+      );
+    expect(held.length, JSON.stringify(r.sweep.map((l) => l.certificate))).toBeGreaterThan(0);
 
     const inOrder = [r.samples.warmup, ...r.samples.singleRequest.flatMap((x) => x.requests)];
     const c1 = r.samples.sweep.find((l) => l.concurrency === 1)!.requests;
