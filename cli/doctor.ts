@@ -3,6 +3,7 @@
 import * as path from "node:path";
 import { toolkitReleases } from "../components/cuda-catalog/catalog";
 import { doctor, type DoctorReport } from "../components/cuda-toolkit/doctor";
+import { P2P_FLOOR_GBPS, type TopologyReport } from "../components/cuda-toolkit/topology-probe";
 import { defaultIo, EXIT, runCommand, UsageError, type CliIo } from "./common";
 import type { CommandSpec } from "./options";
 
@@ -13,6 +14,7 @@ function render(r: DoctorReport): string {
     `/usr/local/cuda -> ${r.usrLocalCuda ?? "(absent)"}`,
     `proof: ${r.proof.detail}`,
     `GPUs: ${r.gpus.length === 0 ? "none found (no nvidia-smi)" : r.gpus.map((g) => `sm_${g.computeCapability} driver ${g.driver}`).join(", ")}`,
+    ...topologyLines(r.topology),
     ...r.warnings.map((w) => `warning: ${w}`),
     ...r.problems.map(
       (p) =>
@@ -21,6 +23,25 @@ function render(r: DoctorReport): string {
     r.healthy ? "healthy" : `${r.problems.length} problem(s)`,
   ];
   return `${lines.join("\n")}\n`;
+}
+
+/** The links, the topology's GPU pairs, and the peer-to-peer result (or why it did not run). */
+function topologyLines(t: TopologyReport): string[] {
+  const links = t.links.map(
+    (l) => `GPU ${l.index} PCIe gen ${l.gen ?? "?"}/${l.genMax ?? "?"} x${l.width ?? "?"}/x${l.widthMax ?? "?"}`,
+  );
+  const pairs = t.pairs.map((p) => `GPU ${p.a}-${p.b} ${p.link}`);
+  const p2p = t.p2p.pairs.map((p) =>
+    p.notMeasured
+      ? `GPU ${p.a}->${p.b} ${p.notMeasured}`
+      : `GPU ${p.a}->${p.b} write ${p.writeGBps?.toFixed(1)} read ${p.readGBps?.toFixed(1)} GB/s`,
+  );
+  return [
+    ...(links.length > 0 ? [`PCIe: ${links.join(", ")}`] : []),
+    ...(pairs.length > 0 ? [`topology: ${pairs.join(", ")}`] : []),
+    `peer-to-peer: ${t.p2p.detail}${p2p.length > 0 ? `: ${p2p.join(", ")}` : ""}`,
+    ...t.notes.map((n) => `note: ${n}`),
+  ];
 }
 
 export const DOCTOR = {
@@ -40,6 +61,17 @@ export const DOCTOR = {
       description: "inspect a simulated host's folder instead of / (or GPUHOST_ROOT)",
     },
     "no-proof": { type: "boolean", description: "skip compiling and linking the proof program" },
+    p2p: {
+      type: "boolean",
+      description:
+        "also measure peer-to-peer copy bandwidth between every pair of GPUs (a program compiled with the toolkit's nvcc; 256 MiB on each GPU: run it before a service holds them)",
+    },
+    "p2p-floor": {
+      type: "number",
+      value: "GBPS",
+      max: 10_000,
+      description: `peer-to-peer GB/s below which a pair is a problem (default ${P2P_FLOOR_GBPS})`,
+    },
     json: { type: "boolean", description: "print the report as JSON" },
   },
   exits: [
@@ -65,6 +97,8 @@ export function doctorMain(
       env,
       root: root ? path.resolve(root) : "",
       proof: values["no-proof"] !== true,
+      p2p: values.p2p === true,
+      p2pFloorGBps: values["p2p-floor"],
     });
     io.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : render(report));
     return report.healthy ? EXIT.ok : EXIT.failed;

@@ -10,6 +10,7 @@ import * as path from "node:path";
 import { packageProviding, requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
 import { proofSource } from "./plan";
 import { toolkitIssues } from "../../physics/preflight";
+import { P2P_FLOOR_GBPS, probeTopology, type TopologyReport } from "./topology-probe";
 
 export interface DoctorFinding {
   /** What is wrong, e.g. "missing include/curand.h". */
@@ -39,6 +40,8 @@ export interface DoctorReport {
   usrLocalCuda: string | null;
   gpus: { driver: string; computeCapability: string }[];
   proof: DoctorProof;
+  /** The GPUs' PCIe links, topology and (with `p2p`) peer-to-peer bandwidth (topology-probe.ts). */
+  topology: TopologyReport;
   problems: DoctorFinding[];
   warnings: string[];
 }
@@ -51,6 +54,10 @@ export interface DoctorOptions {
   root: string;
   /** Compile (and on GPUs run) the proof program with the toolkit found; default true. */
   proof?: boolean;
+  /** Measure peer-to-peer bandwidth between the GPUs (a program compiled with the toolkit's nvcc); default false. */
+  p2p?: boolean;
+  /** GB/s below which a peer-to-peer copy is a problem (default P2P_FLOOR_GBPS). */
+  p2pFloorGBps?: number;
 }
 
 /** The bound on compiling the proof: the real nvcc takes seconds, a busy 2-core host tens of them. */
@@ -225,6 +232,13 @@ export function doctor(opts: DoctorOptions): DoctorReport {
     usrLocalCuda,
     gpus: gpus(env),
     proof: { status: "skipped", detail: "not compiled" },
+    topology: {
+      links: [],
+      pairs: [],
+      p2p: { status: "not run", detail: "not run: no toolkit found", pairs: [] },
+      notes: [],
+      problems: [],
+    },
     problems,
     warnings,
   };
@@ -317,6 +331,16 @@ export function doctor(opts: DoctorOptions): DoctorReport {
   } else if (opts.proof === false) {
     report.proof = { status: "skipped", detail: "not compiled (--no-proof)" };
   }
+  const nvcc = onHost(root, path.posix.join(home, "bin", "nvcc"));
+  report.topology = probeTopology({
+    gpuCount: report.gpus.length,
+    nvcc: release !== null && fs.existsSync(nvcc) ? nvcc : null,
+    libDir: onHost(root, path.posix.join(home, "lib64")),
+    env,
+    p2p: opts.p2p === true,
+    floorGBps: opts.p2pFloorGBps ?? P2P_FLOOR_GBPS,
+  });
+  problems.push(...report.topology.problems.map((problem) => ({ problem })));
   report.healthy = problems.length === 0;
   return report;
 }
