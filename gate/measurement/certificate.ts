@@ -117,8 +117,11 @@ export interface ServerLoadRead {
   held: number;
 }
 
-/** Fewer reads of the server's gauges while the run had requests in flight judge nothing (too short a level). */
-export const MIN_SERVER_LOAD_READS = 3;
+/**
+ * Fewer reads of the server's gauges while the run had requests in flight judge nothing: a level
+ * under a second of wall time, where one read caught at a request's edge weighs too much.
+ */
+export const MIN_SERVER_LOAD_READS = 10;
 
 const LOOP_RESOLUTION_MS = 20;
 /**

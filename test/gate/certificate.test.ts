@@ -143,7 +143,10 @@ describe("the load asked for was the load applied", () => {
   it("closed loop: the server's own gauges held against the client's in flight at the same instants", () => {
     const samples = closedLoop(4, 5, 1, 0.001);
     const reads = (held: (t: number) => number) =>
-      [1.2, 1.7, 2.2, 2.7, 3.2, 3.7, 9].map((atSeconds) => ({ atSeconds, held: held(atSeconds) }));
+      [...Array.from({ length: 12 }, (_, i) => 1.2 + i * 0.3), 9].map((atSeconds) => ({
+        atSeconds,
+        held: held(atSeconds),
+      }));
     // an engine that holds the four: certified, both sides named; the read after the run is not judged
     const honest = closedLoopLoad(
       samples,
@@ -153,7 +156,7 @@ describe("the load asked for was the load applied", () => {
     );
     expect(honest).toMatchObject({ ok: true });
     expect(honest.detail).toMatch(
-      /^[34]\.\d+ requests in flight on average of 4 asked for; the server held 4\.00 running or waiting of the client's 4\.00 in flight \(6 reads of its gauges\)$/,
+      /^[34]\.\d+ requests in flight on average of 4 asked for; the server held 4\.00 running or waiting of the client's 4\.00 in flight \(12 reads of its gauges\)$/,
     );
     // one running, the other three waiting in front of it (a proxy, a gateway's limit)
     const front = closedLoopLoad(
@@ -164,10 +167,10 @@ describe("the load asked for was the load applied", () => {
     );
     expect(front.ok).toBe(false);
     expect(front.detail).toMatch(
-      /the server held 1\.00 running or waiting of the client's 4\.00 in flight \(6 reads of its gauges\): the requests waited in front of the server/,
+      /the server held 1\.00 running or waiting of the client's 4\.00 in flight \(12 reads of its gauges\): the requests waited in front of the server/,
     );
     // too few reads in the loaded stretch (a short level): the client's side alone
-    expect(closedLoopLoad(samples, 4, 0.1, reads(() => 0).slice(0, 2)).detail).not.toMatch(/server/);
+    expect(closedLoopLoad(samples, 4, 0.1, reads(() => 0).slice(0, 9)).detail).not.toMatch(/server/);
   });
 
   it("open loop: Poisson gaps fit the exponential; a regular schedule at the same rate does not", () => {
