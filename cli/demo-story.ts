@@ -209,8 +209,9 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
     );
     // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
     for (const line of storyRoofline(o, profile, services.memFractionStatic ?? 0.9, chosen)) o.say(`  ${line}`);
-    const active = chosen?.service ?? "autoregressive";
-    const speculative = active === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };
+    // The service the comparison left active (the recommended one, or the one it restored).
+    const speculative =
+      result.activeAfter === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };
     for (const line of await storyHealthCheck(endpoint, speculative, verifyPolicy, o.timeScale)) o.say(line);
     o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
     return result;
