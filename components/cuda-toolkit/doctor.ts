@@ -5,12 +5,12 @@
 // last word; it runs only where there are GPUs. `root` inspects a simulated host folder instead of /.
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { packageProviding, requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
 import { proofSource } from "./plan";
 import { toolkitIssues } from "../../physics/preflight";
 import { P2P_FLOOR_GBPS, probeTopology, type TopologyReport } from "./topology-probe";
+import { errorLine, nvidiaSmi, processOutput, withCompiled } from "./cuda-program";
 
 export interface DoctorFinding {
   /** What is wrong, e.g. "missing include/curand.h". */
@@ -60,19 +60,7 @@ export interface DoctorOptions {
   p2pFloorGBps?: number;
 }
 
-/** The bound on compiling the proof: the real nvcc takes seconds, a busy 2-core host tens of them. */
-const PROOF_COMPILE_TIMEOUT_MS = 300_000;
 const PROOF_RUN_TIMEOUT_MS = 120_000;
-
-function firstLine(text: string): string {
-  const lines = text.split("\n").map((l) => l.trim());
-  return lines.find((l) => /error|cannot find/.test(l)) ?? lines.find(Boolean) ?? "(no output)";
-}
-
-function processOutput(err: unknown): string {
-  const e = err as { stdout?: string; stderr?: string; message?: string };
-  return `${e.stderr ?? ""}${e.stdout ?? ""}` || (e.message ?? String(err));
-}
 
 /**
  * Compiles proof/curand_cublas.cu with <home>/bin/nvcc the way verify.sh does, and runs it only
@@ -89,21 +77,17 @@ function runProof(
 ): { proof: DoctorProof; finding?: DoctorFinding & { missingPath?: string } } {
   const nvcc = onHost(root, path.posix.join(home, "bin", "nvcc"));
   if (!fs.existsSync(nvcc)) return { proof: { status: "skipped", detail: "not compiled: no nvcc" } };
-  // nvcc calls the host compiler (gcc) by PATH: the system folders stay reachable whatever PATH is
-  const compileEnv = { ...env, PATH: [env.PATH, "/usr/local/bin:/usr/bin:/bin"].filter(Boolean).join(":") };
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-proof-"));
-  try {
-    fs.writeFileSync(path.join(work, "proof.cu"), proofSource());
-    try {
-      execFileSync(nvcc, ["-o", "proof", "proof.cu", "-lcurand", "-lcublas"], {
-        cwd: work,
-        encoding: "utf8",
-        timeout: PROOF_COMPILE_TIMEOUT_MS,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: compileEnv,
-      });
-    } catch (err) {
-      const first = firstLine(processOutput(err));
+  const program = {
+    nvcc,
+    name: "proof",
+    source: proofSource(),
+    linkArgs: ["-lcurand", "-lcublas"],
+    env,
+    libDir: onHost(root, path.posix.join(home, "lib64")),
+  };
+  return withCompiled(program, (c): ReturnType<typeof runProof> => {
+    if (c.compileError !== null) {
+      const first = errorLine(c.compileError);
       const header = /fatal error: ([^:]+): No such file or directory/.exec(first)?.[1];
       const lib = /cannot find -l(\S+)/.exec(first)?.[1];
       const missing = header ? `include/${header}` : lib ? `lib64/lib${lib}.so` : undefined;
@@ -119,20 +103,13 @@ function runProof(
         },
       };
     }
-    const binary = path.join(work, "proof");
-    const standin = fs.readFileSync(binary).subarray(0, 2).toString() === "#!";
+    const standin = fs.readFileSync(c.binary).subarray(0, 2).toString() === "#!";
     const version = nvccVersion?.replace(/^V/, "") ?? "unknown";
     if (gpuCount === 0 && !standin) {
       return { proof: { status: "compiled", detail: `compiled and linked with nvcc ${version}; not run: no GPU` } };
     }
     try {
-      const libDir = onHost(root, path.posix.join(home, "lib64"));
-      const out = execFileSync(binary, [], {
-        encoding: "utf8",
-        timeout: PROOF_RUN_TIMEOUT_MS,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...compileEnv, LD_LIBRARY_PATH: [libDir, env.LD_LIBRARY_PATH].filter(Boolean).join(":") },
-      });
+      const out = c.run(PROOF_RUN_TIMEOUT_MS);
       return { proof: { status: "ran", detail: `ran: ${out.trim().replace(/\n/g, " ")}` } };
     } catch (err) {
       const out = processOutput(err).trim().replace(/\n/g, " ");
@@ -141,9 +118,7 @@ function runProof(
         finding: { problem: `the proof program compiled but failed when run: ${out}` },
       };
     }
-  } finally {
-    fs.rmSync(work, { recursive: true, force: true });
-  }
+  });
 }
 
 const onHost = (root: string, p: string) => (root ? path.join(root, p) : p);
@@ -184,23 +159,13 @@ function nvccRelease(root: string, home: string): { release: string | null; vers
 }
 
 function gpus(env: NodeJS.ProcessEnv): { driver: string; computeCapability: string }[] {
-  try {
-    const out = execFileSync("nvidia-smi", ["--query-gpu=driver_version,compute_cap", "--format=csv,noheader"], {
-      encoding: "utf8",
-      timeout: 15_000,
-      env,
-      stdio: ["ignore", "pipe", "ignore"],
+  return nvidiaSmi(["--query-gpu=driver_version,compute_cap", "--format=csv,noheader"], env)
+    .split("\n")
+    .filter((l) => l.includes(","))
+    .map((l) => {
+      const [driver, cap] = l.split(",").map((s) => s.trim());
+      return { driver: driver, computeCapability: cap };
     });
-    return out
-      .split("\n")
-      .filter((l) => l.includes(","))
-      .map((l) => {
-        const [driver, cap] = l.split(",").map((s) => s.trim());
-        return { driver: driver, computeCapability: cap };
-      });
-  } catch {
-    return [];
-  }
 }
 
 const olderThan = (a: string, b: string) => {

@@ -1,11 +1,10 @@
 // The GPUs' links on this machine, for `gpuhost doctor` (issue 28.4): nvidia-smi's PCIe query and
 // topology matrix, and with --p2p the peer-to-peer program compiled with the toolkit's own nvcc and
 // run. Every call is bounded; without a GPU nothing runs and the report says so.
-import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { componentDir } from "./plan";
+import { errorLine, nvidiaSmi, processOutput, withCompiled } from "./cuda-program";
 import {
   type GpuPair,
   linkFindings,
@@ -33,8 +32,6 @@ export interface TopologyReport {
   problems: string[];
 }
 
-const SMI_TIMEOUT_MS = 15_000;
-const P2P_COMPILE_TIMEOUT_MS = 300_000;
 const P2P_RUN_TIMEOUT_MS = 300_000;
 
 export function probeTopology(o: {
@@ -49,18 +46,7 @@ export function probeTopology(o: {
 }): TopologyReport {
   const notRun = (why: string) => ({ status: "not run" as const, detail: `not run: ${why}`, pairs: [] });
   if (o.gpuCount === 0) return { links: [], pairs: [], p2p: notRun("no GPU"), notes: [], problems: [] };
-  const smi = (args: string[]) => {
-    try {
-      return execFileSync("nvidia-smi", args, {
-        encoding: "utf8",
-        timeout: SMI_TIMEOUT_MS,
-        env: o.env,
-        stdio: ["ignore", "pipe", "ignore"],
-      });
-    } catch {
-      return "";
-    }
-  };
+  const smi = (args: string[]) => nvidiaSmi(args, o.env);
   const links = parsePcieLinks(smi([`--query-gpu=${PCIE_QUERY_FIELDS.join(",")}`, "--format=csv,noheader"]));
   const { pairs } = parseTopology(smi(["topo", "-m"]));
   const { problems, notes } = linkFindings(links);
@@ -79,31 +65,15 @@ export function probeTopology(o: {
 
 /** Compiles proof/p2p_bandwidth.cu with NVCC and runs it; its lines parsed by topology.ts. */
 function measureP2p(nvcc: string, libDir: string | null, env: NodeJS.ProcessEnv): TopologyReport["p2p"] {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-p2p-"));
-  // nvcc calls the host compiler (gcc) by PATH: the system folders stay reachable whatever PATH is.
-  const runEnv = { ...env, PATH: [env.PATH, "/usr/local/bin:/usr/bin:/bin"].filter(Boolean).join(":") };
-  try {
-    fs.copyFileSync(path.join(componentDir(), "proof", "p2p_bandwidth.cu"), path.join(work, "p2p.cu"));
-    try {
-      execFileSync(nvcc, ["-o", "p2p", "p2p.cu"], {
-        cwd: work,
-        timeout: P2P_COMPILE_TIMEOUT_MS,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: runEnv,
-      });
-    } catch (err) {
-      return { status: "failed", detail: `did not compile: ${firstLine(err)}`, pairs: [] };
-    }
+  const source = fs.readFileSync(path.join(componentDir(), "proof", "p2p_bandwidth.cu"), "utf8");
+  return withCompiled({ nvcc, name: "p2p", source, env, libDir }, (c): TopologyReport["p2p"] => {
+    if (c.compileError !== null)
+      return { status: "failed", detail: `did not compile: ${errorLine(c.compileError)}`, pairs: [] };
     let out: string;
     try {
-      out = execFileSync(path.join(work, "p2p"), [], {
-        encoding: "utf8",
-        timeout: P2P_RUN_TIMEOUT_MS,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...runEnv, LD_LIBRARY_PATH: [libDir, env.LD_LIBRARY_PATH].filter(Boolean).join(":") },
-      });
+      out = c.run(P2P_RUN_TIMEOUT_MS);
     } catch (err) {
-      return { status: "failed", detail: `failed when run: ${firstLine(err)}`, pairs: [] };
+      return { status: "failed", detail: `failed when run: ${errorLine(processOutput(err))}`, pairs: [] };
     }
     const parsed = parseP2p(out);
     if (parsed.notRun) return { status: "not run", detail: `not run: ${parsed.notRun}`, pairs: [] };
@@ -112,18 +82,5 @@ function measureP2p(nvcc: string, libDir: string | null, env: NodeJS.ProcessEnv)
       detail: `${parsed.pairs.length} ordered pairs measured (256 MiB copies with peer access)`,
       pairs: parsed.pairs,
     };
-  } finally {
-    fs.rmSync(work, { recursive: true, force: true });
-  }
-}
-
-function firstLine(err: unknown): string {
-  const e = err as { stdout?: Buffer | string; stderr?: Buffer | string; message?: string };
-  const text = `${e.stderr?.toString() ?? ""}${e.stdout?.toString() ?? ""}` || (e.message ?? String(err));
-  return (
-    text
-      .split("\n")
-      .map((l) => l.trim())
-      .find(Boolean) ?? "(no output)"
-  );
+  });
 }
