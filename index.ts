@@ -16,7 +16,7 @@ import { gpuFleet } from "./stack/fleet";
 import { warnPendingOperations } from "./stack/pending-operations";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
-import { unknownRoofline } from "./physics/outputs";
+import { hostRoofline } from "./physics/outputs";
 
 const { config, apiKey, secret } = loadConfig();
 // Before any resource: what an earlier, killed update left (read now, it is not this update's).
@@ -75,6 +75,7 @@ const hosts = config.hosts.map((host, index) => {
       toolkitFingerprint: h.toolkitFingerprint,
       nvccVersion: h.nvccVersion,
       toolkitProof: h.toolkitProof,
+      topology: h.toolkit.topology,
       environmentLock: h.environmentLock,
       jitWorkspace: h.jitWorkspace,
       activeService: h.activeService,
@@ -92,7 +93,24 @@ const hosts = config.hosts.map((host, index) => {
       acceptanceLength: v.acceptanceLength,
       benchComplete: v.benchComplete,
       capacity: v.capacity,
-      roofline: unknownRoofline(host),
+      roofline: pulumi
+        .all([h.modelConfig, v.saturationConcurrency, v.sustainedOutputTokensPerSecond, h.activeService])
+        .apply(([read, concurrency, tokensPerSecond, service]) =>
+          hostRoofline(
+            host,
+            read,
+            {
+              // SGLang's own default where the stack sets none.
+              memFractionStatic: config.services.memFractionStatic ?? 0.9,
+              contextTokens: config.workload.outputTokensPerCompletion,
+            },
+            {
+              concurrency: concurrency ?? null,
+              tokensPerSecond: tokensPerSecond ?? null,
+              speculative: service !== "autoregressive",
+            },
+          ),
+        ),
       drift: h.toolkitState.drift,
       // services.compare: per service the sweep, knee, acceptance and crossover, the recommendation.
       comparison: h.comparison

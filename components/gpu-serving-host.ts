@@ -26,6 +26,7 @@ import { type HostPlatform, preparationOf, toolkitOptionsOn } from "./platform";
 import { comparisonArgs, ServiceComparison } from "./service-comparison";
 import type { ServiceKind, ServicesConfig } from "./services/schema";
 import { ServingService } from "./services/serving-service";
+import { readModelConfig } from "./services/model-config";
 import { unitName } from "./services/unit";
 import type { EnvironmentConfig } from "./serving-env/schema";
 import { ServingEnvironment } from "./serving-env/serving-environment";
@@ -89,6 +90,8 @@ export class GpuServingHost extends pulumi.ComponentResource {
   public readonly comparison?: ServiceComparison;
   /** The drift probe of what provisioning set up, and its repairs. */
   public readonly toolkitState: ToolkitState;
+  /** The served model's config.json as read on the host (services/model-config.ts): the roofline's facts. */
+  public readonly modelConfig: pulumi.Output<Record<string, string>>;
 
   /** CudaToolkit: hash of the release and every package version (keys the JIT cache and the lock). */
   public get toolkitFingerprint(): pulumi.Output<string> {
@@ -214,6 +217,13 @@ export class GpuServingHost extends pulumi.ComponentResource {
       // Explicit order: ToolkitState's repair may restart the unit, so it runs first; the gate
       // never verifies a unit that a repair is about to restart, and verifies the repaired one.
       { parent: this, dependsOn: [...after, this.toolkitState] },
+    );
+
+    // After the gate: a repository id is in the service user's cache once SGLang has downloaded it.
+    this.modelConfig = readModelConfig(
+      `${name}-model-config`,
+      { connection, modelPath: s.modelPath, serviceHome: env.serviceHome },
+      { parent: this, dependsOn: [this.verification] },
     );
 
     this.toolkit = toolkit;

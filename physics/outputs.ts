@@ -1,10 +1,13 @@
 /**
  * Where a host's measured throughput stands, as a stack output. A stack only says it where it knows
- * the GPU and the model's config.json; elsewhere it says why it does not know, rather than inventing
- * a host (the simulated host has no config.json). No Pulumi import.
+ * the GPU (gpus.model, in the catalogue) and has read the model's config.json on the host
+ * (components/services/model-config.ts); elsewhere it says why it does not know, rather than
+ * inventing a host. No Pulumi import.
  */
 import { z } from "zod";
 import { findGpu } from "./gpus";
+import { ModelConfigError, modelFacts, type ModelFacts } from "./model-config";
+import { roofline } from "./roofline";
 
 export const RooflineOutputSchema = z
   .discriminatedUnion("known", [
@@ -25,18 +28,79 @@ export const RooflineOutputSchema = z
   .describe("Where the sustained throughput stands against the host's roofline (docs/physics.md)");
 export type RooflineOutput = z.infer<typeof RooflineOutputSchema>;
 
-/** What a stack can say of a host's roofline before it reads the model's config.json there. */
-export function unknownRoofline(host: { connection: { kind: string }; gpus: { model?: string } }): RooflineOutput {
-  if (host.connection.kind === "simulated")
-    return { known: false, reason: "not known: the simulated host has no config.json" };
-  if (host.gpus.model === undefined || findGpu(host.gpus.model) === undefined)
+/** The host's entry of config `hosts`, as far as its roofline needs it. */
+export interface RooflineHost {
+  connection: { kind: string };
+  gpus: { count: number; model?: string };
+}
+
+/** What the services' model-config.sh printed on the host (found/config, missing or toolarge). */
+export type ModelConfigRead = Readonly<Record<string, string>>;
+
+/**
+ * Where a host's measured throughput stands against its roofline: the GPU from the catalogue, the
+ * model's facts from the config.json read on the host, the sustained figure at its concurrency.
+ * Says why it is not known instead where one of them is missing.
+ */
+export function hostRoofline(
+  host: RooflineHost,
+  read: ModelConfigRead | undefined,
+  shape: {
+    /** SGLang's --mem-fraction-static (its own default, 0.9, where the stack sets none). */
+    memFractionStatic: number;
+    /** Tokens of context per sequence the KV bound assumes: the workload's output tokens. */
+    contextTokens: number;
+  },
+  measured: { concurrency: number | null; tokensPerSecond: number | null; speculative: boolean },
+): RooflineOutput {
+  const model = modelOf(read);
+  const gpu = host.gpus.model === undefined ? undefined : findGpu(host.gpus.model);
+  const gpuReason =
+    host.gpus.count === 0
+      ? "the host has no GPUs (gpus.count 0)"
+      : host.gpus.model === undefined
+        ? "gpus.model is not set"
+        : gpu === undefined
+          ? `gpus.model "${host.gpus.model}" is not in the GPU catalogue (physics/gpus.ts)`
+          : undefined;
+  if (gpuReason !== undefined || !gpu || "reason" in model)
     return {
       known: false,
-      reason: `not known: gpus.model ${host.gpus.model === undefined ? "is not set" : `"${host.gpus.model}" is not in the GPU catalogue (physics/gpus.ts)`}`,
+      reason: `not known: ${[gpuReason, "reason" in model ? model.reason : undefined].filter(Boolean).join("; ")}${"facts" in model ? ` (the model's config.json was read: ${model.found})` : ""}`,
     };
+  const at =
+    measured.concurrency !== null && measured.tokensPerSecond !== null && measured.tokensPerSecond > 0
+      ? {
+          concurrency: measured.concurrency,
+          tokensPerSecond: measured.tokensPerSecond,
+          speculative: measured.speculative,
+        }
+      : undefined;
+  const r = roofline(model.facts, { gpu, gpus: host.gpus.count, ...shape }, at);
   return {
-    known: false,
-    reason:
-      "not known: the stack does not read the model's config.json from the host yet; run `gpuhost plan --gpu --model-config` with a copy",
+    known: true,
+    gpu: r.gpu,
+    gpus: r.gpus,
+    bytesPerStepGB: r.bytesPerStepGB,
+    batch1TokensPerSecond: r.batch1TokensPerSecond,
+    computeBoundTokensPerSecond: r.computeBoundTokensPerSecond,
+    kvBoundConcurrency: r.kvBoundConcurrency,
+    fraction: r.atConcurrency?.fraction ?? null,
+    limiter: r.atConcurrency?.limiter ?? null,
+    lever: r.atConcurrency?.lever ?? null,
   };
+}
+
+/** The model's facts from what the host script printed, or why there are none. */
+function modelOf(read: ModelConfigRead | undefined): { facts: ModelFacts; found: string } | { reason: string } {
+  if (read === undefined) return { reason: "the model's config.json was not read" };
+  if (read.toolarge !== undefined) return { reason: `${read.toolarge} is over 1 MiB, not a model's config.json` };
+  if (read.found === undefined || read.config === undefined)
+    return { reason: `no config.json on the host at ${read.missing ?? "the model's path"}` };
+  try {
+    return { facts: modelFacts(JSON.parse(Buffer.from(read.config, "base64").toString("utf8"))), found: read.found };
+  } catch (err) {
+    const why = err instanceof ModelConfigError ? err.message : "it is not JSON";
+    return { reason: `${read.found} on the host cannot be sized (${why})` };
+  }
 }

@@ -43,6 +43,7 @@ describe("GpuServingHost on the simulated platform (mocks)", async () => {
         "sim-1-service-activate",
         "sim-1-verified",
         "sim-1-toolkit-state",
+        "sim-1-model-config",
       ].sort(),
     );
     for (const c of [
@@ -52,6 +53,7 @@ describe("GpuServingHost on the simulated platform (mocks)", async () => {
       "sim-1-service",
       "sim-1-verified",
       "sim-1-toolkit-state",
+      "sim-1-model-config",
     ])
       expect(parentName(all, named(all, c)), c).toBe("sim-1");
     expect(named(all, "sim-1-prepare").type).toBe("command:local:Command");

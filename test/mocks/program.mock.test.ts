@@ -27,10 +27,12 @@ describe("the program (index.ts) under mocks", async () => {
     expect(named(all, "mock-1-prepare").inputs.create).toContain("prepare.sh");
   });
 
-  it("says the simulated host's roofline is not known rather than inventing one (issue 28)", () => {
+  it("reads the model's config.json on the host after the gate, and says the roofline is not known rather than inventing one (issue 28)", () => {
+    const read = named(all, "mock-1-model-config");
+    expect(read.inputs.create).toContain("model-config.sh");
     expect(hosts["mock-1"].roofline).toEqual({
       known: false,
-      reason: "not known: the simulated host has no config.json",
+      reason: "not known: the host has no GPUs (gpus.count 0); no config.json on the host at the model's path",
     });
   });
 

@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { findGpu, GPUS, type GpuSpec } from "../../physics/gpus";
-import { RooflineOutputSchema, unknownRoofline } from "../../physics/outputs";
+import { hostRoofline, RooflineOutputSchema } from "../../physics/outputs";
 import { modelFacts, ModelConfigError, type ModelFacts } from "../../physics/model-config";
 import {
   bytesPerDecodeStep,
@@ -236,18 +236,71 @@ describe("a config.json gpuhost cannot size is refused in one sentence naming th
   });
 });
 
-describe("a stack's roofline output says why it is not known", () => {
+describe("a stack's roofline output: from the config.json read on the host, or why it is not known", () => {
+  const story = {
+    connection: { kind: "ssh" },
+    gpus: { count: 8, model: "NVIDIA RTX PRO 6000 Blackwell Server Edition" },
+  };
+  const shape = { memFractionStatic: 0.9, contextTokens: 1000 };
+  const found = {
+    found: "/models/moonshotai/Kimi-K2.6/config.json",
+    config: fs.readFileSync(KIMI_CONFIG).toString("base64"),
+  };
+  const at128 = { concurrency: 128, tokensPerSecond: 2026, speculative: false };
+
   it.each([
-    [{ connection: { kind: "simulated" }, gpus: {} }, /simulated host has no config\.json/],
-    [{ connection: { kind: "ssh" }, gpus: {} }, /gpus\.model is not set/],
-    [{ connection: { kind: "ssh" }, gpus: { model: "GTX 1080" } }, /"GTX 1080" is not in the GPU catalogue/],
     [
-      { connection: { kind: "ssh" }, gpus: { model: "RTX PRO 6000 Blackwell" } },
-      /does not read the model's config\.json/,
+      { connection: { kind: "simulated" }, gpus: { count: 1, model: "Simulated GPU" } },
+      found,
+      /"Simulated GPU" is not in the GPU catalogue/,
     ],
-  ])("%#", (host, reason) => {
-    const out = RooflineOutputSchema.parse(unknownRoofline(host));
+    [
+      { connection: { kind: "ssh" }, gpus: { count: 1 } },
+      found,
+      /gpus\.model is not set \(the model's config\.json was read: \/models\/moonshotai\/Kimi-K2\.6\/config\.json\)$/,
+    ],
+    [
+      { connection: { kind: "ssh" }, gpus: { count: 0 } },
+      { missing: "/m/config.json" },
+      /: the host has no GPUs \(gpus\.count 0\); no config\.json on the host at \/m\/config\.json$/,
+    ],
+    [story, undefined, /config\.json was not read/],
+    [story, { missing: "/models/x/config.json" }, /no config\.json on the host at \/models\/x\/config\.json/],
+    [story, { toolarge: "/models/x/config.json" }, /over 1 MiB/],
+    [
+      story,
+      { found: "/m/config.json", config: Buffer.from("<html>").toString("base64") },
+      /\/m\/config\.json on the host cannot be sized \(it is not JSON\)/,
+    ],
+    [
+      story,
+      { found: "/m/config.json", config: Buffer.from('{"hidden_size": 1}').toString("base64") },
+      /cannot be sized \(config\.json's num_hidden_layers/,
+    ],
+  ])("%#", (host, read, reason) => {
+    const out = RooflineOutputSchema.parse(hostRoofline(host, read, shape, at128));
     expect(out.known).toBe(false);
     expect(out.known ? "" : out.reason).toMatch(reason);
+  });
+
+  it("the story host's config.json and measured figure: the same roofline `gpuhost plan` prints (61 % at 128)", () => {
+    const out = RooflineOutputSchema.parse(hostRoofline(story, found, shape, at128));
+    const plan = roofline(kimi(), { gpu: gpu("rtx-pro-6000-server"), gpus: 8, ...shape }, at128);
+    expect(out).toEqual({
+      known: true,
+      gpu: plan.gpu,
+      gpus: 8,
+      bytesPerStepGB: plan.bytesPerStepGB,
+      batch1TokensPerSecond: plan.batch1TokensPerSecond,
+      computeBoundTokensPerSecond: plan.computeBoundTokensPerSecond,
+      kvBoundConcurrency: plan.kvBoundConcurrency,
+      fraction: plan.atConcurrency!.fraction,
+      limiter: plan.atConcurrency!.limiter,
+      lever: plan.atConcurrency!.lever,
+    });
+    near(out.known ? (out.fraction ?? 0) : 0, 0.611, 0.005);
+    // No sustained figure (the benchmark measured none): the roofline stands, the fraction is not invented.
+    const none = hostRoofline(story, found, shape, { concurrency: null, tokensPerSecond: null, speculative: false });
+    expect(none).toMatchObject({ known: true, fraction: null, limiter: null });
   });
 });

@@ -255,3 +255,46 @@ describe("api-key-file.sh", () => {
     expect(fs.existsSync(`${root}/etc/gpuhost/k.env`)).toBe(false);
   });
 });
+
+describe("model-config.sh (the roofline's facts, read on the host; issue 28)", () => {
+  const config = '{"model_type": "llama", "num_hidden_layers": 32}\n';
+  const read = (model: string) =>
+    Object.fromEntries(
+      run(`${SCRIPTS}/model-config.sh`, [model, "/var/lib/gpuhost"])
+        .stdout.trim()
+        .split("\n")
+        .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+    );
+
+  it("reads a local folder's config.json, and says where it looked when there is none", () => {
+    expect(read("/models/llama")).toEqual({ missing: "/models/llama/config.json" });
+    fs.mkdirSync(`${root}/models/llama`, { recursive: true });
+    fs.writeFileSync(`${root}/models/llama/config.json`, config);
+    expect(read("/models/llama")).toEqual({ found: "/models/llama/config.json", config: b64(config) });
+  });
+
+  it("reads a repository id's newest snapshot in the service user's Hugging Face cache", () => {
+    const hub = `${root}/var/lib/gpuhost/.cache/huggingface/hub/models--org--model/snapshots`;
+    expect(read("org/model")).toEqual({
+      missing: "/var/lib/gpuhost/.cache/huggingface/hub/models--org--model/snapshots/*/config.json",
+    });
+    fs.mkdirSync(`${hub}/old`, { recursive: true });
+    fs.mkdirSync(`${hub}/new`, { recursive: true });
+    fs.writeFileSync(`${hub}/old/config.json`, "{}");
+    fs.utimesSync(`${hub}/old/config.json`, new Date(2020, 0, 1), new Date(2020, 0, 1));
+    fs.writeFileSync(`${hub}/new/config.json`, config);
+    expect(read("org/model")).toEqual({
+      found: "/var/lib/gpuhost/.cache/huggingface/hub/models--org--model/snapshots/new/config.json",
+      config: b64(config),
+    });
+  });
+
+  it("does not pass on a file over 1 MiB, and runs nothing from a hostile model path", () => {
+    fs.mkdirSync(`${root}/models/big`, { recursive: true });
+    fs.writeFileSync(`${root}/models/big/config.json`, "x".repeat(1048577));
+    expect(read("/models/big")).toEqual({ toolarge: "/models/big/config.json" });
+    const r = run(`${SCRIPTS}/model-config.sh`, [`/m$(touch ${marker})`, "/var/lib/gpuhost"]);
+    expect(r.code).toBe(0);
+    expect(fs.existsSync(marker)).toBe(false);
+  });
+});
