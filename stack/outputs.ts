@@ -9,6 +9,7 @@ import { HostSchema } from "./config";
 import { driftSchema } from "../components/drift/schema";
 import { SERVICE_KINDS } from "../components/services/schema";
 import { RooflineOutputSchema } from "../physics/outputs";
+import { TopologyReportSchema } from "../components/cuda-toolkit/topology";
 
 export const HostOutputsSchema = z
   .object({
@@ -28,6 +29,10 @@ export const HostOutputsSchema = z
       .describe("ServiceComparison (services.compare): per-service table and recommendation; null when off"),
     // Optional: state written before the roofline existed still parses.
     roofline: RooflineOutputSchema.optional(),
+    // Optional for the same reason: state written before verification reported the links.
+    topology: TopologyReportSchema.optional().describe(
+      "CudaToolkit: the GPUs' PCIe links, `nvidia-smi topo -m` and the peer-to-peer test, with their problems",
+    ),
   })
   .extend(
     VerifiedGenerationOutputsSchema.pick({

@@ -9,6 +9,7 @@ import { type HostConnectionInput, hostScript, parseKeyValues } from "../host/sc
 import { parsePackageVersions } from "./fingerprint";
 import { type CudaToolkitOptionsInput, cudaToolkitOptionsSchema } from "./options";
 import { type ToolkitPlan, toolkitPlan } from "./plan";
+import { topologyFromVerify, type TopologyReport } from "./topology";
 
 export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
   /** The host to install on: whatever its platform, the same scripts run through this connection. */
@@ -48,6 +49,8 @@ export class CudaToolkit extends pulumi.ComponentResource {
   public readonly fingerprint: pulumi.Output<string>;
   /** What the proof-by-execution step did ("ran: ...", "compiled and linked with nvcc 13.0.88; not run: no GPU", "skipped"). */
   public readonly proof: pulumi.Output<string>;
+  /** The GPUs' PCIe links, topology and peer-to-peer bandwidth as verification found them ("not run: no GPU" without). */
+  public readonly topology: pulumi.Output<TopologyReport>;
   /** Its share of ToolkitState: what it installed, and the steps that repair it (cudaToolkitDrift). */
   public readonly drift: DriftFragment;
 
@@ -99,6 +102,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
     this.packageVersions = result.apply((r) => parsePackageVersions(r.packages ?? ""));
     this.fingerprint = result.apply((r) => r.fingerprint ?? "");
     this.proof = result.apply((r) => r.proof ?? "");
+    this.topology = result.apply((r) => topologyFromVerify(r, options.peerToPeerFloorGBps));
     this.drift = cudaToolkitDrift(plan);
     this.registerOutputs({
       release: this.release,
@@ -107,6 +111,7 @@ export class CudaToolkit extends pulumi.ComponentResource {
       packageVersions: this.packageVersions,
       fingerprint: this.fingerprint,
       proof: this.proof,
+      topology: this.topology,
     });
   }
 }

@@ -2,6 +2,7 @@
 // (stack/config.ts) embeds this, and the component applies it. No Pulumi import.
 import { z } from "zod";
 import { toolkitReleases } from "../cuda-catalog/catalog";
+import { P2P_FLOOR_GBPS } from "./topology";
 import { URL_MAX_CHARS, VERSION_MAX_CHARS, atMostChars } from "../text-bounds";
 
 /** NVIDIA's repository for a distribution/architecture (the default when no mirror is configured). */
@@ -92,6 +93,13 @@ export const cudaToolkitOptionsSchema = z
       .boolean()
       .default(true)
       .describe("Compile (and where GPUs exist, run) a curand+cublas program during verification"),
+    peerToPeerFloorGBps: z
+      .number()
+      .positive()
+      .default(P2P_FLOOR_GBPS)
+      .describe(
+        "Where GPUs exist and two or more of them are idle, verification measures peer-to-peer copies between every pair; a pair below this many GB/s is a problem in the host output `topology` (PCIe 5.0 x16 moves about 50, a cross-switch collapse about 6)",
+      ),
     removeOnDestroy: z
       .boolean()
       .default(false)

@@ -6,6 +6,7 @@ import * as path from "node:path";
 import { projectFile } from "../../project-files";
 import { packagesOf, requiredFiles, toolkit } from "../cuda-catalog/catalog";
 import { type CudaToolkitOptions, defaultRepositoryUrl } from "./options";
+import { PCIE_QUERY_FIELDS } from "./topology";
 
 export interface ScriptStep {
   /** Script path relative to the project root. */
@@ -28,8 +29,8 @@ export interface ToolkitPlan {
 
 const SCRIPTS = "components/cuda-toolkit/scripts";
 
-export function proofSource(): string {
-  return fs.readFileSync(path.join(componentDir(), "proof", "curand_cublas.cu"), "utf8");
+export function proofSource(file = "curand_cublas.cu"): string {
+  return fs.readFileSync(path.join(componentDir(), "proof", file), "utf8");
 }
 
 /** This folder in the source tree, whether running from source or from dist/. */
@@ -73,6 +74,10 @@ export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {
         options.proofByExecution ? "1" : "0",
         "--proof-b64",
         Buffer.from(proofSource(), "utf8").toString("base64"),
+        "--pcie-query",
+        PCIE_QUERY_FIELDS.join(","),
+        "--p2p-b64",
+        Buffer.from(proofSource("p2p_bandwidth.cu"), "utf8").toString("base64"),
         ...packages.flatMap((p) => ["--package", p]),
         ...required.flatMap((r) => ["--require", r]),
       ],

@@ -6,31 +6,15 @@ import * as path from "node:path";
 import { componentDir } from "./plan";
 import { errorLine, nvidiaSmi, processOutput, withCompiled } from "./cuda-program";
 import {
-  type GpuPair,
-  linkFindings,
-  type P2pPair,
-  p2pFindings,
-  parseP2p,
-  parsePcieLinks,
-  parseTopology,
+  P2P_FLOOR_GBPS,
+  p2pNotRun,
+  p2pResult,
   PCIE_QUERY_FIELDS,
-  type PcieLink,
+  topologyReport,
+  type TopologyReport,
 } from "./topology";
 
-/**
- * Below this many GB/s a peer-to-peer copy is a problem: PCIe 4.0 x16 between two GPUs moves about
- * 25, 5.0 x16 about 50; the published collapse across PCIe switches was to about 6.
- */
-export const P2P_FLOOR_GBPS = 10;
-
-export interface TopologyReport {
-  links: PcieLink[];
-  pairs: GpuPair[];
-  p2p: { status: "measured" | "not run" | "failed"; detail: string; pairs: P2pPair[] };
-  /** What is worth knowing and proves nothing (an idle link's generation). */
-  notes: string[];
-  problems: string[];
-}
+export { P2P_FLOOR_GBPS, type TopologyReport };
 
 const P2P_RUN_TIMEOUT_MS = 300_000;
 
@@ -44,23 +28,22 @@ export function probeTopology(o: {
   p2p: boolean;
   floorGBps: number;
 }): TopologyReport {
-  const notRun = (why: string) => ({ status: "not run" as const, detail: `not run: ${why}`, pairs: [] });
-  if (o.gpuCount === 0) return { links: [], pairs: [], p2p: notRun("no GPU"), notes: [], problems: [] };
+  if (o.gpuCount === 0)
+    return topologyReport({ gpuCount: 0, pcie: "", matrix: "", p2p: p2pNotRun("no GPU") }, o.floorGBps);
   const smi = (args: string[]) => nvidiaSmi(args, o.env);
-  const links = parsePcieLinks(smi([`--query-gpu=${PCIE_QUERY_FIELDS.join(",")}`, "--format=csv,noheader"]));
-  const { pairs } = parseTopology(smi(["topo", "-m"]));
-  const { problems, notes } = linkFindings(links);
-  const report: TopologyReport = { links, pairs, p2p: notRun(""), notes, problems };
-  if (o.gpuCount < 2) report.p2p = notRun(`${o.gpuCount} GPU, no pair`);
-  else if (!o.p2p)
-    report.p2p = notRun(
-      "--p2p not given (it allocates 256 MiB on each GPU and loads every link: run it before a service holds them)",
-    );
-  else if (!o.nvcc) report.p2p = { status: "failed", detail: "not compiled: no nvcc", pairs: [] };
-  else report.p2p = measureP2p(o.nvcc, o.libDir, o.env);
-  if (report.p2p.status === "measured") problems.push(...p2pFindings(report.p2p.pairs, o.floorGBps, pairs));
-  if (report.p2p.status === "failed") problems.push(`the peer-to-peer test ${report.p2p.detail}`);
-  return report;
+  const pcie = smi([`--query-gpu=${PCIE_QUERY_FIELDS.join(",")}`, "--format=csv,noheader"]);
+  const matrix = smi(["topo", "-m"]);
+  const p2p =
+    o.gpuCount < 2
+      ? p2pNotRun(`${o.gpuCount} GPU, no pair`)
+      : !o.p2p
+        ? p2pNotRun(
+            "--p2p not given (it allocates 256 MiB on each GPU and loads every link: run it before a service holds them)",
+          )
+        : !o.nvcc
+          ? { status: "failed" as const, detail: "not compiled: no nvcc", pairs: [] }
+          : measureP2p(o.nvcc, o.libDir, o.env);
+  return topologyReport({ gpuCount: o.gpuCount, pcie, matrix, p2p }, o.floorGBps);
 }
 
 /** Compiles proof/p2p_bandwidth.cu with NVCC and runs it; its lines parsed by topology.ts. */
@@ -69,18 +52,10 @@ function measureP2p(nvcc: string, libDir: string | null, env: NodeJS.ProcessEnv)
   return withCompiled({ nvcc, name: "p2p", source, env, libDir }, (c): TopologyReport["p2p"] => {
     if (c.compileError !== null)
       return { status: "failed", detail: `did not compile: ${errorLine(c.compileError)}`, pairs: [] };
-    let out: string;
     try {
-      out = c.run(P2P_RUN_TIMEOUT_MS);
+      return p2pResult(c.run(P2P_RUN_TIMEOUT_MS));
     } catch (err) {
       return { status: "failed", detail: `failed when run: ${errorLine(processOutput(err))}`, pairs: [] };
     }
-    const parsed = parseP2p(out);
-    if (parsed.notRun) return { status: "not run", detail: `not run: ${parsed.notRun}`, pairs: [] };
-    return {
-      status: "measured",
-      detail: `${parsed.pairs.length} ordered pairs measured (256 MiB copies with peer access)`,
-      pairs: parsed.pairs,
-    };
   });
 }

@@ -5,7 +5,9 @@
 // is why: on 8 RTX PRO 6000 behind two PCIe switches, writes between GPUs on different switches
 // fell from about 52 to about 6 GB/s, and tensor parallelism over them with it; nothing on the
 // serving side says so. The parsers read the tools' outputs as recorded on real machines
-// (docs/real-gpu.md); what they find is reported by `gpuhost doctor`.
+// (docs/real-gpu.md); what they find is reported by `gpuhost doctor` and by the stack's verify step
+// (the host output `topology`).
+import { z } from "zod";
 
 /** The nvidia-smi query of each GPU's PCIe link. */
 export const PCIE_QUERY_FIELDS = [
@@ -165,4 +167,105 @@ export function p2pFindings(pairs: P2pPair[], floorGBps: number, topology: GpuPa
       `GPU ${p.a} -> GPU ${p.b}: peer-to-peer ${slow.map(([d, v]) => `${d} ${v!.toFixed(1)} GB/s`).join(", ")}, below the floor of ${floorGBps} GB/s${link ? ` (linked ${link} by nvidia-smi topo -m)` : ""}: tensor parallelism across this pair waits on it`,
     ];
   });
+}
+
+/**
+ * Below this many GB/s a peer-to-peer copy is a problem by default: PCIe 4.0 x16 between two GPUs
+ * moves about 25, 5.0 x16 about 50; the published collapse across PCIe switches was to about 6.
+ */
+export const P2P_FLOOR_GBPS = 10;
+
+const P2pSchema = z.object({
+  status: z.enum(["measured", "not run", "failed"]),
+  detail: z.string(),
+  pairs: z.array(
+    z.object({
+      a: z.number(),
+      b: z.number(),
+      writeGBps: z.number().nullable(),
+      readGBps: z.number().nullable(),
+      notMeasured: z.string().nullable(),
+    }),
+  ),
+});
+
+export const TopologyReportSchema = z
+  .object({
+    links: z.array(
+      z.object({
+        index: z.number(),
+        name: z.string(),
+        gen: z.number().nullable(),
+        genMax: z.number().nullable(),
+        width: z.number().nullable(),
+        widthMax: z.number().nullable(),
+      }),
+    ),
+    pairs: z.array(z.object({ a: z.number(), b: z.number(), link: z.string(), kind: z.string() })),
+    p2p: P2pSchema,
+    notes: z.array(z.string()).describe("What is worth knowing and proves nothing (an idle link's generation)"),
+    problems: z.array(z.string()).describe("A link trained narrower than its slot, a GPU pair below the P2P floor"),
+  })
+  .describe("The GPUs' PCIe links, `nvidia-smi topo -m` and the peer-to-peer test, with what they show");
+export type TopologyReport = z.infer<typeof TopologyReportSchema> & { links: PcieLink[]; pairs: GpuPair[] };
+
+/**
+ * The report from what the tools printed, wherever they ran: `gpuhost doctor` on this machine
+ * (topology-probe.ts), the stack's verify step on the host (verify.sh prints the same outputs).
+ */
+export function topologyReport(
+  o: { gpuCount: number; pcie: string; matrix: string; p2p: TopologyReport["p2p"] },
+  floorGBps: number,
+): TopologyReport {
+  const links = parsePcieLinks(o.pcie);
+  const { pairs } = parseTopology(o.matrix);
+  const { problems, notes } = linkFindings(links);
+  if (o.p2p.status === "measured") problems.push(...p2pFindings(o.p2p.pairs, floorGBps, pairs));
+  if (o.p2p.status === "failed") problems.push(`the peer-to-peer test ${o.p2p.detail}`);
+  return { links, pairs, p2p: o.p2p, notes, problems };
+}
+
+/** A peer-to-peer result that did not run, and why. */
+export const p2pNotRun = (why: string): TopologyReport["p2p"] => ({
+  status: "not run",
+  detail: `not run: ${why}`,
+  pairs: [],
+});
+
+/** proof/p2p_bandwidth.cu's output, as a result. */
+export function p2pResult(output: string): TopologyReport["p2p"] {
+  const parsed = parseP2p(output);
+  if (parsed.notRun) return p2pNotRun(parsed.notRun);
+  // A program that measured no pair said why (its `p2p: error:` line), or is not the one it should be.
+  if (parsed.pairs.length === 0) {
+    const lines = output.split("\n").map((l) => l.trim());
+    const why = lines.find((l) => l.startsWith("p2p: error:")) ?? lines.find((l) => l !== "") ?? "no output";
+    return { status: "failed", detail: `measured no pair: ${why}`, pairs: [] };
+  }
+  return {
+    status: "measured",
+    detail: `${parsed.pairs.length} ordered pairs measured (256 MiB copies with peer access)`,
+    pairs: parsed.pairs,
+  };
+}
+
+/**
+ * What verify.sh printed of the links on the host (base64 of each tool's output; see its step 7):
+ * gpus, topology_pcie, topology_matrix, and topology_p2p (the program's output) or
+ * topology_p2p_failed (why it did not compile or run) or topology_p2p_skipped (why it was not run).
+ */
+export function topologyFromVerify(keys: Readonly<Record<string, string>>, floorGBps: number): TopologyReport {
+  const text = (k: string) => Buffer.from(keys[k] ?? "", "base64").toString("utf8");
+  const gpuCount = Number(keys.gpus ?? "0");
+  const p2p =
+    gpuCount === 0
+      ? p2pNotRun("no GPU")
+      : gpuCount < 2
+        ? p2pNotRun(`${gpuCount} GPU, no pair`)
+        : keys.topology_p2p_failed !== undefined
+          ? { status: "failed" as const, detail: keys.topology_p2p_failed, pairs: [] }
+          : keys.topology_p2p_skipped !== undefined
+            ? p2pNotRun(keys.topology_p2p_skipped)
+            : p2pResult(text("topology_p2p"));
+  return topologyReport({ gpuCount, pcie: text("topology_pcie"), matrix: text("topology_matrix"), p2p }, floorGBps);
 }

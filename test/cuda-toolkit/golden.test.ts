@@ -17,12 +17,17 @@ function golden(name: string, actual: string) {
   expect(actual).toBe(fs.readFileSync(file, "utf8"));
 }
 
-/** The plan with the long base64 proof replaced by its hash, so the golden file stays readable. */
+/** The plan with the long base64 programs replaced by their hashes, so the golden file stays readable. */
 function readablePlan(options: unknown) {
   const plan = toolkitPlan(cudaToolkitOptionsSchema.parse(options));
-  const i = plan.verify.args.indexOf("--proof-b64");
-  plan.verify.args[i + 1] =
-    `<proof/curand_cublas.cu sha256:${sha(Buffer.from(plan.verify.args[i + 1], "base64").toString("utf8"))}>`;
+  for (const [flag, file] of [
+    ["--proof-b64", "curand_cublas.cu"],
+    ["--p2p-b64", "p2p_bandwidth.cu"],
+  ]) {
+    const i = plan.verify.args.indexOf(flag);
+    plan.verify.args[i + 1] =
+      `<proof/${file} sha256:${sha(Buffer.from(plan.verify.args[i + 1], "base64").toString("utf8"))}>`;
+  }
   return plan;
 }
 

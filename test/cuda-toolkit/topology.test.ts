@@ -14,14 +14,17 @@ import { cudaToolkitOptionsSchema } from "../../components/cuda-toolkit/options"
 import { toolkitPlan } from "../../components/cuda-toolkit/plan";
 import {
   linkFindings,
+  P2P_FLOOR_GBPS,
   p2pFindings,
+  p2pResult,
   parseP2p,
   parsePcieLinks,
   parseTopology,
+  topologyFromVerify,
 } from "../../components/cuda-toolkit/topology";
 import { execOnHost } from "../../components/host/exec";
-import { readScript } from "../../components/host/script";
-import { prepareSimulatedHost, SIM_REPO_URL, simulatedConnection } from "../../sim-host/platform";
+import { parseKeyValues, readScript } from "../../components/host/script";
+import { prepareSimulatedHost, SIM_REPO_URL, simShimDir, simulatedConnection } from "../../sim-host/platform";
 
 /** Recorded on the H200: `nvidia-smi --query-gpu=<PCIE_QUERY_FIELDS> --format=csv` (header included). */
 const H200_PCIE =
@@ -97,6 +100,16 @@ describe("the peer-to-peer program's output", () => {
     ]);
     expect(p2pFindings(pairs, 5, [])).toEqual([]);
   });
+
+  it("a program that measured no pair failed, with its own error line; one GPU is not a failure", () => {
+    expect(p2pResult("p2p: error: cudaMalloc: out of memory\n")).toEqual({
+      status: "failed",
+      detail: "measured no pair: p2p: error: cudaMalloc: out of memory",
+      pairs: [],
+    });
+    expect(p2pResult("")).toMatchObject({ status: "failed", detail: "measured no pair: no output" });
+    expect(p2pResult(H200_P2P)).toEqual({ status: "not run", detail: "not run: 1 GPU(s)", pairs: [] });
+  });
 });
 
 describe("gpuhost doctor's topology (FAKE nvidia-smi answering the H200's recorded outputs)", () => {
@@ -153,5 +166,86 @@ describe("gpuhost doctor's topology (FAKE nvidia-smi answering the H200's record
     await doctorMain(["--root", root, "--no-proof"], { PATH: `${bin}:/usr/bin:/bin` }, io);
     expect(out).toMatch(/^PCIe: GPU 0 PCIe gen 5\/5 x16\/x16$/m);
     expect(out).toMatch(/^peer-to-peer: not run: 1 GPU, no pair$/m);
+  });
+});
+
+describe("the stack's verify step reports the links (issue 28.4; FAKE nvidia-smi, the simulated host's stand-in nvcc)", () => {
+  let root = "";
+  let bin = "";
+  const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
+  /** A fake nvidia-smi answering WRITTEN outputs: two GPUs behind one PCIe switch, GPU 1's link trained x8; the given compute apps. */
+  const fakeSmi = (computeApps: string) => {
+    fs.writeFileSync(path.join(bin, "pcie.txt"), "0, NVIDIA H200, 5, 5, 16, 16\n1, NVIDIA H200, 5, 5, 8, 16\n");
+    fs.writeFileSync(
+      path.join(bin, "topo.txt"),
+      "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-31\t0\t\tN/A\nGPU1\tPIX\t X \t0-31\t0\t\tN/A\n",
+    );
+    fs.writeFileSync(path.join(bin, "apps.txt"), computeApps);
+    fs.writeFileSync(
+      path.join(bin, "nvidia-smi"),
+      [
+        "#!/bin/sh",
+        'case "$*" in',
+        `  *pcie.link*) cat '${bin}/pcie.txt' ;;`,
+        `  "topo -m") cat '${bin}/topo.txt' ;;`,
+        `  *query-compute-apps*) cat '${bin}/apps.txt' ;;`,
+        "  *) printf '580.159.04, 9.0\\n580.159.04, 9.0\\n' ;;",
+        "esac",
+        "",
+      ].join("\n"),
+      { mode: 0o755 },
+    );
+  };
+  const verify = async (withSmi: boolean) => {
+    // As gpu-checks.test.ts runs it: the simulated root, the fake nvidia-smi first on PATH (or none).
+    const r = await execOnHost({ kind: "local" }, readScript(plan.verify.script).text, plan.verify.args, {
+      environment: {
+        GPUHOST_ROOT: root,
+        PATH: `${withSmi ? `${bin}:` : ""}${simShimDir()}:/usr/bin:/bin`,
+      },
+    });
+    expect(r.code, r.stderr).toBe(0);
+    return topologyFromVerify(parseKeyValues(r.stdout), P2P_FLOOR_GBPS);
+  };
+  beforeAll(async () => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-topology-verify-"));
+    bin = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-fake-smi-"));
+    prepareSimulatedHost(root);
+    for (const step of [plan.repository, plan.install])
+      expect((await execOnHost(simulatedConnection(root), readScript(step.script).text, step.args)).code).toBe(0);
+  });
+  afterAll(() => [root, bin].forEach((r) => fs.rmSync(r, { recursive: true, force: true })));
+
+  it("no GPU: nothing runs, and the report says so", async () => {
+    expect(await verify(false)).toEqual({
+      links: [],
+      pairs: [],
+      p2p: { status: "not run", detail: "not run: no GPU", pairs: [] },
+      notes: [],
+      problems: [],
+    });
+  });
+
+  it("two idle GPUs: the links and the matrix read, the narrow link a problem, the P2P program compiled with the toolkit's nvcc and run", async () => {
+    fakeSmi("");
+    const t = await verify(true);
+    expect(t.links.map((l) => l.width)).toEqual([16, 8]);
+    expect(t.pairs).toEqual([{ a: 0, b: 1, link: "PIX", kind: "PIX" }]);
+    // The stand-in nvcc builds a script that measures nothing: said, never counted as measured.
+    expect(t.p2p.status).toBe("failed");
+    expect(t.p2p.detail).toMatch(/^measured no pair: .*stand-in/);
+    expect(t.problems).toEqual([
+      expect.stringMatching(/^GPU 1 \(NVIDIA H200\): PCIe link x8 of x16/),
+      expect.stringMatching(/^the peer-to-peer test measured no pair: /),
+    ]);
+  });
+
+  it("a process holding GPU memory (a running service): the P2P test is not run, and says why", async () => {
+    fakeSmi("4242\n");
+    expect((await verify(true)).p2p).toEqual({
+      status: "not run",
+      detail: "not run: 1 process(es) hold GPU memory (a running service): the test would disturb them",
+      pairs: [],
+    });
   });
 });

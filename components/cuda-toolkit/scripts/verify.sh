@@ -3,13 +3,15 @@
 # naming exactly what is missing and the package that provides it; exit 1 if there is any.
 #   verify.sh --release 13.0 --root /usr/local/cuda-13.0 --min-driver-branch 580 --proof 1|0
 #             --proof-b64 <base64 of proof/curand_cublas.cu>
+#             [--pcie-query <nvidia-smi --query-gpu fields>] [--p2p-b64 <base64 of proof/p2p_bandwidth.cu>]
 #             [--package <name>]...  [--require <path>:<package>]...
-# Prints key=value lines: nvcc_release, nvcc_version, cuda_link, gpus, proof, packages, fingerprint.
+# Prints key=value lines: nvcc_release, nvcc_version, cuda_link, gpus, proof, packages, fingerprint,
+# and where GPUs exist topology_* (step 7).
 # The fingerprint = sha256 over "cuda-<release>" and the sorted "<package> <version>" lines
 # (same as toolkitFingerprint() in components/cuda-toolkit/fingerprint.ts), first 16 hex digits.
 set -euo pipefail
 
-release="" root="" min_driver=580 proof=1 proof_b64=""
+release="" root="" min_driver=580 proof=1 proof_b64="" pcie_query="" p2p_b64=""
 packages=() requires=()
 while (($# > 0)); do
   case "$1" in
@@ -18,6 +20,8 @@ while (($# > 0)); do
     --min-driver-branch) min_driver="$2" ;;
     --proof) proof="$2" ;;
     --proof-b64) proof_b64="$2" ;;
+    --pcie-query) pcie_query="$2" ;;
+    --p2p-b64) p2p_b64="$2" ;;
     --package) packages+=("$2") ;;
     --require) requires+=("$2") ;;
     *) echo "verify.sh: unknown option $1" >&2; exit 2 ;;
@@ -121,6 +125,37 @@ if [[ "$proof" == 1 && -x "$nvcc" && -n "$proof_b64" ]]; then
   fi
 fi
 
+# 7. The GPUs' links (issue 28.4), reported, never a reason to fail: each GPU's PCIe link, the
+# topology matrix and, with two GPUs or more, the peer-to-peer program compiled with this nvcc and
+# run. Multi-line outputs travel base64; components/cuda-toolkit/topology.ts reads them, as it reads
+# what `gpuhost doctor` runs on its own machine. The P2P test allocates 256 MiB on each GPU and loads
+# every link: it runs only while no process holds GPU memory (a re-verify beside a running service
+# does not disturb it).
+topology=()
+if ((gpus > 0)); then
+  [[ -z "$pcie_query" ]] || topology+=("topology_pcie=$(timeout 60 nvidia-smi --query-gpu="$pcie_query" --format=csv,noheader 2>&1 | base64 -w0 || true)")
+  topology+=("topology_matrix=$(timeout 60 nvidia-smi topo -m 2>&1 | base64 -w0 || true)")
+fi
+if ((gpus > 1)) && [[ -n "$p2p_b64" ]]; then
+  holders="$(timeout 60 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -c . || true)"
+  if ((holders > 0)); then
+    topology+=("topology_p2p_skipped=${holders} process(es) hold GPU memory (a running service): the test would disturb them")
+  elif [[ ! -x "$nvcc" ]]; then
+    topology+=("topology_p2p_failed=not compiled: no nvcc")
+  else
+    p2p_work="$(mktemp -d)"
+    base64 -d <<<"$p2p_b64" >"$p2p_work/p2p.cu"
+    if ! (cd "$p2p_work" && timeout 300 "$nvcc" -o p2p p2p.cu >compile.log 2>&1); then
+      topology+=("topology_p2p_failed=did not compile: $(grep -m1 -E 'error' "$p2p_work/compile.log" || head -1 "$p2p_work/compile.log")")
+    elif out="$(LD_LIBRARY_PATH="${CUDA_HOME}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 "$p2p_work/p2p" 2>&1)"; then
+      topology+=("topology_p2p=$(base64 -w0 <<<"$out")")
+    else
+      topology+=("topology_p2p_failed=failed when run: $(grep -m1 -E 'error' <<<"$out" || head -1 <<<"$out")")
+    fi
+    rm -rf "$p2p_work"
+  fi
+fi
+
 sorted="$(printf '%s\n' "${versions[@]}" | LC_ALL=C sort)"
 fingerprint="$(printf 'cuda-%s\n%s\n' "$release" "$sorted" | sha256sum | cut -c1-16)"
 echo "nvcc_release=${nvcc_release}"
@@ -130,6 +165,7 @@ echo "gpus=${gpus}"
 echo "proof=${proof_result}"
 echo "packages=$(tr '\n' ',' <<<"$sorted" | sed 's/,$//')"
 echo "fingerprint=${fingerprint}"
+((${#topology[@]} == 0)) || printf '%s\n' "${topology[@]}"
 
 if ((${#problems[@]} > 0)); then
   echo "CUDA ${release} toolkit verification failed (${#problems[@]} problem(s)):" >&2
