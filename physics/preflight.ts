@@ -22,8 +22,9 @@ export const ATTENTION_BACKEND_RULES: readonly AttentionBackendRule[] = [
     computeCapability: /^12\./,
     backends: ["trtllm_mla"],
     versions: "SGLang 0.5.23 with FlashInfer 0.7.2",
-    why: "TensorRT-LLM's MLA kernels are not built for SM 12.x; MLA models (Kimi K2.x, DeepSeek) run the triton backend there",
-    source: "flashinfer #5445, sglang #24633",
+    why: "on SM 12.x SGLang's trtllm_mla decodes through FlashInfer's XQA MLA kernel, which takes exactly 128 query heads per GPU and one query token per request: Kimi K2.x (64 heads) and DeepSeek (128) at any TP that fits the card have fewer per GPU, and an EAGLE-3 or DFlash verify step sends several tokens; MLA models run the triton backend there",
+    source:
+      "flashinfer 0.7.2 xqa.py xqa_mla ('XQA MLA only supports 128 query heads') and mla/_core.py (backend auto -> xqa on SM 12.x, q_len_per_request 1); sglang 0.5.23 trtllm_mla_backend.py; flashinfer #2745",
   },
   {
     id: "sm90-only-backends",

@@ -23,7 +23,7 @@ describe("attention backends the GPUs cannot run are refused at preview", () => 
   it("trtllm_mla on SM 12.0 (RTX PRO 6000): one sentence naming the rule and its source", () => {
     expect(refusal(story("trtllm_mla"))).toEqual([
       expect.stringMatching(
-        /^gpuhost:services\.attentionBackend: host 'gpu-1': trtllm_mla cannot run on compute capability 12\.0 \(rule sm120-no-trtllm-mla, SGLang 0\.5\.23 .*flashinfer #5445/,
+        /^gpuhost:services\.attentionBackend: host 'gpu-1': trtllm_mla cannot run on compute capability 12\.0 \(rule sm120-no-trtllm-mla, SGLang 0\.5\.23 .*XQA MLA kernel, which takes exactly 128 query heads per GPU .*flashinfer #2745/,
       ),
     ]);
   });

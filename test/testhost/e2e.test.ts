@@ -26,8 +26,16 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
       .filter(Boolean);
   const gpuHost = async () => ((await f.stack.outputs()).gpuHosts as Record<string, Record<string, unknown>>).testhost;
 
+  // Where SGLang would have downloaded the served model (a repository id) for the service user: the
+  // stack reads its config.json there over SSH for the roofline (issue 28).
+  const MODEL_CONFIG = "/var/lib/sglang/.cache/huggingface/hub/models--sim--tiny-reasoner/snapshots/e2e/config.json";
+
   beforeAll(async () => {
     f = await startTestHostFixture("e2e", { toolkit: { removeOnDestroy: true } });
+    const config = await fs.readFile(path.join(__dirname, "..", "physics", "fixtures", "llama-3.1-8b.config.json"));
+    await f.host.execOk(`mkdir -p ${path.dirname(MODEL_CONFIG)} && cat > ${MODEL_CONFIG}`, {
+      input: config.toString("utf8"),
+    });
   }, 30 * 60_000);
 
   afterAll(async () => {
@@ -47,6 +55,19 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
       // NVIDIA's nvcc built the proof program; no GPU here, so it says it did not run it
       expect(out.toolkitProof).toBe("compiled and linked with nvcc 13.0.88; not run: no GPU");
       expect(out.activeUnit).toBe("sglang-autoregressive.service");
+      // The model's config.json was read on the host; a host without GPUs has no roofline to give.
+      expect(out.roofline).toEqual({
+        known: false,
+        reason: `not known: the host has no GPUs (gpus.count 0) (the model's config.json was read: ${MODEL_CONFIG})`,
+      });
+      // verify.sh reports the links where GPUs exist; here it says there are none.
+      expect(out.topology).toEqual({
+        links: [],
+        pairs: [],
+        p2p: { status: "not run", detail: "not run: no GPU", pairs: [] },
+        notes: [],
+        problems: [],
+      });
       expect(await sh("dpkg-query -W -f='${Status}' cuda-toolkit-13-0")).toBe("install ok installed");
       expect(await sh("readlink -f /usr/local/cuda")).toBe("/usr/local/cuda-13.0");
       expect(await activeSglangUnits()).toEqual(["sglang-autoregressive.service"]);
