@@ -28,6 +28,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
   (command -v python3 && python3 -m pip list 2>/dev/null | grep -i -E '^(nvidia|torch|sglang|flashinfer)') 2>&1
 } >"$out/nvidia-smi.txt"
 
+# The PCIe fields the stack's verify step asks for (topology.ts PCIE_QUERY_FIELDS; a test holds them equal).
+pcie_query="index,name,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max"
 root="${2:-}"
 if [[ -z "$root" ]]; then
   for c in /usr/local/cuda /usr/local/cuda-*; do
@@ -50,10 +52,17 @@ fi
     timeout 600 bash "$here/components/cuda-toolkit/scripts/verify.sh" \
       --release "$release" --root "$root" --min-driver-branch 580 --proof 1 \
       --proof-b64 "$(base64 -w0 "$here/components/cuda-toolkit/proof/curand_cublas.cu")" \
+      --pcie-query "$pcie_query" \
+      --p2p-b64 "$(base64 -w0 "$here/components/cuda-toolkit/proof/p2p_bandwidth.cu")" \
       --require "$root/include/curand.h:libcurand-dev" \
       --require "$root/include/cublas_v2.h:libcublas-dev" 2>&1
     echo "verify_exit=$?"
   fi
 } >"$out/verify.txt"
+# The links as verify.sh printed them (base64, for topology.ts), decoded for the record.
+for key in topology_pcie topology_matrix topology_p2p; do
+  line="$(grep -m1 "^${key}=" "$out/verify.txt" || true)"
+  [[ -z "$line" ]] || { echo "## ${key} (decoded)"; base64 -d <<<"${line#*=}"; } >>"$out/verify.txt"
+done
 
 cat "$out/nvidia-smi.txt" "$out/verify.txt"

@@ -20,6 +20,7 @@ import {
   parseP2p,
   parsePcieLinks,
   parseTopology,
+  PCIE_QUERY_FIELDS,
   topologyFromVerify,
 } from "../../components/cuda-toolkit/topology";
 import { execOnHost } from "../../components/host/exec";
@@ -216,6 +217,17 @@ describe("the stack's verify step reports the links (issue 28.4; FAKE nvidia-smi
   });
   afterAll(() => [root, bin].forEach((r) => fs.rmSync(r, { recursive: true, force: true })));
 
+  it("the H200's verify.sh lines, RECORDED (docs/real-gpu.md): its link and matrix read, one GPU, no pair, no problem", () => {
+    const recorded = fs.readFileSync(path.join(__dirname, "fixtures", "h200-verify-topology.txt"), "utf8");
+    expect(topologyFromVerify(parseKeyValues(recorded), P2P_FLOOR_GBPS)).toEqual({
+      links: [{ index: 0, name: "NVIDIA H200", gen: 5, genMax: 5, width: 16, widthMax: 16 }],
+      pairs: [],
+      p2p: { status: "not run", detail: "not run: 1 GPU, no pair", pairs: [] },
+      notes: [],
+      problems: [],
+    });
+  });
+
   it("no GPU: nothing runs, and the report says so", async () => {
     expect(await verify(false)).toEqual({
       links: [],
@@ -247,5 +259,12 @@ describe("the stack's verify step reports the links (issue 28.4; FAKE nvidia-smi
       detail: "not run: 1 process(es) hold GPU memory (a running service): the test would disturb them",
       pairs: [],
     });
+  });
+});
+
+describe("ops/gpu-host-check.sh", () => {
+  it("asks nvidia-smi for the PCIe fields the stack's verify step asks for", () => {
+    const script = fs.readFileSync(path.join(__dirname, "..", "..", "ops", "gpu-host-check.sh"), "utf8");
+    expect(script).toContain(`pcie_query="${PCIE_QUERY_FIELDS.join(",")}"`);
   });
 });
