@@ -1,9 +1,12 @@
 /**
- * What gpuhost's dynamic-provider implementations share (VerifiedGeneration, ServiceComparison):
- * the process guard when hosted by the engine, picking a state's inputs or measurements apart,
- * order-independent comparison, and the diff built from it. Loaded normally by the implementations, never serialized (the
- * state holds only components/call-time-provider.ts's object).
+ * What gpuhost's dynamic-provider implementations share (VerifiedGeneration, ServiceComparison,
+ * FleetVerification, ToolkitState): the process guard when hosted by the engine, and the typed
+ * inputs kit: each provider declares its inputs once, as one zod schema and the keys whose change
+ * replaces, and its check, diff and input picking derive from that declaration. Loaded normally by
+ * the implementations, never serialized (the state holds only components/call-time-provider.ts's
+ * object).
  */
+import type { z } from "zod";
 import { installProcessGuard } from "../gate/transport/process-guard";
 
 /**
@@ -19,6 +22,94 @@ export function providerGuard(): { signal: AbortSignal; onLeave: (fn: () => unkn
 
 /** During preview, an input not known yet reaches check and diff as this string (pulumi#6310). */
 export const PULUMI_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/** The value is, or holds somewhere inside it, an input not known yet (preview). */
+export function holdsUnknown(v: unknown): boolean {
+  if (v === PULUMI_UNKNOWN) return true;
+  return typeof v === "object" && v !== null && JSON.stringify(v).includes(PULUMI_UNKNOWN);
+}
+
+export interface CheckFailure {
+  property: string;
+  reason: string;
+}
+
+export interface ProviderDiff {
+  changes: boolean;
+  replaces: string[];
+  deleteBeforeReplace: boolean;
+  stables: string[];
+}
+
+/** A provider's inputs, declared once (providerInputs): everything about them derives from this. */
+export interface ProviderInputs {
+  /** Every input key, in the schema's order. */
+  readonly keys: readonly string[];
+  /** The inputs whose change replaces the resource (a fresh measurement). */
+  readonly replaceKeys: readonly string[];
+  /**
+   * The engine's check: each input validated by its own field of the schema, by property (the
+   * path inside it in the reason); an input not known yet (preview) is not judged. The inputs are
+   * returned as given: validation never rewrites what the state records.
+   */
+  readonly check: (news: Record<string, unknown>) => { inputs: Record<string, unknown>; failures: CheckFailure[] };
+  /** The inputs of a state or of new inputs (keys that are set). */
+  readonly pick: (props: Record<string, unknown>) => Record<string, unknown>;
+  /** What the provider recorded beside its inputs (and without inputs it no longer has). */
+  readonly measured: (props: Record<string, unknown>) => Record<string, unknown>;
+  /** The replace keys whose value differs between OLDS and NEWS. */
+  readonly changedReplaceKeys: (olds: Record<string, unknown>, news: Record<string, unknown>) => string[];
+  /**
+   * The diff: a change when a replace key differs (or EXTRA_REPLACES, the provider's own reasons
+   * from the recorded state, is not empty) or any other input differs; STABLES are the outputs
+   * kept when nothing is replaced.
+   */
+  readonly diff: (
+    olds: Record<string, unknown>,
+    news: Record<string, unknown>,
+    o: { extraReplaces?: string[]; stables: string[] },
+  ) => ProviderDiff;
+}
+
+/**
+ * Declares a provider's inputs: SCHEMA (one field per input) and REPLACES (the inputs whose change
+ * replaces). RETIRED: keys that were inputs of older states and are neither inputs nor
+ * measurements now (dropped on update).
+ */
+export function providerInputs<S extends z.ZodRawShape>(
+  schema: z.ZodObject<S>,
+  o: { replaces: readonly (keyof S & string)[]; retired?: readonly string[] },
+): ProviderInputs {
+  const keys = Object.keys(schema.shape);
+  const replaceKeys = [...o.replaces];
+  const notMeasured = [...keys, ...(o.retired ?? [])];
+  return {
+    keys,
+    replaceKeys,
+    check: (news) => {
+      const failures: CheckFailure[] = [];
+      for (const [key, field] of Object.entries(schema.shape) as [string, z.ZodType][]) {
+        if (holdsUnknown(news[key])) continue;
+        const r = field.safeParse(news[key]);
+        if (r.success) continue;
+        for (const issue of r.error.issues)
+          failures.push({
+            property: key,
+            reason:
+              issue.path.length > 0 ? `${[key, ...issue.path.map(String)].join(".")}: ${issue.message}` : issue.message,
+          });
+      }
+      return { inputs: news, failures };
+    },
+    pick: (props) => pickKeys(props, keys),
+    measured: (props) => omitKeys(props, notMeasured),
+    changedReplaceKeys: (olds, news) => replaceKeys.filter((k) => stable(olds[k]) !== stable(news[k])),
+    diff: (olds, news, d) => {
+      const replaces = [...replaceKeys.filter((k) => stable(olds[k]) !== stable(news[k])), ...(d.extraReplaces ?? [])];
+      return inputsDiff(olds, news, keys, replaces, d.stables);
+    },
+  };
+}
 
 /** The KEYS of PROPS that are set. */
 export function pickKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {

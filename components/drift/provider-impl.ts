@@ -13,7 +13,8 @@
 // `pulumi refresh --preview-only --expect-no-changes` fails exactly when something drifted.
 // update with onDrift "repair" runs the `repairs` steps for what drifted (repair.ts), re-probes,
 // and records the repaired host, so the next plain `pulumi up` (refresh: always) repairs drift.
-import { PULUMI_UNKNOWN } from "../provider-helpers";
+import { z } from "zod";
+import { holdsUnknown, providerInputs } from "../provider-helpers";
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import { describeConnection, type HostConnection, parseConnection } from "../host/connection";
@@ -41,19 +42,41 @@ import {
 // EPIPE loop after `kill -9` of pulumi, key folders left behind): gate/transport/process-guard.ts.
 if (/dynamic-provider/.test(String(process.argv[1] ?? ""))) installProcessGuard();
 
-/** What the program passes (pulumi.Input values resolved). */
-export interface ToolkitStateInputs {
-  providerVersion: string;
-  connection: HostConnection;
-  expected: ExpectedState;
-  onDrift?: OnDrift;
+/** A repair step whose script exists: a missing one would only fail the day a host drifted. */
+const repairStep = repairStepSchema.superRefine((step, ctx) => {
+  // A path the schema refused already says why; only a well-formed one is looked for.
+  if (!repairStepSchema.shape.script.safeParse(step.script).success) return;
+  let file: string;
+  try {
+    file = repairScriptPath(projectRoot(), step.script);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", path: ["script"], message: (e as Error).message });
+    return;
+  }
+  if (!fs.existsSync(file)) ctx.addIssue({ code: "custom", path: ["script"], message: `${file} does not exist` });
+});
+
+/** ToolkitState's inputs, declared once: check and picking derive from it (provider-helpers.ts). */
+export const ToolkitStateInputsSchema = z.object({
+  providerVersion: z.string(),
+  connection: z.custom<HostConnection>((v) => typeof v === "object" && v !== null, "must be a host connection"),
+  expected: expectedStateSchema,
+  onDrift: onDriftSchema.optional(),
   /** The provisioning steps that repair drift (onDrift "repair"). */
-  repairs?: RepairStepInput[];
+  repairs: z.array(repairStep, "must be a list of repair steps").optional(),
   /** The API key (a secret input: encrypted in the state) and its file on the host, compared on every probe. */
-  apiKey?: string;
+  apiKey: z.string().optional(),
   /** `credential`: the id the units load the file as (LoadCredential=): systemd's copy is what the service runs with. */
-  apiKeyFile?: { path: string; script: string; credential?: string };
-}
+  apiKeyFile: z.object({ path: z.string(), script: z.string(), credential: z.string().optional() }).optional(),
+});
+
+/** What the program passes (pulumi.Input values resolved): the repair steps as written, parsed by the provider. */
+export type ToolkitStateInputs = Omit<z.infer<typeof ToolkitStateInputsSchema>, "repairs"> & {
+  repairs?: RepairStepInput[];
+};
+
+// ToolkitState is never replaced (a changed input is an update that re-records): no replace keys.
+const INPUTS = providerInputs(ToolkitStateInputsSchema, { replaces: [] });
 
 /** What the state holds. */
 export interface ToolkitStateOutputs extends ToolkitStateInputs {
@@ -76,10 +99,7 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   repairActivation?: string;
 }
 
-const INPUT_KEYS = ["providerVersion", "connection", "expected", "onDrift", "repairs", "apiKey", "apiKeyFile"] as const;
-
-/** During preview, unknown inputs reach check/diff as this string (pulumi#6310). */
-const UNKNOWN = PULUMI_UNKNOWN;
+const INPUT_KEYS = INPUTS.keys as readonly (keyof ToolkitStateInputs)[];
 
 export class ToolkitDriftError extends Error {
   /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */
@@ -105,9 +125,7 @@ export class ToolkitDriftError extends Error {
 }
 
 function inputsOf(props: ToolkitStateInputs): ToolkitStateInputs {
-  const out: Record<string, unknown> = {};
-  for (const key of INPUT_KEYS) if (props[key] !== undefined) out[key] = props[key];
-  return out as unknown as ToolkitStateInputs;
+  return INPUTS.pick(props) as unknown as ToolkitStateInputs;
 }
 
 function parsed(inputs: ToolkitStateInputs): {
@@ -169,42 +187,8 @@ export async function check(
   _olds: unknown,
   news: ToolkitStateInputs,
 ): Promise<{ inputs: ToolkitStateInputs; failures: { property: string; reason: string }[] }> {
-  const failures: { property: string; reason: string }[] = [];
-  if (!JSON.stringify(news.expected ?? null).includes(UNKNOWN)) {
-    const r = expectedStateSchema.safeParse(news.expected);
-    if (!r.success)
-      for (const i of r.error.issues)
-        failures.push({ property: ["expected", ...i.path.map(String)].join("."), reason: i.message });
-  }
-  const d = onDriftSchema.safeParse(news.onDrift);
-  if (!d.success) failures.push({ property: "onDrift", reason: d.error.issues[0]?.message ?? "invalid" });
-  if (!JSON.stringify(news.repairs ?? null).includes(UNKNOWN))
-    failures.push(...checkRepairs(projectRoot(), news.repairs));
+  const { failures } = INPUTS.check(news);
   return { inputs: news, failures };
-}
-
-/** Each repair step's shape, and that its script exists: a missing one would only fail the day a host drifted. */
-function checkRepairs(root: string, repairs: unknown): { property: string; reason: string }[] {
-  if (repairs === undefined) return [];
-  if (!Array.isArray(repairs)) return [{ property: "repairs", reason: "must be a list of repair steps" }];
-  const failures: { property: string; reason: string }[] = [];
-  repairs.forEach((raw: unknown, i) => {
-    const step = repairStepSchema.safeParse(raw);
-    if (!step.success) {
-      for (const issue of step.error.issues)
-        failures.push({ property: ["repairs", i, ...issue.path.map(String)].join("."), reason: issue.message });
-      return;
-    }
-    let file: string;
-    try {
-      file = repairScriptPath(root, step.data.script);
-    } catch (e) {
-      failures.push({ property: `repairs.${i}.script`, reason: (e as Error).message });
-      return;
-    }
-    if (!fs.existsSync(file)) failures.push({ property: `repairs.${i}.script`, reason: `${file} does not exist` });
-  });
-  return failures;
 }
 
 /** Records the state observed after provisioning; fails (unless onDrift is "record") when it already differs from what was expected. */
@@ -246,7 +230,7 @@ export async function diff(
   olds: ToolkitStateOutputs,
   news: ToolkitStateInputs,
 ): Promise<{ changes: boolean; replaces: string[] }> {
-  if (JSON.stringify(news).includes(UNKNOWN)) return { changes: true, replaces: [] };
+  if (holdsUnknown(news)) return { changes: true, replaces: [] };
   // Only today's input keys: a state written when the checkout's path was an input still diffs clean.
   const changedInputs = INPUT_KEYS.filter((k) => JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null));
   if (changedInputs.length > 0) return { changes: true, replaces: [] };

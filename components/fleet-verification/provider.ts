@@ -15,7 +15,8 @@
 import { randomBytes } from "node:crypto";
 import * as GateModule from "../../gate/index";
 import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
+import { z } from "zod";
+import { providerGuard, providerInputs } from "../provider-helpers";
 import { SMG_VERSION } from "../router/render";
 import type { Drift } from "../drift/schema";
 import {
@@ -32,52 +33,50 @@ import { probeRouterHost, repairRouterHost, type RouterHostCheck } from "./route
 /** 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time. */
 export const PROVIDER_VERSION = "2";
 
-const REPLACE_KEY_LIST = ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale"];
-const INPUT_KEY_LIST = [
-  "providerVersion",
-  "router",
-  "apiKey",
-  "routerIdentity",
-  "workers",
-  "hostFigures",
-  "minHealthyHosts",
-  "verifyPolicy",
-  "benchPlan",
-  "benchRepeats",
-  "timeScale",
-  "workload",
-  "readyDeadlineSeconds",
-  "routerHost",
-];
+const worker = z.object({ name: z.string(), url: z.string() });
 
-export interface FleetVerificationInputs {
-  providerVersion: string;
+/** FleetVerification's inputs, declared once: check, diff and picking derive from it (provider-helpers.ts). */
+export const FleetVerificationInputsSchema = z.object({
+  providerVersion: z.string(),
   /** The router as reached from where `pulumi up` runs. */
-  router: { url: string; metricsUrl: string; model: string };
-  apiKey?: string;
-  routerIdentity: string;
-  workers: {
-    registered: Array<{ name: string; url: string }>;
-    leftOut: Array<{ name: string; url: string; reason: string }>;
-  };
+  router: z.object(
+    { url: z.string(), metricsUrl: z.string(), model: z.string() },
+    "router must be { url, metricsUrl, model }",
+  ),
+  apiKey: z.string().optional(),
+  routerIdentity: z.string(),
+  workers: z.object({
+    registered: z.array(worker),
+    leftOut: z.array(worker.extend({ reason: z.string() })),
+  }),
   /** Each host's own measurement: its sustained tok/s and when it was verified (a re-measure replaces). */
-  hostFigures: Record<string, { sustainedOutputTokensPerSecond: number | null; verifiedAt: string | null }>;
+  hostFigures: z.record(
+    z.string(),
+    z.object({ sustainedOutputTokensPerSecond: z.number().nullable(), verifiedAt: z.string().nullable() }),
+  ),
   /** Default: every host. */
-  minHealthyHosts?: number;
-  verifyPolicy?: VerifyPolicy;
-  benchPlan?: BenchPlan;
+  minHealthyHosts: z.number().int().positive().optional(),
+  verifyPolicy: GateModule.VerifyPolicySchema.optional(),
+  benchPlan: GateModule.BenchPlanSchema.optional(),
   /** Runs of each fleet level (router.benchRepeats, at least 2): the sustained figure's interval. */
-  benchRepeats?: number;
+  benchRepeats: z.number().int().min(2).optional(),
   /**
    * The hosts' seconds per wall second (simulated hosts: the simulator's time scale; absent: 1): the
    * fleet is measured in the same clock as the hosts' own figures it is compared with.
    */
-  timeScale?: number;
-  workload?: Workload;
-  readyDeadlineSeconds?: number;
+  timeScale: z.number().positive().optional(),
+  workload: GateModule.WorkloadSchema.optional(),
+  readyDeadlineSeconds: z.number().positive().optional(),
   /** The router's machine, probed on refresh and repaired on create (router-host.ts). */
-  routerHost?: RouterHostCheck;
-}
+  routerHost: z
+    .custom<RouterHostCheck>((v) => typeof v === "object" && v !== null, "must be the router's machine")
+    .optional(),
+});
+export type FleetVerificationInputs = z.infer<typeof FleetVerificationInputsSchema>;
+
+const INPUTS = providerInputs(FleetVerificationInputsSchema, {
+  replaces: ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale"],
+});
 
 /** The fleet's sustained figure's 95 % interval over the runs of its level (gate/measurement/goodput.ts). */
 export interface SustainedInterval {
@@ -125,25 +124,16 @@ export function sustainedInterval(result: {
   return { low: t.low, high: t.high, halfWidth: t.halfWidth, runs: t.n };
 }
 
-const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
+const pickInputs = INPUTS.pick;
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const failures: { property: string; reason: string }[] = [];
-  const unknown = PULUMI_UNKNOWN;
-  const r = news.router as { url?: unknown; metricsUrl?: unknown; model?: unknown } | string | undefined;
-  if (
-    r !== unknown &&
-    (typeof r !== "object" || r === null || typeof r.url !== "string" || typeof r.model !== "string")
-  )
-    failures.push({ property: "router", reason: "router must be { url, metricsUrl, model }" });
-  return { inputs: news, failures };
+  return INPUTS.check(news);
 }
 
 export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const replaces = REPLACE_KEY_LIST.filter((k) => stable(olds[k]) !== stable(news[k]));
   // A refresh that found the router's workers differing from the stack's: the next up re-registers and re-measures.
-  if (Array.isArray(olds.drift) && olds.drift.length > 0) replaces.push("drift");
-  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, ["sustainedOutputTokensPerSecond", "scalingEfficiency"]);
+  const extraReplaces = Array.isArray(olds.drift) && olds.drift.length > 0 ? ["drift"] : [];
+  return INPUTS.diff(olds, news, { extraReplaces, stables: ["sustainedOutputTokensPerSecond", "scalingEfficiency"] });
 }
 
 export async function create(inputs: Record<string, unknown>) {
@@ -256,7 +246,7 @@ export async function create(inputs: Record<string, unknown>) {
 
 /** Nothing that defines the fleet changed: keep the measurement, re-plan for the workload. */
 export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const measured = omitKeys(olds, INPUT_KEY_LIST);
+  const measured = INPUTS.measured(olds);
   const fleet = Number(olds.sustainedOutputTokensPerSecond);
   const hosts = (news.workers as FleetVerificationInputs["workers"]).registered.length;
   return {

@@ -15,84 +15,82 @@
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as gate from "../../gate/index";
-import type { CompareOptions } from "../../gate/measurement/compare-run";
 import { projectFile } from "../../project-files";
 import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { unitHooks } from "../host/unit-hooks";
 import { openTunnel } from "../host/tunnel";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
+import { z } from "zod";
+import { providerGuard, providerInputs } from "../provider-helpers";
 
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "2";
 
-/** What the measurement depends on: a change re-measures every service. */
-const MEASURE_KEY_LIST = ["endpoint", "stamps", "serviceKinds", "drafts", "plan"];
-export const MEASURE_KEYS: readonly string[] = MEASURE_KEY_LIST;
+/** The comparison's knobs, parsed by the stack config: the gate's CompareOptions minus the per-call parts. */
+const ComparisonPlanSchema = z.object({
+  plan: gate.BenchPlanSchema,
+  timeScale: z.number().positive(),
+  verifyPolicy: gate.VerifyPolicySchema,
+  job: gate.JobSchema,
+  auto: z.boolean(),
+  restore: z.enum(gate.SERVICE_NAMES),
+  acceptanceFloor: z.number(),
+});
+export type ComparisonPlan = z.infer<typeof ComparisonPlanSchema>;
 
-const INPUT_KEY_LIST = [
-  "providerVersion",
-  "connection",
-  "tunnel",
-  "apiKey",
-  "activateTimeoutSeconds",
-  "deadlineSeconds",
-  ...MEASURE_KEY_LIST,
-];
-export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
+const draft = z.object({ algorithm: z.string(), draftModelPath: z.string(), acceptanceFloor: z.number() });
+const seconds = (key: string) =>
+  z.number(`${key} must be a positive number of seconds`).positive(`${key} must be a positive number of seconds`);
+
+/** ServiceComparison's inputs, declared once: check, diff and picking derive from it (provider-helpers.ts). */
+export const ServiceComparisonInputsSchema = z.object({
+  providerVersion: z.string(),
+  /** The host connection (components/host/connection.ts); secret: an SSH one holds the private key. */
+  connection: z.custom<HostConnection>((v) => typeof v === "object" && v !== null, "must be a host connection"),
+  /** SSH hosts: the service as seen on the host, reached through a tunnel over the connection. */
+  tunnel: z.object({ remoteHost: z.string(), remotePort: z.number().int() }).optional(),
+  endpoint: z.object({ url: z.string(), model: z.string() }),
+  apiKey: z.string().optional(),
+  /** Each configured service's activation stamp (its unit, the environment lock, the key's hash). */
+  stamps: z.partialRecord(z.enum(gate.SERVICE_NAMES), z.string()),
+  /** The services to compare, in order (the output `services` is the per-service table). */
+  serviceKinds: z
+    .array(z.enum(gate.SERVICE_NAMES), "serviceKinds must list at least one service to compare")
+    .min(1, "serviceKinds must list at least one service to compare"),
+  drafts: z.partialRecord(z.enum(gate.SERVICE_NAMES), draft),
+  plan: ComparisonPlanSchema,
+  /** How long one activation (stop the others, start one) may take on the host. */
+  activateTimeoutSeconds: seconds("activateTimeoutSeconds"),
+  /** The whole comparison's deadline. */
+  deadlineSeconds: seconds("deadlineSeconds"),
+});
+export type ServiceComparisonInputs = z.infer<typeof ServiceComparisonInputsSchema>;
+
+/**
+ * What the measurement depends on: a change re-measures every service. projectRoot: an input of
+ * states written before the checkout's path left them (dropped on update).
+ */
+const INPUTS = providerInputs(ServiceComparisonInputsSchema, {
+  replaces: ["endpoint", "stamps", "serviceKinds", "drafts", "plan"],
+  retired: ["projectRoot"],
+});
+export const MEASURE_KEYS: readonly string[] = INPUTS.replaceKeys;
+export const INPUT_KEYS: readonly string[] = INPUTS.keys;
 
 type ServiceName = "autoregressive" | "eagle3" | "dflash";
 
 /** One systemctl call on the host. */
 const RESET_TIMEOUT_MS = 60_000;
 
-/** The comparison's knobs, parsed by the stack config: the gate's CompareOptions minus the per-call parts. */
-export type ComparisonPlan = Pick<
-  CompareOptions,
-  "plan" | "timeScale" | "verifyPolicy" | "job" | "auto" | "restore" | "acceptanceFloor"
->;
-
-export interface ServiceComparisonInputs {
-  providerVersion: string;
-  /** The host connection (components/host/connection.ts); secret: an SSH one holds the private key. */
-  connection: Record<string, unknown>;
-  /** SSH hosts: the service as seen on the host, reached through a tunnel over the connection. */
-  tunnel?: { remoteHost: string; remotePort: number };
-  endpoint: { url: string; model: string };
-  apiKey?: string;
-  /** Each configured service's activation stamp (its unit, the environment lock, the key's hash). */
-  stamps: Partial<Record<ServiceName, string>>;
-  /** The services to compare, in order (the output `services` is the per-service table). */
-  serviceKinds: ServiceName[];
-  drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string; acceptanceFloor: number }>>;
-  plan: ComparisonPlan;
-  /** How long one activation (stop the others, start one) may take on the host. */
-  activateTimeoutSeconds: number;
-  /** The whole comparison's deadline. */
-  deadlineSeconds: number;
-}
-
-const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
-// projectRoot: an input of states written before the checkout's path left them (dropped on update).
-const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INPUT_KEY_LIST, "projectRoot"]);
+const pickInputs = INPUTS.pick;
+const pickMeasured = INPUTS.measured;
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const failures: { property: string; reason: string }[] = [];
-  const unknown = PULUMI_UNKNOWN;
-  const kinds = news.serviceKinds;
-  if (kinds !== unknown && (!Array.isArray(kinds) || kinds.length === 0))
-    failures.push({ property: "serviceKinds", reason: "serviceKinds must list at least one service to compare" });
-  for (const key of ["activateTimeoutSeconds", "deadlineSeconds"]) {
-    const v = news[key];
-    if (v !== unknown && (typeof v !== "number" || !(v > 0)))
-      failures.push({ property: key, reason: `${key} must be a positive number of seconds` });
-  }
-  return { inputs: news, failures };
+  return INPUTS.check(news);
 }
 
 export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const replaces = MEASURE_KEY_LIST.filter((k) => stable(olds[k]) !== stable(news[k]));
-  return inputsDiff(olds, news, INPUT_KEY_LIST, replaces, ["activeService", "activeUnit", "recommended"]);
+  return INPUTS.diff(olds, news, { stables: ["activeService", "activeUnit", "recommended"] });
 }
 
 /** Measure every service in turn, compare, leave the winner (or the configured one) active. */
@@ -103,7 +101,7 @@ export async function create(inputs: Record<string, unknown>) {
   const say = (line: string) => process.stderr.write(`[ServiceComparison ${input.endpoint.url}] ${line}\n`);
   const { signal, onLeave } = providerGuard();
 
-  const connection = input.connection as unknown as HostConnection;
+  const connection = input.connection;
   // The units this comparison started: what it measured (or failed on) and then left, it clears.
   const started = new Set<ServiceName>();
   const units = (services: Iterable<ServiceName>) => [...services].map(unitOf);
@@ -127,7 +125,7 @@ export async function create(inputs: Record<string, unknown>) {
 
   const tunnel =
     input.tunnel && input.connection.kind === "ssh"
-      ? await openTunnel(input.connection as never, input.tunnel.remoteHost, input.tunnel.remotePort)
+      ? await openTunnel(input.connection, input.tunnel.remoteHost, input.tunnel.remotePort)
       : undefined;
   const off = onLeave(() => tunnel?.close());
   const configured = all.filter((s) => input.stamps[s] !== undefined);

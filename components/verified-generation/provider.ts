@@ -13,151 +13,109 @@ import type { HostConnection } from "../host/connection";
 import { hostKeyRefusalOf } from "../host/exec";
 import { openTunnel } from "../host/tunnel";
 import { unitHooks } from "../host/unit-hooks";
-import { inputsDiff, omitKeys, pickKeys, providerGuard, PULUMI_UNKNOWN, stable } from "../provider-helpers";
-import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import { providerGuard, providerInputs } from "../provider-helpers";
+import { z } from "zod";
 import type { Drift } from "../drift/schema";
 
 /** Bump when the provider's behaviour changes. */
 export const PROVIDER_VERSION = "5";
 
-/**
- * What defines the served thing, or what its figures measured: a change means a fresh verification
- * and benchmark. A changed benchmark plan (concurrencies, lengths, repeats) or time scale measures
- * again: an in-place update would keep the earlier plan's figures under the new plan's name.
- */
-const REPLACE_KEY_LIST = [
-  "endpoint",
-  "serviceIdentity",
-  "activation",
-  "toolkitFingerprint",
-  "environmentLock",
-  "benchPlan",
-  "timeScale",
-];
-export const REPLACE_KEYS: readonly string[] = REPLACE_KEY_LIST;
+/** A URL the gate can use, refused before any request in one sentence naming it. */
+const gateUrl = z.string().superRefine((url, ctx) => {
+  try {
+    gate.baseUrl(url);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
+  }
+});
+const nonEmpty = (key: string) =>
+  z.string(`${key} must be a non-empty string`).min(1, `${key} must be a non-empty string`);
 
-// Module-local (not exported) so the serialized methods capture just this array, not `exports`.
-const INPUT_KEY_LIST = [
-  "providerVersion",
-  "endpoint",
-  "apiKey",
-  "serviceIdentity",
-  "activation",
-  "toolkitFingerprint",
-  "environmentLock",
-  "verifyPolicy",
-  "benchPlan",
-  "workload",
-  "speculative",
-  "serviceStateCommand",
-  "serviceLogsCommand",
-  "refreshTimeoutSeconds",
-  "hostAccess",
-  "timeScale",
-  "failureIsOutcome",
-];
-export const INPUT_KEYS: readonly string[] = INPUT_KEY_LIST;
-
-export interface VerifiedGenerationInputs {
-  providerVersion: string;
-  endpoint: { url: string; model: string };
-  apiKey?: string;
-  serviceIdentity: string;
+/** VerifiedGeneration's inputs, declared once: check, diff and picking derive from it (provider-helpers.ts). */
+export const VerifiedGenerationInputsSchema = z.object({
+  providerVersion: z.string(),
+  endpoint: z.object({ url: gateUrl, model: z.string() }, "endpoint must be { url: string, model: string }"),
+  apiKey: z.string().optional(),
+  serviceIdentity: nonEmpty("serviceIdentity"),
   /** The start of the service it verified (the host's activation id): a restart gpuhost made changes it. */
-  activation?: string;
-  toolkitFingerprint: string;
-  environmentLock: string;
-  /** Parsed once, by the stack config (stack/config.ts); check() validates it again only as untrusted state. */
-  verifyPolicy?: VerifyPolicy;
-  benchPlan?: BenchPlan;
-  workload?: Workload;
+  activation: z.string("activation must be a string").optional(),
+  toolkitFingerprint: nonEmpty("toolkitFingerprint"),
+  environmentLock: nonEmpty("environmentLock"),
+  /** Parsed once, by the stack config (stack/config.ts); validated again here only as untrusted state. */
+  verifyPolicy: gate.VerifyPolicySchema.optional(),
+  benchPlan: gate.BenchPlanSchema.optional(),
+  workload: gate.WorkloadSchema.optional(),
   /** The active service's speculative decoding: its acceptance is checked against the floor. */
-  speculative?: { algorithm: string; draftModelPath: string; acceptanceFloor: number };
-  serviceStateCommand?: string[];
-  serviceLogsCommand?: string[];
-  refreshTimeoutSeconds?: number;
-  /** Simulated seconds per wall second of the server (absent: 1): the figures are in the host's own time. */
-  timeScale?: number;
+  speculative: z.object({ algorithm: z.string(), draftModelPath: z.string(), acceptanceFloor: z.number() }).optional(),
+  serviceStateCommand: z.array(z.string()).optional(),
+  serviceLogsCommand: z.array(z.string()).optional(),
+  refreshTimeoutSeconds: z.number().positive().optional(),
   /**
    * For SSH hosts: the gate reaches the service through an SSH tunnel (the serving port is bound to
    * the host's loopback, or firewalled) and reads the unit's state and logs over the same connection.
    * `endpoint.url` then names the service as seen on the host. Secret: it holds the private key.
    */
-  hostAccess?: { connection: HostConnection; unit: string; remoteHost: string; remotePort: number };
+  hostAccess: z
+    .object({
+      connection: z.custom<HostConnection>((v) => typeof v === "object" && v !== null, "must be a host connection"),
+      unit: z.string(),
+      remoteHost: z.string(),
+      remotePort: z.number().int(),
+    })
+    .optional(),
+  /** Simulated seconds per wall second of the server (absent: 1): the figures are in the host's own time. */
+  timeScale: z.number().positive().optional(),
   /**
    * A fleet's host (config `router`): a gate that does not pass is recorded (generating: false,
    * gateFailure: why) instead of failing the update, so the router leaves this host out and the
    * other hosts still serve; the next `up` verifies it again (diff replaces on generating: false).
    */
-  failureIsOutcome?: boolean;
-}
+  failureIsOutcome: z.boolean().optional(),
+});
+export type VerifiedGenerationInputs = z.infer<typeof VerifiedGenerationInputsSchema>;
+
+/**
+ * What defines the served thing, or what its figures measured: a change means a fresh verification
+ * and benchmark. A changed benchmark plan (concurrencies, lengths, repeats) or time scale measures
+ * again: an in-place update would keep the earlier plan's figures under the new plan's name.
+ * projectRoot: an input of states written before the checkout's path left them (dropped on update).
+ */
+const INPUTS = providerInputs(VerifiedGenerationInputsSchema, {
+  replaces: [
+    "endpoint",
+    "serviceIdentity",
+    "activation",
+    "toolkitFingerprint",
+    "environmentLock",
+    "benchPlan",
+    "timeScale",
+  ],
+  retired: ["projectRoot"],
+});
+export const REPLACE_KEYS: readonly string[] = INPUTS.replaceKeys;
+export const INPUT_KEYS: readonly string[] = INPUTS.keys;
 
 type Gate = typeof gate;
 
-const pickInputs = (props: Record<string, unknown>) => pickKeys(props, INPUT_KEY_LIST);
-// projectRoot: an input of states written before the checkout's path left them (dropped on update).
-const pickMeasured = (props: Record<string, unknown>) => omitKeys(props, [...INPUT_KEY_LIST, "projectRoot"]);
+const pickInputs = INPUTS.pick;
+const pickMeasured = INPUTS.measured;
 
 export async function check(_olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const failures: { property: string; reason: string }[] = [];
-  const unknown = PULUMI_UNKNOWN;
-  for (const key of ["serviceIdentity", "toolkitFingerprint", "environmentLock"]) {
-    if (typeof news[key] !== "string" || news[key].length === 0)
-      failures.push({ property: key, reason: `${key} must be a non-empty string` });
-  }
-  if (news.activation !== undefined && typeof news.activation !== "string")
-    failures.push({ property: "activation", reason: "activation must be a string" });
-  const endpoint = news.endpoint as { url?: unknown; model?: unknown } | string | undefined;
-  if (
-    endpoint !== unknown &&
-    (typeof endpoint !== "object" ||
-      endpoint === null ||
-      typeof endpoint.url !== "string" ||
-      typeof endpoint.model !== "string")
-  ) {
-    failures.push({ property: "endpoint", reason: "endpoint must be { url: string, model: string }" });
-  }
-  const gateUrl = typeof endpoint === "object" && endpoint !== null ? endpoint.url : undefined;
-  if (typeof gateUrl === "string" && gateUrl !== unknown) {
-    try {
-      gate.baseUrl(gateUrl);
-    } catch (err) {
-      failures.push({ property: "endpoint", reason: `endpoint.url: ${(err as Error).message}` });
-    }
-  }
-  const schemas: [string, Gate["VerifyPolicySchema"] | Gate["BenchPlanSchema"] | Gate["WorkloadSchema"]][] = [
-    ["verifyPolicy", gate.VerifyPolicySchema],
-    ["benchPlan", gate.BenchPlanSchema],
-    ["workload", gate.WorkloadSchema],
-  ];
-  for (const [key, schema] of schemas) {
-    if (news[key] === undefined || news[key] === unknown) continue;
-    const parsed = schema.safeParse(news[key]);
-    if (!parsed.success) {
-      for (const issue of parsed.error.issues)
-        failures.push({ property: key, reason: `${[key, ...issue.path].join(".")}: ${issue.message}` });
-    }
-  }
-  return { inputs: news, failures };
+  return INPUTS.check(news);
 }
 
 export async function diff(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
-  const replaces: string[] = [];
-  for (const key of REPLACE_KEY_LIST) {
-    if (stable(olds[key]) !== stable(news[key])) replaces.push(key);
-  }
+  const extraReplaces: string[] = [];
   // A refresh that found the host no longer generating leaves generating=false in state: the next
   // `up` verifies and measures again instead of keeping numbers from a host that stopped working.
-  if (olds.generating === false) replaces.push("generating");
+  if (olds.generating === false) extraReplaces.push("generating");
   // The same for the model's own health (a changed answer, a slower decode, collapsed acceptance):
   // the next `up` verifies and measures the service again, and records a new baseline.
-  if (Array.isArray(olds.drift) && olds.drift.length > 0) replaces.push("health");
-  const d = inputsDiff(olds, news, INPUT_KEY_LIST, replaces, [
-    "generating",
-    "model",
-    "sustainedOutputTokensPerSecond",
-    "saturationConcurrency",
-  ]);
+  if (Array.isArray(olds.drift) && olds.drift.length > 0) extraReplaces.push("health");
+  const d = INPUTS.diff(olds, news, {
+    extraReplaces,
+    stables: ["generating", "model", "sustainedOutputTokensPerSecond", "saturationConcurrency"],
+  });
   // The last refresh could not reach the host (its key refused): the update checks it with the current connection.
   return typeof olds.hostKeyRefused === "string" ? { ...d, changes: true } : d;
 }

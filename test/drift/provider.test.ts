@@ -259,13 +259,18 @@ describe("ToolkitState provider on a simulated host", () => {
     expect(updated.baseline.files[file]).not.toBe(outs.baseline.files[file]);
   });
 
-  it("check names invalid inputs by path", async () => {
+  it("check names invalid inputs by property, the path inside it in the reason; a repair script that is not there is named", async () => {
     const conn = host();
     const bad = inputs(conn, {
       expected: { ...expectedForSim(), toolkitVersion: "thirteen" },
     });
     const { failures } = await impl.check({}, bad);
-    expect(failures.map((f) => f.property).sort()).toEqual(["expected.toolkitVersion"]);
+    expect(failures.map((f) => f.property)).toEqual(["expected"]);
+    expect(failures[0].reason).toMatch(/^expected\.toolkitVersion: /);
+    expect((await impl.check({}, inputs(conn))).failures).toEqual([]);
+    const missing = await impl.check({}, inputs(conn, { repairs: [{ fields: ["x"], script: "components/nope.sh" }] }));
+    expect(missing.failures.map((f) => f.property)).toEqual(["repairs"]);
+    expect(missing.failures[0].reason).toMatch(/^repairs\.0\.script: .*components\/nope\.sh does not exist$/);
   });
 
   it("an unreachable host makes read fail (a refresh error, not a clean result)", async () => {

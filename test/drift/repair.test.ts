@@ -269,7 +269,11 @@ describe("ToolkitState update with onDrift repair, on a simulated host", () => {
         ],
       }),
     );
-    expect([...new Set(failures.map((f) => f.property))]).toEqual(["repairs.2.script", "repairs.3.script"]);
-    expect(failures[0].reason).toMatch(/components\/nowhere\/fix\.sh does not exist/);
+    expect(failures.map((f) => f.reason)).toEqual([
+      expect.stringMatching(/^repairs\.2\.script: .*components\/nowhere\/fix\.sh does not exist$/),
+      "repairs.3.script: must be a .sh path relative to the project root",
+      "repairs.3.script: must not leave the project root",
+    ]);
+    expect(new Set(failures.map((f) => f.property))).toEqual(new Set(["repairs"]));
   });
 });

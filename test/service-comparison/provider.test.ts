@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { check, diff, update } from "../../components/service-comparison/provider";
+import { PULUMI_UNKNOWN } from "../../components/provider-helpers";
 
 const inputs = {
   providerVersion: "1",
@@ -14,7 +15,15 @@ const inputs = {
   stamps: { autoregressive: "a".repeat(64), eagle3: "b".repeat(64) },
   serviceKinds: ["autoregressive", "eagle3"],
   drafts: { eagle3: { algorithm: "EAGLE3", draftModelPath: "d", acceptanceFloor: 1.5 } },
-  plan: { plan: { concurrency: [1, 8], repeats: 1 }, timeScale: 1, auto: true, restore: "autoregressive" },
+  plan: {
+    plan: { concurrency: [1, 8], repeats: 1 },
+    timeScale: 1,
+    verifyPolicy: {},
+    job: {},
+    auto: true,
+    restore: "autoregressive",
+    acceptanceFloor: 1.5,
+  },
   activateTimeoutSeconds: 720,
   deadlineSeconds: 3600,
 };
@@ -61,7 +70,17 @@ describe("ServiceComparison provider", () => {
   });
 
   it("check refuses an empty service list and non-positive deadlines, by property", async () => {
+    expect((await check({}, inputs)).failures).toEqual([]);
     const r = await check({}, { ...inputs, serviceKinds: [], deadlineSeconds: 0 });
     expect(r.failures.map((f) => f.property)).toEqual(["serviceKinds", "deadlineSeconds"]);
+    expect(r.failures.map((f) => f.reason)).toEqual([
+      "serviceKinds must list at least one service to compare",
+      "deadlineSeconds must be a positive number of seconds",
+    ]);
+    // A plan the gate cannot run is refused by its path; an input not known yet (preview) is not judged.
+    const bad = await check({}, { ...inputs, plan: { ...inputs.plan, plan: { concurrency: [] } } });
+    expect(bad.failures.map((f) => f.reason)).toEqual([expect.stringMatching(/^plan\.plan\.concurrency: /)]);
+    const unknown = PULUMI_UNKNOWN;
+    expect((await check({}, { ...inputs, stamps: { eagle3: unknown }, endpoint: unknown })).failures).toEqual([]);
   });
 });
