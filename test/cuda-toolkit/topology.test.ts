@@ -113,6 +113,31 @@ describe("the peer-to-peer program's output", () => {
   });
 });
 
+/**
+ * A FAKE nvidia-smi in BIN answering the given outputs: the PCIe query, `topo -m`, the compute apps
+ * (nothing by default) and, for any other query, the GPUs' driver and compute capability.
+ */
+function writeFakeSmi(bin: string, o: { pcie: string; topo: string; gpus: string; computeApps?: string }): void {
+  fs.writeFileSync(path.join(bin, "pcie.txt"), o.pcie);
+  fs.writeFileSync(path.join(bin, "topo.txt"), o.topo);
+  fs.writeFileSync(path.join(bin, "apps.txt"), o.computeApps ?? "");
+  fs.writeFileSync(path.join(bin, "gpus.txt"), o.gpus);
+  fs.writeFileSync(
+    path.join(bin, "nvidia-smi"),
+    [
+      "#!/bin/sh",
+      'case "$*" in',
+      `  *pcie.link*) cat '${bin}/pcie.txt' ;;`,
+      `  "topo -m") cat '${bin}/topo.txt' ;;`,
+      `  *query-compute-apps*) cat '${bin}/apps.txt' ;;`,
+      `  *) cat '${bin}/gpus.txt' ;;`,
+      "esac",
+      "",
+    ].join("\n"),
+    { mode: 0o755 },
+  );
+}
+
 describe("gpuhost doctor's topology (FAKE nvidia-smi answering the H200's recorded outputs)", () => {
   const roots: string[] = [];
   let root = "";
@@ -126,21 +151,7 @@ describe("gpuhost doctor's topology (FAKE nvidia-smi answering the H200's record
     for (const step of [plan.repository, plan.install])
       expect((await execOnHost(simulatedConnection(root), readScript(step.script).text, step.args)).code).toBe(0);
     const noHeader = H200_PCIE.split("\n").slice(1).join("\n");
-    fs.writeFileSync(path.join(bin, "pcie.txt"), noHeader);
-    fs.writeFileSync(path.join(bin, "topo.txt"), H200_TOPO);
-    fs.writeFileSync(
-      path.join(bin, "nvidia-smi"),
-      [
-        "#!/bin/sh",
-        'case "$*" in',
-        `  *pcie.link*) cat '${bin}/pcie.txt' ;;`,
-        `  "topo -m") cat '${bin}/topo.txt' ;;`,
-        "  *) echo '580.159.04, 9.0' ;;",
-        "esac",
-        "",
-      ].join("\n"),
-      { mode: 0o755 },
-    );
+    writeFakeSmi(bin, { pcie: noHeader, topo: H200_TOPO, gpus: "580.159.04, 9.0\n" });
   });
   afterAll(() => roots.forEach((r) => fs.rmSync(r, { recursive: true, force: true })));
 
@@ -175,28 +186,13 @@ describe("the stack's verify step reports the links (issue 28.4; FAKE nvidia-smi
   let bin = "";
   const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
   /** A fake nvidia-smi answering WRITTEN outputs: two GPUs behind one PCIe switch, GPU 1's link trained x8; the given compute apps. */
-  const fakeSmi = (computeApps: string) => {
-    fs.writeFileSync(path.join(bin, "pcie.txt"), "0, NVIDIA H200, 5, 5, 16, 16\n1, NVIDIA H200, 5, 5, 8, 16\n");
-    fs.writeFileSync(
-      path.join(bin, "topo.txt"),
-      "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-31\t0\t\tN/A\nGPU1\tPIX\t X \t0-31\t0\t\tN/A\n",
-    );
-    fs.writeFileSync(path.join(bin, "apps.txt"), computeApps);
-    fs.writeFileSync(
-      path.join(bin, "nvidia-smi"),
-      [
-        "#!/bin/sh",
-        'case "$*" in',
-        `  *pcie.link*) cat '${bin}/pcie.txt' ;;`,
-        `  "topo -m") cat '${bin}/topo.txt' ;;`,
-        `  *query-compute-apps*) cat '${bin}/apps.txt' ;;`,
-        "  *) printf '580.159.04, 9.0\\n580.159.04, 9.0\\n' ;;",
-        "esac",
-        "",
-      ].join("\n"),
-      { mode: 0o755 },
-    );
-  };
+  const fakeSmi = (computeApps: string) =>
+    writeFakeSmi(bin, {
+      pcie: "0, NVIDIA H200, 5, 5, 16, 16\n1, NVIDIA H200, 5, 5, 8, 16\n",
+      topo: "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPIX\t0-31\t0\t\tN/A\nGPU1\tPIX\t X \t0-31\t0\t\tN/A\n",
+      gpus: "580.159.04, 9.0\n580.159.04, 9.0\n",
+      computeApps,
+    });
   const verify = async (withSmi: boolean) => {
     // As gpu-checks.test.ts runs it: the simulated root, the fake nvidia-smi first on PATH (or none).
     const r = await execOnHost({ kind: "local" }, readScript(plan.verify.script).text, plan.verify.args, {
