@@ -134,6 +134,8 @@ export interface StoryOptions {
   say: (line: string) => void;
   /** The certificate's policy (default: the schema's, uncertified levels are no figure). */
   certification?: BenchPlanInput["certification"];
+  /** Requests per level per concurrency (default 1): more makes a level last longer on the wall clock. */
+  requestsPerConcurrency?: number;
 }
 
 export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
@@ -173,7 +175,7 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
           sweepMaxTokens: o.outputTokens,
           thinking: false,
           concurrency: o.levels,
-          requestsPerConcurrency: 1,
+          requestsPerConcurrency: o.requestsPerConcurrency ?? 1,
           repeats: 1,
           requestTimeoutSeconds: 7200,
           certification: o.certification,
