@@ -17,6 +17,7 @@ import { warnPendingOperations } from "./stack/pending-operations";
 import { projectRoot } from "./project-files";
 import { simulatedPlatform } from "./sim-host/host";
 import { hostRoofline } from "./physics/outputs";
+import { DEFAULT_MEM_FRACTION_STATIC } from "./physics/roofline";
 
 const { config, apiKey, secret } = loadConfig();
 // Before any resource: what an earlier, killed update left (read now, it is not this update's).
@@ -100,8 +101,7 @@ const hosts = config.hosts.map((host, index) => {
             host,
             read,
             {
-              // SGLang's own default where the stack sets none.
-              memFractionStatic: config.services.memFractionStatic ?? 0.9,
+              memFractionStatic: config.services.memFractionStatic ?? DEFAULT_MEM_FRACTION_STATIC,
               contextTokens: config.workload.outputTokensPerCompletion,
             },
             {

@@ -17,7 +17,7 @@ import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
 import { findGpu } from "../physics/gpus";
 import { modelFacts } from "../physics/model-config";
-import { roofline, rooflineLines } from "../physics/roofline";
+import { DEFAULT_MEM_FRACTION_STATIC, roofline, rooflineLines } from "../physics/roofline";
 import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
 import { BenchPlanSchema, VerifyPolicySchema, type BenchPlanInput, type VerifyPolicyInput } from "../gate/schema";
 import { verify } from "../gate/readiness/verify";
@@ -210,7 +210,8 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
       `Where ${chosen ? `${chosen.service}'s sustained figure` : "the host"} stands (${STORY_MODEL_CONFIG} on the profile's GPUs, docs/physics.md):`,
     );
     // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
-    for (const line of storyRoofline(o, profile, services.memFractionStatic ?? 0.9, chosen)) o.say(`  ${line}`);
+    for (const line of storyRoofline(o, profile, services.memFractionStatic ?? DEFAULT_MEM_FRACTION_STATIC, chosen))
+      o.say(`  ${line}`);
     // The service the comparison left active (the recommended one, or the one it restored).
     const speculative =
       result.activeAfter === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };

@@ -7,7 +7,7 @@
 import * as fs from "node:fs/promises";
 import { findGpu, GPU_NAMES } from "../physics/gpus";
 import { modelFacts, ModelConfigError, type ModelFacts } from "../physics/model-config";
-import type { HostShape } from "../physics/roofline";
+import { DEFAULT_MEM_FRACTION_STATIC, type HostShape } from "../physics/roofline";
 import { UsageError } from "./common";
 import type { FlagTable } from "./options";
 
@@ -33,7 +33,7 @@ export const PHYSICS_FLAGS = {
     type: "fraction",
     value: "F",
     description: "SGLang's --mem-fraction-static: the share of GPU memory for weights and KV cache",
-    default: 0.9,
+    default: DEFAULT_MEM_FRACTION_STATIC,
   },
 } as const satisfies FlagTable;
 

@@ -30,7 +30,6 @@ export type RooflineOutput = z.infer<typeof RooflineOutputSchema>;
 
 /** The host's entry of config `hosts`, as far as its roofline needs it. */
 export interface RooflineHost {
-  connection: { kind: string };
   gpus: { count: number; model?: string };
 }
 
@@ -46,7 +45,7 @@ export function hostRoofline(
   host: RooflineHost,
   read: ModelConfigRead | undefined,
   shape: {
-    /** SGLang's --mem-fraction-static (its own default, 0.9, where the stack sets none). */
+    /** SGLang's --mem-fraction-static (DEFAULT_MEM_FRACTION_STATIC where the stack sets none). */
     memFractionStatic: number;
     /** Tokens of context per sequence the KV bound assumes: the workload's output tokens. */
     contextTokens: number;

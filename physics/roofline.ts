@@ -69,6 +69,12 @@ export function flopsPerToken(m: ModelFacts, context = 0): number {
   return matmul + m.layers * perContextToken * context;
 }
 
+/**
+ * The --mem-fraction-static a plan assumes where the stack or the flags set none. SGLang picks its own
+ * from the GPU's memory and the parallelism; 0.9 is near what it picks on large cards.
+ */
+export const DEFAULT_MEM_FRACTION_STATIC = 0.9;
+
 export interface HostShape {
   gpu: GpuSpec;
   gpus: number;
