@@ -144,6 +144,7 @@ if ((gpus > 1)) && [[ -n "$p2p_b64" ]]; then
     topology+=("topology_p2p_failed=not compiled: no nvcc")
   else
     p2p_work="$(mktemp -d)"
+    trap 'rm -rf "${work:-}" "$p2p_work"' EXIT
     base64 -d <<<"$p2p_b64" >"$p2p_work/p2p.cu"
     if ! (cd "$p2p_work" && timeout 300 "$nvcc" -o p2p p2p.cu >compile.log 2>&1); then
       topology+=("topology_p2p_failed=did not compile: $(grep -m1 -E 'error' "$p2p_work/compile.log" || head -1 "$p2p_work/compile.log")")
