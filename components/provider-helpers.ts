@@ -57,8 +57,6 @@ export interface ProviderInputs {
   readonly pick: (props: Record<string, unknown>) => Record<string, unknown>;
   /** What the provider recorded beside its inputs (and without inputs it no longer has). */
   readonly measured: (props: Record<string, unknown>) => Record<string, unknown>;
-  /** The replace keys whose value differs between OLDS and NEWS. */
-  readonly changedReplaceKeys: (olds: Record<string, unknown>, news: Record<string, unknown>) => string[];
   /**
    * The diff: a change when a replace key differs (or EXTRA_REPLACES, the provider's own reasons
    * from the recorded state, is not empty) or any other input differs; STABLES are the outputs
@@ -103,7 +101,6 @@ export function providerInputs<S extends z.ZodRawShape>(
     },
     pick: (props) => pickKeys(props, keys),
     measured: (props) => omitKeys(props, notMeasured),
-    changedReplaceKeys: (olds, news) => replaceKeys.filter((k) => stable(olds[k]) !== stable(news[k])),
     diff: (olds, news, d) => {
       const replaces = [...replaceKeys.filter((k) => stable(olds[k]) !== stable(news[k])), ...(d.extraReplaces ?? [])];
       return inputsDiff(olds, news, keys, replaces, d.stables);
@@ -112,14 +109,14 @@ export function providerInputs<S extends z.ZodRawShape>(
 }
 
 /** The KEYS of PROPS that are set. */
-export function pickKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+function pickKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of keys) if (props[k] !== undefined) out[k] = props[k];
   return out;
 }
 
 /** PROPS without KEYS: what a provider measured beside its inputs. */
-export function omitKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+function omitKeys(props: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(props)) if (!keys.includes(k)) out[k] = props[k];
   return out;
@@ -143,13 +140,13 @@ export function stable(v: unknown): string {
  * input of INPUT_KEYS (set in the state OLDS or in NEWS) differs; the outputs named in STABLES are
  * kept only when nothing is replaced.
  */
-export function inputsDiff(
+function inputsDiff(
   olds: Record<string, unknown>,
   news: Record<string, unknown>,
   inputKeys: readonly string[],
   replaces: string[],
   stables: string[],
-): { changes: boolean; replaces: string[]; deleteBeforeReplace: boolean; stables: string[] } {
+): ProviderDiff {
   const oldInputs = pickKeys(olds, inputKeys);
   const changed = Object.keys({ ...oldInputs, ...pickKeys(news, inputKeys) }).filter(
     (k) => stable(oldInputs[k]) !== stable(news[k]),

@@ -19,15 +19,16 @@ export const PCIE_QUERY_FIELDS = [
   "pcie.link.width.max",
 ] as const;
 
-export interface PcieLink {
-  index: number;
-  name: string;
-  /** Null where the driver reports [N/A] (a virtual function, an unsupported board). */
-  gen: number | null;
-  genMax: number | null;
-  width: number | null;
-  widthMax: number | null;
-}
+/** One GPU's PCIe link. Figures are null where the driver reports [N/A] (a virtual function, an unsupported board). */
+const PcieLinkSchema = z.object({
+  index: z.number(),
+  name: z.string(),
+  gen: z.number().nullable(),
+  genMax: z.number().nullable(),
+  width: z.number().nullable(),
+  widthMax: z.number().nullable(),
+});
+export type PcieLink = z.infer<typeof PcieLinkSchema>;
 
 /** A figure nvidia-smi printed, or null for its "[N/A]" / "[Not Supported]". */
 const figure = (s: string | undefined): number | null => {
@@ -74,17 +75,20 @@ export function linkFindings(links: PcieLink[]): { problems: string[]; notes: st
 }
 
 /** How two GPUs are connected, as `nvidia-smi topo -m` names it. */
-export type LinkKind = "NV" | "PIX" | "PXB" | "PHB" | "NODE" | "SYS" | "SOC" | "other";
+const LINK_KINDS = ["NV", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "other"] as const;
+export type LinkKind = (typeof LINK_KINDS)[number];
 
-export interface GpuPair {
-  a: number;
-  b: number;
+const GpuPairSchema = z.object({
+  a: z.number(),
+  b: z.number(),
   /** The matrix's own word (NV12, PIX, SYS, ...). */
-  link: string;
-  kind: LinkKind;
-}
+  link: z.string(),
+  kind: z.enum(LINK_KINDS),
+});
+export type GpuPair = z.infer<typeof GpuPairSchema>;
 
-const KINDS: LinkKind[] = ["PIX", "PXB", "PHB", "NODE", "SYS", "SOC"];
+/** The matrix's words taken as they are (NV<n> is NVLink; anything else is "other"). */
+const KINDS = LINK_KINDS.filter((k) => k !== "NV" && k !== "other");
 
 /** `nvidia-smi topo -m`: each pair of GPUs once, with the link between them (colour codes and tabs as it prints them). */
 export function parseTopology(text: string): { gpus: number[]; pairs: GpuPair[] } {
@@ -116,16 +120,17 @@ export function parseTopology(text: string): { gpus: number[]; pairs: GpuPair[] 
 }
 
 /** One measured direction between two GPUs, in GB/s (10^9 bytes per second). */
-export interface P2pPair {
-  a: number;
-  b: number;
+const P2pPairSchema = z.object({
+  a: z.number(),
+  b: z.number(),
   /** a's copy into b's memory (the direction tensor parallelism's all-reduce writes). */
-  writeGBps: number | null;
+  writeGBps: z.number().nullable(),
   /** a's copy out of b's memory. */
-  readGBps: number | null;
+  readGBps: z.number().nullable(),
   /** Why not measured (no peer access between them). */
-  notMeasured: string | null;
-}
+  notMeasured: z.string().nullable(),
+});
+export type P2pPair = z.infer<typeof P2pPairSchema>;
 
 /**
  * proof/p2p_bandwidth.cu's output: `p2p A B write W read R`, `p2p A B no-peer-access`, or one
@@ -178,36 +183,19 @@ export const P2P_FLOOR_GBPS = 10;
 const P2pSchema = z.object({
   status: z.enum(["measured", "not run", "failed"]),
   detail: z.string(),
-  pairs: z.array(
-    z.object({
-      a: z.number(),
-      b: z.number(),
-      writeGBps: z.number().nullable(),
-      readGBps: z.number().nullable(),
-      notMeasured: z.string().nullable(),
-    }),
-  ),
+  pairs: z.array(P2pPairSchema),
 });
 
 export const TopologyReportSchema = z
   .object({
-    links: z.array(
-      z.object({
-        index: z.number(),
-        name: z.string(),
-        gen: z.number().nullable(),
-        genMax: z.number().nullable(),
-        width: z.number().nullable(),
-        widthMax: z.number().nullable(),
-      }),
-    ),
-    pairs: z.array(z.object({ a: z.number(), b: z.number(), link: z.string(), kind: z.string() })),
+    links: z.array(PcieLinkSchema),
+    pairs: z.array(GpuPairSchema),
     p2p: P2pSchema,
     notes: z.array(z.string()).describe("What is worth knowing and proves nothing (an idle link's generation)"),
     problems: z.array(z.string()).describe("A link trained narrower than its slot, a GPU pair below the P2P floor"),
   })
   .describe("The GPUs' PCIe links, `nvidia-smi topo -m` and the peer-to-peer test, with what they show");
-export type TopologyReport = z.infer<typeof TopologyReportSchema> & { links: PcieLink[]; pairs: GpuPair[] };
+export type TopologyReport = z.infer<typeof TopologyReportSchema>;
 
 /**
  * The report from what the tools printed, wherever they ran: `gpuhost doctor` on this machine
