@@ -4,15 +4,20 @@
  * precomputed SSE events, one token per event, as fast as the socket takes them.
  * Target: >= 200,000 tokens/s with 64 concurrent streams.
  *
- *   npx tsx bench/gate-client-ceiling.ts [--concurrency 64] [--tokens 4096] [--events-per-write 8]
+ * With --threads N the client is spread over N worker threads (gate/measurement/client-threads.ts)
+ * and --blasters M starts M blaster processes on one port (SO_REUSEPORT: the kernel deals the
+ * connections out), so a machine with the cores shows how the ceiling grows with threads.
+ *
+ *   npx tsx bench/gate-client-ceiling.ts [--concurrency 64] [--tokens 4096] [--events-per-write 8] [--threads 1] [--blasters 1]
  */
-import { fork } from "node:child_process";
+import { fork, type ChildProcess } from "node:child_process";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { bench } from "../gate/index";
 
-function blaster(eventsPerWrite: number): void {
+function blaster(eventsPerWrite: number, port: number): void {
   const chunk = (i: number) =>
     `data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1795000000,"model":"blaster","choices":[{"index":0,"delta":{"content":" tok${i % 10}"},"logprobs":null,"finish_reason":null}]}\n\n`;
   const cache = new Map<number, Buffer[]>();
@@ -51,7 +56,9 @@ function blaster(eventsPerWrite: number): void {
       pump();
     });
   });
-  server.listen(0, "127.0.0.1", () => process.send!((server.address() as AddressInfo).port));
+  server.listen({ port, host: "127.0.0.1", reusePort: true }, () =>
+    process.send!((server.address() as AddressInfo).port),
+  );
 }
 
 async function main(): Promise<void> {
@@ -60,14 +67,23 @@ async function main(): Promise<void> {
       concurrency: { type: "string", default: "64" },
       tokens: { type: "string", default: "4096" },
       "events-per-write": { type: "string", default: "8" },
+      threads: { type: "string", default: "1" },
+      blasters: { type: "string", default: "1" },
+      port: { type: "string", default: "0" },
       child: { type: "boolean" },
     },
   });
-  if (values.child) return blaster(Number(values["events-per-write"]));
-  const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"]], {
-    execArgv: process.execArgv,
-  });
-  const port = await new Promise<number>((resolve) => child.once("message", (m) => resolve(Number(m))));
+  if (values.child) return blaster(Number(values["events-per-write"]), Number(values.port));
+  const children: ChildProcess[] = [];
+  const startBlaster = (at: number) => {
+    const child = fork(__filename, ["--child", "--events-per-write", values["events-per-write"], "--port", `${at}`], {
+      execArgv: process.execArgv,
+    });
+    children.push(child);
+    return new Promise<number>((resolve) => child.once("message", (m) => resolve(Number(m))));
+  };
+  const port = await startBlaster(0);
+  for (let i = 1; i < Number(values.blasters); i++) await startBlaster(port);
   try {
     const concurrency = Number(values.concurrency);
     const tokens = Number(values.tokens);
@@ -75,7 +91,13 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const r = await bench(
       { url: `http://127.0.0.1:${port}`, model: "blaster" },
-      { singleRequestMaxTokens: [], concurrency: [concurrency], sweepMaxTokens: tokens, requestsPerConcurrency: 4 },
+      {
+        singleRequestMaxTokens: [],
+        concurrency: [concurrency],
+        sweepMaxTokens: tokens,
+        requestsPerConcurrency: 4,
+        clientThreads: Number(values.threads),
+      },
     );
     const wall = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
@@ -85,18 +107,22 @@ async function main(): Promise<void> {
       concurrency,
       tokensPerRequest: tokens,
       eventsPerWrite: Number(values["events-per-write"]),
+      threads: Number(values.threads),
+      blasters: Number(values.blasters),
+      cores: availableParallelism(),
       requests: level.requests,
       errors: level.errors,
       streamedTokensPerSecond: level.outputTokensPerSecond,
       sseEventsParsed: chunks,
       clientCpuSecondsPerWallSecond: (cpu.user + cpu.system) / 1e6 / wall,
+      certificate: level.certificate?.checks.find((c) => c.name === "client")?.detail ?? null,
     };
     console.log(JSON.stringify(out, null, 2));
     console.log(
-      `client ceiling: ${Math.round(level.outputTokensPerSecond).toLocaleString("en-US")} streamed tokens/s on one core (target >= 200,000)`,
+      `client ceiling: ${Math.round(level.outputTokensPerSecond).toLocaleString("en-US")} streamed tokens/s on ${out.threads === 1 ? "one core" : `${out.threads} client threads`} (target >= 200,000 on one)`,
     );
   } finally {
-    child.kill();
+    for (const child of children) child.kill();
   }
 }
 

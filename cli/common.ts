@@ -241,9 +241,14 @@ export function workloadPlan(values: {
   "slo-ttft"?: number;
   "slo-itl"?: number;
   certify?: string;
+  "client-threads"?: string;
 }) {
+  const threads = values["client-threads"];
   return {
     rate: values.rate,
+    // "auto" or a whole number; anything else is the schema's to refuse, naming clientThreads.
+    clientThreads:
+      threads === undefined || threads === "auto" ? threads : /^\d+$/.test(threads) ? Number(threads) : threads,
     mix: values.mix === undefined ? undefined : mixOption("mix", values.mix),
     thinking: values.thinking === undefined ? undefined : values.thinking === "on",
     slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
@@ -280,5 +285,11 @@ export const WORKLOAD_FLAGS = {
     choices: ["require", "report"],
     description:
       "require (default): only certified levels are figures (reconciled with the server's /metrics, the load applied, the client not the limit); report: certificates are printed and uncertified levels still count (a server without /metrics, knowingly)",
+  },
+  "client-threads": {
+    type: "string",
+    value: "auto|N",
+    description:
+      "worker threads the client spreads each level over (auto: as the projected token rate needs, at most one per core; 1: one thread); every thread's client check is in the certificate",
   },
 } as const satisfies FlagTable;

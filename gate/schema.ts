@@ -4,6 +4,7 @@
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
 import { CertificationSchema } from "./measurement/certificate";
+import { CLIENT_THREAD_TOKENS_PER_SECOND, MAX_CLIENT_THREADS } from "./measurement/client-threads";
 import { z } from "zod";
 import { SloSchema } from "./measurement/goodput";
 import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
@@ -292,6 +293,12 @@ export const BenchPlanSchema = z
     certification: CertificationSchema.prefault({}).describe(
       "The validity certificate of each level (gate/measurement/certificate.ts): reconciled with the server's /metrics, the load applied, the client not the limit, the server steady.",
     ),
+    clientThreads: z
+      .union([z.literal("auto"), z.number().int().min(1).max(MAX_CLIENT_THREADS)])
+      .default("auto")
+      .describe(
+        `Worker threads the benchmark client spreads each sweep level over (gate/measurement/client-threads.ts). "auto": as many as the level's projected token rate needs, one per ${CLIENT_THREAD_TOKENS_PER_SECOND.toLocaleString("en-US")} streamed tokens per wall-clock second, at most one per core (one thread ingests about 240,000 on a core: README); a number: that many (1: the main thread alone). Each level's certificate judges every thread's client check either way.`,
+      ),
     kneeMaxTtftP95Seconds: timerSeconds()
       .optional()
       .describe(

@@ -16,7 +16,7 @@ import { judgeLevels } from "./saturation";
 import { readCounters, type CounterRead } from "./server-counters";
 import { summarizeSingle, type SingleRequestSummary } from "./stats";
 import type { RequestSample } from "./stream";
-import { shapedRequest, WorkloadShapeSchema } from "./workload";
+import { WorkloadShapeSchema, type RequestSource } from "./workload";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -310,12 +310,18 @@ async function modelStage(run: Run, asked: string | null, apiKey: string | undef
   }
 }
 
-/** What the stages after the model share: the senders (counting into the totals) and the server watch. */
+/**
+ * What the stages after the model share: the senders (counting into the totals), the sweep's sender
+ * (the sweep counts each request as it is recorded, from this thread or a client thread) and the
+ * server watch.
+ */
 interface Stage {
   run: Run;
   model: string;
   send: Send;
   sendWarmup: Send;
+  sendUncounted: Send;
+  count: (s: RequestSample) => RequestSample;
   watch: Session["watch"];
 }
 
@@ -335,6 +341,8 @@ function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
     model,
     send: (r, onChunk) => sendRaw(r, onChunk).then(count),
     sendWarmup: (r, onChunk) => warmupRaw(r, onChunk).then(count),
+    sendUncounted: sendRaw,
+    count,
     watch: run.watch,
   };
 }
@@ -415,8 +423,15 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     requestsPerLevel: plan.requestsPerConcurrency,
     repeats: plan.repeats,
     seed: 1,
-    request: sweepRequests(plan),
-    send: st.send,
+    requests: sweepRequests(plan),
+    send: st.sendUncounted,
+    onSample: st.count,
+    spread: {
+      threads: plan.clientThreads,
+      endpoint,
+      requestTimeoutSeconds: plan.requestTimeoutSeconds,
+      singleStreamTokensPerSecond: singleStreamSpeed(samples),
+    },
     clock: run.clock,
     signal,
     readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
@@ -487,8 +502,8 @@ export async function bench(
   }
 }
 
-/** The sweep's i-th request: the long-answer prompts, or the plan's prompt mix; thinking as the plan says. */
-function sweepRequests(plan: BenchPlan): (index: number) => LoadRequest {
+/** The sweep's requests: the long-answer prompts, or the plan's prompt mix; thinking as the plan says. */
+function sweepRequests(plan: BenchPlan): RequestSource {
   const thinking = plan.thinking === null ? {} : { chat_template_kwargs: { thinking: plan.thinking } };
   if (plan.mix) {
     const shape = WorkloadShapeSchema.parse({
@@ -497,13 +512,25 @@ function sweepRequests(plan: BenchPlan): (index: number) => LoadRequest {
       thinking: plan.thinking,
       ignoreEos: plan.ignoreEos,
     });
-    return (i) => shapedRequest(shape, i);
+    return { kind: "shape", shape };
   }
-  return (i) => ({
-    prompt: BENCH_PROMPTS[i % BENCH_PROMPTS.length],
+  return {
+    kind: "prompts",
+    prompts: BENCH_PROMPTS,
     maxTokens: plan.sweepMaxTokens,
     extraBody: { ...(plan.ignoreEos ? { ignore_eos: true } : {}), ...thinking },
-  });
+  };
+}
+
+/** The fastest single request's decode speed (tokens per host second, first token to last), or null: "auto"'s first guess. */
+function singleStreamSpeed(samples: BenchSamples): number | null {
+  const speeds = samples.singleRequest
+    .flatMap((r) => r.requests)
+    .flatMap((s) => {
+      const decoding = s.ttftSeconds === null ? 0 : s.e2eSeconds - s.ttftSeconds;
+      return s.error === null && decoding > 0 && s.completionTokens > 1 ? [(s.completionTokens - 1) / decoding] : [];
+    });
+  return speeds.length > 0 ? Math.max(...speeds) : null;
 }
 
 /** The model to benchmark: the one asked for, if GET /v1/models lists it; otherwise the first listed. */

@@ -222,6 +222,7 @@ async function measureService(
       slo: opts.plan.slo,
     },
     acceptanceFloor: draft ? (draft.acceptanceFloor ?? opts.acceptanceFloor) : null,
+    clientThreads: opts.plan.clientThreads,
     onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
   });
   out.sweep = measured.sweep;

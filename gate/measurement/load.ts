@@ -31,10 +31,11 @@ import {
   type RunWindow,
   type SweepLevel,
 } from "./levels";
-import { watchClient, type ServerLoadRead } from "./certificate";
+import { watchClient, type ClientEvidence, type ServerLoadRead } from "./certificate";
+import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
-import { poissonArrivals, shapedRequest, type WorkloadShape } from "./workload";
+import { poissonArrivals, requestAt, type RequestSource, type WorkloadShape } from "./workload";
 
 /** What one request asks for. */
 export interface LoadRequest {
@@ -186,10 +187,14 @@ export interface LevelLoad {
   /** Stops the level once the server is gone (its signal is then aborted). */
   watch?: ServerWatch;
   /** The i-th request of a run: the same i gets the same request in every run and on every service. */
-  request: (index: number) => LoadRequest;
+  requests: RequestSource;
   send: Send;
   clock: HostClock;
   signal: AbortSignal;
+  /** Client threads the level is spread over (client-threads.ts); absent: this thread sends it all. */
+  threads?: { pool: ClientThreads; count: number };
+  /** Each request as it ends. */
+  onSample?: (s: RequestSample) => void;
   onDone?: (tally: LoadTally) => void;
 }
 
@@ -198,29 +203,56 @@ export interface LevelLoadResult {
   requests: RequestSample[];
   /** Each run's window and its slice of `requests`. */
   runs: RunWindow[];
+  /** The largest max_tokens a request of the level asked for. */
+  maxTokens: number;
+  /** Per run, what each client thread saw of itself; empty when the level ran on this thread alone. */
+  threads: ClientEvidence[][];
 }
 
 /**
- * Runs a level `repeats` times. A stopped run sends nothing more: requests never sent are not
- * errors of the server, and are not in the result.
+ * Runs a level `repeats` times, on this thread or spread over client threads. A stopped run sends
+ * nothing more: requests never sent are not errors of the server, and are not in the result.
  */
 export async function runLevelLoad(load: LevelLoad): Promise<LevelLoadResult> {
   const requests: RequestSample[] = [];
   const runs: RunWindow[] = [];
+  const threads: ClientEvidence[][] = [];
   const tally: LoadTally = { done: 0, errors: 0, tokens: 0 };
+  let maxTokens = 0;
   const record = (s: RequestSample) => {
     load.watch?.note(s);
+    load.onSample?.(s);
     requests.push(s);
     tally.done++;
     if (s.error !== null) tally.errors++;
     tally.tokens += s.completionTokens;
     load.onDone?.(tally);
   };
+  const request = (i: number): LoadRequest => {
+    const r = requestAt(load.requests, i);
+    maxTokens = Math.max(maxTokens, r.maxTokens);
+    return r;
+  };
   for (let rep = 0; rep < load.repeats && !load.signal.aborted; rep++) {
     const firstRequest = requests.length;
-    const startedAtSeconds = hostNow(load.clock);
-    if (load.mode === "closed") await closedLoop(load, record);
-    else await openLoop(load, poissonArrivals(load.level, load.count, load.seed + rep), record);
+    const arrivals = load.mode === "open" ? poissonArrivals(load.level, load.count, load.seed + rep) : [];
+    let startedAtSeconds = hostNow(load.clock);
+    if (load.threads && load.threads.count > 1) {
+      const spread = await load.threads.pool.run(
+        { mode: load.mode, level: load.level, count: load.count, arrivals, maxInFlight: load.maxInFlight },
+        load.threads.count,
+        load.signal,
+        record,
+      );
+      startedAtSeconds = spread.startedAtSeconds;
+      maxTokens = Math.max(maxTokens, spread.maxTokens);
+      threads.push(spread.client);
+    } else if (load.mode === "closed") {
+      let next = 0;
+      await closedLoop({ ...load, request, next: () => next++ }, record);
+    } else {
+      await openLoop({ ...load, request, arrivals, start: performance.now() }, record);
+    }
     runs.push({
       startedAtSeconds,
       finishedAtSeconds: hostNow(load.clock),
@@ -228,23 +260,42 @@ export async function runLevelLoad(load: LevelLoad): Promise<LevelLoadResult> {
       requestCount: requests.length - firstRequest,
     });
   }
-  return { requests, runs };
+  return { requests, runs, maxTokens, threads };
 }
 
-async function closedLoop(load: LevelLoad, record: (s: RequestSample) => void): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < load.count && !load.signal.aborted) record(await load.send(load.request(next++)));
+/** What one thread's share of a run needs: its requests, its sender, its clock and its stop. */
+interface LoopParts {
+  request: (index: number) => LoadRequest;
+  send: Send;
+  clock: HostClock;
+  signal: AbortSignal;
+}
+
+/**
+ * A closed loop of `level` slots, each sending its next request when its last one ends, while
+ * `next()` (the run's request counter; shared by the threads of a spread run) is below `count`.
+ */
+export async function closedLoop(
+  loop: LoopParts & { level: number; count: number; next: () => number },
+  record: (s: RequestSample) => void,
+): Promise<void> {
+  const slot = async () => {
+    while (!loop.signal.aborted) {
+      const i = loop.next();
+      if (i >= loop.count) return;
+      record(await loop.send(loop.request(i)));
+    }
   };
-  await Promise.all(Array.from({ length: Math.min(load.level, load.count) }, worker));
+  await Promise.all(Array.from({ length: Math.min(loop.level, loop.count) }, slot));
 }
 
 /** Longest the open loop sends without yielding to the event loop (the deadline, Ctrl-C, answers). */
 const YIELD_EVERY_MS = 5;
 
 /**
- * Each request leaves at its arrival time (host seconds from the run's start; / X on the wall
- * clock). The schedule is walked in order with one timer at a time, never armed ahead: a timer and
+ * Each request leaves at its arrival time (host seconds from `start`, this thread's
+ * performance.now() of the run's origin; / X on the wall clock). The schedule is walked in order
+ * with one timer at a time, never armed ahead: a timer and
  * an abort listener per request (100,000 at 10,000 req/s) starved the event loop, and the deadline
  * and Ctrl-C fired minutes late. Behind schedule it sends what is due in bursts, yielding every
  * few milliseconds (not once per request: a turn of a busy loop per request capped the rate at a
@@ -252,10 +303,13 @@ const YIELD_EVERY_MS = 5;
  * connections: a request due while all are busy waits here, not in the HTTP client's queue (where
  * its wait read as the server's time to first token); either way it leaves late, and its sample
  * carries when it was due (levels.ts judges the client's lag apart from the server's).
+ * `indices`: the requests' numbers in the run (a client thread sends every n-th); absent: 0, 1, ...
  */
-async function openLoop(load: LevelLoad, arrivals: number[], record: (s: RequestSample) => void): Promise<void> {
-  const { clock, signal } = load;
-  const start = performance.now();
+export async function openLoop(
+  loop: LoopParts & { arrivals: readonly number[]; indices?: readonly number[]; start: number; maxInFlight: number },
+  record: (s: RequestSample) => void,
+): Promise<void> {
+  const { clock, signal, arrivals, start } = loop;
   const runOrigin = ((start - clock.origin) / 1000) * clock.timeScale;
   const pending = new Set<Promise<void>>();
   let freed: (() => void) | null = null;
@@ -272,11 +326,11 @@ async function openLoop(load: LevelLoad, arrivals: number[], record: (s: Request
       break; // stopped before this request was due: never sent
     }
     // Every request in flight is bounded by the signal too, so a slot frees soon after an abort.
-    while (pending.size >= load.maxInFlight) await new Promise<void>((resolve) => (freed = resolve));
+    while (pending.size >= loop.maxInFlight) await new Promise<void>((resolve) => (freed = resolve));
     if (signal.aborted) break;
     const scheduledAtSeconds = runOrigin + arrivals[i];
-    const sent: Promise<void> = load
-      .send(load.request(i))
+    const sent: Promise<void> = loop
+      .send(loop.request(loop.indices?.[i] ?? i))
       .then((s) => record({ ...s, scheduledAtSeconds }))
       .finally(() => {
         pending.delete(sent);
@@ -296,10 +350,24 @@ export interface SweepLoad {
   requestsPerLevel: number;
   repeats: number;
   seed: number;
-  request: (index: number) => LoadRequest;
+  /** The i-th request of a run, as data (a client thread rebuilds it). */
+  requests: RequestSource;
   send: Send;
   clock: HostClock;
   signal: AbortSignal;
+  /** Each request of the sweep as it ends, from this thread or a client thread. */
+  onSample?: (s: RequestSample) => void;
+  /**
+   * Client threads (client-threads.ts): how many, and what a thread needs to send as `send` does;
+   * absent: this thread sends everything.
+   */
+  spread?: {
+    threads: ClientThreadsSetting;
+    endpoint: Endpoint;
+    requestTimeoutSeconds: number;
+    /** One request alone, output tokens per host second (the single requests): "auto"'s first guess. */
+    singleStreamTokensPerSecond: number | null;
+  };
   /** Read after each level (speculative acceptance); null when the server reports none. */
   readAcceptance: () => Promise<number | null>;
   /** The server's counters (its /metrics), read before and after each level for its certificate. */
@@ -336,67 +404,130 @@ export function requestsPerRun(mode: "closed" | "open", level: number, requestsP
 
 /**
  * The sweep, level after level. A level the deadline or an interrupt cut short measured the cut,
- * not the server: it is dropped, and no level after it runs.
+ * not the server: it is dropped, and no level after it runs. Client threads started for a level
+ * stay for the next, and end with the sweep.
  */
 export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
   const out: LevelSamples[] = [];
-  const watch = load.watch;
-  for (const level of load.levels) {
-    if (load.signal.aborted || watch.gone !== null) break;
-    const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
-    watch.during = levelName({ mode: load.mode, level });
-    const before = await quietCounters(load.readCounters, load.signal);
-    load.onStart?.(level, count);
-    let maxTokens = 0;
-    const request = (i: number) => {
-      const r = load.request(i);
-      maxTokens = Math.max(maxTokens, r.maxTokens);
-      return r;
-    };
-    const startedAtSeconds = hostNow(load.clock);
-    const client = watchClient();
-    const server = load.mode === "closed" ? watchServerLoad(load.readCounters, load.clock, watch.signal) : null;
-    const result = await runLevelLoad({
-      ...load,
-      request,
-      signal: watch.signal,
-      level,
-      count,
-      onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
-    });
-    const clientSeen = client.stop();
-    const serverLoad = server?.stop();
-    const finishedAtSeconds = hostNow(load.clock);
-    await watch.settle();
-    if (load.signal.aborted) break;
-    const after: CounterRead =
-      watch.gone === null
-        ? await settledCounters(load.readCounters, before, result.requests, load.signal)
-        : { ok: false, reason: "the server went away during the level" };
-    // The level the server died in stays: its failures are what the report must show.
-    const samples: LevelSamples = {
-      mode: load.mode,
-      ...(load.mode === "closed" ? { concurrency: level } : { requestRate: level }),
-      startedAtSeconds,
-      finishedAtSeconds,
-      acceptanceLength: watch.gone === null ? await load.readAcceptance() : null,
-      ...result,
-      evidence: {
-        before,
-        after,
-        client: clientSeen,
-        warm: load.warm,
-        model: load.model,
-        maxTokens,
-        timeScale: load.clock.timeScale,
-        acceptanceFloor: load.acceptanceFloor ?? null,
-        ...(serverLoad ? { serverLoad } : {}),
-      },
-    };
-    out.push(samples);
-    load.onLevel?.(samples);
+  const pool = load.spread ? new ClientThreads(threadSpec(load, load.spread)) : null;
+  try {
+    for (const level of load.levels) {
+      if (load.signal.aborted || load.watch.gone !== null) break;
+      const samples = await sweepLevel(load, level, pool, out[out.length - 1] ?? null);
+      if (samples === null) break;
+      out.push(samples);
+      load.onLevel?.(samples);
+    }
+  } finally {
+    await pool?.close();
   }
   return out;
+}
+
+function threadSpec(load: SweepLoad, spread: NonNullable<SweepLoad["spread"]>): ClientThreadSpec {
+  return {
+    base: baseUrl(spread.endpoint.url),
+    apiKey: spread.endpoint.apiKey,
+    model: load.model,
+    requestTimeoutSeconds: spread.requestTimeoutSeconds,
+    requests: load.requests,
+    timeScale: load.clock.timeScale,
+    originEpochMs: performance.timeOrigin + load.clock.origin,
+    connections: load.maxInFlight,
+  };
+}
+
+/** Output tokens per host second of a measured level (its window). */
+function levelTokensPerSecond(l: LevelSamples): number {
+  const span = l.finishedAtSeconds - l.startedAtSeconds;
+  const tokens = l.requests.reduce((a, s) => a + (s.error === null ? s.completionTokens : 0), 0);
+  return span > 0 ? tokens / span : 0;
+}
+
+/** The client threads a level runs on (1: this thread), started before its window. */
+async function levelThreads(
+  load: SweepLoad,
+  level: number,
+  pool: ClientThreads | null,
+  previous: LevelSamples | null,
+): Promise<number> {
+  if (pool === null || load.spread === undefined) return 1;
+  const n = clientThreadsFor(load.spread.threads, {
+    mode: load.mode,
+    level,
+    timeScale: load.clock.timeScale,
+    maxTokens: projectedMaxTokens(load.requests),
+    previous: previous === null ? null : { level: levelOf(previous), tokensPerSecond: levelTokensPerSecond(previous) },
+    singleStreamTokensPerSecond: load.spread.singleStreamTokensPerSecond,
+  });
+  if (n > 1) await pool.ensure(n, load.watch.signal);
+  return n;
+}
+
+/** The most tokens a request of SOURCE asks for, from its first requests (a shape draws lengths). */
+function projectedMaxTokens(source: RequestSource): number {
+  let most = 0;
+  for (let i = 0; i < 64; i++) most = Math.max(most, requestAt(source, i).maxTokens);
+  return most;
+}
+
+const levelOf = (l: LevelSamples): number => l.concurrency ?? l.requestRate ?? 0;
+
+/** One level with its evidence, or null when the run was stopped during it (the cut measured nothing). */
+async function sweepLevel(
+  load: SweepLoad,
+  level: number,
+  pool: ClientThreads | null,
+  previous: LevelSamples | null,
+): Promise<LevelSamples | null> {
+  const watch = load.watch;
+  const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
+  watch.during = levelName({ mode: load.mode, level });
+  const threads = await levelThreads(load, level, pool, previous);
+  const before = await quietCounters(load.readCounters, load.signal);
+  load.onStart?.(level, count);
+  const startedAtSeconds = hostNow(load.clock);
+  const client = watchClient();
+  const server = load.mode === "closed" ? watchServerLoad(load.readCounters, load.clock, watch.signal) : null;
+  const result = await runLevelLoad({
+    ...load,
+    signal: watch.signal,
+    level,
+    count,
+    ...(pool && threads > 1 ? { threads: { pool, count: threads } } : {}),
+    onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
+  });
+  const clientSeen = client.stop();
+  const serverLoad = server?.stop();
+  const finishedAtSeconds = hostNow(load.clock);
+  await watch.settle();
+  if (load.signal.aborted) return null;
+  const after: CounterRead =
+    watch.gone === null
+      ? await settledCounters(load.readCounters, before, result.requests, load.signal)
+      : { ok: false, reason: "the server went away during the level" };
+  // The level the server died in stays: its failures are what the report must show.
+  return {
+    mode: load.mode,
+    ...(load.mode === "closed" ? { concurrency: level } : { requestRate: level }),
+    startedAtSeconds,
+    finishedAtSeconds,
+    acceptanceLength: watch.gone === null ? await load.readAcceptance() : null,
+    requests: result.requests,
+    runs: result.runs,
+    evidence: {
+      before,
+      after,
+      client: clientSeen,
+      ...(result.threads.length > 0 ? { clientThreads: result.threads } : {}),
+      warm: load.warm,
+      model: load.model,
+      maxTokens: result.maxTokens,
+      timeScale: load.clock.timeScale,
+      acceptanceFloor: load.acceptanceFloor ?? null,
+      ...(serverLoad ? { serverLoad } : {}),
+    },
+  };
 }
 
 /** Reads of the server's gauges during a closed-loop level: this far apart (wall clock), at most so many. */
@@ -520,6 +651,8 @@ export interface MeasureOptions {
   judgement: LevelJudgement;
   /** Speculative services: the acceptance floor each level is certified against. */
   acceptanceFloor?: number | null;
+  /** Client threads (client-threads.ts); absent: "auto". */
+  clientThreads?: ClientThreadsSetting;
   signal?: AbortSignal;
   onLevel?: (level: SweepLevel) => void;
 }
@@ -597,7 +730,7 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
       requestsPerLevel: opts.requestsPerLevel,
       repeats: opts.repeats,
       seed: opts.shape.seed,
-      request: (i) => shapedRequest(opts.shape, i),
+      requests: { kind: "shape", shape: opts.shape },
       send: sessionSender(session, endpoint, model, signal, opts.requestTimeoutSeconds),
       clock,
       signal,
@@ -617,6 +750,13 @@ export async function measureSweep(endpoint: Endpoint, model: string, opts: Meas
       onLevel: (l) => opts.onLevel?.(summarize(l)),
       watch,
       maxInFlight: connections,
+      spread: {
+        threads: opts.clientThreads ?? "auto",
+        endpoint,
+        requestTimeoutSeconds: opts.requestTimeoutSeconds,
+        // The comparison sends no single requests: "auto" starts from the first level measured.
+        singleStreamTokensPerSecond: null,
+      },
     });
     return { sweep: levels.map(summarize), serverGone: watch.gone };
   } finally {

@@ -108,6 +108,27 @@ export function shapedRequest(shape: WorkloadShape, i: number): ShapedRequest {
 }
 
 /**
+ * What a sweep sends, as data rather than a function: a client thread (client-threads.ts) rebuilds
+ * the i-th request from it, so requests spread over threads are the ones one thread would send.
+ */
+export type RequestSource =
+  | { kind: "shape"; shape: WorkloadShape }
+  | { kind: "prompts"; prompts: readonly string[]; maxTokens: number; extraBody: Record<string, unknown> };
+
+/** The i-th request of SOURCE (a pure function of both). */
+export function requestAt(
+  source: RequestSource,
+  i: number,
+): { prompt: string; maxTokens: number; extraBody: Record<string, unknown> } {
+  if (source.kind === "shape") return shapedRequest(source.shape, i);
+  return {
+    prompt: source.prompts[i % source.prompts.length],
+    maxTokens: source.maxTokens,
+    extraBody: source.extraBody,
+  };
+}
+
+/**
  * Poisson arrivals: `count` send times (seconds from the level's start) at `rate` requests per
  * second; the gaps are exponential, -ln(1 - u) / rate.
  */
