@@ -90,6 +90,22 @@ describe("FleetVerification against the real SMG", () => {
     expect(outs.drift).toEqual([]);
   }, 300_000);
 
+  it("the fleet's benchmark spread over client threads through the router: every level certified, each thread judged", async () => {
+    const r = await create(inputs({ benchPlan: { ...plan, clientThreads: 2 } }));
+    const sweep = r.outs.sweep as Array<{
+      concurrency: number;
+      certificate: { certified: boolean; checks: { name: string; detail: string }[] };
+    }>;
+    expect(sweep.map((l) => l.concurrency)).toEqual([2, 4]);
+    for (const level of sweep) {
+      expect(level.certificate.certified, JSON.stringify(level.certificate)).toBe(true);
+      expect(level.certificate.checks.find((c) => c.name === "client")!.detail).toMatch(
+        /^spread over 2 client threads; /,
+      );
+    }
+    expect((r.outs.registered as Array<{ requests: number }>).every((w) => w.requests > 0)).toBe(true);
+  }, 300_000);
+
   it("update keeps the measurement and re-plans; diff replaces only on what defines the fleet", async () => {
     const news = inputs({ workload: { completions: 2000, outputTokensPerCompletion: 100, deadlineDays: 1 } });
     const u = (await update("id", outs, news)) as { outs: Record<string, unknown> };
