@@ -72,6 +72,13 @@ export {
   type SweepLevel,
 } from "./measurement/levels";
 export { measureSweep, toHostTime, type HostClock } from "./measurement/load";
+export {
+  runMixedTraffic,
+  type ClassResult,
+  type MixedTrafficOptions,
+  type MixedTrafficResult,
+  type TrafficClass,
+} from "./measurement/mixed-run";
 export type { RequestSample } from "./measurement/stream";
 export type { ProbeResult } from "./readiness/probe";
 export { runComparison, type CompareOptions, type CompareResult } from "./measurement/compare-run";
