@@ -6,6 +6,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { makeAgent } from "../transport/http";
+import { sleep } from "../transport/timers";
 import { watchClient } from "./certificate";
 import type { ClientThreadSpec, ThreadMessage, ThreadRun } from "./client-threads";
 import { closedLoop, makeSender, openLoop, type HostClock, type LoadRequest } from "./load";
@@ -55,14 +56,19 @@ async function run(share: ThreadRun): Promise<void> {
     if (batch.length >= BATCH_SAMPLES || performance.now() - last >= BATCH_MS) flush();
   };
   const watched = watchClient();
+  const start = share.startEpochMs - performance.timeOrigin;
   if (share.mode === "closed") {
     const counter = new Int32Array(share.counter);
+    try {
+      await sleep(Math.max(0, start - performance.now()), signal);
+    } catch {
+      // stopped before the start: nothing sent
+    }
     await closedLoop(
       { request, send, clock, signal, level: share.slots, count: share.count, next: () => Atomics.add(counter, 0, 1) },
       record,
     );
   } else {
-    const start = share.startEpochMs - performance.timeOrigin;
     await openLoop(
       {
         request,

@@ -104,7 +104,15 @@ export interface ClientThreadSpec {
 
 /** A run's share, as a thread gets it. */
 export type ThreadRun =
-  | { kind: "run"; mode: "closed"; slots: number; count: number; counter: SharedArrayBuffer }
+  | {
+      kind: "run";
+      mode: "closed";
+      slots: number;
+      count: number;
+      counter: SharedArrayBuffer;
+      /** When every thread starts its slots, epoch milliseconds (the threads fill the level together). */
+      startEpochMs: number;
+    }
   | {
       kind: "run";
       mode: "open";
@@ -139,8 +147,8 @@ export interface RunShape {
   maxInFlight: number;
 }
 
-/** How late past now an open loop's schedule starts, so every thread has its share before the first arrival. */
-const OPEN_LEAD_MS = 20;
+/** How late past now a spread run starts, so every thread has its share before it. */
+const START_LEAD_MS = 20;
 /** How long a thread may take to load the measurement code and say it is ready. */
 const READY_TIMEOUT_MS = 60_000;
 
@@ -262,7 +270,11 @@ export class ClientThreads {
     };
     const hostAt = (now: number) => ((now - origin) / 1000) * timeScale;
     let shares: ThreadRun[];
-    let startedAtSeconds: number;
+    // One start for every thread, a little ahead so that each has its share by then: a thread that
+    // began as its message came filled its slots late, and on a fast server a level of 32 had at
+    // most 31 in flight (a CI run's load check failed).
+    const start = performance.now() + START_LEAD_MS;
+    const startedAtSeconds = hostAt(start);
     if (shape.mode === "closed") {
       const counter = new SharedArrayBuffer(4);
       shares = threads.map((_, k) => ({
@@ -271,10 +283,9 @@ export class ClientThreads {
         slots: Math.floor(shape.level / n) + (k < shape.level % n ? 1 : 0),
         count: shape.count,
         counter,
+        startEpochMs: performance.timeOrigin + start,
       }));
-      startedAtSeconds = hostAt(performance.now());
     } else {
-      const start = performance.now() + OPEN_LEAD_MS;
       shares = threads.map((_, k) => {
         const indices: number[] = [];
         for (let i = k; i < shape.arrivals.length; i += n) indices.push(i);
@@ -287,7 +298,6 @@ export class ClientThreads {
           maxInFlight: Math.max(1, Math.ceil(shape.maxInFlight / n)),
         };
       });
-      startedAtSeconds = hostAt(start);
     }
     const ends = await Promise.all(threads.map((t, k) => t.run(shares[k], signal, record)));
     return {

@@ -20,7 +20,8 @@ import { BENCH_PROMPTS } from "./bench";
 import { closedLoopLoad, reconcile, type CertificateCheck } from "./certificate";
 import { makeSender, runLevelLoad, type HostClock } from "./load";
 import { fleetCounters, readCounters, type CounterRead } from "./server-counters";
-import { latencyStats } from "./stats";
+import { perTokenLatency } from "./goodput";
+import { latencyStats, percentile } from "./stats";
 import type { RequestSample } from "./stream";
 
 export interface TrafficClass {
@@ -58,8 +59,8 @@ export interface ClassResult {
   /** Output tokens per host second within the window. */
   outputTokensPerSecond: number;
   ttftP95Seconds: number | null;
-  /** Per token (a speculative chunk of k tokens counts k gaps), p95. */
-  itlP95Seconds: number | null;
+  /** Each request's (e2e - TTFT) / (tokens - 1), p95: the comparison's measure, which the mixed plan reads. */
+  itlPerTokenP95Seconds: number | null;
   /** The workers' counters by this class's model against what the client counted. */
   reconciled: CertificateCheck;
   /** Interactive: the users asked for were the users applied (time-weighted requests in flight). */
@@ -225,7 +226,7 @@ function classResult(
     errors: failed.length,
     outputTokensPerSecond: counted.reduce((a, s) => a + (s.error === null ? s.completionTokens : 0), 0) / span,
     ttftP95Seconds: stats.ttftP95Seconds,
-    itlP95Seconds: stats.itlP95Seconds,
+    itlPerTokenP95Seconds: percentile(Float64Array.from(counted.flatMap((s) => perTokenLatency(s) ?? [])).sort(), 95),
     reconciled: reconcile(
       { before: mine(before.fleet[c.model], other), after: mine(after.fleet[c.model], other), model: c.model },
       {

@@ -138,6 +138,17 @@ describe("the load asked for was the load applied", () => {
       ok: true,
       detail: "4 of 4 requests in flight at once",
     });
+    // within the shortfall (31 of 32, a thread's start a tick late), and past it
+    const one = (starts: number[]) =>
+      starts.map((t, i) => ({ ...closedLoop(1, 1, 1, 0)[0], startedAtSeconds: t, e2eSeconds: i === 0 ? 0.5 : 1 }));
+    expect(closedLoopLoad(one([0, ...Array.from({ length: 31 }, () => 0.6)]), 32, 0.1)).toMatchObject({
+      ok: true,
+      detail: "31 of 32 requests in flight at once",
+    });
+    expect(closedLoopLoad(one([0, 0, 0, 0.6]), 4, 0.1)).toMatchObject({
+      ok: false,
+      detail: "3 of 4 requests in flight at once: the client did not keep the load applied",
+    });
   });
 
   it("closed loop: the server's own gauges held against the client's in flight at the same instants", () => {

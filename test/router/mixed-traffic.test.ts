@@ -77,7 +77,7 @@ describe("two groups behind one SMG, routed by served model name", () => {
     expect(r.batch.servedBy[b.url]).toBeGreaterThan(0);
     expect(r.batch.servedBy[i.url]).toBe(0);
     expect(r.interactive.ttftP95Seconds).not.toBeNull();
-    expect(r.interactive.itlP95Seconds).not.toBeNull();
+    expect(r.interactive.itlPerTokenP95Seconds).not.toBeNull();
     expect(r.batch.outputTokensPerSecond).toBeGreaterThan(0);
   }, 300_000);
 
