@@ -191,6 +191,8 @@ export interface LevelLoad {
   send: Send;
   clock: HostClock;
   signal: AbortSignal;
+  /** Closed loop on this thread: once aborted, no slot sends another request; those in flight finish. */
+  drain?: AbortSignal;
   /** Client threads the level is spread over (client-threads.ts); absent: this thread sends it all. */
   threads?: { pool: ClientThreads; count: number };
   /** Each request as it ends. */
@@ -249,7 +251,8 @@ export async function runLevelLoad(load: LevelLoad): Promise<LevelLoadResult> {
       threads.push(spread.client);
     } else if (load.mode === "closed") {
       let next = 0;
-      await closedLoop({ ...load, request, next: () => next++ }, record);
+      // A drained loop takes no further request number: count is then the end.
+      await closedLoop({ ...load, request, next: () => (load.drain?.aborted ? load.count : next++) }, record);
     } else {
       await openLoop({ ...load, request, arrivals, start: performance.now() }, record);
     }
