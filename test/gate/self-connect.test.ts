@@ -17,11 +17,16 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-/** Bounds of the steering (rounds, time); the gate's own deadline bounds the rest. */
-const ROUNDS = 20;
+/**
+ * Bounds of the steering (rounds, time); the gate's own deadline bounds the rest. 20 rounds of three
+ * retries each once ran out with no self-connection while other test files loaded both cores (the
+ * gate's timers fired late and missed the steered port): 40 rounds of five, within the same time.
+ */
+const ROUNDS = 40;
 const STEER_MS = 20_000;
-/** Gate retries this often; one steering round leaves the gate three of them to take the port. */
+/** Gate retries this often; one steering round leaves the gate HOLD_RETRIES of them to take the port. */
 const RETRY_MS = 20;
+const HOLD_RETRIES = 5;
 
 describe("the gate and a self-connection on the serving port", () => {
   it("a port of the ephemeral range nothing listens on yet: the self-connection is 'not listening', the port stays free, the gate passes once the server binds it", async () => {
@@ -54,7 +59,7 @@ describe("the gate and a self-connection on the serving port", () => {
     for (let round = 0; round < ROUNDS && !selfConnected && !leftConnect; round++) {
       const steered = await steerToSelfConnection(port, until);
       if (steered === null) break;
-      await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
+      await new Promise((r) => setTimeout(r, HOLD_RETRIES * RETRY_MS));
       await steered.release();
     }
     expect(
