@@ -298,9 +298,8 @@ const YIELD_EVERY_MS = 5;
 /**
  * Each request leaves at its arrival time (host seconds from `start`, this thread's
  * performance.now() of the run's origin; / X on the wall clock). The schedule is walked in order
- * with one timer at a time, never armed ahead: a timer and
- * an abort listener per request (100,000 at 10,000 req/s) starved the event loop, and the deadline
- * and Ctrl-C fired minutes late. Behind schedule it sends what is due in bursts, yielding every
+ * with one timer at a time, never armed ahead: a timer and an abort listener per request (100,000
+ * at 10,000 req/s) starved the event loop, and the deadline and Ctrl-C fired minutes late. Behind schedule it sends what is due in bursts, yielding every
  * few milliseconds (not once per request: a turn of a busy loop per request capped the rate at a
  * few hundred), so that timers, signals and answers still run. At most `maxInFlight` requests are in flight, as many as the pool has
  * connections: a request due while all are busy waits here, not in the HTTP client's queue (where
@@ -463,8 +462,15 @@ async function levelThreads(
     previous: previous === null ? null : { level: levelOf(previous), tokensPerSecond: levelTokensPerSecond(previous) },
     singleStreamTokensPerSecond: load.spread.singleStreamTokensPerSecond,
   });
-  if (n > 1) await pool.ensure(n, load.watch.signal);
-  return n;
+  if (n <= 1) return 1;
+  try {
+    await pool.ensure(n, load.watch.signal);
+    return n;
+  } catch {
+    // A thread that could not start (or a stop meanwhile): the level runs on those that did, and
+    // its client check says whether they were enough.
+    return Math.max(1, Math.min(n, pool.size));
+  }
 }
 
 /** The most tokens a request of SOURCE asks for, from its first requests (a shape draws lengths). */
