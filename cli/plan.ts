@@ -6,6 +6,8 @@ import * as fs from "node:fs/promises";
 import { capacity, type CapacityPlan } from "../gate/measurement/capacity";
 import {
   CurvesSchema,
+  degradedPlan,
+  type HostsDown,
   type InteractiveDemand,
   mixedPlan,
   mixedPlanText,
@@ -48,6 +50,12 @@ tok/s, beside the homogeneous fleets (gate/measurement/mixed-plan.ts).`,
       type: "number",
       value: "S",
       description: "with --curves: the interactive inter-token latency p95 objective, seconds per token",
+    },
+    "hosts-down": {
+      type: "string",
+      value: "interactive=N,batch=M",
+      description:
+        "with --curves: hosts out of each group (a failed gate, a stopped host): what the fleet can still promise",
     },
     completions: {
       type: "integer",
@@ -103,10 +111,17 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
       if (values.throughput !== undefined)
         throw new UsageError("--curves plans from the curves: leave out --throughput");
       const curves = await readCurves(values.curves);
-      const mixed = mixedPlan(curves.services, interactiveDemand(values), parsed.data);
+      const demand = interactiveDemand(values);
+      const mixed = mixedPlan(curves.services, demand, parsed.data);
+      const down = values["hosts-down"] === undefined ? null : hostsDown(values["hosts-down"]);
+      const degraded = down ? degradedPlan(curves.services, mixed, demand, parsed.data, down) : null;
       // A simulated host's curves are in its own time: say so beside the plan, as the comparison did.
       const note = typeof curves.timeNote === "string" && curves.timeNote.length > 0 ? `${curves.timeNote}\n` : "";
-      io.stdout.write(values.json ? JSON.stringify(mixed, null, 2) + "\n" : mixedPlanText(mixed) + note);
+      io.stdout.write(
+        values.json
+          ? JSON.stringify(degraded ? { ...mixed, degraded } : mixed, null, 2) + "\n"
+          : mixedPlanText(mixed) + (degraded ? `With hosts out: ${degraded.verdict}\n` : "") + note,
+      );
       return EXIT.ok;
     }
     if (values.throughput === undefined)
@@ -123,6 +138,17 @@ export function planMain(argv: string[], io: CliIo = defaultIo()): Promise<numbe
 }
 
 type PlanValues = Values<typeof PLAN.flags>;
+
+/** --hosts-down interactive=N,batch=M (either may be left out: 0). */
+function hostsDown(text: string): HostsDown {
+  const out: HostsDown = { interactive: 0, batch: 0 };
+  for (const part of text.split(",")) {
+    const m = /^\s*(interactive|batch)\s*=\s*(\d+)\s*$/.exec(part);
+    if (!m) throw new UsageError(`--hosts-down takes interactive=N,batch=M, got ${JSON.stringify(part)}`);
+    out[m[1] as keyof HostsDown] = Number(m[2]);
+  }
+  return out;
+}
 
 /** The interactive class --curves plans for: all three flags, each named when missing. */
 function interactiveDemand(values: PlanValues): InteractiveDemand {

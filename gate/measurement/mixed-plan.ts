@@ -210,3 +210,93 @@ export function mixedPlanText(p: MixedPlan): string {
   ];
   return lines.join("\n") + "\n";
 }
+
+/** Hosts of each group that are out (their gate failed, or they stopped). */
+export interface HostsDown {
+  interactive: number;
+  batch: number;
+}
+
+/** What a mixed fleet can still promise with hosts out of its groups (issue 29 point 4). */
+export interface DegradedPlan {
+  interactive: {
+    hosts: number;
+    /** Users per remaining host; null when no host remains. */
+    perHost: number | null;
+    /** The curve's point those users are judged at (the first measured level holding them), or null. */
+    measuredAt: number | null;
+    ttftP95Seconds: number | null;
+    itlPerTokenP95Seconds: number | null;
+    meetsObjective: boolean;
+  } | null;
+  batch: {
+    hosts: number;
+    tokensPerSecond: number;
+    daysForJob: number | null;
+    meetsDeadline: boolean;
+    /** Hosts the deadline needs at the measured per-host figure. */
+    hostsForDeadline: number;
+  } | null;
+  verdict: string;
+}
+
+/**
+ * The plan's groups with DOWN hosts out of each: the interactive users spread over the hosts left
+ * (judged at the first measured level of the group's service that holds as many per host: a level
+ * beyond the curve is not promised), the batch job on the batch hosts left at their measured figure.
+ * Each says whether its objective or deadline still holds, and what it would take to restore it.
+ */
+export function degradedPlan(
+  curves: ServiceCurve[],
+  plan: MixedPlan,
+  interactive: InteractiveDemand,
+  batch: BatchDemand,
+  down: HostsDown,
+): DegradedPlan {
+  const lines: string[] = [];
+  let i: DegradedPlan["interactive"] = null;
+  if (plan.interactive) {
+    const g = plan.interactive;
+    const hosts = Math.max(0, g.hosts - down.interactive);
+    const perHost = hosts > 0 ? Math.ceil(interactive.users / hosts) : null;
+    const curve = curves.find((c) => c.service === g.service);
+    const point = perHost === null || !curve ? undefined : counted(curve).find((p) => p.level >= perHost);
+    const ttft = point?.ttftP95Seconds ?? null;
+    const itl = point?.itlPerTokenP95Seconds ?? null;
+    const meets =
+      ttft !== null && itl !== null && ttft <= interactive.ttftP95Seconds && itl <= interactive.itlP95Seconds;
+    i = {
+      hosts,
+      perHost,
+      measuredAt: point?.level ?? null,
+      ttftP95Seconds: ttft,
+      itlPerTokenP95Seconds: itl,
+      meetsObjective: meets,
+    };
+    const lead = `interactive, ${hosts} of ${g.hosts} ${g.service} hosts`;
+    if (perHost === null) lines.push(`${lead}: no host left, the ${interactive.users} users are not served.`);
+    else if (!point)
+      lines.push(
+        `${lead}: ${perHost} users per host, past every level measured: not promised (restore ${g.hosts - hosts} host(s)).`,
+      );
+    else
+      lines.push(
+        `${lead}: ${perHost} users per host, measured at ${point.level}: TTFT p95 ${ttft?.toFixed(2) ?? "n/a"} s, ITL p95 ${itl === null ? "n/a" : (itl * 1000).toFixed(1)} ms/token: the objective ${meets ? "still holds" : `is missed (restore ${g.hosts - hosts} host(s))`}.`,
+      );
+  }
+  let b: DegradedPlan["batch"] = null;
+  if (plan.batch) {
+    const g = plan.batch;
+    const hosts = Math.max(0, g.hosts - down.batch);
+    const tokensPerSecond = hosts * g.perHost;
+    const total = batch.completions * batch.outputTokensPerCompletion;
+    const days = tokensPerSecond > 0 ? total / (tokensPerSecond * 86_400) : null;
+    const meets = days !== null && days <= batch.deadlineDays;
+    const hostsForDeadline = Math.ceil(total / (g.perHost * batch.deadlineDays * 86_400));
+    b = { hosts, tokensPerSecond, daysForJob: days, meetsDeadline: meets, hostsForDeadline };
+    lines.push(
+      `batch, ${hosts} of ${g.hosts} ${g.service} hosts: ${fmt(tokensPerSecond)} tok/s, the job takes ${days === null ? "forever" : `${days.toFixed(2)} days`} of ${batch.deadlineDays}: the deadline ${meets ? "still holds" : `is missed (it needs ${hostsForDeadline} hosts)`}.`,
+    );
+  }
+  return { interactive: i, batch: b, verdict: lines.join(" ") };
+}

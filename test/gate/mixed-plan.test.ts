@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { planMain } from "../../cli/plan";
-import { mixedPlan, type ServiceCurve } from "../../gate/measurement/mixed-plan";
+import { degradedPlan, mixedPlan, type ServiceCurve } from "../../gate/measurement/mixed-plan";
 import { io } from "./cli-fixture";
 
 const point = (level: number, tput: number, ttft: number, itl: number, errors = 0) => ({
@@ -123,5 +123,43 @@ describe("gpuhost plan --curves", () => {
       expect(e.err().split("\n")[0]).toMatch(message);
       expect(e.err().trim().split("\n")[1]).toMatch(/^usage: gpuhost plan/);
     }
+  });
+});
+
+describe("what a mixed fleet can still promise with hosts out of its groups (issue 29 point 4)", () => {
+  it("one interactive host down: the users spread over the rest, judged at the next level measured; a batch host down misses the deadline", () => {
+    const p = mixedPlan([AR, EAGLE3], USERS, STORY_JOB);
+    // 100 users on 12 EAGLE-3 hosts: 9 per host, past the level of 8 the curve measured at 1.5 s / 21 ms: judged at 32 (54 ms)
+    const one = degradedPlan([AR, EAGLE3], p, USERS, STORY_JOB, { interactive: 1, batch: 0 });
+    expect(one.interactive).toMatchObject({ hosts: 12, perHost: 9, measuredAt: 32, meetsObjective: false });
+    expect(one.batch).toMatchObject({ hosts: 4, meetsDeadline: true });
+    expect(one.verdict).toMatch(
+      /^interactive, 12 of 13 eagle3 hosts: 9 users per host, measured at 32: TTFT p95 2\.50 s, ITL p95 54\.0 ms\/token: the objective is missed \(restore 1 host\(s\)\)\. batch, 4 of 4 autoregressive hosts: 3,328 tok\/s, the job takes 6\.26 days of 7: the deadline still holds\.$/,
+    );
+    // a batch host down: 3 x 832 tok/s take 8.35 days of 7
+    const b = degradedPlan([AR, EAGLE3], p, USERS, STORY_JOB, { interactive: 0, batch: 1 });
+    expect(b.interactive).toMatchObject({ hosts: 13, perHost: 8, measuredAt: 8, meetsObjective: true });
+    expect(b.batch).toMatchObject({ hosts: 3, meetsDeadline: false, hostsForDeadline: 4 });
+    expect(b.verdict).toMatch(/the job takes 8\.35 days of 7: the deadline is missed \(it needs 4 hosts\)\.$/);
+    // every interactive host down: nobody is served
+    expect(degradedPlan([AR, EAGLE3], p, USERS, STORY_JOB, { interactive: 13, batch: 0 }).verdict).toMatch(
+      /^interactive, 0 of 13 eagle3 hosts: no host left, the 100 users are not served\./,
+    );
+  });
+
+  it("gpuhost plan --curves --hosts-down says it; a malformed value is a usage error", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-degraded-"));
+    const file = path.join(dir, "compare.json");
+    fs.writeFileSync(file, JSON.stringify({ services: [AR, EAGLE3] }));
+    const args = ["--curves", file, "--interactive-users", "100", "--ttft-p95", "2", "--itl-p95", "0.025"];
+    const job = ["--completions", "900000", "--tokens", "2000", "--deadline-days", "7"];
+    const o = io();
+    expect(await planMain([...args, ...job, "--hosts-down", "batch=1"], o), o.err()).toBe(0);
+    expect(o.out()).toMatch(
+      /^With hosts out: interactive, 13 of 13 eagle3 hosts: .* the deadline is missed \(it needs 4 hosts\)\.$/m,
+    );
+    const bad = io();
+    expect(await planMain([...args, ...job, "--hosts-down", "batch"], bad)).toBe(2);
+    expect(bad.err()).toMatch(/--hosts-down takes interactive=N,batch=M/);
   });
 });
