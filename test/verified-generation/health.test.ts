@@ -302,6 +302,27 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     expect(seen.slice(seen.indexOf(DECODE_TOKENS))).toEqual([DECODE_TOKENS, 1024]);
   }, 60_000);
 
+  it("a first probe a stall made look slow is stretched again from the window the stretched one took: a speed, not 'too fast to time'", async () => {
+    const seen: number[] = [];
+    // The first probe: 24 tokens 8 ms apart (about 0.2 s, under the 0.25 s window), so it is stretched
+    // to about 48 tokens, which the server then streams 2 ms apart (about 0.1 s): under the window again.
+    const url = await tinyServer({
+      answer: () => "The first answer of the tiny server",
+      metrics: null,
+      decodeGapMs: () => 8,
+      seen,
+    });
+    const { props } = recorded(url, { decodeTokensPerSecond: 20 }, decodePolicy);
+    const got = await read("id", props);
+    expect(got.props.drift).toEqual([]);
+    const probes = seen.slice(seen.indexOf(DECODE_TOKENS));
+    expect(probes.length).toBe(3);
+    expect(probes[2]).toBeGreaterThan(probes[1]);
+    expect((got.props.healthCheck as { decodeTokensPerSecond: number | null }).decodeTokensPerSecond).toBeGreaterThan(
+      100,
+    );
+  }, 60_000);
+
   it("a decode every probe finds slow drifts on health.decodeTokensPerSecond after DECODE_PROBE_ATTEMPTS probes", async () => {
     let probes = 0;
     const url = await tinyServer({
