@@ -290,6 +290,6 @@ export const WORKLOAD_FLAGS = {
     type: "string",
     value: "auto|N",
     description:
-      "worker threads the client spreads each level over (auto: as the projected token rate needs, at most one per core; 1: one thread); every thread's client check is in the certificate",
+      "worker threads the client spreads each level over (auto: as the projected token rate needs, at most one fewer than the cores; 1: one thread); every thread's client check is in the certificate",
   },
 } as const satisfies FlagTable;

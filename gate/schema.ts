@@ -297,7 +297,7 @@ export const BenchPlanSchema = z
       .union([z.literal("auto"), z.number().int().min(1).max(MAX_CLIENT_THREADS)])
       .default("auto")
       .describe(
-        `Worker threads the benchmark client spreads each sweep level over (gate/measurement/client-threads.ts). "auto": as many as the level's projected token rate needs, one per ${CLIENT_THREAD_TOKENS_PER_SECOND.toLocaleString("en-US")} streamed tokens per wall-clock second, at most one per core (one thread parsed about 600,000 on a core of the CI machine, its own client check failing there: README); a number: that many (1: the main thread alone). Each level's certificate judges every thread's client check either way.`,
+        `Worker threads the benchmark client spreads each sweep level over (gate/measurement/client-threads.ts). "auto": as many as the level's projected token rate needs, one per ${CLIENT_THREAD_TOKENS_PER_SECOND.toLocaleString("en-US")} streamed tokens per wall-clock second, at most one fewer than the cores (so none on 2 cores; one thread parsed about 600,000 on a core of the CI machine, its own client check failing there: README); a number: that many (1: the main thread alone). Each level's certificate judges every thread's client check either way.`,
       ),
     kneeMaxTtftP95Seconds: timerSeconds()
       .optional()
