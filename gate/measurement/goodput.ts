@@ -38,6 +38,11 @@ export function perTokenLatency(s: RequestSample): number | null {
   return Math.max(0, s.e2eSeconds - s.ttftSeconds) / (s.completionTokens - 1);
 }
 
+/** Every successful request's perTokenLatency, sorted (for percentile). */
+export function perTokenLatencies(samples: RequestSample[]): Float64Array {
+  return Float64Array.from(samples.flatMap((s) => perTokenLatency(s) ?? [])).sort();
+}
+
 export function meetsSlo(s: RequestSample, slo: Slo): boolean {
   if (s.error !== null || s.ttftSeconds === null || s.ttftSeconds > slo.ttftSeconds) return false;
   const itl = perTokenLatency(s);
@@ -59,12 +64,7 @@ export function goodput(samples: RequestSample[], durationSeconds: number, slo: 
   const tokens = good.reduce((a, s) => a + s.completionTokens, 0);
   const ok = samples.filter((s) => s.error === null);
   const ttfts = Float64Array.from(ok.flatMap((s) => (s.ttftSeconds === null ? [] : [s.ttftSeconds]))).sort();
-  const itls = Float64Array.from(
-    ok.flatMap((s) => {
-      const v = perTokenLatency(s);
-      return v === null ? [] : [v];
-    }),
-  ).sort();
+  const itls = perTokenLatencies(ok);
   const ttftP = percentile(ttfts, slo.ttftPercentile);
   const itlP = percentile(itls, slo.itlPercentile);
   return {

@@ -17,7 +17,7 @@
  */
 import { BenchPlanSchema } from "../schema";
 import { certify, clientFellBehind, type Certificate, type Certification, type LevelEvidence } from "./certificate";
-import { goodput, meanInterval, perTokenLatency, type MeanInterval, type Slo } from "./goodput";
+import { goodput, meanInterval, perTokenLatencies, type MeanInterval, type Slo } from "./goodput";
 import { errorRate, withinErrorBudget } from "./saturation";
 import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
 import type { RequestSample } from "./stream";
@@ -214,12 +214,7 @@ export function summarizeSweepLevel(
 ): SweepLevel {
   const all = runs.flatMap((r) => r.samples);
   const ok = all.filter((s) => s.error === null);
-  const itl = Float64Array.from(
-    all.flatMap((s) => {
-      const v = perTokenLatency(s);
-      return v === null ? [] : [v];
-    }),
-  ).sort();
+  const itl = perTokenLatencies(all);
   const counts = { requests: all.length, errors: all.length - ok.length };
   const duration = runs.reduce((a, r) => a + r.durationSeconds, 0);
   const throughput = meanInterval(runs.map((r) => r.outputTokensPerSecond));
