@@ -20,8 +20,8 @@ import { baseUrl, makeAgent } from "../transport/http";
 import { BENCH_PROMPTS } from "./bench";
 import { closedLoopLoad, reconcile, type CertificateCheck } from "./certificate";
 import { makeSender, runLevelLoad, type HostClock } from "./load";
-import { fleetCounters, readCounters, type CounterRead } from "./server-counters";
-import { perTokenLatency } from "./goodput";
+import { readCounters, summedCounters, type CounterRead } from "./server-counters";
+import { perTokenLatencies } from "./goodput";
 import { latencyStats, percentile } from "./stats";
 import type { RequestSample } from "./stream";
 
@@ -185,8 +185,13 @@ async function countersByWorker(o: MixedTrafficOptions, signal: AbortSignal): Pr
       per[w] = {};
       for (const m of models) per[w][m] = await readCounters(agent, baseUrl(w), m, o.apiKey, signal);
     }
+    // The fleet's sum from the same reads, not a second round of them.
     const fleet: Record<string, CounterRead> = {};
-    for (const m of models) fleet[m] = await fleetCounters(o.workers, m, o.apiKey, signal);
+    for (const m of models)
+      fleet[m] = summedCounters(
+        o.workers,
+        o.workers.map((w) => per[w][m]),
+      );
     return Object.assign(per, { fleet });
   } finally {
     void agent.destroy().catch(() => undefined);
@@ -229,7 +234,7 @@ function classResult(
     errors: failed.length,
     outputTokensPerSecond: windowed.reduce((a, t) => a + t, 0) / span,
     ttftP95Seconds: stats.ttftP95Seconds,
-    itlPerTokenP95Seconds: percentile(Float64Array.from(counted.flatMap((s) => perTokenLatency(s) ?? [])).sort(), 95),
+    itlPerTokenP95Seconds: percentile(perTokenLatencies(counted), 95),
     reconciled: reconcile(
       { before: mine(before.fleet[c.model], other), after: mine(after.fleet[c.model], other), model: c.model },
       {

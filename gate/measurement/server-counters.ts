@@ -158,6 +158,11 @@ export async function fleetCounters(
   } finally {
     void agent.destroy().catch(() => undefined);
   }
+  return summedCounters(workers, reads);
+}
+
+/** WORKERS' reads (in the same order), summed: the fleet's; a read that failed leaves it not reconciled, named. */
+export function summedCounters(workers: string[], reads: CounterRead[]): CounterRead {
   const failed = reads.flatMap((r, i) => (r.ok ? [] : [`${workers[i]}: ${r.reason}`]));
   if (failed.length > 0) return { ok: false, reason: `a worker's counters could not be read (${failed.join("; ")})` };
   const snapshots = reads.map((r) => (r as { ok: true; snapshot: CounterSnapshot }).snapshot);
