@@ -22,7 +22,6 @@ import * as fs from "node:fs";
 import { availableParallelism } from "node:os";
 import * as path from "node:path";
 import { Worker } from "node:worker_threads";
-import { abortReason } from "../transport/timers";
 import type { ClientEvidence } from "./certificate";
 import type { RequestSample } from "./stream";
 import type { RequestSource } from "./workload";
@@ -215,9 +214,7 @@ class ClientThread {
       const onAbort = () =>
         this.worker.postMessage({
           kind: "abort",
-          reason: String(
-            (abortReason(signal) as unknown) instanceof Error ? abortReason(signal).message : abortReason(signal),
-          ),
+          reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason),
         });
       signal.addEventListener("abort", onAbort, { once: true });
       const end = () => {

@@ -411,19 +411,28 @@ export function requestsPerRun(mode: "closed" | "open", level: number, requestsP
  */
 export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
   const out: LevelSamples[] = [];
-  const pool = load.spread ? new ClientThreads(threadSpec(load, load.spread)) : null;
+  // The pool, and the most tokens a request asks for ("auto"'s open-loop bound): once per sweep.
+  const spread: Spread | null = load.spread
+    ? { pool: new ClientThreads(threadSpec(load, load.spread)), maxTokens: projectedMaxTokens(load.requests) }
+    : null;
   try {
     for (const level of load.levels) {
       if (load.signal.aborted || load.watch.gone !== null) break;
-      const samples = await sweepLevel(load, level, pool, out[out.length - 1] ?? null);
+      const samples = await sweepLevel(load, level, spread, out[out.length - 1] ?? null);
       if (samples === null) break;
       out.push(samples);
       load.onLevel?.(samples);
     }
   } finally {
-    await pool?.close();
+    await spread?.pool.close();
   }
   return out;
+}
+
+/** A sweep's client threads and what "auto" needs of its requests. */
+interface Spread {
+  pool: ClientThreads;
+  maxTokens: number;
 }
 
 function threadSpec(load: SweepLoad, spread: NonNullable<SweepLoad["spread"]>): ClientThreadSpec {
@@ -450,15 +459,16 @@ function levelTokensPerSecond(l: LevelSamples): number {
 async function levelThreads(
   load: SweepLoad,
   level: number,
-  pool: ClientThreads | null,
+  spread: Spread | null,
   previous: LevelSamples | null,
 ): Promise<number> {
-  if (pool === null || load.spread === undefined) return 1;
+  if (spread === null || load.spread === undefined) return 1;
+  const { pool } = spread;
   const n = clientThreadsFor(load.spread.threads, {
     mode: load.mode,
     level,
     timeScale: load.clock.timeScale,
-    maxTokens: projectedMaxTokens(load.requests),
+    maxTokens: spread.maxTokens,
     previous: previous === null ? null : { level: levelOf(previous), tokensPerSecond: levelTokensPerSecond(previous) },
     singleStreamTokensPerSecond: load.spread.singleStreamTokensPerSecond,
   });
@@ -486,13 +496,13 @@ const levelOf = (l: LevelSamples): number => l.concurrency ?? l.requestRate ?? 0
 async function sweepLevel(
   load: SweepLoad,
   level: number,
-  pool: ClientThreads | null,
+  spread: Spread | null,
   previous: LevelSamples | null,
 ): Promise<LevelSamples | null> {
   const watch = load.watch;
   const count = requestsPerRun(load.mode, level, load.requestsPerLevel);
   watch.during = levelName({ mode: load.mode, level });
-  const threads = await levelThreads(load, level, pool, previous);
+  const threads = await levelThreads(load, level, spread, previous);
   const before = await quietCounters(load.readCounters, load.signal);
   load.onStart?.(level, count);
   const startedAtSeconds = hostNow(load.clock);
@@ -503,7 +513,7 @@ async function sweepLevel(
     signal: watch.signal,
     level,
     count,
-    ...(pool && threads > 1 ? { threads: { pool, count: threads } } : {}),
+    ...(spread && threads > 1 ? { threads: { pool: spread.pool, count: threads } } : {}),
     onDone: (tally) => load.onRequest?.(level, tally, count * load.repeats),
   });
   const clientSeen = client.stop();
