@@ -5,7 +5,7 @@
  * (StackReference) needs, keyed by host name.
  */
 import * as pulumi from "@pulumi/pulumi";
-import { type HostConfig, hostConnection, loadConfig, simulatedRoot } from "./stack/config";
+import { type HostConfig, hostConfig, hostConnection, loadConfig, simulatedRoot } from "./stack/config";
 import { DriftCheck, resolveDriftCheck } from "./components/drift-check";
 import { GpuServingHost } from "./components/gpu-serving-host";
 import { trustConnection } from "./components/host-key";
@@ -55,8 +55,9 @@ const hosts = config.hosts.map((host, index) => {
   const h = new GpuServingHost(host.name, {
     host,
     platform,
-    // hosts[].port: hosts sharing one machine (simulated ones) each serve on their own port.
-    config: host.port === undefined ? config : { ...config, services: { ...config.services, port: host.port } },
+    // hosts[].port: hosts sharing one machine (simulated ones) each serve on their own port; in a
+    // mixed fleet each host runs its group's service under its group's name.
+    config: hostConfig(config, host),
     apiKey,
     fleetMember: config.router !== undefined,
   });

@@ -3,6 +3,7 @@
 // runs, scaling efficiency and the plan.
 import { certificateText } from "../gate/measurement/certificate";
 import type { FleetOutputs } from "../stack/outputs";
+import type { MixedFleetOutput } from "../components/fleet-verification/groups";
 
 const num = (v: number | null | undefined, digits = 1): string =>
   typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-";
@@ -13,7 +14,75 @@ export function withInterval(mean: number, interval: FleetOutputs["sustainedInte
   return `${num(mean)} ± ${num(interval.halfWidth)} (95 %, ${interval.runs} runs)`;
 }
 
+/** Columns padded: the first to the left, the rest to the right; RULE: a line of dashes before the last row (a total). */
+function columns(rows: string[][], rule = false): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const lines = rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  "));
+  if (rule) lines.splice(lines.length - 1, 0, widths.map((w) => "-".repeat(w)).join("  "));
+  return lines;
+}
+
+/**
+ * A mixed fleet: per class what was measured through the router beside what the hosts' own curves
+ * predicted for the configured groups, whether its objective held, the fewest hosts the plan finds
+ * and the homogeneous fleets beside it.
+ */
+export function mixedTable(m: MixedFleetOutput): string {
+  const s = (v: number | null | undefined) => (typeof v === "number" ? `${v.toFixed(2)} s` : "-");
+  const ms = (v: number | null | undefined) => (typeof v === "number" ? `${(v * 1000).toFixed(1)} ms` : "-");
+  const tok = (v: number | null | undefined) => (typeof v === "number" ? Math.round(v).toLocaleString("en-US") : "-");
+  const pi = m.predicted.interactive;
+  const pb = m.predicted.batch;
+  const i = m.interactive.measured;
+  const b = m.batch.measured;
+  const rows = [
+    ["class", "service", "hosts", "in flight", "TTFT p95 (plan)", "ITL p95/token (plan)", "tok/s (plan)", "objective"],
+    [
+      `interactive ${m.interactive.model}`,
+      m.interactive.service,
+      String(m.interactive.workers.length),
+      String(i.concurrency),
+      `${s(i.ttftP95Seconds)} (${s(pi?.ttftP95Seconds)})`,
+      `${ms(i.itlPerTokenP95Seconds)} (${ms(pi?.itlPerTokenP95Seconds)})`,
+      tok(i.outputTokensPerSecond),
+      `${m.interactive.meets ? "met" : "MISSED"} (<= ${m.interactive.objective.ttftP95Seconds} s, ${ms(m.interactive.objective.itlP95Seconds)})`,
+    ],
+    [
+      `batch ${m.batch.model}`,
+      m.batch.service,
+      String(m.batch.workers.length),
+      String(b.concurrency),
+      s(b.ttftP95Seconds),
+      ms(b.itlPerTokenP95Seconds),
+      `${tok(b.outputTokensPerSecond)} (${tok(pb?.tokensPerSecond)})`,
+      `${m.batch.meets ? "met" : "MISSED"} (>= ${tok(m.batch.neededTokensPerSecond)} tok/s)`,
+    ],
+  ];
+  return [
+    `Mixed fleet, both classes at once through the router (${m.windowSeconds.toFixed(0)} host seconds; plan: the hosts' own curves):`,
+    ...columns(rows).map((l) => `  ${l}`),
+    `  served: ${[m.interactive, m.batch]
+      .map(
+        (g) =>
+          `${g.model} on ${
+            Object.entries(g.measured.servedBy)
+              .filter(([, t]) => t > 0)
+              .map(([h]) => h)
+              .join(", ") || "none"
+          }`,
+      )
+      .join("; ")}`,
+    ...[m.interactive, m.batch]
+      .filter((g) => g.leftOut.length > 0)
+      .map((g) => `  left out of ${g.model}: ${g.leftOut.join(", ")}`),
+    `  predicted: ${m.predicted.verdict}`,
+    `  measured: ${m.verdict}`,
+    `  plan: ${m.plan.verdict}`,
+  ].join("\n");
+}
+
 export function fleetTable(f: FleetOutputs): string {
+  if (f.mixed) return fleetHeadAndMixed(f, f.mixed);
   const rows: string[][] = [["worker", "requests", "share", "own sustained tok/s"]];
   for (const w of f.registered)
     rows.push([
@@ -28,15 +97,10 @@ export function fleetTable(f: FleetOutputs): string {
     "100 %",
     withInterval(f.sustainedOutputTokensPerSecond, f.sustainedInterval),
   ]);
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
   const p = f.plan;
   return [
     `Fleet behind SMG ${f.smgVersion} at ${f.routerEndpoint}`,
-    line(rows[0]),
-    ...rows.slice(1, -1).map(line),
-    widths.map((w) => "-".repeat(w)).join("  "),
-    line(rows[rows.length - 1]),
+    ...columns(rows, true),
     ...f.leftOut.map((l) => `left out: ${l.name} (${l.reason})`),
     // Each level's certificate (reconciled with the workers' summed counters); state from before has none.
     ...(f.sweep.some((l) => l.certificate !== undefined)
@@ -51,6 +115,20 @@ export function fleetTable(f: FleetOutputs): string {
       : []),
     `scaling efficiency: ${f.scalingEfficiency === null ? "-" : `${(f.scalingEfficiency * 100).toFixed(0)} %`} (fleet ${num(f.sustainedOutputTokensPerSecond)} over the hosts' own ${num(f.hostsSustainedOutputTokensPerSecond)} tok/s)`,
     `plan: ${p.totalOutputTokens.toLocaleString("en-US")} output tokens take ${num(p.daysForJob)} days on these ${p.hosts} hosts; the ${p.deadlineDays}-day deadline needs ${p.hostsForDeadline ?? "-"} (${p.hostsMissing === null ? "-" : p.hostsMissing === 0 ? "none missing" : `${p.hostsMissing} missing`})`,
+    ...f.drift.map((d) => `drift: ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}`),
+  ].join("\n");
+}
+
+/** A mixed fleet's table: its workers' shares, then the classes (it has no sweep of its own). */
+function fleetHeadAndMixed(f: FleetOutputs, m: MixedFleetOutput): string {
+  const rows = [["worker", "requests", "share"]];
+  for (const w of f.registered)
+    rows.push([w.name, String(w.requests), w.share === null ? "-" : `${(w.share * 100).toFixed(0)} %`]);
+  return [
+    `Fleet behind SMG ${f.smgVersion} at ${f.routerEndpoint}`,
+    ...columns(rows),
+    ...f.leftOut.map((l) => `left out: ${l.name} (${l.reason})`),
+    mixedTable(m),
     ...f.drift.map((d) => `drift: ${d.field}: expected ${d.expected ?? "(absent)"}, found ${d.found ?? "(absent)"}`),
   ].join("\n");
 }

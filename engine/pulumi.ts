@@ -189,7 +189,7 @@ export async function ensureStack(stack: string, opts: EngineOptions = {}): Prom
 }
 
 /** The stacks the project ships for rehearsal (stacks/Pulumi.<name>.yaml), every host simulated. */
-export const EMBEDDED_STACKS: readonly string[] = [EMBEDDED_STACK, "sim-fleet"];
+export const EMBEDDED_STACKS: readonly string[] = [EMBEDDED_STACK, "sim-fleet", "sim-mixed"];
 
 /**
  * Whether STACK is embedded: one of the stacks the project ships for rehearsal, and its config file
@@ -248,7 +248,7 @@ export async function stackAccess(stack: string | undefined, opts: EngineOptions
     problem:
       name === undefined
         ? (engineMissing() ??
-          "no stack is selected: name one with --stack NAME (`sim` and `sim-fleet` are the embedded ones).")
+          "no stack is selected: name one with --stack NAME (`sim`, `sim-fleet` and `sim-mixed` are the embedded ones).")
         : secretsProviderProblem(name, userOpts),
   };
 }

@@ -25,7 +25,7 @@ import { EnvironmentSchema } from "../components/serving-env/schema";
 import { ServicesSchema } from "../components/services/schema";
 import { PlainError } from "../components/plain-error";
 import { faultNameSchema } from "../simulator/faults";
-import { routerConfigIssues, RouterSchema } from "../components/router/schema";
+import { groupOf, routerConfigIssues, RouterSchema } from "../components/router/schema";
 import { attentionBackendIssues, toolkitIssues } from "../physics/preflight";
 import { driftCheckSchema } from "../components/drift-check/schema";
 
@@ -343,6 +343,25 @@ export function hostConnection(
           : undefined,
       };
   }
+}
+
+/**
+ * The config one host is provisioned with: the stack's, with the host's own port (hosts sharing a
+ * machine) and, in a mixed fleet (router.groups), its group's service and served model name.
+ */
+export function hostConfig(config: GpuhostConfig, host: HostConfig): GpuhostConfig {
+  const groups = config.router?.groups;
+  const g = groupOf(groups, host.name);
+  const inGroup = groups && g ? groups[g] : undefined;
+  if (host.port === undefined && !inGroup) return config;
+  return {
+    ...config,
+    services: {
+      ...config.services,
+      ...(host.port === undefined ? {} : { port: host.port }),
+      ...(inGroup ? { active: inGroup.service, servedModelName: inGroup.servedModelName } : {}),
+    },
+  };
 }
 
 /** Top-level keys of the schema, i.e. the Pulumi config keys gpuhost reads. */

@@ -67,13 +67,32 @@ export function gpuFleet(
         hosts.map((h) => [
           h.host.name,
           pulumi
-            .all([h.verification.sustainedOutputTokensPerSecond, h.verification.verifiedAt])
-            .apply(([sustained, at]) => ({
+            .all([h.verification.sustainedOutputTokensPerSecond, h.verification.verifiedAt, h.verification.sweep])
+            .apply(([sustained, at, sweep]) => ({
               sustainedOutputTokensPerSecond: typeof sustained === "number" ? sustained : null,
               verifiedAt: typeof at === "string" ? at : null,
+              // A mixed fleet plans its split from its groups' own curves (the points the plan reads).
+              curve: r.groups && Array.isArray(sweep) ? sweep.map(curvePoint) : null,
             })),
         ]),
       ),
+      groups: r.groups && {
+        interactive: {
+          service: r.groups.interactive.service,
+          model: r.groups.interactive.servedModelName,
+          hosts: r.groups.interactive.hosts,
+          users: r.groups.interactive.users,
+          ttftP95Seconds: r.groups.interactive.ttftP95Seconds,
+          itlP95Seconds: r.groups.interactive.itlP95Seconds,
+          requestsPerUser: r.groups.interactive.requestsPerUser,
+        },
+        batch: {
+          service: r.groups.batch.service,
+          model: r.groups.batch.servedModelName,
+          hosts: r.groups.batch.hosts,
+          perHostConcurrency: r.groups.batch.perHostConcurrency,
+        },
+      },
       minHealthyHosts: r.minHealthyHosts,
       verifyPolicy: config.verification,
       benchPlan: config.benchmark,
@@ -101,7 +120,29 @@ export function gpuFleet(
     scalingEfficiency: v.scalingEfficiency,
     plan: v.plan,
     drift: v.drift,
+    mixed: v.mixed,
     verifiedAt: v.verifiedAt,
   };
   return pulumi.output(outputs);
+}
+
+/** The part of a sweep level the mixed plan reads (gate/measurement/mixed-plan.ts's curve point). */
+function curvePoint(l: {
+  level: number;
+  mode: "closed" | "open";
+  outputTokensPerSecond: number;
+  ttftP95Seconds: number | null;
+  itlPerTokenP95Seconds: number | null;
+  errors: number;
+  withinErrorBudget: boolean;
+}) {
+  return {
+    level: l.level,
+    mode: l.mode,
+    outputTokensPerSecond: l.outputTokensPerSecond,
+    ttftP95Seconds: l.ttftP95Seconds,
+    itlPerTokenP95Seconds: l.itlPerTokenP95Seconds,
+    errors: l.errors,
+    withinErrorBudget: l.withinErrorBudget,
+  };
 }

@@ -10,6 +10,7 @@ import { driftSchema } from "../components/drift/schema";
 import { SERVICE_KINDS } from "../components/services/schema";
 import { RooflineOutputSchema } from "../physics/outputs";
 import { TopologyReportSchema } from "../components/cuda-toolkit/topology";
+import { MixedFleetOutputSchema } from "../components/fleet-verification/groups";
 
 export const HostOutputsSchema = z
   .object({
@@ -134,6 +135,10 @@ export const FleetOutputsSchema = z
       .describe(
         "FleetVerification's refresh: each worker missing, unhealthy or unknown to the stack, another smg than the pinned one, or a router that does not answer, with what was expected, found and how to repair; empty: none",
       ),
+    // Optional: state written before mixed fleets existed still parses.
+    mixed: MixedFleetOutputSchema.nullable()
+      .optional()
+      .describe("A mixed fleet (router.groups); null: one class, measured by the sweep above"),
     verifiedAt: z.string().describe("When the fleet was verified and measured"),
   })
   .describe("The fleet behind the router (config `router`): FleetVerification's outputs");

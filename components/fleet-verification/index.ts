@@ -13,6 +13,8 @@ import type { FleetWorkers } from "../router";
 import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION, type FleetPlan, type SustainedInterval } from "./provider";
 import type { RouterHostCheck } from "./router-host";
+import type { FleetGroupsInput, MixedFleetOutput } from "./groups";
+import type { ServiceCurve } from "../../gate/measurement/mixed-plan";
 
 export { fleetPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
 
@@ -23,8 +25,18 @@ export interface FleetVerificationArgs {
   routerIdentity: pulumi.Input<string>;
   workers: pulumi.Input<FleetWorkers>;
   hostFigures: pulumi.Input<
-    Record<string, pulumi.Input<{ sustainedOutputTokensPerSecond: number | null; verifiedAt: string | null }>>
+    Record<
+      string,
+      pulumi.Input<{
+        sustainedOutputTokensPerSecond: number | null;
+        verifiedAt: string | null;
+        /** The host's own sweep: a mixed fleet's split is planned from its groups' curves. */
+        curve?: ServiceCurve["sweep"] | null;
+      }>
+    >
   >;
+  /** router.groups: each class on its own group of hosts under its own served name (groups.ts). */
+  groups?: pulumi.Input<FleetGroupsInput>;
   minHealthyHosts?: number;
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
   benchPlan?: pulumi.Input<BenchPlan>;
@@ -71,6 +83,8 @@ export class FleetVerification extends pulumi.dynamic.Resource {
   declare public readonly scalingEfficiency: pulumi.Output<number | null>;
   declare public readonly plan: pulumi.Output<FleetPlan>;
   declare public readonly drift: pulumi.Output<Drift[]>;
+  /** A mixed fleet (groups): each class measured at once through the router, beside the plan's prediction; else null. */
+  declare public readonly mixed: pulumi.Output<MixedFleetOutput | null>;
   declare public readonly verifiedAt: pulumi.Output<string>;
 
   constructor(name: string, args: FleetVerificationArgs, opts?: pulumi.CustomResourceOptions) {
@@ -84,6 +98,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         routerIdentity: args.routerIdentity,
         workers: args.workers,
         hostFigures: args.hostFigures,
+        groups: args.groups,
         minHealthyHosts: args.minHealthyHosts,
         verifyPolicy: args.verifyPolicy,
         benchPlan: args.benchPlan,
@@ -106,6 +121,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
         scalingEfficiency: undefined,
         plan: undefined,
         drift: undefined,
+        mixed: undefined,
         verifiedAt: undefined,
       },
       { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), "apiKey", "routerHost"] },

@@ -29,9 +29,22 @@ import {
   workerDifferences,
 } from "./router-api";
 import { probeRouterHost, repairRouterHost, type RouterHostCheck } from "./router-host";
+import {
+  CurvePointSchema,
+  FleetGroupsInputSchema,
+  measureGroups,
+  planGroups,
+  replanGroups,
+  type MixedFleetOutput,
+  type PlannedGroups,
+} from "./groups";
+import { groupOf } from "../router/schema";
 
-/** 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time. */
-export const PROVIDER_VERSION = "2";
+/**
+ * 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time.
+ * 3: a mixed fleet (groups) is measured with both classes at once, its outputs under `mixed`.
+ */
+export const PROVIDER_VERSION = "3";
 
 const worker = z.object({ name: z.string(), url: z.string() });
 
@@ -52,8 +65,15 @@ export const FleetVerificationInputsSchema = z.object({
   /** Each host's own measurement: its sustained tok/s and when it was verified (a re-measure replaces). */
   hostFigures: z.record(
     z.string(),
-    z.object({ sustainedOutputTokensPerSecond: z.number().nullable(), verifiedAt: z.string().nullable() }),
+    z.object({
+      sustainedOutputTokensPerSecond: z.number().nullable(),
+      verifiedAt: z.string().nullable(),
+      /** The host's own sweep (a mixed fleet plans its split from its groups' curves). */
+      curve: z.array(CurvePointSchema).nullable().optional(),
+    }),
   ),
+  /** router.groups: two classes, each on its own group of hosts under its own served name. */
+  groups: FleetGroupsInputSchema.optional(),
   /** Default: every host. */
   minHealthyHosts: z.number().int().positive().optional(),
   verifyPolicy: GateModule.VerifyPolicySchema.optional(),
@@ -75,7 +95,7 @@ export const FleetVerificationInputsSchema = z.object({
 export type FleetVerificationInputs = z.infer<typeof FleetVerificationInputsSchema>;
 
 const INPUTS = providerInputs(FleetVerificationInputsSchema, {
-  replaces: ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale"],
+  replaces: ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale", "groups"],
 });
 
 /** The fleet's sustained figure's 95 % interval over the runs of its level (gate/measurement/goodput.ts). */
@@ -138,7 +158,6 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
 
 export async function create(inputs: Record<string, unknown>) {
   const input = inputs as unknown as FleetVerificationInputs;
-  const gate = GateModule;
   const { signal } = providerGuard();
   const say = (line: string) => process.stderr.write(`[FleetVerification ${input.router.url}] ${line}\n`);
   const { registered, leftOut } = input.workers;
@@ -161,41 +180,32 @@ export async function create(inputs: Record<string, unknown>) {
     say,
   });
   const actions = [...repaired, ...registrations];
-  const endpoint = { url: input.router.url, model: input.router.model, apiKey: input.apiKey };
-  const readiness = await gate.verify(endpoint, input.verifyPolicy ?? {}, {
-    signal,
-    onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`),
-  });
-  if (!readiness.ready) throw new Error(`through the router: ${readiness.diagnosis ?? "the readiness gate failed"}`);
+  // A mixed fleet's split first: a group left with no host fails before any request, saying what it costs.
+  const planned = input.groups
+    ? planGroups(input.groups, {
+        registered,
+        leftOut,
+        curveOf: (host) => input.hostFigures[host]?.curve,
+        workload: input.workload,
+      })
+    : null;
+  // A real answer through the router for every name it serves (a mixed fleet: each group's).
+  const started = performance.now();
+  for (const model of input.groups ? [input.groups.interactive.model, input.groups.batch.model] : [input.router.model])
+    await verifyThrough(input, model, signal, say);
+  const readinessSeconds = (performance.now() - started) / 1000;
 
   const before = await readRequestCounts(input.router.metricsUrl, signal);
-  // The host's plan, as N workers run it (concurrency and rates scaled): never a translation of our own.
-  const plan = gate.forWorkers(input.benchPlan, registered.length, { minRepeats: input.benchRepeats ?? 2 });
-  const levels = plan.rate ? `${plan.rate.join(", ")} req/s offered` : `concurrency ${plan.concurrency.join(", ")}`;
-  say(
-    `ready after ${readiness.elapsedSeconds.toFixed(1)} s; benchmarking ${registered.length} workers at ${levels}, ${plan.repeats} runs each`,
-  );
-  const result = await gate.bench(endpoint, plan, {
-    signal,
-    timeScale: input.timeScale ?? 1,
-    // The router keeps no token counts: the fleet's levels are reconciled with its workers' counters.
-    readCounters: (model: string, s: AbortSignal) => gate.fleetCounters(urls, model, input.apiKey, s),
-    onProgress: (e) => {
-      if (e.kind === "level")
-        say(
-          `${gate.levelName(e.summary)}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
-        );
-    },
-  });
+  const measured = planned
+    ? await measureMixed(input, planned, signal, say)
+    : await measureSweepFleet(input, signal, say);
   if (signal.aborted) throw new Error("the fleet benchmark was interrupted");
   // The router retries a request that failed on one worker on another, so a worker that died during
   // the run may leave no error in the result: the router is asked what it saw of each worker.
   const lost = await workersLost(input.router.url, input.router.metricsUrl, registered, input.apiKey, signal);
   const lostNote = lost.map((l) => `${l.name} (${l.url}: ${l.why})`).join("; ");
-  // The host's verdict, word for word (gate/measurement/verdict.ts); a lost worker named beside it.
-  const verdict = gate.verdictOf(result);
-  if (!verdict.ok)
-    throw new Error(`the fleet benchmark ${verdict.failure}${lostNote ? `; the router lost ${lostNote}` : ""}`);
+  if (measured.failure)
+    throw new Error(`the fleet benchmark ${measured.failure}${lostNote ? `; the router lost ${lostNote}` : ""}`);
   // Failing, not publishing N-1: the figure was measured on N workers and then fewer, so it is neither
   // fleet's, and the router's config still lists the worker. The next up re-gates the host.
   if (lost.length > 0)
@@ -206,8 +216,8 @@ export async function create(inputs: Record<string, unknown>) {
 
   const sent = registered.map((w) => ({ ...w, requests: (after[w.url] ?? 0) - (before[w.url] ?? 0) }));
   const allSent = sent.reduce((s, w) => s + w.requests, 0);
-  const fleet = result.sustainedOutputTokensPerSecond;
   const hostsSum = registered.reduce((s, w) => s + (input.hostFigures[w.name]?.sustainedOutputTokensPerSecond ?? 0), 0);
+  const { failure: _, ...figures } = measured;
   const outs = {
     ...pickInputs(inputs),
     endpoint: input.router.url,
@@ -220,7 +230,79 @@ export async function create(inputs: Record<string, unknown>) {
     })),
     leftOut,
     reconciled: actions,
-    readinessSeconds: readiness.elapsedSeconds,
+    readinessSeconds,
+    ...figures,
+    hostsSustainedOutputTokensPerSecond: hostsSum,
+    // Every rate kept up with (healthy, no capacity figure), or a mixed fleet (its classes' load is
+    // not its capacity): no efficiency.
+    scalingEfficiency: hostsSum > 0 && measured.capacity ? measured.sustainedOutputTokensPerSecond / hostsSum : null,
+    drift: [] as Drift[],
+    verifiedAt: new Date().toISOString(),
+  };
+  return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
+}
+
+type Say = (line: string) => void;
+
+/** What either measurement of the fleet publishes, and the failure that stops it from publishing. */
+interface FleetMeasurement {
+  failure: string | null;
+  capacity: boolean;
+  sweep: Array<Record<string, unknown>>;
+  saturationConcurrency: number | null;
+  saturated: boolean;
+  sustainedOutputTokensPerSecond: number;
+  sustainedInterval: SustainedInterval | null;
+  plan: FleetPlan;
+  mixed: MixedFleetOutput | null;
+}
+
+/** The gate's verify() through the router for MODEL; throws when the fleet does not answer. */
+async function verifyThrough(input: FleetVerificationInputs, model: string, signal: AbortSignal, say: Say) {
+  const endpoint = { url: input.router.url, model, apiKey: input.apiKey };
+  const readiness = await GateModule.verify(endpoint, input.verifyPolicy ?? {}, {
+    signal,
+    onPhase: (phase: string, detail: string) => say(`${phase}: ${detail}`),
+  });
+  if (!readiness.ready)
+    throw new Error(
+      `through the router${input.groups ? ` (${model})` : ""}: ${readiness.diagnosis ?? "the readiness gate failed"}`,
+    );
+  say(`${model} answered through the router after ${readiness.elapsedSeconds.toFixed(1)} s`);
+}
+
+/** One fleet serving one model: the host's plan for N workers through the router, the host's verdict. */
+async function measureSweepFleet(
+  input: FleetVerificationInputs,
+  signal: AbortSignal,
+  say: Say,
+): Promise<FleetMeasurement> {
+  const gate = GateModule;
+  const { registered } = input.workers;
+  const urls = registered.map((w) => w.url);
+  const endpoint = { url: input.router.url, model: input.router.model, apiKey: input.apiKey };
+  // The host's plan, as N workers run it (concurrency and rates scaled): never a translation of our own.
+  const plan = gate.forWorkers(input.benchPlan, registered.length, { minRepeats: input.benchRepeats ?? 2 });
+  const levels = plan.rate ? `${plan.rate.join(", ")} req/s offered` : `concurrency ${plan.concurrency.join(", ")}`;
+  say(`benchmarking ${registered.length} workers at ${levels}, ${plan.repeats} runs each`);
+  const result = await gate.bench(endpoint, plan, {
+    signal,
+    timeScale: input.timeScale ?? 1,
+    // The router keeps no token counts: the fleet's levels are reconciled with its workers' counters.
+    readCounters: (model: string, s: AbortSignal) => gate.fleetCounters(urls, model, input.apiKey, s),
+    onProgress: (e) => {
+      if (e.kind === "level")
+        say(
+          `${gate.levelName(e.summary)}: ${e.summary.outputTokensPerSecond.toFixed(1)} tok/s, ${e.summary.errors} errors`,
+        );
+    },
+  });
+  // The host's verdict, word for word (gate/measurement/verdict.ts).
+  const verdict = gate.verdictOf(result);
+  const fleet = result.sustainedOutputTokensPerSecond;
+  return {
+    failure: verdict.ok ? null : verdict.failure,
+    capacity: verdict.ok && verdict.capacity,
     sweep: result.sweep.map((l) => ({
       concurrency: l.concurrency,
       offeredRequestsPerSecond: l.offeredRequestsPerSecond,
@@ -234,26 +316,85 @@ export async function create(inputs: Record<string, unknown>) {
     saturated: result.saturated,
     sustainedOutputTokensPerSecond: fleet,
     sustainedInterval: sustainedInterval(result),
-    hostsSustainedOutputTokensPerSecond: hostsSum,
-    // Every rate kept up with (healthy, no capacity figure): no efficiency from the offered load.
-    scalingEfficiency: hostsSum > 0 && verdict.capacity ? fleet / hostsSum : null,
     plan: fleetPlan(fleet, registered.length, input.workload),
-    drift: [] as Drift[],
-    verifiedAt: new Date().toISOString(),
+    mixed: null,
   };
-  return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
+}
+
+/**
+ * A mixed fleet: each class's name answers through the router, then both classes at once
+ * (groups.ts). The fleet's figure is the two classes' tok/s in the window; its plan is the batch
+ * job on the batch group.
+ */
+async function measureMixed(
+  input: FleetVerificationInputs,
+  planned: PlannedGroups,
+  signal: AbortSignal,
+  say: Say,
+): Promise<FleetMeasurement> {
+  const bench = GateModule.BenchPlanSchema.parse(input.benchPlan ?? {});
+  const { groups } = planned;
+  const mixed = await measureGroups(planned, {
+    say,
+    run: (classes) => {
+      say(
+        `both classes at once through the router: ${classes.interactive.concurrency} interactive users on ${groups.interactive.model}, ${classes.batch.concurrency} batch requests in flight on ${groups.batch.model}`,
+      );
+      return GateModule.runMixedTraffic({
+        url: input.router.url,
+        apiKey: input.apiKey,
+        // The request shape of the hosts' own sweeps, whose curves predict the fleet.
+        interactive: { ...classes.interactive, maxTokens: bench.sweepMaxTokens },
+        batch: { ...classes.batch, maxTokens: bench.sweepMaxTokens },
+        workers: classes.workers,
+        timeScale: input.timeScale ?? 1,
+        requestTimeoutSeconds: bench.requestTimeoutSeconds,
+        tokenTolerance: bench.certification.tokenTolerance,
+        loadShortfall: bench.certification.loadShortfall,
+        signal,
+      });
+    },
+  });
+  say(mixed.verdict);
+  const batchHosts = mixed.batch.workers.length;
+  return {
+    failure: null,
+    capacity: false,
+    sweep: [],
+    saturationConcurrency: null,
+    saturated: false,
+    sustainedOutputTokensPerSecond:
+      mixed.interactive.measured.outputTokensPerSecond + mixed.batch.measured.outputTokensPerSecond,
+    sustainedInterval: null,
+    plan: fleetPlan(mixed.batch.measured.outputTokensPerSecond, batchHosts, input.workload),
+    mixed,
+  };
 }
 
 /** Nothing that defines the fleet changed: keep the measurement, re-plan for the workload. */
 export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
   const measured = INPUTS.measured(olds);
+  const workload = news.workload as Workload | undefined;
+  const mixed = olds.mixed as MixedFleetOutput | null | undefined;
+  const groups = news.groups as FleetVerificationInputs["groups"];
+  if (mixed && groups) {
+    const replanned = replanGroups(mixed, groups, workload);
+    return {
+      outs: {
+        ...measured,
+        ...pickInputs(news),
+        mixed: replanned,
+        plan: fleetPlan(mixed.batch.measured.outputTokensPerSecond, mixed.batch.workers.length, workload),
+      },
+    };
+  }
   const fleet = Number(olds.sustainedOutputTokensPerSecond);
   const hosts = (news.workers as FleetVerificationInputs["workers"]).registered.length;
   return {
     outs: {
       ...measured,
       ...pickInputs(news),
-      plan: fleetPlan(Number.isFinite(fleet) ? fleet : 0, hosts, news.workload as Workload | undefined),
+      plan: fleetPlan(Number.isFinite(fleet) ? fleet : 0, hosts, workload),
     },
   };
 }
@@ -283,9 +424,14 @@ const REPAIR_WORKER =
   "pulumi up: FleetVerification re-registers the worker (after the host's own gate passed again, where it failed) and re-measures the fleet";
 
 export async function routerDrift(
-  input: Pick<FleetVerificationInputs, "router" | "apiKey" | "workers">,
+  input: Pick<FleetVerificationInputs, "router" | "apiKey" | "workers" | "groups">,
 ): Promise<Drift[]> {
   const { router, apiKey, workers } = input;
+  // A mixed fleet's worker is named with its group: groups.interactive.workers.<host>.
+  const field = (name: string) => {
+    const g = groupOf(input.groups, name);
+    return g ? `groups.${g}.workers.${name}` : `workers.${name}`;
+  };
   try {
     const actual = await listWorkers(router.url, apiKey);
     const drift: Drift[] = workerDifferences(
@@ -301,7 +447,7 @@ export async function routerDrift(
             repair: "pulumi up: FleetVerification removes it from the router and re-measures the fleet",
           }
         : {
-            field: `workers.${name ?? d.url}`,
+            field: name ? field(name) : `workers.${d.url}`,
             expected: `registered and healthy at ${d.url}`,
             found: foundInRouter(d),
             repair: REPAIR_WORKER,

@@ -3,10 +3,85 @@
 import { z } from "zod";
 import { pipIndexUrlSchema } from "../serving-env/schema";
 import { PATH_MAX_CHARS, atMostChars } from "../text-bounds";
+import { SERVICE_KINDS, ServicesSchema } from "../services/schema";
 
 export const ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "random", "least_load"] as const;
 
 const port = z.number().int().min(1).max(65535);
+
+const hostName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "must name a host of `hosts`");
+
+/** One class's hosts: the service each runs and the name its class asks for (SMG routes by it). */
+const groupSchema = z.object({
+  service: z
+    .enum(SERVICE_KINDS)
+    .describe("The service every host of the group runs (its services.<kind> section must be set)."),
+  servedModelName: ServicesSchema.shape.servedModelName
+    .unwrap()
+    .describe(
+      "--served-model-name of the group's hosts: the `model` its class's requests carry, which SMG's model registry routes to the hosts serving it.",
+    ),
+  hosts: z.array(hostName).min(1).describe("The `hosts` entries of the group."),
+});
+
+/** Two classes of traffic behind the one router, each on its own group of hosts (issue 29). */
+export const RouterGroupsSchema = z
+  .object({
+    interactive: groupSchema
+      .extend({
+        users: z
+          .number()
+          .int()
+          .min(1)
+          .max(100_000)
+          .describe("Concurrent users, each with one request in flight: the interactive load the fleet must hold."),
+        ttftP95Seconds: z.number().positive().describe("The users' objective: time to first token, p95, seconds."),
+        itlP95Seconds: z
+          .number()
+          .positive()
+          .describe("The users' objective: inter-token latency per token, p95, seconds ((e2e - TTFT) / (tokens - 1))."),
+        requestsPerUser: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .default(4)
+          .describe(
+            "Requests each user sends in the mixed measurement: its window, in which the batch class is measured too.",
+          ),
+      })
+      .strict()
+      .describe("People waiting for answers: judged by TTFT and inter-token latency."),
+    batch: groupSchema
+      .extend({
+        perHostConcurrency: z
+          .number()
+          .int()
+          .min(1)
+          .max(4096)
+          .optional()
+          .describe(
+            "Batch requests in flight per host in the mixed measurement; default: the level of the group's service's highest measured throughput on one host.",
+          ),
+      })
+      .strict()
+      .describe("The job of `workload` (completions x tokens to its deadline): judged by its throughput."),
+  })
+  .strict()
+  .describe(
+    "A mixed fleet: each host runs its group's service under its group's served name, each class's requests reach only its group through SMG's model registry, both classes are measured at once through the router, and the split is planned from the hosts' own measured curves. Every host must be in exactly one group.",
+  );
+export type RouterGroups = z.infer<typeof RouterGroupsSchema>;
+export const GROUP_NAMES = ["interactive", "batch"] as const;
+export type GroupName = (typeof GROUP_NAMES)[number];
+
+/** The group HOST belongs to, or undefined. */
+export function groupOf(
+  groups: Record<GroupName, { hosts: string[] }> | undefined,
+  host: string,
+): GroupName | undefined {
+  return GROUP_NAMES.find((g) => groups?.[g].hosts.includes(host));
+}
 
 export const RouterSchema = z
   .object({
@@ -106,6 +181,7 @@ export const RouterSchema = z
       .max(3600)
       .default(300)
       .describe("How long FleetVerification waits for every registered worker to be healthy in the router."),
+    groups: RouterGroupsSchema.optional(),
   })
   .strict()
   .describe(
@@ -117,13 +193,14 @@ export type RouterConfig = z.infer<typeof RouterSchema>;
 /** What the `router` section asks that the rest of the stack cannot give. */
 export function routerConfigIssues(c: {
   hosts: Array<{ name: string; connection: { kind: string } }>;
-  router?: { host: string; bind: string; minHealthyHosts?: number };
+  router?: { host: string; bind: string; minHealthyHosts?: number; groups?: RouterGroups };
   apiKey?: string;
-  services: { host: string };
+  services: { host: string; active: string; compare: boolean; eagle3?: unknown; dflash?: unknown };
 }): Array<{ path: PropertyKey[]; message: string }> {
   const r = c.router;
   if (!r) return [];
   const issues: Array<{ path: PropertyKey[]; message: string }> = [];
+  if (r.groups) issues.push(...groupIssues(c, r.groups));
   const on = c.hosts.find((h) => h.name === r.host);
   if (!on)
     issues.push({
@@ -166,6 +243,54 @@ export function routerConfigIssues(c: {
           path: ["services", "host"],
           message: `is loopback, so the router on '${on.name}' cannot reach host '${h.name}' (hosts[${i}]): bind 0.0.0.0 (with apiKey)`,
         });
+    });
+  return issues;
+}
+
+/** What `router.groups` asks that the stack cannot give: every host in exactly one group, each service configured. */
+function groupIssues(
+  c: Parameters<typeof routerConfigIssues>[0],
+  groups: RouterGroups,
+): Array<{ path: PropertyKey[]; message: string }> {
+  const issues: Array<{ path: PropertyKey[]; message: string }> = [];
+  const names = c.hosts.map((h) => h.name);
+  const seen = new Map<string, GroupName>();
+  for (const g of GROUP_NAMES) {
+    const group = groups[g];
+    group.hosts.forEach((h, i) => {
+      if (!names.includes(h))
+        issues.push({
+          path: ["router", "groups", g, "hosts", i],
+          message: `names no host (hosts: ${names.join(", ")})`,
+        });
+      const other = seen.get(h);
+      if (other !== undefined)
+        issues.push({
+          path: ["router", "groups", g, "hosts", i],
+          message: `host '${h}' is also in the ${other} group: a host serves one class`,
+        });
+      seen.set(h, g);
+    });
+    if (group.service !== "autoregressive" && c.services[group.service] === undefined)
+      issues.push({
+        path: ["router", "groups", g, "service"],
+        message: `is ${group.service}, but services.${group.service} is not set`,
+      });
+  }
+  c.hosts.forEach((h, i) => {
+    if (!seen.has(h.name))
+      issues.push({ path: ["hosts", i], message: `host '${h.name}' is in no group of router.groups` });
+  });
+  if (groups.interactive.servedModelName === groups.batch.servedModelName)
+    issues.push({
+      path: ["router", "groups", "batch", "servedModelName"],
+      message: `is the interactive group's too: SMG routes each class by its name, so the two must differ`,
+    });
+  if (c.services.compare || c.services.active === "auto")
+    issues.push({
+      path: ["services", c.services.compare ? "compare" : "active"],
+      message:
+        "comparing services on the hosts of a mixed fleet would switch the groups' services: the groups name each host's service (measure the curves with gpuhost compare on one host)",
     });
   return issues;
 }

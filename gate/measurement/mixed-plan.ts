@@ -91,7 +91,7 @@ function interactiveCapacity(c: ServiceCurve, d: InteractiveDemand): number | nu
 }
 
 /** The highest sustained tok/s of one host and the level it was measured at, or null. */
-function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: number } | null {
+export function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: number } | null {
   const best = counted(c).reduce<(typeof c.sweep)[number] | null>(
     (a, p) => (a === null || p.outputTokensPerSecond > a.outputTokensPerSecond ? p : a),
     null,
@@ -281,7 +281,7 @@ export function degradedPlan(
       );
     else
       lines.push(
-        `${lead}: ${perHost} users per host, measured at ${point.level}: TTFT p95 ${ttft?.toFixed(2) ?? "n/a"} s, ITL p95 ${itl === null ? "n/a" : (itl * 1000).toFixed(1)} ms/token: the objective ${meets ? "still holds" : `is missed (restore ${g.hosts - hosts} host(s))`}.`,
+        `${lead}: ${perHost} users per host, measured at ${point.level}: TTFT p95 ${ttft?.toFixed(2) ?? "n/a"} s, ITL p95 ${itl === null ? "n/a" : (itl * 1000).toFixed(1)} ms/token: the objective ${meets ? "still holds" : `is missed${hosts < g.hosts ? ` (restore ${g.hosts - hosts} host(s))` : " even with every host"}`}.`,
       );
   }
   let b: DegradedPlan["batch"] = null;

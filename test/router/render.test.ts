@@ -2,7 +2,7 @@
 // config (no key), worker URLs as the router reaches them, which hosts become workers, and the
 // `router` config section's refusals.
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../stack/config";
+import { hostConfig, parseConfig } from "../../stack/config";
 import { fleetWorkers } from "../../components/router/router";
 import {
   renderRouterUnit,
@@ -156,6 +156,48 @@ describe("config `router`", () => {
       "gpuhost:hosts[2].port: port 31411 is also host 'sim-fleet-1's, on the same machine: give each its own hosts[].port",
     ]);
   });
+  it("router.groups (sim-mixed): each host runs its group's service under its group's name; every host in one group, each name its own", () => {
+    const raw = stackConfig("sim-mixed");
+    const c = parseConfig(raw);
+    const of = (name: string) =>
+      hostConfig(
+        c,
+        c.hosts.find((h) => h.name === name)!,
+      ).services;
+    expect(of("sim-mixed-1")).toMatchObject({
+      active: "eagle3",
+      servedModelName: "kimi-k2.6-interactive",
+      port: 31421,
+    });
+    expect(of("sim-mixed-4")).toMatchObject({ active: "autoregressive", servedModelName: "kimi-k2.6", port: 31424 });
+    expect(c.router?.groups?.interactive.requestsPerUser).toBe(4);
+    const r = raw.router as { groups: { interactive: Record<string, unknown>; batch: Record<string, unknown> } };
+    const with_ = (groups: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      issues({ ...raw, ...extra, router: { ...r, groups: { ...r.groups, ...groups } } });
+    expect(with_({ batch: { ...r.groups.batch, hosts: ["sim-mixed-3"] } })).toEqual([
+      "gpuhost:hosts[3]: host 'sim-mixed-4' is in no group of router.groups",
+    ]);
+    expect(
+      with_({ batch: { ...r.groups.batch, hosts: ["sim-mixed-2", "sim-mixed-3", "sim-mixed-4", "gpu-9"] } }),
+    ).toEqual([
+      "gpuhost:router.groups.batch.hosts[0]: host 'sim-mixed-2' is also in the interactive group: a host serves one class",
+      "gpuhost:router.groups.batch.hosts[3]: names no host (hosts: sim-mixed-1, sim-mixed-2, sim-mixed-3, sim-mixed-4)",
+    ]);
+    expect(with_({ batch: { ...r.groups.batch, servedModelName: "kimi-k2.6-interactive" } })).toEqual([
+      "gpuhost:router.groups.batch.servedModelName: is the interactive group's too: SMG routes each class by its name, so the two must differ",
+    ]);
+    expect(with_({ batch: { ...r.groups.batch, service: "dflash" } })).toEqual([
+      "gpuhost:router.groups.batch.service: is dflash, but services.dflash is not set",
+    ]);
+    expect(with_({}, { services: { ...(raw.services as object), compare: true } })).toEqual([
+      "gpuhost:services.compare: comparing services on the hosts of a mixed fleet would switch the groups' services: the groups name each host's service (measure the curves with gpuhost compare on one host)",
+    ]);
+    expect(with_({ interactive: { ...r.groups.interactive, users: 0, sla: 1 } }).sort()).toEqual([
+      "gpuhost:router.groups.interactive.sla: unknown key",
+      "gpuhost:router.groups.interactive.users: Too small: expected number to be >=1",
+    ]);
+  });
+
   it("refuses a router on an SSH host bound to loopback: FleetVerification could not reach it", () => {
     const raw = {
       hosts: [{ name: "r", connection: { kind: "ssh", host: "10.0.0.1" } }],

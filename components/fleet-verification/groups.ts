@@ -1,0 +1,376 @@
+/**
+ * A mixed fleet's measurement (router.groups, issue 29): each class reaches its group through SMG's
+ * model registry (the group's served name), both classes are sent at once through the router
+ * (gate/measurement/mixed-run.ts) and each is certified: no failed request, its tokens reconciled
+ * with the workers' counters by its name, the interactive users applied, and every token of a name
+ * generated on its own group's hosts (a router that ignored the name fails here, named). Beside the
+ * measurement, the prediction from the hosts' own measured curves (each group's first registered
+ * host's sweep): the configured split as mixed-plan.ts judges it with the left-out hosts out of their
+ * groups (what the fleet can still promise), and the fewest hosts that would do, beside the
+ * homogeneous fleets. Failing a certificate or routing fails the create; missing an objective or the
+ * deadline does not (the fleet serves, and the outputs say by how much it misses).
+ */
+import { z } from "zod";
+import * as GateModule from "../../gate/index";
+import type { Workload } from "../../gate/schema";
+import {
+  batchCapacity,
+  CurvesSchema,
+  degradedPlan,
+  mixedPlan,
+  type BatchDemand,
+  type DegradedPlan,
+  type GroupChoice,
+  type InteractiveDemand,
+  type MixedPlan,
+  type ServiceCurve,
+} from "../../gate/measurement/mixed-plan";
+import type { ClassResult, MixedTrafficResult } from "../../gate/measurement/mixed-run";
+import { GROUP_NAMES, type GroupName } from "../router/schema";
+
+const service = z.enum(["autoregressive", "eagle3", "dflash"]);
+
+/** The groups as FleetVerification takes them: each group's service, served name and host names. */
+export const FleetGroupsInputSchema = z.object({
+  interactive: z.object({
+    service,
+    model: z.string(),
+    hosts: z.array(z.string()).min(1),
+    users: z.number().int().positive(),
+    ttftP95Seconds: z.number().positive(),
+    itlP95Seconds: z.number().positive(),
+    requestsPerUser: z.number().int().positive(),
+  }),
+  batch: z.object({
+    service,
+    model: z.string(),
+    hosts: z.array(z.string()).min(1),
+    perHostConcurrency: z.number().int().positive().optional(),
+  }),
+});
+export type FleetGroupsInput = z.infer<typeof FleetGroupsInputSchema>;
+
+/** One point of a host's own sweep, as the split reads it. */
+export const CurvePointSchema = CurvesSchema.shape.services.element.shape.sweep.element;
+
+const seconds = (what: string) => z.number().nullable().describe(`${what}, host seconds; null: none measured`);
+
+/** What one group measured through the router in the mixed window. */
+const GroupMeasuredSchema = z.object({
+  concurrency: z.number().describe("Requests in flight at once: the interactive users, or the batch slots"),
+  requests: z.number().describe("Requests counted (the batch's: those with tokens inside the window)"),
+  errors: z.number().describe("Failed requests (a certified class has none)"),
+  outputTokensPerSecond: z.number().describe("Output tokens per host second within the window"),
+  ttftP95Seconds: seconds("Time to first token, p95"),
+  itlPerTokenP95Seconds: seconds("Inter-token latency per token, p95: (e2e - TTFT) / (tokens - 1)"),
+  reconciled: z.string().describe("The class's tokens against the workers' counters by its served name"),
+  load: z.string().nullable().describe("Interactive: the users asked for were applied; null for the batch"),
+  servedBy: z.record(z.string(), z.number()).describe("Tokens of the class's name each worker generated (host name)"),
+});
+export type GroupMeasured = z.infer<typeof GroupMeasuredSchema>;
+
+const GroupOutputSchema = z.object({
+  service: z.string().describe("The service the group's hosts run"),
+  model: z.string().describe("The served name its class asks for"),
+  workers: z.array(z.string()).describe("Its hosts that passed their gate: the router's workers for its name"),
+  leftOut: z.array(z.string()).describe("Its hosts left out (their gate failed)"),
+  measured: GroupMeasuredSchema,
+  meets: z.boolean().describe("Interactive: the objective held; batch: the deadline"),
+});
+type GroupOutput = z.infer<typeof GroupOutputSchema>;
+
+const objectWith = <T>(key: string, what: string) =>
+  z.custom<T>((v) => typeof v === "object" && v !== null && key in v, `must be ${what}`);
+
+/** A mixed fleet's outputs (stack/outputs.ts FleetOutputsSchema `mixed`). */
+export const MixedFleetOutputSchema = z
+  .object({
+    interactive: GroupOutputSchema.extend({
+      objective: z.object({ users: z.number(), ttftP95Seconds: z.number(), itlP95Seconds: z.number() }),
+    }),
+    batch: GroupOutputSchema.extend({
+      neededTokensPerSecond: z.number().describe("The job's tokens over its deadline's seconds"),
+      daysForJob: z.number().nullable().describe("Days the job takes at the measured batch throughput"),
+      deadlineDays: z.number(),
+    }),
+    windowSeconds: z.number().describe("Host seconds of the interactive run: the window both classes were measured in"),
+    predicted: objectWith<DegradedPlan>("verdict", "a degraded plan").describe(
+      "The configured groups as the hosts' own curves predict them, left-out hosts out of their groups: what the fleet can still promise (gate/measurement/mixed-plan.ts degradedPlan)",
+    ),
+    plan: objectWith<MixedPlan>("homogeneous", "a mixed plan").describe(
+      "The fewest hosts for this demand from the same curves, beside the homogeneous fleets (mixedPlan; gpuhost plan --curves)",
+    ),
+    curves: z
+      .array(z.object({ service: z.string(), sweep: z.array(CurvePointSchema) }))
+      .describe("Per service, one host's own sweep: what the prediction and the plan read"),
+    verdict: z.string().describe("Each class against its objective, as measured"),
+  })
+  .describe(
+    "A mixed fleet (router.groups): both classes at once through the router, each certified, beside the prediction",
+  );
+export type MixedFleetOutput = z.infer<typeof MixedFleetOutputSchema>;
+
+interface Worker {
+  name: string;
+  url: string;
+}
+
+/** The demand the stack's groups and workload describe. */
+export function groupDemand(
+  groups: FleetGroupsInput,
+  workload: Workload | undefined,
+): { interactive: InteractiveDemand; batch: BatchDemand } {
+  const w = GateModule.WorkloadSchema.parse(workload ?? {});
+  return {
+    interactive: {
+      users: groups.interactive.users,
+      ttftP95Seconds: groups.interactive.ttftP95Seconds,
+      itlP95Seconds: groups.interactive.itlP95Seconds,
+    },
+    batch: {
+      completions: w.completions,
+      outputTokensPerCompletion: w.outputTokensPerCompletion,
+      deadlineDays: w.deadlineDays,
+    },
+  };
+}
+
+/** Per service of the groups, the first registered host's own sweep that has one; a service without any fails. */
+export function groupCurves(
+  groups: FleetGroupsInput,
+  registered: Worker[],
+  curveOf: (host: string) => ServiceCurve["sweep"] | null | undefined,
+): ServiceCurve[] {
+  const curves: ServiceCurve[] = [];
+  for (const g of GROUP_NAMES) {
+    const group = groups[g];
+    if (curves.some((c) => c.service === group.service)) continue;
+    const host = registered.find((w) => group.hosts.includes(w.name) && (curveOf(w.name)?.length ?? 0) > 0);
+    if (!host)
+      throw new Error(
+        `the ${g} group's hosts have no measured sweep of ${group.service}: the split is planned from the hosts' own curves (benchmark.concurrency)`,
+      );
+    curves.push({ service: group.service, sweep: curveOf(host.name)! });
+  }
+  return curves;
+}
+
+/** The configured groups as a plan mixed-plan.ts can judge: their sizes, not the fewest hosts. */
+export function configuredSplit(
+  groups: FleetGroupsInput,
+  curves: ServiceCurve[],
+  demand: InteractiveDemand,
+): MixedPlan {
+  const curve = curves.find((c) => c.service === groups.batch.service);
+  const b = curve ? batchCapacity(curve) : null;
+  const interactive: GroupChoice = {
+    service: groups.interactive.service,
+    hosts: groups.interactive.hosts.length,
+    perHostConcurrency: Math.ceil(demand.users / groups.interactive.hosts.length),
+    perHost: Math.ceil(demand.users / groups.interactive.hosts.length),
+    why: "configured",
+  };
+  const batch: GroupChoice | null = b
+    ? {
+        service: groups.batch.service,
+        hosts: groups.batch.hosts.length,
+        perHostConcurrency: groups.batch.perHostConcurrency ?? b.level,
+        perHost: b.tokensPerSecond,
+        why: "configured",
+      }
+    : null;
+  return {
+    interactive,
+    batch,
+    hosts: interactive.hosts + groups.batch.hosts.length,
+    homogeneous: [],
+    savedHosts: null,
+    verdict: "",
+  };
+}
+
+/** The groups before any request: their curves, the configured split and what it can promise. */
+export interface PlannedGroups {
+  groups: FleetGroupsInput;
+  registered: Worker[];
+  leftOut: Worker[];
+  demand: { interactive: InteractiveDemand; batch: BatchDemand };
+  curves: ServiceCurve[];
+  configured: MixedPlan;
+  predicted: DegradedPlan;
+  plan: MixedPlan;
+}
+
+/**
+ * The split the fleet is measured against, from its hosts' own curves; throws when a group has no
+ * host that passed its gate (its class cannot be served), with what the fleet can no longer promise.
+ */
+export function planGroups(
+  groups: FleetGroupsInput,
+  ctx: {
+    registered: Worker[];
+    leftOut: Worker[];
+    curveOf: (host: string) => ServiceCurve["sweep"] | null | undefined;
+    workload: Workload | undefined;
+  },
+): PlannedGroups {
+  const demand = groupDemand(groups, ctx.workload);
+  const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
+  const down = {
+    interactive: inGroup("interactive", ctx.leftOut).length,
+    batch: inGroup("batch", ctx.leftOut).length,
+  };
+  const empty = GROUP_NAMES.find((g) => inGroup(g, ctx.registered).length === 0);
+  // With a group empty there is no curve of its service to judge by: its class is simply not served.
+  const curves = empty ? [] : groupCurves(groups, ctx.registered, ctx.curveOf);
+  const configured = configuredSplit(groups, curves, demand.interactive);
+  const predicted = degradedPlan(curves, configured, demand.interactive, demand.batch, down);
+  if (empty)
+    throw new Error(
+      `the ${empty} group has no host that passed its gate (left out: ${inGroup(empty, ctx.leftOut)
+        .map((w) => w.name)
+        .join(", ")}): ${predicted.verdict}`,
+    );
+  return {
+    groups,
+    registered: ctx.registered,
+    leftOut: ctx.leftOut,
+    demand,
+    curves,
+    configured,
+    predicted,
+    plan: mixedPlan(curves, demand.interactive, demand.batch),
+  };
+}
+
+export interface GroupsMeasureContext {
+  /** Runs both classes at once through the router (mixed-run.ts runMixedTraffic, its router and options bound). */
+  run: (classes: {
+    interactive: { model: string; concurrency: number; requestsPerUser: number };
+    batch: { model: string; concurrency: number };
+    workers: string[];
+  }) => Promise<MixedTrafficResult>;
+  say: (line: string) => void;
+}
+
+/** The grouped fleet measured, certified and judged; throws where a class fails its certificate or routing. */
+export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<MixedFleetOutput> {
+  const { groups, demand, configured, predicted, plan, curves } = p;
+  const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
+  if (p.leftOut.length > 0) ctx.say(`hosts left out of their groups: ${predicted.verdict}`);
+  const perHost = configured.batch?.perHostConcurrency ?? 1;
+  const batchWorkers = inGroup("batch", p.registered);
+  const result = await ctx.run({
+    interactive: {
+      model: groups.interactive.model,
+      concurrency: groups.interactive.users,
+      requestsPerUser: groups.interactive.requestsPerUser,
+    },
+    batch: { model: groups.batch.model, concurrency: perHost * batchWorkers.length },
+    workers: p.registered.map((w) => w.url),
+  });
+  const certify = (g: GroupName, r: ClassResult) => {
+    const own = inGroup(g, p.registered).map((w) => w.url);
+    const strays = Object.entries(r.servedBy).filter(([url, t]) => !own.includes(url) && t !== 0);
+    const problems = [
+      r.errors > 0 ? `${r.errors} of its requests failed` : null,
+      r.reconciled.ok ? null : `its tokens do not reconcile: ${r.reconciled.detail}`,
+      r.load && !r.load.ok ? `its users were not applied: ${r.load.detail}` : null,
+      strays.length > 0
+        ? `the router sent ${r.model} to hosts outside its group: ${strays
+            .map(([url, t]) => `${p.registered.find((w) => w.url === url)?.name ?? url} (${t} tokens)`)
+            .join(", ")}`
+        : null,
+    ].filter((p): p is string => p !== null);
+    if (problems.length > 0)
+      throw new Error(`the mixed fleet's ${g} class (${r.model}) is not certified: ${problems.join("; ")}`);
+  };
+  certify("interactive", result.interactive);
+  certify("batch", result.batch);
+  const measured = (r: ClassResult): GroupMeasured => ({
+    concurrency: r.concurrency,
+    requests: r.requests,
+    errors: r.errors,
+    outputTokensPerSecond: r.outputTokensPerSecond,
+    ttftP95Seconds: r.ttftP95Seconds,
+    itlPerTokenP95Seconds: r.itlPerTokenP95Seconds,
+    reconciled: r.reconciled.detail,
+    load: r.load?.detail ?? null,
+    servedBy: Object.fromEntries(
+      Object.entries(r.servedBy).map(([url, t]) => [p.registered.find((w) => w.url === url)?.name ?? url, t]),
+    ),
+  });
+  const i = measured(result.interactive);
+  const b = measured(result.batch);
+  const judged = judge(groups, demand, i, b);
+  const group = (g: GroupName, m: GroupMeasured, meets: boolean): GroupOutput => ({
+    service: groups[g].service,
+    model: groups[g].model,
+    workers: inGroup(g, p.registered).map((w) => w.name),
+    leftOut: inGroup(g, p.leftOut).map((w) => w.name),
+    measured: m,
+    meets,
+  });
+  return {
+    interactive: { ...group("interactive", i, judged.meetsInteractive), objective: demand.interactive },
+    batch: { ...group("batch", b, judged.meetsBatch), ...judged.deadline },
+    windowSeconds: result.windowSeconds,
+    predicted,
+    plan,
+    curves,
+    verdict: judged.verdict,
+  };
+}
+
+/** Each class against its objective: the interactive latencies, the batch throughput against the deadline. */
+function judge(
+  groups: FleetGroupsInput,
+  demand: { interactive: InteractiveDemand; batch: BatchDemand },
+  i: GroupMeasured,
+  b: GroupMeasured,
+) {
+  const o = demand.interactive;
+  const meetsInteractive =
+    i.ttftP95Seconds !== null &&
+    i.ttftP95Seconds <= o.ttftP95Seconds &&
+    i.itlPerTokenP95Seconds !== null &&
+    i.itlPerTokenP95Seconds <= o.itlP95Seconds;
+  const total = demand.batch.completions * demand.batch.outputTokensPerCompletion;
+  const needed = total / (demand.batch.deadlineDays * 86_400);
+  const tps = b.outputTokensPerSecond;
+  const meetsBatch = tps >= needed;
+  const ms = (v: number | null) => (v === null ? "n/a" : `${(v * 1000).toFixed(1)} ms`);
+  const tok = (v: number) => Math.round(v).toLocaleString("en-US");
+  return {
+    meetsInteractive,
+    meetsBatch,
+    deadline: {
+      neededTokensPerSecond: needed,
+      daysForJob: tps > 0 ? total / (tps * 86_400) : null,
+      deadlineDays: demand.batch.deadlineDays,
+    },
+    verdict: [
+      `interactive (${groups.interactive.service}, ${i.concurrency} users): TTFT p95 ${i.ttftP95Seconds?.toFixed(2) ?? "n/a"} s of ${o.ttftP95Seconds}, ITL p95 ${ms(i.itlPerTokenP95Seconds)}/token of ${ms(o.itlP95Seconds)}: the objective is ${meetsInteractive ? "met" : "MISSED"}`,
+      `batch (${groups.batch.service}, ${b.concurrency} in flight): ${tok(tps)} tok/s of the ${tok(needed)} the deadline needs: the deadline is ${meetsBatch ? "met" : "MISSED"}`,
+    ].join("; "),
+  };
+}
+
+/** A workload change on a measured grouped fleet: the deadline judged again, the plan made again, nothing re-measured. */
+export function replanGroups(
+  old: MixedFleetOutput,
+  groups: FleetGroupsInput,
+  workload: Workload | undefined,
+): MixedFleetOutput {
+  const demand = groupDemand(groups, workload);
+  const judged = judge(groups, demand, old.interactive.measured, old.batch.measured);
+  const configured = configuredSplit(groups, old.curves, demand.interactive);
+  const down = { interactive: old.interactive.leftOut.length, batch: old.batch.leftOut.length };
+  return {
+    ...old,
+    batch: { ...old.batch, meets: judged.meetsBatch, ...judged.deadline },
+    verdict: judged.verdict,
+    predicted: degradedPlan(old.curves, configured, demand.interactive, demand.batch, down),
+    plan: mixedPlan(old.curves, demand.interactive, demand.batch),
+  };
+}

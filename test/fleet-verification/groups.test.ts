@@ -1,0 +1,217 @@
+// A mixed fleet (router.groups) through FleetVerification's provider functions, against the real
+// SMG (hash-locked venv) in front of simulators: two EAGLE-3 hosts serving `tiny-interactive`, one
+// autoregressive host serving `tiny`, and a host of the interactive group whose gate failed (left
+// out). Both classes run at once through the router, each certified; what the left-out host costs
+// is said beside the measurement. A host that serves another group's name (a misconfigured unit) has
+// that class sent to it by SMG: the create fails naming it. A stopped host's drift names its group.
+// The hosts' curves are written here (what their own sweeps would hand over), so the prediction is a
+// fixture's; the measurement is real.
+import { afterEach, describe, expect, it } from "vitest";
+import { create, read, update } from "../../components/fleet-verification/provider";
+import type { MixedFleetOutput } from "../../components/fleet-verification/groups";
+import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
+import { withSpeculative } from "../../simulator/profile";
+import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import type { Drift } from "../../components/drift/schema";
+
+const TIME_SCALE = 2;
+const sims: RunningSimulator[] = [];
+let router: RunningRouter | null = null;
+afterEach(async () => {
+  await router?.stop();
+  router = null;
+  await Promise.all(sims.splice(0).map((s) => s.close()));
+});
+
+const QUICK = {
+  "worker-startup-check-interval": 1,
+  "health-check-interval-secs": 1,
+  "health-check-timeout-secs": 1,
+  "health-failure-threshold": 2,
+  "health-success-threshold": 1,
+};
+
+async function sim(service: "eagle3" | "autoregressive", servedModelName: string): Promise<RunningSimulator> {
+  const profile =
+    service === "eagle3"
+      ? withSpeculative(loadProfile("tiny"), { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3" })
+      : "tiny";
+  const s = await startSimulator({ profile, servedModelName, port: 0, timeScale: TIME_SCALE, log: () => undefined });
+  sims.push(s);
+  return s;
+}
+
+/** A host's own sweep as it would hand it over (written here: the prediction is this fixture's). */
+const curve = (points: Array<[number, number, number, number]>) =>
+  points.map(([level, tps, ttft, itl]) => ({
+    level,
+    mode: "closed",
+    outputTokensPerSecond: tps,
+    ttftP95Seconds: ttft,
+    itlPerTokenP95Seconds: itl,
+    errors: 0,
+    withinErrorBudget: true,
+  }));
+const EAGLE3_CURVE = curve([
+  [1, 200, 0.1, 0.004],
+  [2, 380, 0.1, 0.005],
+  [4, 600, 0.2, 0.007],
+]);
+const AR_CURVE = curve([
+  [1, 120, 0.1, 0.008],
+  [2, 230, 0.1, 0.009],
+  [4, 420, 0.2, 0.01],
+]);
+
+function inputs(hosts: Record<string, RunningSimulator>, leftOut: string[], over: Record<string, unknown> = {}) {
+  const all = Object.entries(hosts);
+  return {
+    providerVersion: "3",
+    router: { url: router!.url, metricsUrl: router!.metricsUrl, model: "tiny" },
+    routerIdentity: "id-1",
+    workers: {
+      registered: all.filter(([n]) => !leftOut.includes(n)).map(([name, s]) => ({ name, url: s.url })),
+      leftOut: all
+        .filter(([n]) => leftOut.includes(n))
+        .map(([name, s]) => ({ name, url: s.url, reason: "the gate timed out in phase generate" })),
+    },
+    hostFigures: Object.fromEntries(
+      all.map(([name]) => [
+        name,
+        {
+          sustainedOutputTokensPerSecond: 100,
+          verifiedAt: "t1",
+          curve: name.startsWith("i") ? EAGLE3_CURVE : AR_CURVE,
+        },
+      ]),
+    ),
+    groups: {
+      interactive: {
+        service: "eagle3",
+        model: "tiny-interactive",
+        hosts: ["i1", "i2", "i3"],
+        users: 2,
+        ttftP95Seconds: 5,
+        itlP95Seconds: 0.5,
+        requestsPerUser: 3,
+      },
+      batch: { service: "autoregressive", model: "tiny", hosts: ["b1"], perHostConcurrency: 4 },
+    },
+    minHealthyHosts: 1,
+    verifyPolicy: { deadlineSeconds: 60 },
+    benchPlan: { sweepMaxTokens: 128, requestTimeoutSeconds: 300 },
+    workload: { completions: 1000, outputTokensPerCompletion: 128, deadlineDays: 1 },
+    readyDeadlineSeconds: 60,
+    timeScale: TIME_SCALE,
+    ...over,
+  };
+}
+
+describe("a mixed fleet through FleetVerification and the real SMG", () => {
+  it("both classes at once, each on its own group and certified; the left-out host's cost is said; drift names the group", async () => {
+    const hosts = {
+      i1: await sim("eagle3", "tiny-interactive"),
+      i2: await sim("eagle3", "tiny-interactive"),
+      i3: await sim("eagle3", "tiny-interactive"),
+      b1: await sim("autoregressive", "tiny"),
+    };
+    // i3's gate failed: it is not one of the router's workers.
+    router = await startRouter({
+      venv: smgVenv(),
+      workerUrls: [hosts.i1.url, hosts.i2.url, hosts.b1.url],
+      policy: "round_robin",
+      extraConfig: QUICK,
+    });
+    await waitForHealthyWorkers(router.url, 3);
+    const r = await create(inputs(hosts, ["i3"]));
+    const m = r.outs.mixed as MixedFleetOutput;
+    expect(m.interactive.workers).toEqual(["i1", "i2"]);
+    expect(m.interactive.leftOut).toEqual(["i3"]);
+    expect(m.batch.workers).toEqual(["b1"]);
+    // Each name generated on its own group's hosts only, by SMG's registry.
+    expect(m.interactive.measured.servedBy.b1).toBe(0);
+    expect(m.interactive.measured.servedBy.i1 + m.interactive.measured.servedBy.i2).toBe(2 * 3 * 128);
+    expect(m.batch.measured.servedBy.i1 + m.batch.measured.servedBy.i2).toBe(0);
+    expect(m.batch.measured.servedBy.b1).toBeGreaterThan(0);
+    expect(m.interactive.measured.errors + m.batch.measured.errors).toBe(0);
+    expect(m.interactive.measured.reconciled).toMatch(/^the server's sglang counters: 768 tokens /);
+    expect(m.batch.measured.concurrency).toBe(4);
+    // What the left-out host costs, from the curves: 2 users on 2 of 3 hosts, judged at level 1.
+    expect(m.predicted.verdict).toMatch(/^interactive, 2 of 3 eagle3 hosts: 1 users per host, measured at 1: /);
+    expect(m.predicted.interactive).toMatchObject({ hosts: 2, perHost: 1, meetsObjective: true });
+    expect(m.interactive.meets).toBe(true);
+    expect(m.verdict).toMatch(
+      /interactive \(eagle3, 2 users\): .* the objective is met; batch \(autoregressive, 4 in flight\): /,
+    );
+    // The plan from the same curves: one EAGLE-3 host holds both users; one AR host does the batch job.
+    expect(m.plan.interactive).toMatchObject({ service: "eagle3", hosts: 1 });
+    expect(m.curves.map((c) => c.service)).toEqual(["eagle3", "autoregressive"]);
+    // The fleet's figure: both classes in the window; its plan is the batch job on the batch group.
+    expect(r.outs.sustainedOutputTokensPerSecond).toBeCloseTo(
+      m.interactive.measured.outputTokensPerSecond + m.batch.measured.outputTokensPerSecond,
+      6,
+    );
+    expect(r.outs.scalingEfficiency).toBeNull();
+    expect((r.outs.plan as { hosts: number }).hosts).toBe(1);
+
+    // A workload change re-judges the deadline from the measurement, nothing re-measured.
+    const needed = (completions: number) => (completions * 128) / 86_400;
+    const u = await update(
+      "id",
+      r.outs,
+      inputs(hosts, ["i3"], { workload: { completions: 1e9, outputTokensPerCompletion: 128, deadlineDays: 1 } }),
+    );
+    const um = (u.outs as Record<string, unknown>).mixed as MixedFleetOutput;
+    expect(um.batch.neededTokensPerSecond).toBeCloseTo(needed(1e9), 6);
+    expect(um.batch.meets).toBe(false);
+    expect(um.batch.measured).toEqual(m.batch.measured);
+    expect(um.verdict).toMatch(/the deadline is MISSED$/);
+
+    // An interactive host stops: refresh names it under its group.
+    await hosts.i2.close();
+    let drift: Drift[] = [];
+    for (let i = 0; i < 50 && drift.length === 0; i++) {
+      drift = (await read("id", r.outs)).props.drift;
+      if (drift.length === 0) await new Promise((res) => setTimeout(res, 200));
+    }
+    expect(drift.map((d) => d.field)).toEqual(["groups.interactive.workers.i2"]);
+  }, 600_000);
+
+  it("a host serving the other group's name gets that class from SMG: the create fails naming it", async () => {
+    const hosts = {
+      i1: await sim("eagle3", "tiny-interactive"),
+      // The batch group's host, its unit rendered with the interactive name.
+      b1: await sim("autoregressive", "tiny-interactive"),
+      b2: await sim("autoregressive", "tiny"),
+    };
+    router = await startRouter({
+      venv: smgVenv(),
+      workerUrls: Object.values(hosts).map((h) => h.url),
+      policy: "round_robin",
+      extraConfig: QUICK,
+    });
+    await waitForHealthyWorkers(router.url, 3);
+    const i = inputs(hosts, []);
+    const over = {
+      groups: {
+        ...i.groups,
+        interactive: { ...i.groups.interactive, hosts: ["i1"] },
+        batch: { ...i.groups.batch, hosts: ["b1", "b2"] },
+      },
+    };
+    await expect(create(inputs(hosts, [], over))).rejects.toThrow(
+      /the mixed fleet's interactive class \(tiny-interactive\) is not certified: the router sent tiny-interactive to hosts outside its group: b1 \([0-9]+ tokens\)/,
+    );
+  }, 600_000);
+
+  it("a group with no host that passed its gate: the create fails with what the fleet can no longer promise", async () => {
+    const hosts = { i1: await sim("eagle3", "tiny-interactive"), b1: await sim("autoregressive", "tiny") };
+    router = await startRouter({ venv: smgVenv(), workerUrls: [hosts.b1.url], extraConfig: QUICK });
+    await waitForHealthyWorkers(router.url, 1);
+    const i = inputs(hosts, ["i1"]);
+    const over = { groups: { ...i.groups, interactive: { ...i.groups.interactive, hosts: ["i1"] } } };
+    await expect(create(inputs(hosts, ["i1"], over))).rejects.toThrow(
+      "the interactive group has no host that passed its gate (left out: i1): interactive, 0 of 1 eagle3 hosts: no host left, the 2 users are not served.",
+    );
+  }, 600_000);
+});
