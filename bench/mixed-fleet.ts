@@ -13,7 +13,7 @@
  *
  *   npm run tsx -- bench/mixed-fleet.ts [--time-scale 10] [--users 16] [--ttft 3] [--itl 0.02]
  *       [--completions 190000] [--tokens 1024] [--deadline-days 1] [--requests-per-user 12]
- *       [--policy round_robin] [--json FILE]
+ *       [--policy round_robin] [--requests-per-level 1] [--json FILE]
  *
  * The interactive run is the window both classes are measured in: requests per user long enough
  * that batch requests (a minute or more of host time each at 64 per host) finish inside it. The
@@ -50,6 +50,9 @@ const { values } = parseArgs({
   options: {
     "time-scale": { type: "string", default: "10" },
     "requests-per-user": { type: "string", default: "12" },
+    // Requests per slot of each curve level: 1 measures TTFT with a level's requests arriving together
+    // at an idle host; more measure it with requests arriving while the host decodes, as in a fleet.
+    "requests-per-level": { type: "string", default: "1" },
     policy: { type: "string", default: "round_robin" },
     users: { type: "string", default: "16" },
     ttft: { type: "string", default: "3" },
@@ -97,7 +100,7 @@ async function curve(service: Service): Promise<ServiceCurve> {
     const m = await measureSweep({ url: s.url }, BATCH, {
       shape: WorkloadShapeSchema.parse({ outputTokens: { distribution: "fixed", tokens } }),
       levels: LEVELS,
-      requestsPerLevel: 1,
+      requestsPerLevel: Number(values["requests-per-level"]),
       repeats: 1,
       requestTimeoutSeconds: 3600,
       timeScale,

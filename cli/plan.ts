@@ -161,7 +161,7 @@ function interactiveDemand(values: PlanValues): InteractiveDemand {
   return { users, ttftP95Seconds: ttft, itlP95Seconds: itl };
 }
 
-/** The services' curves in FILE: a comparison's own JSON, or a stack's outputs (its first host that compared). */
+/** The services' curves in FILE: a comparison's own JSON, or a stack's outputs (a mixed fleet's curves, or its first host that compared). */
 async function readCurves(file: string): Promise<{ services: ServiceCurve[]; timeNote?: unknown }> {
   let json: unknown;
   try {
@@ -169,8 +169,18 @@ async function readCurves(file: string): Promise<{ services: ServiceCurve[]; tim
   } catch (err) {
     throw new UsageError(`--curves ${file}: ${(err as Error).message}`);
   }
-  const hosts = (json as { gpuHosts?: Record<string, { comparison?: unknown }> } | null)?.gpuHosts;
-  const source = hosts ? Object.values(hosts).find((h) => h?.comparison)?.comparison : json;
+  const outputs = json as {
+    gpuHosts?: Record<string, { comparison?: unknown }>;
+    fleet?: { mixed?: { curves?: unknown } | null } | null;
+  } | null;
+  const hosts = outputs?.gpuHosts;
+  // A stack's outputs: a mixed fleet's curves (its hosts' own sweeps), else the first host that compared.
+  const mixed = outputs?.fleet?.mixed?.curves;
+  const source = mixed
+    ? { services: mixed }
+    : hosts
+      ? Object.values(hosts).find((h) => h?.comparison)?.comparison
+      : json;
   const parsed = CurvesSchema.safeParse(source);
   if (!parsed.success)
     throw new UsageError(

@@ -66,7 +66,9 @@ const FleetPlanSchema = z
       .describe("Hosts the deadline needs at this fleet's rate per host (routing overhead included)"),
     hostsMissing: z.number().int().nullable().describe("hostsForDeadline minus the hosts the fleet has (0: enough)"),
   })
-  .describe("The fleet's capacity plan");
+  .describe(
+    "The fleet's capacity plan (a mixed fleet: the job on its batch group, at the batch class's measured rate)",
+  );
 
 export const FleetOutputsSchema = z
   .object({
@@ -110,11 +112,15 @@ export const FleetOutputsSchema = z
           ),
         }),
       )
-      .describe("The fleet benchmark through the router, per level: the host's concurrency levels or rates x workers"),
+      .describe(
+        "The fleet benchmark through the router, per level: the host's concurrency levels or rates x workers; empty for a mixed fleet (its classes are measured at once: `mixed`)",
+      ),
     saturationConcurrency: z.number().nullable().describe("The fleet's knee"),
     sustainedOutputTokensPerSecond: z
       .number()
-      .describe("The fleet's sustained output tok/s through the router: its level's mean over the runs"),
+      .describe(
+        "The fleet's sustained output tok/s through the router: its level's mean over the runs; a mixed fleet: both classes' tok/s in the mixed window",
+      ),
     sustainedInterval: z
       .object({
         low: z.number(),

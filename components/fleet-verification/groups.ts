@@ -162,7 +162,17 @@ export function configuredSplit(
   demand: InteractiveDemand,
 ): MixedPlan {
   const curve = curves.find((c) => c.service === groups.batch.service);
-  const b = curve ? batchCapacity(curve) : null;
+  // The configured concurrency per host is judged at the curve's level holding it; by default the
+  // level of the curve's highest throughput.
+  const set = groups.batch.perHostConcurrency;
+  const at = set === undefined ? undefined : curve?.sweep.find((p) => p.level >= set && p.errors === 0);
+  const b = !curve
+    ? null
+    : set === undefined
+      ? batchCapacity(curve)
+      : at
+        ? { level: set, tokensPerSecond: at.outputTokensPerSecond }
+        : null;
   const interactive: GroupChoice = {
     service: groups.interactive.service,
     hosts: groups.interactive.hosts.length,
@@ -174,7 +184,7 @@ export function configuredSplit(
     ? {
         service: groups.batch.service,
         hosts: groups.batch.hosts.length,
-        perHostConcurrency: groups.batch.perHostConcurrency ?? b.level,
+        perHostConcurrency: b.level,
         perHost: b.tokensPerSecond,
         why: "configured",
       }
@@ -258,7 +268,11 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
   const { groups, demand, configured, predicted, plan, curves } = p;
   const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
   if (p.leftOut.length > 0) ctx.say(`hosts left out of their groups: ${predicted.verdict}`);
-  const perHost = configured.batch?.perHostConcurrency ?? 1;
+  const perHost = groups.batch.perHostConcurrency ?? configured.batch?.perHostConcurrency;
+  if (perHost === undefined)
+    throw new Error(
+      `the batch group's ${groups.batch.service} curve has no level within the error budget: nothing sizes the batch class (set router.groups.batch.perHostConcurrency)`,
+    );
   const batchWorkers = inGroup("batch", p.registered);
   const result = await ctx.run({
     interactive: {

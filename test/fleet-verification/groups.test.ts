@@ -8,7 +8,8 @@
 // fixture's; the measurement is real.
 import { afterEach, describe, expect, it } from "vitest";
 import { create, read, update } from "../../components/fleet-verification/provider";
-import type { MixedFleetOutput } from "../../components/fleet-verification/groups";
+import { measureGroups, planGroups, type MixedFleetOutput } from "../../components/fleet-verification/groups";
+import type { ClassResult } from "../../gate/measurement/mixed-run";
 import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
 import { withSpeculative } from "../../simulator/profile";
 import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
@@ -45,7 +46,7 @@ async function sim(service: "eagle3" | "autoregressive", servedModelName: string
 const curve = (points: Array<[number, number, number, number]>) =>
   points.map(([level, tps, ttft, itl]) => ({
     level,
-    mode: "closed",
+    mode: "closed" as const,
     outputTokensPerSecond: tps,
     ttftP95Seconds: ttft,
     itlPerTokenP95Seconds: itl,
@@ -214,4 +215,83 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
       "the interactive group has no host that passed its gate (left out: i1): interactive, 0 of 1 eagle3 hosts: no host left, the 2 users are not served.",
     );
   }, 600_000);
+});
+
+describe("a mixed fleet's judging, fed measurements written here (no router)", () => {
+  const groups = {
+    interactive: {
+      service: "eagle3" as const,
+      model: "i",
+      hosts: ["i1"],
+      users: 2,
+      ttftP95Seconds: 1,
+      itlP95Seconds: 0.01,
+      requestsPerUser: 2,
+    },
+    batch: { service: "autoregressive" as const, model: "b", hosts: ["b1"] },
+  };
+  const workers = [
+    { name: "i1", url: "http://i1" },
+    { name: "b1", url: "http://b1" },
+  ];
+  const planned = planGroups(groups, {
+    registered: workers,
+    leftOut: [],
+    curveOf: (h) => (h === "i1" ? EAGLE3_CURVE : AR_CURVE),
+    workload: { completions: 1000, outputTokensPerCompletion: 128, deadlineDays: 1, hosts: 1, bytesPerToken: 4 },
+  });
+  const ok = (name: "reconciled" | "load") => ({ name, ok: true, detail: `${name} fine` });
+  const cls = (model: string, over: Partial<ClassResult> = {}): ClassResult => ({
+    model,
+    concurrency: 2,
+    requests: 4,
+    errors: 0,
+    outputTokensPerSecond: 300,
+    ttftP95Seconds: 0.2,
+    itlPerTokenP95Seconds: 0.005,
+    reconciled: ok("reconciled"),
+    load: model === "i" ? ok("load") : null,
+    servedBy: model === "i" ? { "http://i1": 512, "http://b1": 0 } : { "http://i1": 0, "http://b1": 900 },
+    ...over,
+  });
+  const judged = (i: Partial<ClassResult>, b: Partial<ClassResult> = {}) =>
+    measureGroups(planned, {
+      say: () => undefined,
+      run: async () => ({ windowSeconds: 10, interactive: cls("i", i), batch: cls("b", b) }),
+    });
+
+  it("the batch class sized from the curve: its best level, per host", async () => {
+    let asked = 0;
+    await measureGroups(planned, {
+      say: () => undefined,
+      run: async (c) => {
+        asked = c.batch.concurrency;
+        return { windowSeconds: 10, interactive: cls("i"), batch: cls("b") };
+      },
+    });
+    expect(asked).toBe(4);
+  });
+  it("a class with failed requests, tokens that do not reconcile, users not applied: not certified, named", async () => {
+    await expect(judged({ errors: 1 })).rejects.toThrow(
+      "the mixed fleet's interactive class (i) is not certified: 1 of its requests failed",
+    );
+    await expect(
+      judged(
+        {},
+        { reconciled: { name: "reconciled", ok: false, detail: "the server counted 450 tokens, the client 900" } },
+      ),
+    ).rejects.toThrow(
+      "the mixed fleet's batch class (b) is not certified: its tokens do not reconcile: the server counted 450 tokens, the client 900",
+    );
+    await expect(judged({ load: { name: "load", ok: false, detail: "1.2 in flight of 2" } })).rejects.toThrow(
+      "its users were not applied: 1.2 in flight of 2",
+    );
+  });
+  it("an objective missed is said, not failed: the fleet serves", async () => {
+    const m = await judged({ itlPerTokenP95Seconds: 0.02 }, { outputTokensPerSecond: 1 });
+    expect([m.interactive.meets, m.batch.meets]).toEqual([false, false]);
+    expect(m.verdict).toMatch(
+      /ITL p95 20\.0 ms\/token of 10\.0 ms: the objective is MISSED; .*: the deadline is MISSED$/,
+    );
+  });
 });

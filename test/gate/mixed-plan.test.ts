@@ -97,6 +97,14 @@ describe("gpuhost plan --curves", () => {
     expect(o.out()).toMatch(/1 fewer than the best homogeneous fleet/);
   });
 
+  it("reads a mixed fleet's outputs (fleet.mixed.curves: its hosts' own sweeps) the same way", async () => {
+    const file = write("mixed.json", { gpuHosts: {}, fleet: { mixed: { curves: [AR, EAGLE3] } } });
+    const o = io();
+    expect(await planMain(["--curves", file, ...flags], o), o.err()).toBe(0);
+    expect(o.out()).toMatch(/^ {2}interactive {2}eagle3 +13 +8 {2}/m);
+    expect(o.out()).toMatch(/1 fewer than the best homogeneous fleet/);
+  });
+
   it("as JSON from a comparison's own report; a file without curves, a missing objective and --throughput beside it are refused in one sentence", async () => {
     const timeNote = "Figures are in the simulated host's own time: time scale 40.";
     const good = write("compare.json", { timeNote, services: [AR, EAGLE3] });
