@@ -28,7 +28,7 @@ import { mixedPlan, type ServiceCurve } from "../gate/measurement/mixed-plan";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { DEFAULT_JUDGEMENT } from "../gate/measurement/levels";
 import { startSimulator, type RunningSimulator } from "../simulator/index";
-import { smgVenv, startRouter, waitForHealthyWorkers } from "../test/support/smg";
+import { QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../test/support/smg";
 
 const PROFILES = {
   autoregressive: "kimi-k2.6-8x-rtx-pro-6000",
@@ -38,13 +38,6 @@ type Service = keyof typeof PROFILES;
 const LEVELS = [1, 2, 4, 8, 16, 32, 64];
 const INTERACTIVE = "kimi-k2.6-interactive";
 const BATCH = "kimi-k2.6";
-const QUICK_ROUTER = {
-  "worker-startup-check-interval": 1,
-  "health-check-interval-secs": 1,
-  "health-check-timeout-secs": 1,
-  "health-failure-threshold": 2,
-  "health-success-threshold": 1,
-};
 
 const { values } = parseArgs({
   options: {

@@ -12,7 +12,7 @@ import { measureGroups, planGroups, type MixedFleetOutput } from "../../componen
 import type { ClassResult } from "../../gate/measurement/mixed-run";
 import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
 import { withSpeculative } from "../../simulator/profile";
-import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import { type RunningRouter, QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
 import type { Drift } from "../../components/drift/schema";
 
 const TIME_SCALE = 2;
@@ -23,14 +23,6 @@ afterEach(async () => {
   router = null;
   await Promise.all(sims.splice(0).map((s) => s.close()));
 });
-
-const QUICK = {
-  "worker-startup-check-interval": 1,
-  "health-check-interval-secs": 1,
-  "health-check-timeout-secs": 1,
-  "health-failure-threshold": 2,
-  "health-success-threshold": 1,
-};
 
 async function sim(service: "eagle3" | "autoregressive", servedModelName: string): Promise<RunningSimulator> {
   const profile =
@@ -121,7 +113,7 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
       venv: smgVenv(),
       workerUrls: [hosts.i1.url, hosts.i2.url, hosts.b1.url],
       policy: "round_robin",
-      extraConfig: QUICK,
+      extraConfig: QUICK_ROUTER,
     });
     await waitForHealthyWorkers(router.url, 3);
     const r = await create(inputs(hosts, ["i3"]));
@@ -189,7 +181,7 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
       venv: smgVenv(),
       workerUrls: Object.values(hosts).map((h) => h.url),
       policy: "round_robin",
-      extraConfig: QUICK,
+      extraConfig: QUICK_ROUTER,
     });
     await waitForHealthyWorkers(router.url, 3);
     const i = inputs(hosts, []);
@@ -207,7 +199,7 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
 
   it("a group with no host that passed its gate: the create fails with what the fleet can no longer promise", async () => {
     const hosts = { i1: await sim("eagle3", "tiny-interactive"), b1: await sim("autoregressive", "tiny") };
-    router = await startRouter({ venv: smgVenv(), workerUrls: [hosts.b1.url], extraConfig: QUICK });
+    router = await startRouter({ venv: smgVenv(), workerUrls: [hosts.b1.url], extraConfig: QUICK_ROUTER });
     await waitForHealthyWorkers(router.url, 1);
     const i = inputs(hosts, ["i1"]);
     const over = { groups: { ...i.groups, interactive: { ...i.groups.interactive, hosts: ["i1"] } } };

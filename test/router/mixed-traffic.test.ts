@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runMixedTraffic, type MixedTrafficOptions } from "../../gate/index";
 import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
 import { withSpeculative } from "../../simulator/profile";
-import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import { type RunningRouter, QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
 
 const sims: RunningSimulator[] = [];
 let router: RunningRouter | null = null;
@@ -37,15 +37,6 @@ async function sim(group: "interactive" | "batch"): Promise<RunningSimulator> {
   return s;
 }
 
-/** SMG checks new workers every 30 s by default, and the stopped host must show unhealthy within seconds. */
-const QUICK = {
-  "worker-startup-check-interval": 1,
-  "health-check-interval-secs": 1,
-  "health-check-timeout-secs": 1,
-  "health-failure-threshold": 2,
-  "health-success-threshold": 1,
-};
-
 const traffic = (workers: string[]): MixedTrafficOptions => ({
   url: router!.url,
   interactive: { model: "tiny-interactive", concurrency: 2, maxTokens: 256, requestsPerUser: 4 },
@@ -61,7 +52,7 @@ describe("two groups behind one SMG, routed by served model name", () => {
   it("each class reaches only its group's hosts, both at once, each reconciled with the workers' counters", async () => {
     const i = await sim("interactive");
     const b = await sim("batch");
-    router = await startRouter({ venv: smgVenv(), workerUrls: [i.url, b.url], extraConfig: QUICK });
+    router = await startRouter({ venv: smgVenv(), workerUrls: [i.url, b.url], extraConfig: QUICK_ROUTER });
     await waitForHealthyWorkers(router.url, 2);
     const r = await runMixedTraffic(traffic([i.url, b.url]));
     expect(r.interactive.errors).toBe(0);
@@ -88,7 +79,7 @@ describe("two groups behind one SMG, routed by served model name", () => {
     router = await startRouter({
       venv: smgVenv(),
       workerUrls: [i1.url, i2.url, b.url],
-      extraConfig: QUICK,
+      extraConfig: QUICK_ROUTER,
     });
     await waitForHealthyWorkers(router.url, 3);
     await i2.close();

@@ -99,6 +99,18 @@ export async function startRouter(opts: {
   throw new Error(`the router did not come up:\n${log.slice(-3000)}`);
 }
 
+/**
+ * SMG checks new workers every 30 s by default, and a stopped host must show unhealthy within seconds:
+ * the router settings of tests and benches that start and stop workers.
+ */
+export const QUICK_ROUTER = {
+  "worker-startup-check-interval": 1,
+  "health-check-interval-secs": 1,
+  "health-check-timeout-secs": 1,
+  "health-failure-threshold": 2,
+  "health-success-threshold": 1,
+};
+
 /** Waits (bounded) until the router's /readiness counts `n` healthy workers; returns its last answer. */
 export async function waitForHealthyWorkers(url: string, n: number, timeoutMs = 120_000): Promise<unknown> {
   const until = Date.now() + timeoutMs;
