@@ -73,8 +73,9 @@ async function sim(service: Service, servedModelName: string): Promise<RunningSi
   return startSimulator({ profile: PROFILES[service], servedModelName, port: 0, timeScale, log: () => undefined });
 }
 
+/** Ready within the profile's longest load (630 host seconds) in wall time, with room. */
 async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+  for (const until = Date.now() + (700 / timeScale + 60) * 1000; Date.now() < until;) {
     try {
       if ((await fetch(`${url}/health_generate`, { signal: AbortSignal.timeout(2000) })).ok) return;
     } catch {

@@ -196,6 +196,7 @@ export function routerConfigIssues(c: {
   router?: { host: string; bind: string; minHealthyHosts?: number; groups?: RouterGroups };
   apiKey?: string;
   services: { host: string; active: string; compare: boolean; eagle3?: unknown; dflash?: unknown };
+  benchmark?: { rate?: unknown };
 }): Array<{ path: PropertyKey[]; message: string }> {
   const r = c.router;
   if (!r) return [];
@@ -285,6 +286,12 @@ function groupIssues(
     issues.push({
       path: ["router", "groups", "batch", "servedModelName"],
       message: `is the interactive group's too: SMG routes each class by its name, so the two must differ`,
+    });
+  if (c.benchmark?.rate !== undefined)
+    issues.push({
+      path: ["benchmark", "rate"],
+      message:
+        "is an open loop, but a mixed fleet is planned from the hosts' concurrency curves (users per host): use benchmark.concurrency",
     });
   if (c.services.compare || c.services.active === "auto")
     issues.push({

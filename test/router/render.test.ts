@@ -189,6 +189,9 @@ describe("config `router`", () => {
     expect(with_({ batch: { ...r.groups.batch, service: "dflash" } })).toEqual([
       "gpuhost:router.groups.batch.service: is dflash, but services.dflash is not set",
     ]);
+    expect(with_({}, { benchmark: { ...(raw.benchmark as object), rate: [1, 2] } })).toEqual([
+      "gpuhost:benchmark.rate: is an open loop, but a mixed fleet is planned from the hosts' concurrency curves (users per host): use benchmark.concurrency",
+    ]);
     expect(with_({}, { services: { ...(raw.services as object), compare: true } })).toEqual([
       "gpuhost:services.compare: comparing services on the hosts of a mixed fleet would switch the groups' services: the groups name each host's service (measure the curves with gpuhost compare on one host)",
     ]);
