@@ -53,3 +53,75 @@ describe("fleet table", () => {
     );
   });
 });
+
+describe("a mixed fleet's table", () => {
+  const measured = (over: Record<string, unknown>) => ({
+    concurrency: 16,
+    requests: 64,
+    errors: 0,
+    outputTokensPerSecond: 766,
+    ttftP95Seconds: 0.26,
+    itlPerTokenP95Seconds: 0.021,
+    reconciled: "fine",
+    load: "fine",
+    servedBy: { h1: 100, h2: 0 },
+    ...over,
+  });
+  const mixed: NonNullable<FleetOutputs["mixed"]> = {
+    interactive: {
+      service: "eagle3",
+      model: "k-interactive",
+      workers: ["h1"],
+      leftOut: ["h3"],
+      measured: measured({}),
+      meets: false,
+      objective: { users: 16, ttftP95Seconds: 3, itlP95Seconds: 0.02 },
+    },
+    batch: {
+      service: "autoregressive",
+      model: "k",
+      workers: ["h2"],
+      leftOut: [],
+      measured: measured({ concurrency: 64, outputTokensPerSecond: 1661, servedBy: { h1: 0, h2: 900 } }),
+      meets: true,
+      neededTokensPerSecond: 1541,
+      daysForJob: 0.93,
+      deadlineDays: 1,
+    },
+    windowSeconds: 86,
+    predicted: {
+      interactive: {
+        hosts: 1,
+        perHost: 16,
+        measuredAt: 16,
+        ttftP95Seconds: 0.14,
+        itlPerTokenP95Seconds: 0.0323,
+        meetsObjective: false,
+      },
+      batch: { hosts: 1, tokensPerSecond: 1660, daysForJob: 0.93, meetsDeadline: true, hostsForDeadline: 1 },
+      verdict: "interactive, 1 of 2 eagle3 hosts: missed (restore 1 host(s)).",
+    },
+    plan: {
+      interactive: null,
+      batch: null,
+      hosts: null,
+      homogeneous: [],
+      savedHosts: null,
+      verdict: "Mix: 4 hosts.",
+    },
+    curves: [],
+    verdict: "interactive: MISSED; batch: met",
+  };
+
+  it("puts each class's measurement beside the plan's prediction, with its objective, where it was served and who is left out", () => {
+    const text = fleetTable({ ...fleet, sweep: [], scalingEfficiency: null, sustainedInterval: null, mixed });
+    expect(text).toMatch(
+      /^ {2}interactive k-interactive +eagle3 +1 +16 +0\.26 s \(0\.14 s\) +21\.0 ms \(32\.3 ms\) +766 +MISSED \(<= 3 s, 20\.0 ms\)$/m,
+    );
+    expect(text).toMatch(/^ {2}batch k +autoregressive +1 +64 .* 1,661 \(1,660\) +met \(>= 1,541 tok\/s\)$/m);
+    expect(text).toContain("served: k-interactive on h1; k on h2");
+    expect(text).toContain("left out of k-interactive: h3");
+    expect(text).toContain("predicted: interactive, 1 of 2 eagle3 hosts: missed (restore 1 host(s)).");
+    expect(text).not.toContain("scaling efficiency");
+  });
+});
