@@ -285,7 +285,8 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
   });
   const certify = (g: GroupName, r: ClassResult) => {
     const own = inGroup(g, p.registered).map((w) => w.url);
-    const strays = Object.entries(r.servedBy).filter(([url, t]) => !own.includes(url) && t !== 0);
+    // A worker whose counters could not be read (NaN) says nothing here; its class's reconciliation fails.
+    const strays = Object.entries(r.servedBy).filter(([url, t]) => !own.includes(url) && t > 0);
     const problems = [
       r.errors > 0 ? `${r.errors} of its requests failed` : null,
       r.reconciled.ok ? null : `its tokens do not reconcile: ${r.reconciled.detail}`,
@@ -311,7 +312,9 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
     reconciled: r.reconciled.detail,
     load: r.load?.detail ?? null,
     servedBy: Object.fromEntries(
-      Object.entries(r.servedBy).map(([url, t]) => [p.registered.find((w) => w.url === url)?.name ?? url, t]),
+      Object.entries(r.servedBy)
+        .filter(([, t]) => Number.isFinite(t))
+        .map(([url, t]) => [p.registered.find((w) => w.url === url)?.name ?? url, t]),
     ),
   });
   const i = measured(result.interactive);
