@@ -24,7 +24,14 @@
 import * as fs from "node:fs";
 import { parseArgs } from "node:util";
 import { measureSweep, runMixedTraffic, type MixedTrafficResult } from "../gate/index";
-import { mixedPlan, type ServiceCurve } from "../gate/measurement/mixed-plan";
+import {
+  configuredPlan,
+  degradedPlan,
+  meetsObjective,
+  mixedPlan,
+  neededTokensPerSecond,
+  type ServiceCurve,
+} from "../gate/measurement/mixed-plan";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
 import { DEFAULT_JUDGEMENT } from "../gate/measurement/levels";
 import { startSimulator, type RunningSimulator } from "../simulator/index";
@@ -66,8 +73,7 @@ const demand = {
     deadlineDays: Number(values["deadline-days"]),
   },
 };
-const neededTokensPerSecond =
-  (demand.batch.completions * demand.batch.outputTokensPerCompletion) / (demand.batch.deadlineDays * 86_400);
+const needed = neededTokensPerSecond(demand.batch);
 
 async function sim(service: Service, servedModelName: string): Promise<RunningSimulator> {
   return startSimulator({ profile: PROFILES[service], servedModelName, port: 0, timeScale, log: () => undefined });
@@ -155,11 +161,6 @@ async function measureFleet(
   }
 }
 
-/** The curve's point at LEVEL or the first measured above it (a level between two is held to the higher). */
-function at(c: ServiceCurve, level: number) {
-  return c.sweep.find((p) => p.level >= level) ?? c.sweep[c.sweep.length - 1];
-}
-
 const ms = (v: number | null) => (v === null ? "n/a" : `${(v * 1000).toFixed(1)} ms`);
 const s1 = (v: number | null) => (v === null ? "n/a" : `${v.toFixed(2)} s`);
 const tok = (v: number) => Math.round(v).toLocaleString("en-US");
@@ -172,7 +173,7 @@ async function main(): Promise<void> {
   const curves = [await curve("autoregressive"), await curve("eagle3")];
   const plan = mixedPlan(curves, demand.interactive, demand.batch);
   console.log(
-    `demand: ${demand.interactive.users} users within TTFT p95 <= ${demand.interactive.ttftP95Seconds} s and ITL p95 <= ${demand.interactive.itlP95Seconds * 1000} ms/token; ${tok(demand.batch.completions)} completions x ${tokens} tokens in ${demand.batch.deadlineDays} day(s) (${tok(neededTokensPerSecond)} tok/s)`,
+    `demand: ${demand.interactive.users} users within TTFT p95 <= ${demand.interactive.ttftP95Seconds} s and ITL p95 <= ${demand.interactive.itlP95Seconds * 1000} ms/token; ${tok(demand.batch.completions)} completions x ${tokens} tokens in ${demand.batch.deadlineDays} day(s) (${tok(needed)} tok/s)`,
   );
   console.log(plan.verdict);
   if (!plan.interactive || !plan.batch) throw new Error("the plan found no mixed fleet for this demand");
@@ -189,27 +190,31 @@ async function main(): Promise<void> {
       { service: f.i, hosts: split.interactive },
       { service: f.b, hosts: split.batch, perHostConcurrency: perHost },
     );
-    const ci = curves.find((c) => c.service === f.i)!;
-    const cb = curves.find((c) => c.service === f.b)!;
-    const pi = at(ci, Math.ceil(demand.interactive.users / split.interactive));
+    // The stack's own prediction of these groups (components/fleet-verification/groups.ts does the same).
+    const configured = configuredPlan(
+      curves,
+      {
+        interactive: { service: f.i, hosts: split.interactive },
+        batch: { service: f.b, hosts: split.batch, perHostConcurrency: perHost },
+      },
+      demand.interactive.users,
+    );
+    const p = degradedPlan(curves, configured, demand.interactive, demand.batch, { interactive: 0, batch: 0 });
     const predicted = {
-      ttftP95Seconds: pi.ttftP95Seconds,
-      itlPerTokenP95Seconds: pi.itlPerTokenP95Seconds,
-      batchTokensPerSecond: at(cb, perHost).outputTokensPerSecond * split.batch,
+      ttftP95Seconds: p.interactive?.ttftP95Seconds ?? null,
+      itlPerTokenP95Seconds: p.interactive?.itlPerTokenP95Seconds ?? null,
+      batchTokensPerSecond: p.batch?.tokensPerSecond ?? null,
     };
     const meetsInteractive =
       r.interactive.errors === 0 &&
-      r.interactive.ttftP95Seconds !== null &&
-      r.interactive.ttftP95Seconds <= demand.interactive.ttftP95Seconds &&
-      r.interactive.itlPerTokenP95Seconds !== null &&
-      r.interactive.itlPerTokenP95Seconds <= demand.interactive.itlP95Seconds;
-    const meetsBatch = r.batch.errors === 0 && r.batch.outputTokensPerSecond >= neededTokensPerSecond;
+      meetsObjective(r.interactive.ttftP95Seconds, r.interactive.itlPerTokenP95Seconds, demand.interactive);
+    const meetsBatch = r.batch.errors === 0 && r.batch.outputTokensPerSecond >= needed;
     rows.push({ fleet: f, measured: r, predicted, meetsInteractive, meetsBatch });
     console.log(
       [
         `${f.name}: ${split.interactive} ${f.i} (interactive) + ${split.batch} ${f.b} (batch)`,
         `  interactive: TTFT p95 ${s1(r.interactive.ttftP95Seconds)} (plan ${s1(predicted.ttftP95Seconds)}, ${pct(r.interactive.ttftP95Seconds, predicted.ttftP95Seconds)}), ITL p95 ${ms(r.interactive.itlPerTokenP95Seconds)}/token (plan ${ms(predicted.itlPerTokenP95Seconds)}, ${pct(r.interactive.itlPerTokenP95Seconds, predicted.itlPerTokenP95Seconds)}), ${r.interactive.errors} errors: objective ${meetsInteractive ? "met" : "MISSED"}; ${r.interactive.reconciled.detail}; ${r.interactive.load?.detail ?? ""}`,
-        `  batch: ${tok(r.batch.outputTokensPerSecond)} tok/s (plan ${tok(predicted.batchTokensPerSecond)}, ${pct(r.batch.outputTokensPerSecond, predicted.batchTokensPerSecond)}), needs ${tok(neededTokensPerSecond)}: deadline ${meetsBatch ? "met" : "MISSED"}; ${r.batch.reconciled.detail}`,
+        `  batch: ${tok(r.batch.outputTokensPerSecond)} tok/s (plan ${predicted.batchTokensPerSecond === null ? "n/a" : tok(predicted.batchTokensPerSecond)}, ${pct(r.batch.outputTokensPerSecond, predicted.batchTokensPerSecond)}), needs ${tok(needed)}: deadline ${meetsBatch ? "met" : "MISSED"}; ${r.batch.reconciled.detail}`,
         `  served: ${JSON.stringify({ interactive: r.interactive.servedBy, batch: r.batch.servedBy })}`,
       ].join("\n"),
     );

@@ -14,21 +14,25 @@ import { z } from "zod";
 import * as GateModule from "../../gate/index";
 import type { Workload } from "../../gate/schema";
 import {
-  batchCapacity,
+  configuredPlan,
   CurvesSchema,
+  daysForJob,
   degradedPlan,
+  meetsObjective,
   mixedPlan,
+  neededTokensPerSecond,
+  type HostsDown,
   type BatchDemand,
   type DegradedPlan,
-  type GroupChoice,
   type InteractiveDemand,
   type MixedPlan,
   type ServiceCurve,
 } from "../../gate/measurement/mixed-plan";
 import type { ClassResult, MixedTrafficResult } from "../../gate/measurement/mixed-run";
 import { GROUP_NAMES, type GroupName } from "../router/schema";
+import { SERVICE_KINDS } from "../services/schema";
 
-const service = z.enum(["autoregressive", "eagle3", "dflash"]);
+const service = z.enum(SERVICE_KINDS);
 
 /** The groups as FleetVerification takes them: each group's service, served name and host names. */
 export const FleetGroupsInputSchema = z.object({
@@ -155,47 +159,29 @@ export function groupCurves(
   return curves;
 }
 
-/** The configured groups as a plan mixed-plan.ts can judge: their sizes, not the fewest hosts. */
-export function configuredSplit(
+/** The configured groups' prediction: as degradedPlan judges them with DOWN hosts out, and the fewest hosts the curves call for. */
+function predict(
   groups: FleetGroupsInput,
   curves: ServiceCurve[],
-  demand: InteractiveDemand,
-): MixedPlan {
-  const curve = curves.find((c) => c.service === groups.batch.service);
-  // The configured concurrency per host is judged at the curve's level holding it; by default the
-  // level of the curve's highest throughput.
-  const set = groups.batch.perHostConcurrency;
-  const at = set === undefined ? undefined : curve?.sweep.find((p) => p.level >= set && p.errors === 0);
-  const b = !curve
-    ? null
-    : set === undefined
-      ? batchCapacity(curve)
-      : at
-        ? { level: set, tokensPerSecond: at.outputTokensPerSecond }
-        : null;
-  const interactive: GroupChoice = {
-    service: groups.interactive.service,
-    hosts: groups.interactive.hosts.length,
-    perHostConcurrency: Math.ceil(demand.users / groups.interactive.hosts.length),
-    perHost: Math.ceil(demand.users / groups.interactive.hosts.length),
-    why: "configured",
-  };
-  const batch: GroupChoice | null = b
-    ? {
+  demand: { interactive: InteractiveDemand; batch: BatchDemand },
+  down: HostsDown,
+): { configured: MixedPlan; predicted: DegradedPlan; plan: MixedPlan } {
+  const configured = configuredPlan(
+    curves,
+    {
+      interactive: { service: groups.interactive.service, hosts: groups.interactive.hosts.length },
+      batch: {
         service: groups.batch.service,
         hosts: groups.batch.hosts.length,
-        perHostConcurrency: b.level,
-        perHost: b.tokensPerSecond,
-        why: "configured",
-      }
-    : null;
+        perHostConcurrency: groups.batch.perHostConcurrency,
+      },
+    },
+    demand.interactive.users,
+  );
   return {
-    interactive,
-    batch,
-    hosts: interactive.hosts + groups.batch.hosts.length,
-    homogeneous: [],
-    savedHosts: null,
-    verdict: "",
+    configured,
+    predicted: degradedPlan(curves, configured, demand.interactive, demand.batch, down),
+    plan: mixedPlan(curves, demand.interactive, demand.batch),
   };
 }
 
@@ -233,8 +219,7 @@ export function planGroups(
   const empty = GROUP_NAMES.find((g) => inGroup(g, ctx.registered).length === 0);
   // With a group empty there is no curve of its service to judge by: its class is simply not served.
   const curves = empty ? [] : groupCurves(groups, ctx.registered, ctx.curveOf);
-  const configured = configuredSplit(groups, curves, demand.interactive);
-  const predicted = degradedPlan(curves, configured, demand.interactive, demand.batch, down);
+  const { configured, predicted, plan } = predict(groups, curves, demand, down);
   if (empty)
     throw new Error(
       `the ${empty} group has no host that passed its gate (left out: ${inGroup(empty, ctx.leftOut)
@@ -249,7 +234,7 @@ export function planGroups(
     curves,
     configured,
     predicted,
-    plan: mixedPlan(curves, demand.interactive, demand.batch),
+    plan,
   };
 }
 
@@ -347,13 +332,8 @@ function judge(
   b: GroupMeasured,
 ) {
   const o = demand.interactive;
-  const meetsInteractive =
-    i.ttftP95Seconds !== null &&
-    i.ttftP95Seconds <= o.ttftP95Seconds &&
-    i.itlPerTokenP95Seconds !== null &&
-    i.itlPerTokenP95Seconds <= o.itlP95Seconds;
-  const total = demand.batch.completions * demand.batch.outputTokensPerCompletion;
-  const needed = total / (demand.batch.deadlineDays * 86_400);
+  const meetsInteractive = meetsObjective(i.ttftP95Seconds, i.itlPerTokenP95Seconds, o);
+  const needed = neededTokensPerSecond(demand.batch);
   const tps = b.outputTokensPerSecond;
   const meetsBatch = tps >= needed;
   const ms = (v: number | null) => (v === null ? "n/a" : `${(v * 1000).toFixed(1)} ms`);
@@ -363,7 +343,7 @@ function judge(
     meetsBatch,
     deadline: {
       neededTokensPerSecond: needed,
-      daysForJob: tps > 0 ? total / (tps * 86_400) : null,
+      daysForJob: daysForJob(tps, demand.batch),
       deadlineDays: demand.batch.deadlineDays,
     },
     verdict: [
@@ -381,13 +361,13 @@ export function replanGroups(
 ): MixedFleetOutput {
   const demand = groupDemand(groups, workload);
   const judged = judge(groups, demand, old.interactive.measured, old.batch.measured);
-  const configured = configuredSplit(groups, old.curves, demand.interactive);
   const down = { interactive: old.interactive.leftOut.length, batch: old.batch.leftOut.length };
+  const { predicted, plan } = predict(groups, old.curves, demand, down);
   return {
     ...old,
     batch: { ...old.batch, meets: judged.meetsBatch, ...judged.deadline },
     verdict: judged.verdict,
-    predicted: degradedPlan(old.curves, configured, demand.interactive, demand.batch, down),
-    plan: mixedPlan(old.curves, demand.interactive, demand.batch),
+    predicted,
+    plan,
   };
 }

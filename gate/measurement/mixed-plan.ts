@@ -78,20 +78,29 @@ const counted = (c: ServiceCurve) =>
     ? []
     : c.sweep.filter((p) => (p.mode ?? "closed") === "closed" && p.errors === 0 && p.withinErrorBudget !== false);
 
+/** The interactive objective, judged on a TTFT p95 and an ITL p95 (planned or measured); a missing one misses it. */
+export function meetsObjective(ttftP95: number | null, itlP95: number | null, d: InteractiveDemand): boolean {
+  return ttftP95 !== null && itlP95 !== null && ttftP95 <= d.ttftP95Seconds && itlP95 <= d.itlP95Seconds;
+}
+
+/** The batch job's tokens over its deadline's seconds: the throughput that meets the deadline. */
+export function neededTokensPerSecond(b: BatchDemand): number {
+  return (b.completions * b.outputTokensPerCompletion) / (b.deadlineDays * 86_400);
+}
+
+/** Days the batch job takes at TOKENS_PER_SECOND; null at none. */
+export function daysForJob(tokensPerSecond: number, b: BatchDemand): number | null {
+  return tokensPerSecond > 0 ? (b.completions * b.outputTokensPerCompletion) / (tokensPerSecond * 86_400) : null;
+}
+
 /** Users one host holds within the objective (the highest measured level meeting both latencies), or null. */
 function interactiveCapacity(c: ServiceCurve, d: InteractiveDemand): number | null {
-  const ok = counted(c).filter(
-    (p) =>
-      p.ttftP95Seconds !== null &&
-      p.ttftP95Seconds <= d.ttftP95Seconds &&
-      p.itlPerTokenP95Seconds !== null &&
-      p.itlPerTokenP95Seconds <= d.itlP95Seconds,
-  );
+  const ok = counted(c).filter((p) => meetsObjective(p.ttftP95Seconds, p.itlPerTokenP95Seconds, d));
   return ok.length === 0 ? null : Math.max(...ok.map((p) => p.level));
 }
 
 /** The highest sustained tok/s of one host and the level it was measured at, or null. */
-export function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: number } | null {
+function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: number } | null {
   const best = counted(c).reduce<(typeof c.sweep)[number] | null>(
     (a, p) => (a === null || p.outputTokensPerSecond > a.outputTokensPerSecond ? p : a),
     null,
@@ -211,6 +220,54 @@ export function mixedPlanText(p: MixedPlan): string {
   return lines.join("\n") + "\n";
 }
 
+/** Groups as configured: each class's service and hosts (and the batch's concurrency per host, if set). */
+export interface ConfiguredGroups {
+  interactive: { service: string; hosts: number };
+  batch: { service: string; hosts: number; perHostConcurrency?: number };
+}
+
+/**
+ * Configured groups as a plan degradedPlan can judge: their sizes, not the fewest hosts. The users
+ * spread evenly over the interactive hosts; the batch's concurrency per host judged at the curve's
+ * first counted level holding it, by default the level of the curve's highest throughput (no batch
+ * choice where the curve has no such level).
+ */
+export function configuredPlan(curves: ServiceCurve[], groups: ConfiguredGroups, users: number): MixedPlan {
+  const curve = curves.find((c) => c.service === groups.batch.service);
+  const set = groups.batch.perHostConcurrency;
+  const at = set === undefined || !curve ? undefined : counted(curve).find((p) => p.level >= set);
+  const b = !curve
+    ? null
+    : set === undefined
+      ? batchCapacity(curve)
+      : at
+        ? { level: set, tokensPerSecond: at.outputTokensPerSecond }
+        : null;
+  const perUserHost = Math.ceil(users / groups.interactive.hosts);
+  const interactive: GroupChoice = {
+    service: groups.interactive.service,
+    hosts: groups.interactive.hosts,
+    perHostConcurrency: perUserHost,
+    perHost: perUserHost,
+    why: "configured",
+  };
+  const batch: GroupChoice | null = b && {
+    service: groups.batch.service,
+    hosts: groups.batch.hosts,
+    perHostConcurrency: b.level,
+    perHost: b.tokensPerSecond,
+    why: "configured",
+  };
+  return {
+    interactive,
+    batch,
+    hosts: groups.interactive.hosts + groups.batch.hosts,
+    homogeneous: [],
+    savedHosts: null,
+    verdict: "",
+  };
+}
+
 /** Hosts of each group that are out (their gate failed, or they stopped). */
 export interface HostsDown {
   interactive: number;
@@ -263,8 +320,7 @@ export function degradedPlan(
     const point = perHost === null || !curve ? undefined : counted(curve).find((p) => p.level >= perHost);
     const ttft = point?.ttftP95Seconds ?? null;
     const itl = point?.itlPerTokenP95Seconds ?? null;
-    const meets =
-      ttft !== null && itl !== null && ttft <= interactive.ttftP95Seconds && itl <= interactive.itlP95Seconds;
+    const meets = meetsObjective(ttft, itl, interactive);
     i = {
       hosts,
       perHost,
@@ -290,7 +346,7 @@ export function degradedPlan(
     const hosts = Math.max(0, g.hosts - down.batch);
     const tokensPerSecond = hosts * g.perHost;
     const total = batch.completions * batch.outputTokensPerCompletion;
-    const days = tokensPerSecond > 0 ? total / (tokensPerSecond * 86_400) : null;
+    const days = daysForJob(tokensPerSecond, batch);
     const meets = days !== null && days <= batch.deadlineDays;
     const hostsForDeadline = Math.ceil(total / (g.perHost * batch.deadlineDays * 86_400));
     b = { hosts, tokensPerSecond, daysForJob: days, meetsDeadline: meets, hostsForDeadline };
