@@ -21,21 +21,17 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../engine/pulumi";
-import { execOnHost } from "../../components/host/exec";
-import { simulatedConnection } from "../../sim-host/platform";
 import { freeLocalPort as freePort } from "../../ports";
 import type { FleetOutputs } from "../../stack/outputs";
 import { parse } from "yaml";
-import { driftMain } from "../../cli/drift";
-import type { DriftReport } from "../../components/drift/report";
 import { listWorkers, readRequestCounts } from "../../components/fleet-verification/router-api";
-import { runPulumi } from "../../engine/pulumi";
 import { fleetTable } from "../../cli/fleet-table";
 import { streamChat } from "../../gate/measurement/stream";
 import { makeAgent } from "../../gate/transport/http";
 import { parseConfig } from "../../stack/config";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
 import { smgVenv } from "../support/smg";
+import { driftJson } from "../support/engine";
 
 const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
 fs.mkdirSync(simHosts, { recursive: true });
@@ -45,34 +41,6 @@ const apiKey = `sim-fleet-${randomBytes(16).toString("hex")}`;
 const ROUTER_UNIT = "gpuhost-router.service";
 let stack: TestStack | undefined;
 let metricsUrl = "";
-
-async function onHost(root: string, script: string): Promise<string> {
-  const r = await execOnHost(simulatedConnection(root), `set -euo pipefail\n${script}`, [], { timeoutMs: 60_000 });
-  if (r.code !== 0) throw new Error(`host script failed (${r.code}): ${r.stderr}`);
-  return r.stdout;
-}
-
-async function upJson(): Promise<{ changes: Record<string, number>; changed: string[] }> {
-  const r = await stack!.ok("up", "--yes", "--skip-preview", "--json");
-  const events = r.stdout
-    .split("\n")
-    .filter((l) => l.startsWith("{"))
-    .map(
-      (l) =>
-        JSON.parse(l) as {
-          summaryEvent?: { result: string; resourceChanges: Record<string, number> };
-          resOutputsEvent?: { metadata?: { op: string; urn: string } };
-        },
-    );
-  const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
-  if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
-  expect(summary.result).toBe("succeeded");
-  const changed = events
-    .map((e) => e.resOutputsEvent?.metadata)
-    .filter((m): m is NonNullable<typeof m> => !!m && !["same", "refresh", "read"].includes(m.op))
-    .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)}`);
-  return { changes: summary.resourceChanges, changed };
-}
 
 /** The test stack's settings as the program parses them (defaults filled in); the key left out. */
 function stackSettings() {
@@ -86,18 +54,8 @@ function stackSettings() {
   return parseConfig(raw);
 }
 
-/** `gpuhost drift --stack <the test stack> --json` through the real refresh. */
-async function driftReport(): Promise<DriftReport & { exitCode: number }> {
-  let out = "";
-  const code = await driftMain(["--stack", stack!.stack, "--json"], {
-    out: (t) => void (out += t),
-    err: () => undefined,
-    runPulumi: (args, o) => runPulumi(args, { ...stack!.opts, env: { ...stack!.opts.env, ...o?.env } }),
-  });
-  const report = JSON.parse(out) as DriftReport & { exitCode: number };
-  expect(report.exitCode).toBe(code);
-  return report;
-}
+/** `gpuhost drift --stack <the test stack> --json` through the real refresh (its exit status checked against the report's). */
+const driftReport = async () => (await driftJson(stack!.stack, stack!.opts)).report;
 
 /**
  * Clients through the router: `concurrency` loops, each sending the benchmark's streamed request
@@ -202,7 +160,7 @@ afterAll(async () => {
 
 describe("sim-fleet under the real engine and the real SMG", () => {
   it("comes up with the two hosts whose gate passed; the third is left out, named with the gate's diagnosis", async () => {
-    await upJson();
+    await upChanges(stack!);
     const f = await fleet();
     expect(f.smgVersion).toContain("1.13.0");
     expect(f.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2"]);
@@ -218,13 +176,15 @@ describe("sim-fleet under the real engine and the real SMG", () => {
   }, 900_000);
 
   it("the router's key is in no argv, no environment, no journal line and not in the state in plaintext; the router holds it", async () => {
-    const pid = Number((await onHost(roots[0], `systemctl show -p MainPID --value ${ROUTER_UNIT}`)).trim());
+    const pid = Number((await onSimulatedHost(roots[0], `systemctl show -p MainPID --value ${ROUTER_UNIT}`)).trim());
     expect(pid).toBeGreaterThan(0);
     expect(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")).not.toContain(apiKey);
     expect(fs.readFileSync(`/proc/${pid}/environ`, "utf8")).not.toContain(apiKey);
-    const ps = (await onHost(roots[0], "ps -eo args ww")).split("\n");
+    const ps = (await onSimulatedHost(roots[0], "ps -eo args ww")).split("\n");
     expect(ps.filter((l) => l.includes(apiKey))).toEqual([]);
-    expect(await onHost(roots[0], `journalctl -u ${ROUTER_UNIT} -n 100000 --no-pager || true`)).not.toContain(apiKey);
+    expect(await onSimulatedHost(roots[0], `journalctl -u ${ROUTER_UNIT} -n 100000 --no-pager || true`)).not.toContain(
+      apiKey,
+    );
     const f = await fleet();
     expect((await fetch(`${f.routerEndpoint}/workers`)).status).toBe(401);
     // Nor in the state in plaintext: the key file's stdin and FleetVerification's input are secrets.
@@ -233,7 +193,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
 
   it("with the fault removed, the next up gates the third host and the router serves from all three", async () => {
     await stack!.ok("config", "rm", "--path", "gpuhost:hosts[2].simulatorFaults");
-    await upJson();
+    await upChanges(stack!);
     const f = await fleet();
     expect(f.registered.map((w) => w.name)).toEqual(["sim-fleet-1", "sim-fleet-2", "sim-fleet-3"]);
     expect(f.leftOut).toEqual([]);
@@ -259,7 +219,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
   }, 900_000);
 
   it("a second up with nothing changed re-measures nothing", async () => {
-    const { changes, changed } = await upJson();
+    const { changes, changed } = await upChanges(stack!);
     expect(changed).toEqual([]);
     expect(Object.keys(changes)).toEqual(["same"]);
   }, 600_000);
@@ -280,7 +240,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     try {
       while (traffic.begunSince(0).requests < 3 * before.registered.length) await sleep(200);
       const stopAt = Date.now();
-      await onHost(roots[1], "systemctl stop sglang-autoregressive.service");
+      await onSimulatedHost(roots[1], "systemctl stop sglang-autoregressive.service");
       // systemctl stop returns once the service's process is gone: from here on the host is down, and
       // what happens to a request is the router's doing. Streams the host was serving when it went
       // are cut (SMG ends them with an error event; a begun stream cannot be retried elsewhere).
@@ -353,7 +313,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     ]);
     for (const h of report.hosts.filter((x) => x !== host)) expect(h.status).toBe("clean");
 
-    const { changed } = await upJson();
+    const { changed } = await upChanges(stack!);
     expect(changed).toEqual(expect.arrayContaining([expect.stringMatching(/fleet-verified$/)]));
     const after = await fleet();
     expect(after.verifiedAt).not.toBe(before.verifiedAt);
@@ -364,7 +324,7 @@ describe("sim-fleet under the real engine and the real SMG", () => {
   }, 900_000);
 
   it("the router's unit edited on its machine and the router stopped: gpuhost drift names both; the next up restores the unit and the router", async () => {
-    await onHost(
+    await onSimulatedHost(
       roots[0],
       `printf '\\n# edited by hand\\n' >>"$GPUHOST_ROOT/etc/systemd/system/${ROUTER_UNIT}"; systemctl stop ${ROUTER_UNIT}`,
     );
@@ -374,10 +334,10 @@ describe("sim-fleet under the real engine and the real SMG", () => {
     expect(fields).toEqual(expect.arrayContaining(["router.unit", "router.active"]));
     expect(report.fleet![0].drift.find((d) => d.field === "router.unit")!.repair).toContain("configure step again");
 
-    const { changed } = await upJson();
+    const { changed } = await upChanges(stack!);
     expect(changed).toEqual(expect.arrayContaining([expect.stringMatching(/fleet-verified$/)]));
-    expect((await onHost(roots[0], `systemctl is-active ${ROUTER_UNIT} || true`)).trim()).toBe("active");
-    expect(await onHost(roots[0], `cat "$GPUHOST_ROOT/etc/systemd/system/${ROUTER_UNIT}"`)).not.toContain(
+    expect((await onSimulatedHost(roots[0], `systemctl is-active ${ROUTER_UNIT} || true`)).trim()).toBe("active");
+    expect(await onSimulatedHost(roots[0], `cat "$GPUHOST_ROOT/etc/systemd/system/${ROUTER_UNIT}"`)).not.toContain(
       "edited by hand",
     );
     expect((await fleet()).drift).toEqual([]);

@@ -14,18 +14,15 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
-import { execOnHost } from "../../components/host/exec";
-import { simulatedConnection } from "../../sim-host/platform";
+import { PROJECT_ROOT } from "../../engine/pulumi";
 import { freeLocalPort as freePort } from "../../ports";
 import type { FleetOutputs } from "../../stack/outputs";
-import { driftMain } from "../../cli/drift";
-import type { DriftReport } from "../../components/drift/report";
 import { fleetTable } from "../../cli/fleet-table";
 import { listWorkers } from "../../components/fleet-verification/router-api";
 import { runMixedTraffic } from "../../gate/index";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
 import { smgVenv } from "../support/smg";
+import { driftJson } from "../support/engine";
 
 const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
 fs.mkdirSync(simHosts, { recursive: true });
@@ -33,24 +30,8 @@ const base = fs.mkdtempSync(path.join(simHosts, "mixed-"));
 const roots = [1, 2, 3, 4].map((i) => path.join(base, `h${i}`));
 let stack: TestStack | undefined;
 
-async function onHost(root: string, script: string): Promise<string> {
-  const r = await execOnHost(simulatedConnection(root), `set -euo pipefail\n${script}`, [], { timeoutMs: 60_000 });
-  if (r.code !== 0) throw new Error(`host script failed (${r.code}): ${r.stderr}`);
-  return r.stdout;
-}
-
 /** `pulumi up`; the resources it changed (op and name). */
-async function up(): Promise<string[]> {
-  const r = await stack!.ok("up", "--yes", "--skip-preview", "--json");
-  const events = r.stdout
-    .split("\n")
-    .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as { resOutputsEvent?: { metadata?: { op: string; urn: string } } });
-  return events
-    .map((e) => e.resOutputsEvent?.metadata)
-    .filter((m): m is NonNullable<typeof m> => !!m && !["same", "refresh", "read"].includes(m.op))
-    .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)}`);
-}
+const up = async () => (await upChanges(stack!)).changed;
 
 async function fleet(): Promise<FleetOutputs & { mixed: NonNullable<FleetOutputs["mixed"]> }> {
   const f = (await stack!.outputs()).fleet;
@@ -132,21 +113,15 @@ describe("sim-mixed under the real engine and the real SMG", () => {
 
   it("an interactive host's service stopped: gpuhost drift names it under its group, and its class stays within its group", async () => {
     const url = (await fleet()).registered.find((w) => w.name === "sim-mixed-2")!.url;
-    await onHost(roots[1], "systemctl stop sglang-eagle3.service");
+    await onSimulatedHost(roots[1], "systemctl stop sglang-eagle3.service");
     // SMG's health checks (1 s apart, 2 failures) mark it unhealthy first.
     for (let i = 0; i < 120; i++) {
       const w = (await listWorkers((await fleet()).routerEndpoint)).find((x) => x.url === url);
       if (!w?.isHealthy) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    let out = "";
-    const code = await driftMain(["--stack", stack!.stack, "--json"], {
-      out: (t) => void (out += t),
-      err: () => undefined,
-      runPulumi: (args, o) => runPulumi(args, { ...stack!.opts, env: { ...stack!.opts.env, ...o?.env } }),
-    });
-    const report = JSON.parse(out) as DriftReport;
-    expect(code).toBe(1);
+    const { report } = await driftJson(stack!.stack, stack!.opts);
+    expect(report.exitCode).toBe(1);
     expect(report.fleet![0].drift.map((d) => d.field)).toEqual(["groups.interactive.workers.sim-mixed-2"]);
 
     // Its class stays within its group: both classes at once again, the interactive one served by the

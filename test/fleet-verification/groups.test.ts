@@ -6,33 +6,18 @@
 // that class sent to it by SMG: the create fails naming it. A stopped host's drift names its group.
 // The hosts' curves are written here (what their own sweeps would hand over), so the prediction is a
 // fixture's; the measurement is real.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { create, read, update } from "../../components/fleet-verification/provider";
 import { measureGroups, planGroups, type MixedFleetOutput } from "../../components/fleet-verification/groups";
 import type { ClassResult } from "../../gate/measurement/mixed-run";
-import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
-import { withSpeculative } from "../../simulator/profile";
-import { type RunningRouter, QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import type { RunningSimulator } from "../../simulator/index";
+import type { RunningRouter } from "../support/smg";
+import { groupFleet } from "../support/group-fleet";
 import type { Drift } from "../../components/drift/schema";
 
 const TIME_SCALE = 2;
-const sims: RunningSimulator[] = [];
+const fleet = groupFleet(TIME_SCALE);
 let router: RunningRouter | null = null;
-afterEach(async () => {
-  await router?.stop();
-  router = null;
-  await Promise.all(sims.splice(0).map((s) => s.close()));
-});
-
-async function sim(service: "eagle3" | "autoregressive", servedModelName: string): Promise<RunningSimulator> {
-  const profile =
-    service === "eagle3"
-      ? withSpeculative(loadProfile("tiny"), { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3" })
-      : "tiny";
-  const s = await startSimulator({ profile, servedModelName, port: 0, timeScale: TIME_SCALE, log: () => undefined });
-  sims.push(s);
-  return s;
-}
 
 /** A host's own sweep as it would hand it over (written here: the prediction is this fixture's). */
 const curve = (points: Array<[number, number, number, number]>) =>
@@ -103,19 +88,13 @@ function inputs(hosts: Record<string, RunningSimulator>, leftOut: string[], over
 describe("a mixed fleet through FleetVerification and the real SMG", () => {
   it("both classes at once, each on its own group and certified; the left-out host's cost is said; drift names the group", async () => {
     const hosts = {
-      i1: await sim("eagle3", "tiny-interactive"),
-      i2: await sim("eagle3", "tiny-interactive"),
-      i3: await sim("eagle3", "tiny-interactive"),
-      b1: await sim("autoregressive", "tiny"),
+      i1: await fleet.sim("eagle3", "tiny-interactive"),
+      i2: await fleet.sim("eagle3", "tiny-interactive"),
+      i3: await fleet.sim("eagle3", "tiny-interactive"),
+      b1: await fleet.sim("autoregressive", "tiny"),
     };
     // i3's gate failed: it is not one of the router's workers.
-    router = await startRouter({
-      venv: smgVenv(),
-      workerUrls: [hosts.i1.url, hosts.i2.url, hosts.b1.url],
-      policy: "round_robin",
-      extraConfig: QUICK_ROUTER,
-    });
-    await waitForHealthyWorkers(router.url, 3);
+    router = await fleet.router([hosts.i1.url, hosts.i2.url, hosts.b1.url], "round_robin");
     const r = await create(inputs(hosts, ["i3"]));
     const m = r.outs.mixed as MixedFleetOutput;
     expect(m.interactive.workers).toEqual(["i1", "i2"]);
@@ -172,18 +151,15 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
 
   it("a host serving the other group's name gets that class from SMG: the create fails naming it", async () => {
     const hosts = {
-      i1: await sim("eagle3", "tiny-interactive"),
+      i1: await fleet.sim("eagle3", "tiny-interactive"),
       // The batch group's host, its unit rendered with the interactive name.
-      b1: await sim("autoregressive", "tiny-interactive"),
-      b2: await sim("autoregressive", "tiny"),
+      b1: await fleet.sim("autoregressive", "tiny-interactive"),
+      b2: await fleet.sim("autoregressive", "tiny"),
     };
-    router = await startRouter({
-      venv: smgVenv(),
-      workerUrls: Object.values(hosts).map((h) => h.url),
-      policy: "round_robin",
-      extraConfig: QUICK_ROUTER,
-    });
-    await waitForHealthyWorkers(router.url, 3);
+    router = await fleet.router(
+      Object.values(hosts).map((h) => h.url),
+      "round_robin",
+    );
     const i = inputs(hosts, []);
     const over = {
       groups: {
@@ -198,9 +174,8 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
   }, 600_000);
 
   it("a group with no host that passed its gate: the create fails with what the fleet can no longer promise", async () => {
-    const hosts = { i1: await sim("eagle3", "tiny-interactive"), b1: await sim("autoregressive", "tiny") };
-    router = await startRouter({ venv: smgVenv(), workerUrls: [hosts.b1.url], extraConfig: QUICK_ROUTER });
-    await waitForHealthyWorkers(router.url, 1);
+    const hosts = { i1: await fleet.sim("eagle3", "tiny-interactive"), b1: await fleet.sim("autoregressive", "tiny") };
+    router = await fleet.router([hosts.b1.url]);
     const i = inputs(hosts, ["i1"]);
     const over = { groups: { ...i.groups, interactive: { ...i.groups.interactive, hosts: ["i1"] } } };
     await expect(create(inputs(hosts, ["i1"], over))).rejects.toThrow(

@@ -7,35 +7,17 @@
  * reconciles with the workers' counters by model. A host of the interactive group that stopped
  * leaves its class on the group's other host, the batch group untouched.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runMixedTraffic, type MixedTrafficOptions } from "../../gate/index";
-import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
-import { withSpeculative } from "../../simulator/profile";
-import { type RunningRouter, QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
-
-const sims: RunningSimulator[] = [];
-let router: RunningRouter | null = null;
-afterEach(async () => {
-  await router?.stop();
-  router = null;
-  await Promise.all(sims.splice(0).map((s) => s.close()));
-});
+import { type RunningRouter, waitForHealthyWorkers } from "../support/smg";
+import { groupFleet } from "../support/group-fleet";
 
 // Slow enough that a tiny EAGLE-3 answer arrives in several reads (at 20x it came in one: no inter-token gaps).
 const TIME_SCALE = 2;
-const eagle3 = () => withSpeculative(loadProfile("tiny"), { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3" });
-
-async function sim(group: "interactive" | "batch"): Promise<RunningSimulator> {
-  const s = await startSimulator({
-    profile: group === "interactive" ? eagle3() : "tiny",
-    servedModelName: group === "interactive" ? "tiny-interactive" : "tiny",
-    port: 0,
-    timeScale: TIME_SCALE,
-    log: () => undefined,
-  });
-  sims.push(s);
-  return s;
-}
+const fleet = groupFleet(TIME_SCALE);
+const sim = (group: "interactive" | "batch") =>
+  group === "interactive" ? fleet.sim("eagle3", "tiny-interactive") : fleet.sim("autoregressive", "tiny");
+let router: RunningRouter | null = null;
 
 const traffic = (workers: string[]): MixedTrafficOptions => ({
   url: router!.url,
@@ -52,8 +34,7 @@ describe("two groups behind one SMG, routed by served model name", () => {
   it("each class reaches only its group's hosts, both at once, each reconciled with the workers' counters", async () => {
     const i = await sim("interactive");
     const b = await sim("batch");
-    router = await startRouter({ venv: smgVenv(), workerUrls: [i.url, b.url], extraConfig: QUICK_ROUTER });
-    await waitForHealthyWorkers(router.url, 2);
+    router = await fleet.router([i.url, b.url]);
     const r = await runMixedTraffic(traffic([i.url, b.url]));
     expect(r.interactive.errors).toBe(0);
     expect(r.batch.errors).toBe(0);
@@ -76,14 +57,8 @@ describe("two groups behind one SMG, routed by served model name", () => {
     const i1 = await sim("interactive");
     const i2 = await sim("interactive");
     const b = await sim("batch");
-    router = await startRouter({
-      venv: smgVenv(),
-      workerUrls: [i1.url, i2.url, b.url],
-      extraConfig: QUICK_ROUTER,
-    });
-    await waitForHealthyWorkers(router.url, 3);
-    await i2.close();
-    sims.splice(sims.indexOf(i2), 1);
+    router = await fleet.router([i1.url, i2.url, b.url]);
+    await fleet.stop(i2);
     await waitForHealthyWorkers(router.url, 2, 30_000);
     const r = await runMixedTraffic(traffic([i1.url, b.url]));
     expect(r.interactive.errors).toBe(0);

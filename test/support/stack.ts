@@ -11,6 +11,8 @@ import * as path from "node:path";
 import type { StackOutputs } from "../../stack/outputs";
 import { EngineOptions, EngineResult, PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
 import { type PluginSet, testEngineOptions } from "./engine";
+import { execOnHost } from "../../components/host/exec";
+import { simulatedConnection } from "../../sim-host/platform";
 
 export interface TestStack {
   dir: string;
@@ -115,4 +117,37 @@ export async function createTestStack(
       }
     },
   };
+}
+
+/**
+ * `pulumi up --json` on STACK, which must succeed: its summary's resource changes (e.g. { same: 16,
+ * update: 1 }) and each resource it changed, as "op name".
+ */
+export async function upChanges(stack: TestStack): Promise<{ changes: Record<string, number>; changed: string[] }> {
+  const r = await stack.ok("up", "--yes", "--skip-preview", "--json");
+  const events = r.stdout
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map(
+      (l) =>
+        JSON.parse(l) as {
+          summaryEvent?: { result: string; resourceChanges: Record<string, number> };
+          resOutputsEvent?: { metadata?: { op: string; urn: string } };
+        },
+    );
+  const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
+  if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
+  if (summary.result !== "succeeded") throw new Error(`pulumi up ${summary.result}:\n${r.stdout.slice(-3000)}`);
+  const changed = events
+    .map((e) => e.resOutputsEvent?.metadata)
+    .filter((m): m is NonNullable<typeof m> => !!m && !["same", "refresh", "read"].includes(m.op))
+    .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)}`);
+  return { changes: summary.resourceChanges, changed };
+}
+
+/** SCRIPT (bash, -euo pipefail) on the simulated host whose folder is ROOT; its stdout, or throws with its stderr. */
+export async function onSimulatedHost(root: string, script: string): Promise<string> {
+  const r = await execOnHost(simulatedConnection(root), `set -euo pipefail\n${script}`, [], { timeoutMs: 60_000 });
+  if (r.code !== 0) throw new Error(`host script failed (${r.code}): ${r.stderr}`);
+  return r.stdout;
 }
