@@ -95,7 +95,8 @@ case "$mode" in
     prettier --check "**/*.ts"
     eslint .
     tsc -p .
-    exec vitest run "$@"
+    # Contained: nothing the suite starts outlives it, even after SIGKILL of vitest (engine/contain.sh).
+    exec bash engine/contain.sh vitest run "$@"
     ;;
   lint)
     bash engine/setup.sh --npm-only
