@@ -43,8 +43,14 @@ export function ephemeralRange(): [number, number] {
   return [32768, 60999];
 }
 
-/** Where reservations live: one folder per user, one file per port, holding the reserving PID. */
+/**
+ * Where reservations live: one folder per user, one file per port, holding the reserving PID. A test
+ * run gives each run a temporary folder of its own (engine/contain.sh) and names the shared one in
+ * GPUHOST_PORT_RESERVATIONS, so runs side by side still see each other's reservations.
+ */
 export function reservationDir(): string {
+  const shared = process.env.GPUHOST_PORT_RESERVATIONS;
+  if (shared !== undefined && shared !== "") return shared;
   return path.join(os.tmpdir(), `gpuhost-ports-${process.getuid?.() ?? "user"}`);
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|tsx [args...]`.
+# The one entry of the npm scripts: `bash engine/run.sh setup|build|demo|test|quick|lint|unit|gpuhost|tsx [args...]`.
 # It first makes sure a supported Node.js (>= 22, what @pulumi/pulumi 3.276 declares) is first on PATH,
 # so npm, tsc, vitest, the demo, the Pulumi engine's plugins and every process they start run on it:
 #   - the machine's `node` when it is new enough;
@@ -95,11 +95,23 @@ case "$mode" in
     prettier --check "**/*.ts"
     eslint .
     tsc -p .
-    exec vitest run "$@"
+    # Contained: nothing the suite starts outlives it, even after SIGKILL of vitest (engine/contain.sh).
+    exec bash engine/contain.sh vitest run "$@"
     ;;
   lint)
     bash engine/setup.sh --npm-only
     exec eslint . "$@"
+    ;;
+  quick)
+    # The middle tier: every test but those driving the real parts that take minutes or need root:
+    # the Pulumi engine (test/engine, the toolkit's engine test), the systemd test host, llama.cpp's
+    # server, SMG (test/router, test/fleet-verification) and SGLang's parser venv. `npm test` runs all.
+    bash engine/setup.sh --npm-only
+    tsc -p .
+    slow=(test/engine test/testhost test/real-server test/router test/fleet-verification test/sglang test/cuda-toolkit/engine.test.ts)
+    excludes=()
+    for s in "${slow[@]}"; do excludes+=(--exclude "$s/**" --exclude "$s"); done
+    exec bash engine/contain.sh vitest run "${excludes[@]}" --outputFile.json=.gpuhost/vitest-quick-report.json "$@"
     ;;
   unit)
     bash engine/setup.sh --npm-only
@@ -122,7 +134,7 @@ case "$mode" in
     ;;
   node) exec node "$@" ;;
   *)
-    echo "usage: bash engine/run.sh setup|build|demo|test|lint|unit|gpuhost|tsx|node [args...]" >&2
+    echo "usage: bash engine/run.sh setup|build|demo|test|quick|lint|unit|gpuhost|tsx|node [args...]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,95 @@
+/**
+ * Where a test run's time went, per file, from vitest's own JSON reporter (vitest.config.ts writes
+ * `.gpuhost/vitest-report.json` on every `npm test`): the run's wall span, the sum of the files' own
+ * spans (over the span when files ran side by side), and the slowest files with their longest tests.
+ *
+ *   npm run tsx -- bench/suite-timing.ts [REPORT.json] [--top N]
+ *
+ * A file's span is from its first test's start to its end as the reporter recorded them; a file whose
+ * `beforeAll` boots a host or runs `pulumi up` shows that time in its span, not in any one test.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+interface AssertionResult {
+  title: string;
+  fullName?: string;
+  status: string;
+  duration?: number | null;
+}
+
+interface FileResult {
+  name: string;
+  startTime: number;
+  endTime: number;
+  status: string;
+  assertionResults: AssertionResult[];
+}
+
+interface Report {
+  startTime: number;
+  numPassedTests: number;
+  numFailedTests: number;
+  numPendingTests: number;
+  testResults: FileResult[];
+}
+
+/** One file's line of the table: its span, its share of the run, and its slowest test. */
+export interface FileTiming {
+  file: string;
+  seconds: number;
+  tests: number;
+  slowest: { title: string; seconds: number } | null;
+}
+
+/** The per-file timings of REPORT, slowest first, and the run's wall span and summed file time. */
+export function fileTimings(report: Report, root: string): { wall: number; summed: number; files: FileTiming[] } {
+  const files = report.testResults.map((f): FileTiming => {
+    const timed = f.assertionResults.filter((a) => typeof a.duration === "number");
+    const slowest = timed.reduce<AssertionResult | null>(
+      (best, a) => (best === null || (a.duration ?? 0) > (best.duration ?? 0) ? a : best),
+      null,
+    );
+    return {
+      file: path.relative(root, f.name),
+      seconds: Math.max(0, f.endTime - f.startTime) / 1000,
+      tests: f.assertionResults.length,
+      slowest:
+        slowest === null ? null : { title: slowest.fullName ?? slowest.title, seconds: (slowest.duration ?? 0) / 1000 },
+    };
+  });
+  files.sort((a, b) => b.seconds - a.seconds);
+  const end = Math.max(report.startTime, ...report.testResults.map((f) => f.endTime));
+  return {
+    wall: (end - report.startTime) / 1000,
+    summed: files.reduce((s, f) => s + f.seconds, 0),
+    files,
+  };
+}
+
+function main(): void {
+  const args = process.argv.slice(2);
+  const topAt = args.indexOf("--top");
+  const top = topAt >= 0 ? Number(args[topAt + 1]) : 15;
+  const file = args.find((a, i) => !a.startsWith("--") && i !== topAt + 1) ?? ".gpuhost/vitest-report.json";
+  if (!Number.isInteger(top) || top < 1) throw new Error("--top takes a positive whole number");
+  if (!fs.existsSync(file)) {
+    console.error(`${file} does not exist: run \`npm test\` first (vitest.config.ts writes it).`);
+    process.exitCode = 2;
+    return;
+  }
+  const report = JSON.parse(fs.readFileSync(file, "utf8")) as Report;
+  const { wall, summed, files } = fileTimings(report, process.cwd());
+  console.log(
+    `${report.testResults.length} files, ${report.numPassedTests} passed, ${report.numFailedTests} failed, ` +
+      `${report.numPendingTests} skipped; wall ${wall.toFixed(0)} s, files' own time summed ${summed.toFixed(0)} s ` +
+      `(${(summed / Math.max(wall, 1)).toFixed(2)} files at once on average)`,
+  );
+  console.log(`\nslowest ${Math.min(top, files.length)} files:`);
+  for (const f of files.slice(0, top)) {
+    const slow = f.slowest === null ? "" : `; longest test ${f.slowest.seconds.toFixed(0)} s: ${f.slowest.title}`;
+    console.log(`${f.seconds.toFixed(0).padStart(6)} s  ${f.file} (${f.tests} tests${slow})`);
+  }
+}
+
+if (require.main === module) main();
