@@ -93,8 +93,9 @@ export const cudaWheelsSchema = z
 
 export const descriptionSchema = z
   .object({
-    serving: z.string().describe("THE CUDA release gpuhost installs and serves with (a key of toolkits)"),
-    cudaWheels: cudaWheelsSchema,
+    // Optional for a description that only lays out packages (tests); gpuhost's own names both.
+    serving: z.string().optional().describe("THE CUDA release gpuhost installs and serves with (a key of toolkits)"),
+    cudaWheels: cudaWheelsSchema.optional(),
     toolkits: z.record(z.string(), toolkitSchema),
     wheels: z.record(z.string(), wheelSchema).default({}),
     packages: z.record(packageName, toolkitPackageSchema),
@@ -147,7 +148,8 @@ export function parseDescription(text: string): ToolkitDescription {
       throw new Error(`invalid toolkit description: ${name} takes wheel files but names no toolkit`);
     }
   }
-  if (!d.toolkits[d.serving]) throw new Error(`invalid toolkit description: serving ${d.serving} is not a toolkit`);
+  if (d.serving !== undefined && !d.toolkits[d.serving])
+    throw new Error(`invalid toolkit description: serving ${d.serving} is not a toolkit`);
   for (const [release, tk] of Object.entries(d.toolkits)) {
     if (!d.packages[tk.meta])
       throw new Error(`invalid toolkit description: toolkit ${release} meta ${tk.meta} unknown`);
@@ -256,12 +258,16 @@ export function descriptionHash(): string {
 
 /** THE CUDA release gpuhost installs and serves with ("13.0"): the one place it is written is cuda.yaml. */
 export function servingRelease(): string {
-  return loadDescription().serving;
+  const release = loadDescription().serving;
+  if (release === undefined) throw new Error("components/cuda-catalog/cuda.yaml names no serving release");
+  return release;
 }
 
 /** How the venv's NVIDIA wheels are versioned (cuda.yaml cudaWheels). */
 export function cudaWheels(): CudaWheels {
-  return loadDescription().cudaWheels;
+  const w = loadDescription().cudaWheels;
+  if (w === undefined) throw new Error("components/cuda-catalog/cuda.yaml classifies no CUDA wheels (cudaWheels)");
+  return w;
 }
 
 /** pip's normalized name: Nvidia_CUDA.nvcc -> nvidia-cuda-nvcc. */

@@ -15,7 +15,8 @@ import type { HostConnection } from "../../components/host/connection";
 
 let root: string;
 let conn: HostConnection;
-const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
+const options = cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } });
+const plan = { ...toolkitPlan(options), options };
 
 function run(step: ScriptStep) {
   const { text, name } = readScript(step.script);
@@ -89,6 +90,39 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
     expect(kv.fingerprint).toBe(toolkitFingerprint("13.0", versions));
     expect(fs.readlinkSync(path.join(root, "usr/local/cuda"))).toBe("../../etc/alternatives/cuda");
+  });
+
+  it("reports which nvcc each JIT consumer resolves: FlashInfer and humming-kernels both the pinned 13.0", async () => {
+    await provision();
+    const v = await run(toolkitPlan(plan.options, "/opt/gpuhost/venv").verify);
+    expect(v.code).toBe(0);
+    const kv = parseKeyValues(v.stdout);
+    expect(kv.jit_flashinfer).toBe("/usr/local/cuda-13.0/bin/nvcc 13.0 (CUDA_HOME)");
+    expect(kv.jit_humming_kernels).toMatch(/^\/usr\/local\/cuda-13\.0\/bin\/nvcc 13\.0 \(the highest/);
+    // No venv built on the simulated host: said, not guessed.
+    expect(kv.jit_cute_dsl).toMatch(/^not built yet/);
+    expect(kv.jit_triton).toMatch(/^not built yet/);
+  });
+
+  it("a leftover /usr/local/cuda-13.2 beside the pinned 13.0 is refused in one sentence naming both", async () => {
+    await provision();
+    // What an old install leaves behind: its own nvcc, release 13.2. humming-kernels takes the
+    // highest 13.x install whatever CUDA_HOME says; FlashInfer takes CUDA_HOME's.
+    const nvcc13 = fs.readFileSync(path.join(root, "usr/local/cuda-13.0/bin/nvcc"), "utf8");
+    fs.mkdirSync(path.join(root, "usr/local/cuda-13.2/bin"), { recursive: true });
+    fs.writeFileSync(
+      path.join(root, "usr/local/cuda-13.2/bin/nvcc"),
+      nvcc13.replace(/"13\.0"( +# gpuhost:nvccRelease)/, '"13.2"$1').replace(/"V13\.0\.88"/, '"V13.2.51"'),
+      { mode: 0o755 },
+    );
+    const v = await run(plan.verify);
+    expect(v.code).toBe(1);
+    expect(parseKeyValues(v.stdout).jit_humming_kernels).toMatch(/^\/usr\/local\/cuda-13\.2\/bin\/nvcc 13\.2 /);
+    const sentence = v.stderr.split("\n").find((l) => l.includes("two CUDA releases for the JIT"));
+    expect(sentence).toContain("FlashInfer resolves /usr/local/cuda-13.0/bin/nvcc (CUDA 13.0, through CUDA_HOME)");
+    expect(sentence).toContain("humming-kernels resolves /usr/local/cuda-13.2/bin/nvcc (CUDA 13.2");
+    expect(sentence).toContain("remove /usr/local/cuda-13.2");
+    expect(sentence).not.toContain(root);
   });
 
   it("a second run of every script changes nothing on the host", async () => {
