@@ -22,6 +22,7 @@ import {
   pinsLock,
   requirements,
   toolkitKey,
+  venvWheelsRepair,
 } from "./lock";
 import type { DriftFragment } from "../drift/fragments";
 import type { EnvironmentConfig } from "./schema";
@@ -54,7 +55,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   public readonly torchCuda: pulumi.Output<string>;
   /** What python-env.sh reported: "real", or "simulated" where nothing was installed (under a root). */
   public readonly platform: pulumi.Output<string>;
-  /** Its share of ToolkitState (components/drift): the JIT cache base and the toolkit key in use. */
+  /** Its share of ToolkitState (components/drift): the JIT cache base and key in use, the venv whose CUDA wheels it checks and repairs. */
   public readonly drift: pulumi.Output<DriftFragment>;
 
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -143,7 +144,8 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     this.torchCuda = venvReport.apply((r) => r.torch_cuda ?? "unknown");
     this.platform = venvReport.apply((r) => r.platform ?? "unknown");
     this.drift = fingerprint.apply((f) => ({
-      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f) },
+      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f), venvPath: env.venvPath },
+      repairs: venvWheelsRepair(env, hashLock),
     }));
     this.registerOutputs({
       environmentLock: this.environmentLock,
