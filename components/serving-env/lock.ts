@@ -4,6 +4,7 @@
  * Pure functions, so the component, the tests and the drift probe agree on them.
  */
 import { createHash } from "node:crypto";
+import { foreignCudaWheel } from "../cuda-catalog/catalog";
 import { VENV_WHEELS_FIELD } from "../drift/repair";
 import type { RepairStepInput } from "../drift/schema";
 import type { EnvironmentConfig } from "./schema";
@@ -156,6 +157,19 @@ export function lockedPins(text: string): Map<string, { version: string; sha256:
       });
   }
   return out;
+}
+
+/**
+ * Refuses, before anything is downloaded, a hash lock that would put a wheel of another CUDA release
+ * beside the toolkit (the rule of the shipped lock's test and of drift: foreignCudaWheel). `where`
+ * names the config key.
+ */
+export function checkLockCudaWheels(text: string, toolkitRelease: string, where: string): void {
+  const foreign = [...lockedPins(text)].flatMap(([name, p]) => foreignCudaWheel(name, p.version, toolkitRelease) ?? []);
+  if (foreign.length > 0)
+    throw new Error(
+      `${where}: ${foreign.join("; ")} (one CUDA release per environment: regenerate it with requirements/generate-lock.sh, which holds NVIDIA's wheels to the toolkit's line)`,
+    );
 }
 
 /**

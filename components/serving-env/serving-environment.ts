@@ -16,6 +16,7 @@ import {
   checkTorchMatchesToolkit,
   environmentLock,
   checkHashLock,
+  checkLockCudaWheels,
   hasRemoteIndex,
   indexArgs,
   jitWorkspace,
@@ -68,7 +69,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       if (env.requirementsLock !== undefined) {
         const file = path.resolve(env.requirementsLock);
         if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
-        return checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+        const text = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+        checkLockCudaWheels(text, args.toolkitVersion, "gpuhost:environment.requirementsLock");
+        return text;
       } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
         throw new Error(
           "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",

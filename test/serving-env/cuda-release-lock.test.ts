@@ -8,6 +8,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { cudaWheels, foreignCudaWheel, servingRelease } from "../../components/cuda-catalog/catalog";
+import { checkLockCudaWheels } from "../../components/serving-env/lock";
 import { ROOT } from "../config/stacks";
 
 const LOCK = path.join(ROOT, "requirements/sglang-0.5.23.lock.txt");
@@ -49,6 +50,27 @@ describe("the committed serving lock: one CUDA release", () => {
       expect(header).toMatch(/PTX newer than the driver/);
       expect(locked.get(name)?.startsWith(`${w.line}.`)).toBe(true);
     }
+  });
+});
+
+describe("a hash lock of the stack's own (environment.requirementsLock) is judged the same way, at preview", () => {
+  const where = "gpuhost:environment.requirementsLock";
+
+  it("accepts the shipped lock", () => {
+    expect(() => checkLockCudaWheels(fs.readFileSync(LOCK, "utf8"), servingRelease(), where)).not.toThrow();
+  });
+
+  it("refuses the lock as it was before (nvcc 13.5.37 beside the 13.0 toolkit), naming the key and each wheel", () => {
+    // The CUDA lines of the lock issue 43 found, before the constraint (the hashes stand in: only versions are judged).
+    const before = [
+      "nvidia-cuda-nvcc==13.5.37 \\\n    --hash=sha256:" + "a".repeat(64),
+      "nvidia-cuda-runtime==13.0.96 \\\n    --hash=sha256:" + "b".repeat(64),
+      "nvidia-nvvm==13.5.37 \\\n    --hash=sha256:" + "c".repeat(64),
+      "",
+    ].join("\n");
+    expect(() => checkLockCudaWheels(before, servingRelease(), where)).toThrow(
+      /^gpuhost:environment\.requirementsLock: .*nvidia-cuda-nvcc 13\.5\.37 is of CUDA 13\.5, beside the CUDA 13\.0 toolkit.*nvidia-nvvm 13\.5\.37/,
+    );
   });
 });
 
