@@ -104,6 +104,32 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(kv.jit_triton).toMatch(/^not built yet/);
   });
 
+  it("with a venv: CuTe-DSL's bundled stack, triton's own ptxas, and the proof run again against the venv's CUDA libraries", async () => {
+    await provision();
+    // The venv's files as pip lays them out (what verify reads of it): CuTe-DSL's record, triton's
+    // ptxas, the CUDA wheels' lib folder.
+    const site = path.join(root, "opt/gpuhost/venv/lib/python3.11/site-packages");
+    fs.mkdirSync(path.join(site, "nvidia_cutlass_dsl_libs_cu13-4.8.0.dist-info"), { recursive: true });
+    fs.mkdirSync(path.join(site, "nvidia/cu13/lib"), { recursive: true });
+    fs.mkdirSync(path.join(site, "triton/backends/nvidia/bin"), { recursive: true });
+    fs.writeFileSync(
+      path.join(site, "triton/backends/nvidia/bin/ptxas"),
+      "#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n",
+      { mode: 0o755 },
+    );
+    const v = await run(toolkitPlan(plan.options, "/opt/gpuhost/venv").verify);
+    expect(v.code).toBe(0);
+    const kv = parseKeyValues(v.stdout);
+    expect(kv.jit_cute_dsl).toBe("nvidia-cutlass-dsl-libs-cu13 4.8.0 (its bundled stack, not CUDA_HOME)");
+    expect(kv.jit_triton).toBe(
+      "/opt/gpuhost/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/ptxas 12.9 (its own ptxas: SASS to the driver, no PTX)",
+    );
+    // The stand-in proof program runs here (it is a script), so the venv's libraries get their run.
+    expect(kv.proof_venv).toMatch(
+      /^ran with \/opt\/gpuhost\/venv\/lib\/python3\.11\/site-packages\/nvidia\/cu13\/lib: gpuhost stand-in binary/,
+    );
+  });
+
   it("a leftover /usr/local/cuda-13.2 beside the pinned 13.0 is refused in one sentence naming both", async () => {
     await provision();
     // What an old install leaves behind: its own nvcc, release 13.2. humming-kernels takes the
