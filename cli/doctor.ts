@@ -1,7 +1,7 @@
 // `gpuhost doctor`: the toolkit checks of components/cuda-toolkit/doctor.ts on this machine, the
 // proof program included (compiled and linked with the toolkit found; run only where there are GPUs).
 import * as path from "node:path";
-import { toolkitReleases } from "../components/cuda-catalog/catalog";
+import { servingRelease, toolkitReleases } from "../components/cuda-catalog/catalog";
 import { doctor, type DoctorReport } from "../components/cuda-toolkit/doctor";
 import { P2P_FLOOR_GBPS, type TopologyReport } from "../components/cuda-toolkit/topology-probe";
 import { defaultIo, EXIT, runCommand, UsageError, type CliIo } from "./common";
@@ -54,7 +54,12 @@ export const DOCTOR = {
       value: "PATH",
       description: "the toolkit to check (default: found as FlashInfer finds it)",
     },
-    "expect-release": { type: "string", value: "R", description: "the CUDA release expected", default: "13.0" },
+    "expect-release": {
+      type: "string",
+      value: "R",
+      description: "the CUDA release expected (default: cuda.yaml's serving release)",
+      default: servingRelease(),
+    },
     root: {
       type: "path",
       value: "DIR",

@@ -134,7 +134,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
     const prepared = preparationOf(name, platform, { parent: this });
     const toolkit = new CudaToolkit(
       `${name}-toolkit`,
-      { ...toolkitOptionsOn(platform, config.toolkit), connection },
+      { ...toolkitOptionsOn(platform, config.toolkit), connection, venvPath: env.venvPath },
       { parent: this, dependsOn: prepared },
     );
     const environment = new ServingEnvironment(

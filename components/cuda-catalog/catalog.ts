@@ -73,8 +73,29 @@ export const toolkitSchema = z
   })
   .strict();
 
+const wheelName = z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "a normalized wheel name (lowercase, dashes)");
+
+export const newerWheelSchema = z
+  .object({
+    line: z.string().regex(/^[0-9]+\.[0-9]+$/, "a CUDA release line such as 13.1"),
+    requiredBy: z.string().min(1).describe("The requirement chain that forces it, as pip resolved it"),
+    safe: z.string().min(1).describe("Why it runs on the host's driver (minor-version compatibility, no newer PTX)"),
+  })
+  .strict();
+
+export const cudaWheelsSchema = z
+  .object({
+    releaseWheels: z.array(wheelName).describe("Wheels versioned by the CUDA release: held to the serving line"),
+    newerWheels: z.record(wheelName, newerWheelSchema).default({}),
+    ownNumbering: z.array(wheelName).describe("NVIDIA wheels versioned on their own: not held to a line"),
+  })
+  .strict();
+
 export const descriptionSchema = z
   .object({
+    // Optional for a description that only lays out packages (tests); gpuhost's own names both.
+    serving: z.string().optional().describe("THE CUDA release gpuhost installs and serves with (a key of toolkits)"),
+    cudaWheels: cudaWheelsSchema.optional(),
     toolkits: z.record(z.string(), toolkitSchema),
     wheels: z.record(z.string(), wheelSchema).default({}),
     packages: z.record(packageName, toolkitPackageSchema),
@@ -87,6 +108,7 @@ export type Toolkit = z.infer<typeof toolkitSchema> & { release: string };
 export type Wheel = z.infer<typeof wheelSchema> & { name: string };
 export type FromWheel = z.infer<typeof fromWheelSchema>;
 export type ToolkitDescription = z.infer<typeof descriptionSchema>;
+export type CudaWheels = z.infer<typeof cudaWheelsSchema>;
 
 /** A file as it lands on a host: absolute path, owning package, and what it is. */
 export interface ResolvedFile {
@@ -126,6 +148,8 @@ export function parseDescription(text: string): ToolkitDescription {
       throw new Error(`invalid toolkit description: ${name} takes wheel files but names no toolkit`);
     }
   }
+  if (d.serving !== undefined && !d.toolkits[d.serving])
+    throw new Error(`invalid toolkit description: serving ${d.serving} is not a toolkit`);
   for (const [release, tk] of Object.entries(d.toolkits)) {
     if (!d.packages[tk.meta])
       throw new Error(`invalid toolkit description: toolkit ${release} meta ${tk.meta} unknown`);
@@ -230,4 +254,50 @@ export function trapPackages(release: string, trap: string): string[] {
 /** Hash of the description itself: changes whenever a package, version or file changes. */
 export function descriptionHash(): string {
   return crypto.createHash("sha256").update(JSON.stringify(loadDescription())).digest("hex").slice(0, 16);
+}
+
+/** THE CUDA release gpuhost installs and serves with ("13.0"): the one place it is written is cuda.yaml. */
+export function servingRelease(): string {
+  const release = loadDescription().serving;
+  if (release === undefined) throw new Error("components/cuda-catalog/cuda.yaml names no serving release");
+  return release;
+}
+
+/** How the venv's NVIDIA wheels are versioned (cuda.yaml cudaWheels). */
+export function cudaWheels(): CudaWheels {
+  const w = loadDescription().cudaWheels;
+  if (w === undefined) throw new Error("components/cuda-catalog/cuda.yaml classifies no CUDA wheels (cudaWheels)");
+  return w;
+}
+
+/** pip's normalized name: Nvidia_CUDA.nvcc -> nvidia-cuda-nvcc. */
+export function normalizeWheelName(name: string): string {
+  return name.toLowerCase().replace(/[-_.]+/g, "-");
+}
+
+/** The CUDA release line of a release wheel's version: 13.0.88 -> 13.0. */
+export function releaseLine(version: string): string {
+  return version.split(".").slice(0, 2).join(".");
+}
+
+/**
+ * What is wrong with one NVIDIA wheel of a venv (or of a lock) held to `release`, as one sentence;
+ * undefined when it is on the line, a declared exception on its declared line, versioned on its own,
+ * or not an NVIDIA CUDA wheel at all. The lock test, the toolkit proof's report and drift ask this.
+ */
+export function foreignCudaWheel(name: string, version: string, release = servingRelease()): string | undefined {
+  const n = normalizeWheelName(name);
+  const w = cudaWheels();
+  if (!n.startsWith("nvidia-") && !n.startsWith("cuda-")) return undefined;
+  if (w.ownNumbering.includes(n)) return undefined;
+  const newer = w.newerWheels[n];
+  if (newer !== undefined) {
+    if (releaseLine(version) === newer.line) return undefined;
+    return `${n} ${version} is of CUDA ${releaseLine(version)}, not the ${newer.line} line cuda.yaml allows it (${newer.requiredBy})`;
+  }
+  if (!w.releaseWheels.includes(n))
+    return `${n} ${version} is an NVIDIA wheel cuda.yaml does not classify (cudaWheels: releaseWheels or ownNumbering)`;
+  if (releaseLine(version) !== release)
+    return `${n} ${version} is of CUDA ${releaseLine(version)}, beside the CUDA ${release} toolkit`;
+  return undefined;
 }

@@ -14,14 +14,16 @@ import { topologyFromVerify, type TopologyReport } from "./topology";
 export interface CudaToolkitArgs extends CudaToolkitOptionsInput {
   /** The host to install on: whatever its platform, the same scripts run through this connection. */
   connection: HostConnectionInput;
+  /** The serving venv: verify reports which nvcc its JIT consumers resolve and runs the proof against its CUDA libraries. */
+  venvPath?: string;
 }
 
 /**
  * The scripts and arguments CudaToolkit runs for these options: the component's Commands are built
  * from exactly this plan, and ToolkitState re-runs its steps to repair drift. Pure.
  */
-export function cudaToolkitPlan(options: CudaToolkitOptionsInput): ToolkitPlan {
-  return toolkitPlan(cudaToolkitOptionsSchema.parse(options));
+export function cudaToolkitPlan(options: CudaToolkitOptionsInput, venvPath?: string): ToolkitPlan {
+  return toolkitPlan(cudaToolkitOptionsSchema.parse(options), venvPath);
 }
 
 /**
@@ -56,9 +58,9 @@ export class CudaToolkit extends pulumi.ComponentResource {
 
   constructor(name: string, args: CudaToolkitArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:CudaToolkit", name, {}, opts);
-    const { connection, ...rest } = args;
+    const { connection, venvPath, ...rest } = args;
     const options = cudaToolkitOptionsSchema.parse(rest);
-    const plan = toolkitPlan(options);
+    const plan = toolkitPlan(options, venvPath);
 
     const repository = hostScript(
       `${name}-repository`,

@@ -1,7 +1,7 @@
 // Every knob of CudaToolkit, with its default and description: the stack config schema
 // (stack/config.ts) embeds this, and the component applies it. No Pulumi import.
 import { z } from "zod";
-import { toolkitReleases } from "../cuda-catalog/catalog";
+import { servingRelease, toolkitReleases } from "../cuda-catalog/catalog";
 import { P2P_FLOOR_GBPS } from "./topology";
 import { URL_MAX_CHARS, VERSION_MAX_CHARS, atMostChars } from "../text-bounds";
 
@@ -80,8 +80,10 @@ export const cudaToolkitOptionsSchema = z
         error: (issue) =>
           `${String(issue.input)} is not a CUDA release of components/cuda-catalog/cuda.yaml (it holds: ${toolkitReleases().join(", ")})`,
       })
-      .default("13.0")
-      .describe("CUDA release; must be a toolkit in components/cuda-catalog/cuda.yaml"),
+      .default(() => servingRelease())
+      .describe(
+        "CUDA release; must be a toolkit in components/cuda-catalog/cuda.yaml (default: its `serving` release)",
+      ),
     repository: cudaRepositorySchema.prefault({}),
     minDriverBranch: z
       .number()

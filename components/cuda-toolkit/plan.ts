@@ -38,7 +38,11 @@ export function componentDir(): string {
   return path.dirname(path.dirname(projectFile("components/cuda-toolkit/scripts/verify.sh")));
 }
 
-export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {
+/**
+ * `venvPath`: the serving venv, whose JIT consumers (humming-kernels, CuTe-DSL, triton) and CUDA
+ * libraries verify reports and proves beside the toolkit's own (verify.sh step 4b, 6b).
+ */
+export function toolkitPlan(options: CudaToolkitOptions, venvPath?: string): ToolkitPlan {
   const tk = toolkit(options.release);
   const repo = options.repository;
   const url = repo.url ?? defaultRepositoryUrl(repo.distribution, repo.architecture);
@@ -80,6 +84,7 @@ export function toolkitPlan(options: CudaToolkitOptions): ToolkitPlan {
         Buffer.from(proofSource("p2p_bandwidth.cu"), "utf8").toString("base64"),
         ...packages.flatMap((p) => ["--package", p]),
         ...required.flatMap((r) => ["--require", r]),
+        ...(venvPath === undefined ? [] : ["--venv", venvPath]),
       ],
     },
     uninstall: { script: `${SCRIPTS}/uninstall.sh`, args: [tk.root, sourcesList, ...packages] },

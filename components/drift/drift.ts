@@ -1,6 +1,7 @@
 // Observed vs expected: the list of fields that drifted, each with a repair a person can run.
 // Pure functions (no I/O), shared by the provider's read/diff/create/update and by the tests.
-import { unitApiKeyField } from "./repair";
+import { foreignCudaWheel, normalizeWheelName } from "../cuda-catalog/catalog";
+import { unitApiKeyField, VENV_WHEELS_FIELD } from "./repair";
 import type { Baseline, Drift, ExpectedState, ObservedState } from "./schema";
 
 /** Baseline recorded at create: what no provisioning step states up front. */
@@ -129,6 +130,8 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
     }
   }
 
+  drift.push(...venvWheelDrift(expected, observed));
+
   for (const [unitFile, want] of Object.entries(expected.units).sort(([a], [b]) => a.localeCompare(b))) {
     const seen = observed.units[unitFile];
     const name = unitFile.slice(unitFile.lastIndexOf("/") + 1);
@@ -183,4 +186,28 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
     });
   }
   return drift;
+}
+
+/**
+ * A wheel of another CUDA release in the serving venv (a `pip install` by hand, an unbounded
+ * requirement): named, with the release it is of, judged by the same rule as the lock
+ * (foreignCudaWheel, from the toolkit description).
+ */
+export function venvWheelDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  if (expected.venvPath === undefined) return [];
+  return Object.entries(observed.venvWheels)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([name, version]) => {
+      const why = foreignCudaWheel(name, version, expected.toolkitVersion);
+      if (why === undefined) return [];
+      const wheel = normalizeWheelName(name);
+      return [
+        {
+          field: `${VENV_WHEELS_FIELD}${wheel}`,
+          expected: `CUDA ${expected.toolkitVersion}'s wheels (the hash lock)`,
+          found: `${wheel} ${version}`,
+          repair: `${why} in ${expected.venvPath}: pulumi up puts the locked wheels back (by hand: ${expected.venvPath}/bin/pip uninstall -y ${wheel}, then install the hash lock again)`,
+        },
+      ];
+    });
 }

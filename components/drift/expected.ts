@@ -17,6 +17,8 @@ export interface ExpectedToolkitOptions {
   jitBase?: string;
   /** The key in use (the one sub-folder of jitBase). */
   jitKey?: string;
+  /** The serving venv, whose CUDA wheels must stay of this release. */
+  venvPath?: string;
 }
 
 export function expectedToolkitState(opts: ExpectedToolkitOptions): ExpectedState {
@@ -46,5 +48,6 @@ export function expectedToolkitState(opts: ExpectedToolkitOptions): ExpectedStat
     units: opts.units ?? {},
     ...(opts.jitBase !== undefined ? { jitBase: path.posix.normalize(opts.jitBase) } : {}),
     ...(opts.jitKey !== undefined ? { jitKey: opts.jitKey } : {}),
+    ...(opts.venvPath !== undefined ? { venvPath: path.posix.normalize(opts.venvPath) } : {}),
   };
 }

@@ -16,6 +16,7 @@ export function probeArgs(expected: ExpectedState): string[] {
   const args = ["--cuda-home", expected.cudaHome, "--package-suffix", expected.packageSuffix];
   if (expected.unitPath !== undefined) args.push("--path", expected.unitPath);
   if (expected.jitBase !== undefined) args.push("--jit-base", expected.jitBase);
+  if (expected.venvPath !== undefined) args.push("--venv", expected.venvPath);
   for (const file of Object.keys(expected.files).sort()) args.push("--file", file);
   for (const unit of Object.keys(expected.units).sort()) args.push("--unit", unit);
   return args;

@@ -11,6 +11,8 @@ import type { Drift, ExpectedState, RepairStep } from "./schema";
 
 /** Drift fields the toolkit's provisioning steps repair: nvcc, /usr/local/cuda, packages, missing files. */
 export const TOOLKIT_FIELDS: readonly string[] = ["nvcc.", "cudaLink", "packages.", "files."];
+/** Drift fields of the serving venv's CUDA wheels: `venv.wheels.<wheel>` (drift.ts venvWheelDrift; serving-env/lock.ts repairs them). */
+export const VENV_WHEELS_FIELD = "venv.wheels.";
 /** Every unit field (content, enabled, active): the activation step repairs enabled/active. */
 export const UNIT_FIELDS = "units.";
 /** The drift field of a unit file's content. */

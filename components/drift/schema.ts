@@ -62,6 +62,11 @@ export const expectedStateSchema = z
       .startsWith("/")
       .optional()
       .describe("Folder whose sub-folders are FlashInfer JIT caches, one per toolkit key"),
+    venvPath: z
+      .string()
+      .startsWith("/")
+      .optional()
+      .describe("The serving venv: a wheel of another CUDA release in it (a `pip install` by hand) is drift"),
     jitKey: z
       .string()
       .optional()
@@ -88,6 +93,10 @@ export const observedStateSchema = z.object({
     z.string(),
     z.object({ name: z.string(), sha256: z.string().nullable(), enabled: z.string(), active: z.string() }),
   ),
+  venvWheels: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe("The venv's nvidia-* and cuda-* wheels as pip recorded them (dist-info name -> version)"),
   errors: z.array(z.string()),
   apiKeyFile: z
     .enum(["match", "differs", "missing"])

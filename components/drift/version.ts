@@ -6,4 +6,5 @@
 // 3: the API key file (apiKey/apiKeyFile inputs, observed.apiKeyFile, repair steps with stdin).
 // 4: the key the active service runs with (observed.apiKeyRunning, apiKeyFile.credential) and
 //    repairActivation (the start a repair made, which VerifiedGeneration verifies).
-export const TOOLKIT_STATE_PROVIDER_VERSION = "4";
+// 5: the serving venv's CUDA wheels (expected.venvPath, observed.venvWheels, venv.wheels.* drift).
+export const TOOLKIT_STATE_PROVIDER_VERSION = "5";

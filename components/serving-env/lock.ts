@@ -4,6 +4,9 @@
  * Pure functions, so the component, the tests and the drift probe agree on them.
  */
 import { createHash } from "node:crypto";
+import { foreignCudaWheel } from "../cuda-catalog/catalog";
+import { VENV_WHEELS_FIELD } from "../drift/repair";
+import type { RepairStepInput } from "../drift/schema";
 import type { EnvironmentConfig } from "./schema";
 
 /** pip requirement specifiers, in a fixed order. */
@@ -138,4 +141,53 @@ export function toolkitKey(toolkitVersion: string, toolkitFingerprint: string): 
 /** FLASHINFER_WORKSPACE_BASE for a toolkit: a new toolkit can only ever see a new, empty cache. */
 export function jitWorkspace(env: EnvironmentConfig, toolkitVersion: string, toolkitFingerprint: string): string {
   return `${env.jitCacheBase}/${toolkitKey(toolkitVersion, toolkitFingerprint)}`;
+}
+
+/** Each pin of a hash lock: normalized name -> version and sha256s (comments and continuations read as pip does). */
+export function lockedPins(text: string): Map<string, { version: string; sha256: string[] }> {
+  const out = new Map<string, { version: string; sha256: string[] }>();
+  for (const line of text.replace(/\\\r?\n/g, " ").split(/\r?\n/)) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;]+)/.exec(
+      line.replace(/(^|\s)#.*$/, "").trim(),
+    );
+    if (m)
+      out.set(normalizeName(m[1]), {
+        version: m[2],
+        sha256: [...line.matchAll(/--hash=sha256:([0-9a-f]{64})/g)].map((h) => h[1]),
+      });
+  }
+  return out;
+}
+
+/**
+ * Refuses, before anything is downloaded, a hash lock that would put a wheel of another CUDA release
+ * beside the toolkit (the rule of the shipped lock's test and of drift: foreignCudaWheel). `where`
+ * names the config key.
+ */
+export function checkLockCudaWheels(text: string, toolkitRelease: string, where: string): void {
+  const foreign = [...lockedPins(text)].flatMap(([name, p]) => foreignCudaWheel(name, p.version, toolkitRelease) ?? []);
+  if (foreign.length > 0)
+    throw new Error(
+      `${where}: ${foreign.join("; ")} (one CUDA release per environment: regenerate it with requirements/generate-lock.sh, which holds NVIDIA's wheels to the toolkit's line)`,
+    );
+}
+
+/**
+ * ToolkitState's repair of a foreign CUDA wheel in the venv: scripts/venv-wheels.sh with the lock's
+ * nvidia-* and cuda-* pins and their sha256s, so the wheels go back exactly as the lock has them.
+ * Without a hash lock there is nothing to put back by hash: the drift is reported, not repaired.
+ */
+export function venvWheelsRepair(env: EnvironmentConfig, hashLock: string | undefined): RepairStepInput[] {
+  if (hashLock === undefined) return [];
+  const pins = [...lockedPins(hashLock)]
+    .filter(([name]) => name.startsWith("nvidia-") || name.startsWith("cuda-"))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([name, p]) => [`${name}==${p.version}`, p.sha256.join(",")]);
+  return [
+    {
+      fields: [VENV_WHEELS_FIELD],
+      script: "components/serving-env/scripts/venv-wheels.sh",
+      args: [env.venvPath, ...indexArgs(env), "--", ...pins],
+    },
+  ];
 }

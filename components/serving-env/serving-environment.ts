@@ -16,12 +16,14 @@ import {
   checkTorchMatchesToolkit,
   environmentLock,
   checkHashLock,
+  checkLockCudaWheels,
   hasRemoteIndex,
   indexArgs,
   jitWorkspace,
   pinsLock,
   requirements,
   toolkitKey,
+  venvWheelsRepair,
 } from "./lock";
 import type { DriftFragment } from "../drift/fragments";
 import type { EnvironmentConfig } from "./schema";
@@ -54,7 +56,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   public readonly torchCuda: pulumi.Output<string>;
   /** What python-env.sh reported: "real", or "simulated" where nothing was installed (under a root). */
   public readonly platform: pulumi.Output<string>;
-  /** Its share of ToolkitState (components/drift): the JIT cache base and the toolkit key in use. */
+  /** Its share of ToolkitState (components/drift): the JIT cache base and key in use, the venv whose CUDA wheels it checks and repairs. */
   public readonly drift: pulumi.Output<DriftFragment>;
 
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -67,7 +69,9 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       if (env.requirementsLock !== undefined) {
         const file = path.resolve(env.requirementsLock);
         if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
-        return checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+        const text = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+        checkLockCudaWheels(text, args.toolkitVersion, "gpuhost:environment.requirementsLock");
+        return text;
       } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
         throw new Error(
           "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
@@ -143,7 +147,8 @@ export class ServingEnvironment extends pulumi.ComponentResource {
     this.torchCuda = venvReport.apply((r) => r.torch_cuda ?? "unknown");
     this.platform = venvReport.apply((r) => r.platform ?? "unknown");
     this.drift = fingerprint.apply((f) => ({
-      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f) },
+      expected: { jitBase: env.jitCacheBase, jitKey: toolkitKey(args.toolkitVersion, f), venvPath: env.venvPath },
+      repairs: venvWheelsRepair(env, hashLock),
     }));
     this.registerOutputs({
       environmentLock: this.environmentLock,

@@ -15,7 +15,8 @@ import type { HostConnection } from "../../components/host/connection";
 
 let root: string;
 let conn: HostConnection;
-const plan = toolkitPlan(cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } }));
+const options = cudaToolkitOptionsSchema.parse({ repository: { url: SIM_REPO_URL, trust: "trusted" } });
+const plan = { ...toolkitPlan(options), options };
 
 function run(step: ScriptStep) {
   const { text, name } = readScript(step.script);
@@ -89,6 +90,65 @@ describe("CudaToolkit scripts on the simulated host", () => {
     expect(versions["libcurand-dev-13-0"]).toBe("10.4.0.35-1");
     expect(kv.fingerprint).toBe(toolkitFingerprint("13.0", versions));
     expect(fs.readlinkSync(path.join(root, "usr/local/cuda"))).toBe("../../etc/alternatives/cuda");
+  });
+
+  it("reports which nvcc each JIT consumer resolves: FlashInfer and humming-kernels both the pinned 13.0", async () => {
+    await provision();
+    const v = await run(toolkitPlan(plan.options, "/opt/gpuhost/venv").verify);
+    expect(v.code).toBe(0);
+    const kv = parseKeyValues(v.stdout);
+    expect(kv.jit_flashinfer).toBe("/usr/local/cuda-13.0/bin/nvcc 13.0 (CUDA_HOME)");
+    expect(kv.jit_humming_kernels).toMatch(/^\/usr\/local\/cuda-13\.0\/bin\/nvcc 13\.0 \(the highest/);
+    // No venv built on the simulated host: said, not guessed.
+    expect(kv.jit_cute_dsl).toMatch(/^not built yet/);
+    expect(kv.jit_triton).toMatch(/^not built yet/);
+  });
+
+  it("with a venv: CuTe-DSL's bundled stack, triton's own ptxas, and the proof run again against the venv's CUDA libraries", async () => {
+    await provision();
+    // The venv's files as pip lays them out (what verify reads of it): CuTe-DSL's record, triton's
+    // ptxas, the CUDA wheels' lib folder.
+    const site = path.join(root, "opt/gpuhost/venv/lib/python3.11/site-packages");
+    fs.mkdirSync(path.join(site, "nvidia_cutlass_dsl_libs_cu13-4.8.0.dist-info"), { recursive: true });
+    fs.mkdirSync(path.join(site, "nvidia/cu13/lib"), { recursive: true });
+    fs.mkdirSync(path.join(site, "triton/backends/nvidia/bin"), { recursive: true });
+    fs.writeFileSync(
+      path.join(site, "triton/backends/nvidia/bin/ptxas"),
+      "#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n",
+      { mode: 0o755 },
+    );
+    const v = await run(toolkitPlan(plan.options, "/opt/gpuhost/venv").verify);
+    expect(v.code).toBe(0);
+    const kv = parseKeyValues(v.stdout);
+    expect(kv.jit_cute_dsl).toBe("nvidia-cutlass-dsl-libs-cu13 4.8.0 (its bundled stack, not CUDA_HOME)");
+    expect(kv.jit_triton).toBe(
+      "/opt/gpuhost/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/ptxas 12.9 (its own ptxas: SASS to the driver, no PTX)",
+    );
+    // The stand-in proof program runs here (it is a script), so the venv's libraries get their run.
+    expect(kv.proof_venv).toMatch(
+      /^ran with \/opt\/gpuhost\/venv\/lib\/python3\.11\/site-packages\/nvidia\/cu13\/lib: gpuhost stand-in binary/,
+    );
+  });
+
+  it("a leftover /usr/local/cuda-13.2 beside the pinned 13.0 is refused in one sentence naming both", async () => {
+    await provision();
+    // What an old install leaves behind: its own nvcc, release 13.2. humming-kernels takes the
+    // highest 13.x install whatever CUDA_HOME says; FlashInfer takes CUDA_HOME's.
+    const nvcc13 = fs.readFileSync(path.join(root, "usr/local/cuda-13.0/bin/nvcc"), "utf8");
+    fs.mkdirSync(path.join(root, "usr/local/cuda-13.2/bin"), { recursive: true });
+    fs.writeFileSync(
+      path.join(root, "usr/local/cuda-13.2/bin/nvcc"),
+      nvcc13.replace(/"13\.0"( +# gpuhost:nvccRelease)/, '"13.2"$1').replace(/"V13\.0\.88"/, '"V13.2.51"'),
+      { mode: 0o755 },
+    );
+    const v = await run(plan.verify);
+    expect(v.code).toBe(1);
+    expect(parseKeyValues(v.stdout).jit_humming_kernels).toMatch(/^\/usr\/local\/cuda-13\.2\/bin\/nvcc 13\.2 /);
+    const sentence = v.stderr.split("\n").find((l) => l.includes("two CUDA releases for the JIT"));
+    expect(sentence).toContain("FlashInfer resolves /usr/local/cuda-13.0/bin/nvcc (CUDA 13.0, through CUDA_HOME)");
+    expect(sentence).toContain("humming-kernels resolves /usr/local/cuda-13.2/bin/nvcc (CUDA 13.2");
+    expect(sentence).toContain("remove /usr/local/cuda-13.2");
+    expect(sentence).not.toContain(root);
   });
 
   it("a second run of every script changes nothing on the host", async () => {

@@ -180,6 +180,33 @@ describe.runIf(enabled)("CUDA apt repository with NVIDIA's files on a real Debia
   );
 
   it(
+    "a leftover /usr/local/cuda-13.2 beside the pinned 13.0 is refused by verify, naming both (humming-kernels would take it)",
+    async () => {
+      // What an older CUDA install leaves behind: a compiler of its own release. NVIDIA's 13.0 nvcc is
+      // the one CUDA_HOME names; humming-kernels takes the highest /usr/local/cuda-13.* whatever
+      // CUDA_HOME says, so the 13.2 one would compile its kernels.
+      await host.execOk(
+        "mkdir -p /usr/local/cuda-13.2/bin && printf '%s\\n' '#!/bin/sh' " +
+          "'echo \"Cuda compilation tools, release 13.2, V13.2.51\"' >/usr/local/cuda-13.2/bin/nvcc && chmod +x /usr/local/cuda-13.2/bin/nvcc",
+      );
+      try {
+        const v = await runStep("verify");
+        expect(v.code).toBe(1);
+        const kv = parseKeyValues(v.stdout);
+        expect(kv.jit_flashinfer).toBe("/usr/local/cuda-13.0/bin/nvcc 13.0 (CUDA_HOME)");
+        expect(kv.jit_humming_kernels).toMatch(/^\/usr\/local\/cuda-13\.2\/bin\/nvcc 13\.2 /);
+        expect(v.stderr).toMatch(
+          /two CUDA releases for the JIT: FlashInfer resolves \/usr\/local\/cuda-13\.0\/bin\/nvcc \(CUDA 13\.0, through CUDA_HOME\) and humming-kernels resolves \/usr\/local\/cuda-13\.2\/bin\/nvcc \(CUDA 13\.2/,
+        );
+      } finally {
+        await host.execOk("rm -rf /usr/local/cuda-13.2");
+      }
+      expect((await runStep("verify")).code).toBe(0);
+    },
+    STEP,
+  );
+
+  it(
     "installing 12.8 beside 13.0 leaves /usr/local/cuda on 13.0 (priority), until someone sets it to 12.8",
     async () => {
       await host.execOk(`${APT} install cuda-toolkit-12-8`);

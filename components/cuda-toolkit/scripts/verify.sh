@@ -4,14 +4,15 @@
 #   verify.sh --release 13.0 --root /usr/local/cuda-13.0 --min-driver-branch 580 --proof 1|0
 #             --proof-b64 <base64 of proof/curand_cublas.cu>
 #             [--pcie-query <nvidia-smi --query-gpu fields>] [--p2p-b64 <base64 of proof/p2p_bandwidth.cu>]
-#             [--package <name>]...  [--require <path>:<package>]...
-# Prints key=value lines: nvcc_release, nvcc_version, cuda_link, gpus, proof, packages, fingerprint,
-# and where GPUs exist topology_* (step 7).
+#             [--package <name>]...  [--require <path>:<package>]...  [--venv <serving venv>]
+# Prints key=value lines: nvcc_release, nvcc_version, cuda_link, jit_* (step 4b: which nvcc each JIT
+# consumer resolves), gpus, proof, proof_venv, packages, fingerprint, and where GPUs exist topology_*
+# (step 7).
 # The fingerprint = sha256 over "cuda-<release>" and the sorted "<package> <version>" lines
 # (same as toolkitFingerprint() in components/cuda-toolkit/fingerprint.ts), first 16 hex digits.
 set -euo pipefail
 
-release="" root="" min_driver=580 proof=1 proof_b64="" pcie_query="" p2p_b64=""
+release="" root="" min_driver=580 proof=1 proof_b64="" pcie_query="" p2p_b64="" venv=""
 packages=() requires=()
 while (($# > 0)); do
   case "$1" in
@@ -24,6 +25,7 @@ while (($# > 0)); do
     --p2p-b64) p2p_b64="$2" ;;
     --package) packages+=("$2") ;;
     --require) requires+=("$2") ;;
+    --venv) venv="$2" ;;
     *) echo "verify.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -77,6 +79,55 @@ link="$(readlink -f "${R}/usr/local/cuda" 2>/dev/null || true)"
 link="${link#"$R"}"
 [[ "$link" == "$root" ]] || problem "/usr/local/cuda points at '${link:-nothing}', not ${root} (update-alternatives --set cuda ${root})"
 
+# 4b. Which nvcc each JIT consumer of the serving venv resolves, each by its own rule (read from the
+# wheels sglang pins), and a refusal when two of them would compile with different CUDA releases: a
+# JIT that finds a newer nvcc than the driver writes PTX the driver refuses at the first request that
+# needs that kernel, after the gate said ready. Pinning CUDA_HOME is not enough (humming-kernels).
+major="${release%%.*}"
+release_of() { "$1" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' | head -1; }
+site=""
+if [[ -n "$venv" ]]; then site="$(compgen -G "${R}${venv}/lib/python3*/site-packages" | head -1 || true)"; fi
+no_venv="not built yet (no site-packages under ${venv:-the venv})"
+# FlashInfer 0.7.2 (jit/cpp_ext.py get_cuda_path): CUDA_HOME, CUDA_PATH, `which nvcc`, /usr/local/cuda;
+# the units set CUDA_HOME to the toolkit root, so its nvcc is step 3's.
+jit_lines=("jit_flashinfer=${root}/bin/nvcc ${nvcc_release:-none} (CUDA_HOME)")
+# humming-kernels 0.1.12 (humming/utils/cuda.py): of /usr/local/cuda-*, CUDA_HOME and the venv's wheel,
+# those of torch's CUDA major; the highest minor among system installs whatever CUDA_HOME says, then
+# the wheel.
+humming="" humming_release="" humming_rule=""
+for dir in "${R}"/usr/local/cuda-"${major}".* "$CUDA_HOME"; do
+  [[ -x "$dir/bin/nvcc" ]] || continue
+  r="$(release_of "$dir/bin/nvcc")"
+  [[ "${r%%.*}" == "$major" ]] || continue
+  if [[ -z "$humming_release" ]] || ((${r#*.} > ${humming_release#*.})); then
+    humming="${dir#"$R"}/bin/nvcc" humming_release="$r" humming_rule="the highest /usr/local/cuda-${major}.* install, whatever CUDA_HOME says"
+  fi
+done
+if [[ -z "$humming" && -n "$site" && -x "$site/nvidia/cu${major}/bin/nvcc" ]]; then
+  humming="${site#"$R"}/nvidia/cu${major}/bin/nvcc" humming_release="$(release_of "$site/nvidia/cu${major}/bin/nvcc")"
+  humming_rule="the venv's nvidia-cuda-nvcc wheel: no system CUDA ${major}.x"
+fi
+jit_lines+=("jit_humming_kernels=${humming:-none} ${humming_release:-none} (${humming_rule:-no CUDA ${major}.x nvcc found})")
+# FlashInfer's CuTe-DSL kernels compile with the bundled nvidia-cutlass-dsl stack, not CUDA_HOME.
+cute="$no_venv"
+if [[ -n "$site" ]]; then
+  cute="$(compgen -G "$site/nvidia_cutlass_dsl_libs_cu${major}-*.dist-info" | head -1 || true)"
+  cute="${cute##*/}"; cute="${cute%.dist-info}"
+  cute="${cute:+nvidia-cutlass-dsl-libs-cu${major} ${cute##*-} (its bundled stack, not CUDA_HOME)}"
+fi
+jit_lines+=("jit_cute_dsl=${cute:-none}")
+# triton compiles its PTX to SASS with its own ptxas: the driver gets SASS, never triton's PTX.
+triton="$no_venv"
+if [[ -n "$site" ]]; then
+  ptxas="$site/triton/backends/nvidia/bin/ptxas"
+  triton="none"
+  [[ ! -x "$ptxas" ]] || triton="${ptxas#"$R"} $(release_of "$ptxas") (its own ptxas: SASS to the driver, no PTX)"
+fi
+jit_lines+=("jit_triton=${triton}")
+if [[ -n "$nvcc_release" && -n "$humming_release" && "$humming_release" != "$nvcc_release" ]]; then
+  problem "two CUDA releases for the JIT: FlashInfer resolves ${root}/bin/nvcc (CUDA ${nvcc_release}, through CUDA_HOME) and humming-kernels resolves ${humming} (CUDA ${humming_release}: ${humming_rule}); remove ${humming%/bin/nvcc} (its cuda-*-${humming_release/./-} packages) so every JIT compiles with CUDA ${release}"
+fi
+
 # 5. GPUs: driver branch and compute capabilities (only where nvidia-smi exists).
 gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -125,6 +176,21 @@ if [[ "$proof" == 1 && -x "$nvcc" && -n "$proof_b64" ]]; then
   fi
 fi
 
+# 6b. The venv's CUDA libraries (a wheel cuda.yaml lets a dependency take from a newer CUDA line, such
+# as torch's cuBLAS) run on this driver: minor-version compatibility, shown by running the proof
+# program again against the venv's libraries. Only where GPUs exist, and only after the proof ran.
+proof_venv="not run: no venv libraries"
+venv_lib="${site:+$site/nvidia/cu${major}/lib}"
+if [[ -z "$site" ]]; then proof_venv="not run: venv ${no_venv}"
+elif [[ ! -d "$venv_lib" ]]; then :
+elif [[ "$proof_result" != ran:* ]]; then proof_venv="not run: ${proof_result##*not run: }"
+elif out="$(LD_LIBRARY_PATH="${venv_lib}:${CUDA_HOME}/lib64" timeout 120 "$work/proof" 2>&1)"; then
+  proof_venv="ran with ${venv_lib#"$R"}: ${out//$'\n'/ }"
+else
+  problem "the proof program fails against the venv's CUDA libraries (${venv_lib#"$R"}), which this driver must run under minor-version compatibility: ${out//$'\n'/ }"
+  proof_venv="run-failed"
+fi
+
 # 7. The GPUs' links (issue 28.4), reported, never a reason to fail: each GPU's PCIe link, the
 # topology matrix and, with two GPUs or more, the peer-to-peer program compiled with this nvcc and
 # run. Multi-line outputs travel base64; components/cuda-toolkit/topology.ts reads them, as it reads
@@ -162,8 +228,10 @@ fingerprint="$(printf 'cuda-%s\n%s\n' "$release" "$sorted" | sha256sum | cut -c1
 echo "nvcc_release=${nvcc_release}"
 echo "nvcc_version=${nvcc_version}"
 echo "cuda_link=${link}"
+printf '%s\n' "${jit_lines[@]}"
 echo "gpus=${gpus}"
 echo "proof=${proof_result}"
+echo "proof_venv=${proof_venv}"
 echo "packages=$(tr '\n' ',' <<<"$sorted" | sed 's/,$//')"
 echo "fingerprint=${fingerprint}"
 ((${#topology[@]} == 0)) || printf '%s\n' "${topology[@]}"

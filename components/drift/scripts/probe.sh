@@ -7,7 +7,7 @@
 # host (a folder standing for /) and a real one (empty prefix).
 #
 # Usage: probe.sh --cuda-home DIR [--path PATH] [--package-suffix 13-0] [--jit-base DIR]
-#                 [--file PATH]... [--unit PATH]...
+#                 [--file PATH]... [--unit PATH]... [--venv DIR]
 #   --cuda-home       CUDA_HOME as the units set it; nvcc is looked up in DIR/bin
 #   --path            PATH as the units set it (default: this shell's PATH) for `which nvcc`
 #   --package-suffix  version suffix of the packages to list: cuda-*-SUFFIX and lib*-SUFFIX
@@ -15,6 +15,7 @@
 #   --jit-base        FLASHINFER_WORKSPACE_BASE's parent: its sub-directory names are the JIT cache keys
 #   --file            a file the toolkit must provide (from the toolkit description); repeatable
 #   --unit            a rendered systemd unit file; repeatable
+#   --venv            the serving venv: its NVIDIA CUDA wheels (pip's dist-info folders) are listed
 set -euo pipefail
 export LC_ALL=C
 
@@ -24,6 +25,7 @@ cuda_home=""
 unit_path=${PATH}
 package_suffix="13-0"
 jit_base=""
+venv=""
 files=()
 units=()
 
@@ -35,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --jit-base) jit_base=$2; shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
     --unit) units+=("$2"); shift 2 ;;
+    --venv) venv=$2; shift 2 ;;
     *) echo "probe.sh: unknown argument: $1" >&2; exit 64 ;;
   esac
 done
@@ -208,6 +211,21 @@ if [[ -n $jit_base ]]; then
   jit_json="{\"base\":$REPLY,\"keys\":[$keys_json]}"
 fi
 
+# The venv's NVIDIA CUDA wheels, as pip records them (name-version.dist-info): a `pip install` by hand
+# that put another CUDA release's wheel there is drift (drift.ts judges it against the toolkit).
+wheels_json=""
+if [[ -n $venv ]]; then
+  resolve "$venv"
+  for info in "$ROOT$REPLY"/lib/python3*/site-packages/nvidia_*.dist-info "$ROOT$REPLY"/lib/python3*/site-packages/cuda_*.dist-info; do
+    [[ -d $info ]] || continue
+    base=${info##*/}
+    base=${base%.dist-info}
+    json_str "${base%-*}"; key=$REPLY
+    json_str "${base##*-}"
+    wheels_json+="${wheels_json:+,}$key:$REPLY"
+  done
+fi
+
 # Units: content hash, and what systemd says about each (is-enabled/is-active exit non-zero for
 # "disabled"/"inactive": their output is the answer, not their status).
 units_json=""
@@ -236,6 +254,6 @@ json_str_or_null "$path_nvcc"; path_nvcc_json=$REPLY
 json_str_or_null "$path_version"; path_version_json=$REPLY
 json_str_or_null "$cuda_link"; cuda_link_json=$REPLY
 
-printf '{"probeFormat":1,"cudaHome":{"dir":%s,"nvcc":%s,"version":%s},"pathNvcc":{"nvcc":%s,"version":%s},"cudaLink":%s,"packages":{%s},"files":{%s},"gpu":%s,"jit":%s,"units":{%s},"errors":[%s]}\n' \
+printf '{"probeFormat":1,"cudaHome":{"dir":%s,"nvcc":%s,"version":%s},"pathNvcc":{"nvcc":%s,"version":%s},"cudaLink":%s,"packages":{%s},"files":{%s},"gpu":%s,"jit":%s,"units":{%s},"venvWheels":{%s},"errors":[%s]}\n' \
   "$cuda_home_json" "$home_nvcc_json" "$home_version_json" "$path_nvcc_json" "$path_version_json" \
-  "$cuda_link_json" "$packages_json" "$files_json" "$gpu_json" "$jit_json" "$units_json" "$errors_json"
+  "$cuda_link_json" "$packages_json" "$files_json" "$gpu_json" "$jit_json" "$units_json" "$wheels_json" "$errors_json"
