@@ -20,6 +20,7 @@ import type { FleetOutputs } from "../../stack/outputs";
 import { fleetTable } from "../../cli/fleet-table";
 import { listWorkers } from "../../components/fleet-verification/router-api";
 import { runMixedTraffic } from "../../gate/index";
+import { DEFAULT_JUDGEMENT } from "../../gate/measurement/levels";
 import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
 import { smgVenv } from "../support/smg";
 import { driftJson } from "../support/engine";
@@ -133,11 +134,13 @@ describe("sim-mixed under the real engine and the real SMG", () => {
       url: f.routerEndpoint,
       interactive: { model: "kimi-k2.6-interactive", concurrency: 2, maxTokens: 64, requestsPerUser: 2 },
       batch: { model: "kimi-k2.6", concurrency: 4, maxTokens: 64 },
-      workers: alive,
+      workers: { interactive: alive.slice(0, 1), batch: alive.slice(1) },
       timeScale: 10,
       requestTimeoutSeconds: 600,
-      tokenTolerance: 0.01,
-      loadShortfall: 0.5,
+      judgement: {
+        ...DEFAULT_JUDGEMENT,
+        certification: { ...DEFAULT_JUDGEMENT.certification, loadShortfall: 0.5 },
+      },
     });
     expect(r.interactive.errors + r.batch.errors).toBe(0);
     expect(r.interactive.servedBy[at("sim-mixed-1")]).toBe(2 * 2 * 64);
