@@ -47,8 +47,8 @@ function reported(s: RequestSample, allGaps: boolean): unknown {
 }
 
 /**
- * VALUE as JSON, in pieces to OUT: arrays and objects element by element (so no piece is larger than
- * one leaf's text), with JSON.stringify's rules for what has no JSON form (undefined and functions
+ * VALUE as JSON, in pieces to OUT: objects member by member, arrays element by element and their
+ * numbers and strings LEAVES_PER_PIECE at a time (so no piece is larger than that many leaves' text), with JSON.stringify's rules for what has no JSON form (undefined and functions
  * left out of objects and null in arrays, non-finite numbers null). MAP rewrites a value before it is
  * written (the samples' gaps).
  */
@@ -58,16 +58,7 @@ export function streamJson(
   map: (v: unknown) => unknown = (v) => v,
 ): void {
   const v = map(value);
-  if (Array.isArray(v)) {
-    out("[");
-    v.forEach((x, i) => {
-      if (i > 0) out(",\n");
-      if (x === undefined || typeof x === "function") out("null");
-      else streamJson(x, out, map);
-    });
-    out("]");
-    return;
-  }
+  if (Array.isArray(v)) return streamArray(v, out, map);
   if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON !== "function") {
     out("{");
     let first = true;
@@ -81,6 +72,30 @@ export function streamJson(
     return;
   }
   out(JSON.stringify(v) ?? "null");
+}
+
+/** Numbers, strings and the like written this many to a piece: a piece per gap made the writer slower than one string. */
+const LEAVES_PER_PIECE = 1024;
+
+const isLeaf = (x: unknown) => x === null || (typeof x !== "object" && typeof x !== "function" && x !== undefined);
+
+/** An array: runs of leaves a slice at a time (JSON.stringify's own text of the slice), anything else element by element, one a line. */
+function streamArray(v: unknown[], out: (piece: string) => void, map: (v: unknown) => unknown): void {
+  out("[");
+  for (let i = 0; i < v.length;) {
+    if (i > 0) out(isLeaf(v[i]) && isLeaf(v[i - 1]) ? "," : ",\n");
+    let end = i;
+    while (end < v.length && end - i < LEAVES_PER_PIECE && isLeaf(v[end]) && isLeaf(map(v[end]))) end++;
+    if (end > i) {
+      out(JSON.stringify(v.slice(i, end)).slice(1, -1));
+      i = end;
+      continue;
+    }
+    const x = v[i++];
+    if (x === undefined || typeof x === "function") out("null");
+    else streamJson(x, out, map);
+  }
+  out("]");
 }
 
 /** Writes a bench result to FILE as it is serialised (samples with their gaps summarised unless allGaps). */
