@@ -43,8 +43,11 @@ import { groupOf } from "../router/schema";
 /**
  * 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time.
  * 3: a mixed fleet (groups) is measured with both classes at once, its outputs under `mixed`.
+ * 4: each class of a mixed fleet carries its certificate (certify()) and error rate, judged by the host's
+ *    verdict; each group its activeService; `mixed.warnings`. A state of 3 keeps its measurement (no
+ *    certificate: said as not gathered) until the next re-measure.
  */
-export const PROVIDER_VERSION = "3";
+export const PROVIDER_VERSION = "4";
 
 const worker = z.object({ name: z.string(), url: z.string() });
 

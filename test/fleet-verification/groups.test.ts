@@ -104,7 +104,7 @@ afterEach(() => {
 function inputs(hosts: Record<string, { url: string }>, leftOut: string[], over: Record<string, unknown> = {}) {
   const all = Object.entries(hosts);
   return {
-    providerVersion: "3",
+    providerVersion: "4",
     router: { url: router!.url, metricsUrl: router!.metricsUrl, model: "tiny" },
     routerIdentity: "id-1",
     workers: {
