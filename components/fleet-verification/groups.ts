@@ -257,8 +257,8 @@ export function planGroups(
 export interface GroupsMeasureContext {
   /** Runs both classes at once through the router (mixed-run.ts runMixedTraffic, its router and options bound). */
   run: (classes: {
-    interactive: { model: string; concurrency: number; requestsPerUser: number };
-    batch: { model: string; concurrency: number };
+    interactive: { model: string; concurrency: number; requestsPerUser: number; speculative: boolean };
+    batch: { model: string; concurrency: number; speculative: boolean };
     workers: { interactive: string[]; batch: string[] };
   }) => Promise<MixedTrafficResult>;
   /** The stack's benchmark.errorBudget and certification.require: the host's verdict's (gate verdict.ts). */
@@ -331,8 +331,13 @@ async function runGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<M
       model: groups.interactive.model,
       concurrency: groups.interactive.users,
       requestsPerUser: groups.interactive.requestsPerUser,
+      speculative: groups.interactive.service !== "autoregressive",
     },
-    batch: { model: groups.batch.model, concurrency: perHost * urls("batch").length },
+    batch: {
+      model: groups.batch.model,
+      concurrency: perHost * urls("batch").length,
+      speculative: groups.batch.service !== "autoregressive",
+    },
     workers: { interactive: urls("interactive"), batch: urls("batch") },
   });
 }

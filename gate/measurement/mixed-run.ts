@@ -39,6 +39,8 @@ export interface TrafficClass {
   /** Requests in flight at once (interactive: users, each with one request; batch: slots). */
   concurrency: number;
   maxTokens: number;
+  /** Its group's hosts run a speculative service: their acceptance is not read in this run, and the certificate says so. */
+  speculative?: boolean;
 }
 
 export interface MixedTrafficOptions {
@@ -221,6 +223,11 @@ function groupCounters(o: MixedTrafficOptions, g: "interactive" | "batch", reads
 const NOT_GATHERED: LevelEvidence["notGathered"] = {
   load: "the server's side of the load (the workers' gauges miss the requests the router holds)",
 };
+/** A speculative group's acceptance is read per host by its own gate and sweep, not per class here. */
+const NOT_GATHERED_SPECULATIVE: LevelEvidence["notGathered"] = {
+  ...NOT_GATHERED,
+  steady: "the speculative acceptance during this run (each host's own gate and sweep hold it to its floor)",
+};
 
 function classResult(
   o: MixedTrafficOptions,
@@ -258,7 +265,7 @@ function classResult(
       maxTokens: c.maxTokens,
       timeScale: o.timeScale,
       acceptanceFloor: null,
-      notGathered: NOT_GATHERED,
+      notGathered: c.speculative === true ? NOT_GATHERED_SPECULATIVE : NOT_GATHERED,
     },
   );
   const outputTokensPerSecond = windowed.reduce((a, t) => a + t, 0) / span;

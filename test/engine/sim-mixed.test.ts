@@ -85,6 +85,10 @@ describe("sim-mixed under the real engine and the real SMG", () => {
     expect(m.batch.measured.servedBy["sim-mixed-3"]).toBeGreaterThan(0);
     expect(m.batch.measured.servedBy["sim-mixed-4"]).toBeGreaterThan(0);
     expect(m.batch.measured.concurrency).toBe(128);
+    // Each class certified by the one certify() and judged by the host's verdict (a failure fails the up).
+    expect(m.interactive.measured.certificate?.certified).toBe(true);
+    expect(m.batch.measured.certificate?.certified).toBe(true);
+    expect([m.interactive.activeService, m.batch.activeService]).toEqual(["eagle3", "autoregressive"]);
     // With one of its two hosts: 16 users on it, judged at the curve's 16.
     expect(m.predicted.verdict).toMatch(/^interactive, 1 of 2 eagle3 hosts: 16 users per host, measured at 16: /);
     expect(m.curves.map((c) => c.service)).toEqual(["eagle3", "autoregressive"]);

@@ -177,6 +177,10 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
     expect(check(m.interactive, "reconciled")?.detail).toMatch(/^the server's sglang counters: 768 tokens /);
     // What it could not gather is said, not passed in silence.
     expect(check(m.batch, "load")?.detail).toMatch(/; not gathered: the server's side of the load/);
+    expect(check(m.interactive, "steady")?.detail).toMatch(
+      /; not gathered: the speculative acceptance during this run/,
+    );
+    expect(check(m.batch, "steady")?.detail).not.toMatch(/not gathered/);
     // What ran, not only what was configured.
     expect([m.interactive.activeService, m.batch.activeService]).toEqual(["eagle3", "autoregressive"]);
     expect(m.batch.measured.concurrency).toBe(4);
