@@ -69,6 +69,7 @@ const hosts = config.hosts.map((host, index) => {
       connection: platform.connection,
       verification: v,
       model: h.model,
+      activeService: h.activeService,
       timeScale: platform.timeScale ?? 1,
     },
     // Typed by the one output schema: every key it names, nothing else.

@@ -23,7 +23,7 @@
  */
 import * as fs from "node:fs";
 import { parseArgs } from "node:util";
-import { measureSweep, runMixedTraffic, type MixedTrafficResult } from "../gate/index";
+import { certificateText, measureSweep, runMixedTraffic, type MixedTrafficResult } from "../gate/index";
 import {
   configuredPlan,
   degradedPlan,
@@ -149,11 +149,13 @@ async function measureFleet(
         requestsPerUser: Number(values["requests-per-user"]),
       },
       batch: { model: BATCH, concurrency: batch.hosts * batch.perHostConcurrency, maxTokens: tokens },
-      workers: hosts.map((h) => h.url),
+      workers: {
+        interactive: hosts.slice(0, interactive.hosts).map((h) => h.url),
+        batch: hosts.slice(interactive.hosts).map((h) => h.url),
+      },
       timeScale,
       requestTimeoutSeconds: 3600,
-      tokenTolerance: 0.01,
-      loadShortfall: 0.1,
+      judgement: DEFAULT_JUDGEMENT,
     });
   } finally {
     await router.stop();
@@ -206,15 +208,15 @@ async function main(): Promise<void> {
       batchTokensPerSecond: p.batch?.tokensPerSecond ?? null,
     };
     const meetsInteractive =
-      r.interactive.errors === 0 &&
+      r.interactive.level.withinErrorBudget &&
       meetsObjective(r.interactive.ttftP95Seconds, r.interactive.itlPerTokenP95Seconds, demand.interactive);
-    const meetsBatch = r.batch.errors === 0 && r.batch.outputTokensPerSecond >= needed;
+    const meetsBatch = r.batch.level.withinErrorBudget && r.batch.outputTokensPerSecond >= needed;
     rows.push({ fleet: f, measured: r, predicted, meetsInteractive, meetsBatch });
     console.log(
       [
         `${f.name}: ${split.interactive} ${f.i} (interactive) + ${split.batch} ${f.b} (batch)`,
-        `  interactive: TTFT p95 ${s1(r.interactive.ttftP95Seconds)} (plan ${s1(predicted.ttftP95Seconds)}, ${pct(r.interactive.ttftP95Seconds, predicted.ttftP95Seconds)}), ITL p95 ${ms(r.interactive.itlPerTokenP95Seconds)}/token (plan ${ms(predicted.itlPerTokenP95Seconds)}, ${pct(r.interactive.itlPerTokenP95Seconds, predicted.itlPerTokenP95Seconds)}), ${r.interactive.errors} errors: objective ${meetsInteractive ? "met" : "MISSED"}; ${r.interactive.reconciled.detail}; ${r.interactive.load?.detail ?? ""}`,
-        `  batch: ${tok(r.batch.outputTokensPerSecond)} tok/s (plan ${predicted.batchTokensPerSecond === null ? "n/a" : tok(predicted.batchTokensPerSecond)}, ${pct(r.batch.outputTokensPerSecond, predicted.batchTokensPerSecond)}), needs ${tok(needed)}: deadline ${meetsBatch ? "met" : "MISSED"}; ${r.batch.reconciled.detail}`,
+        `  interactive: TTFT p95 ${s1(r.interactive.ttftP95Seconds)} (plan ${s1(predicted.ttftP95Seconds)}, ${pct(r.interactive.ttftP95Seconds, predicted.ttftP95Seconds)}), ITL p95 ${ms(r.interactive.itlPerTokenP95Seconds)}/token (plan ${ms(predicted.itlPerTokenP95Seconds)}, ${pct(r.interactive.itlPerTokenP95Seconds, predicted.itlPerTokenP95Seconds)}), ${r.interactive.errors} errors: objective ${meetsInteractive ? "met" : "MISSED"}; ${certificateText(r.interactive.level.certificate)}`,
+        `  batch: ${tok(r.batch.outputTokensPerSecond)} tok/s (plan ${predicted.batchTokensPerSecond === null ? "n/a" : tok(predicted.batchTokensPerSecond)}, ${pct(r.batch.outputTokensPerSecond, predicted.batchTokensPerSecond)}), needs ${tok(needed)}: deadline ${meetsBatch ? "met" : "MISSED"}; ${certificateText(r.batch.level.certificate)}`,
         `  served: ${JSON.stringify({ interactive: r.interactive.servedBy, batch: r.batch.servedBy })}`,
       ].join("\n"),
     );

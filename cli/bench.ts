@@ -12,6 +12,7 @@ import { levelName } from "../gate/measurement/levels";
 import { answerless as answerlessLevel } from "../gate/measurement/saturation";
 import { uncertifiedLevels, verdictOf, type VerdictInput } from "../gate/measurement/verdict";
 import { benchChart } from "../gate/reports/chart";
+import { writeBenchJson } from "../gate/reports/bench-json";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
 import { duration } from "../gate/reports/duration";
 import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
@@ -78,7 +79,16 @@ Ctrl-C stops it within seconds. ${API_KEY_USAGE}`,
     deadline: { type: "number", value: "SECONDS", max: MAX_TIMER_SECONDS, ...knob("deadlineSeconds") },
     "request-timeout": { type: "number", value: "SECONDS", max: MAX_TIMER_SECONDS, ...knob("requestTimeoutSeconds") },
     ...API_KEY_FLAGS,
-    json: { type: "path", description: "write every sample as JSON there, and the levels as CSV beside it" },
+    json: {
+      type: "path",
+      description:
+        "write every sample as JSON there (streamed as it is written; each request's per-token gaps as a summary: count, mean, p50, p90, p99, max), and the levels as CSV beside it",
+    },
+    "all-gaps": {
+      type: "boolean",
+      description:
+        "--json keeps every request's per-token gaps (itlSeconds, one number per token) instead of their summary",
+    },
     chart: { type: "path", value: "FILE.svg", description: "write the sweep's chart there" },
   },
   exits: [
@@ -142,20 +152,24 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
     } finally {
       progress.finish();
     }
-    const { samples, ...summary } = result;
+    const { samples: _samples, ...summary } = result;
     // The table first: whatever happens to the files, the measurements are on the screen.
     io.stdout.write(benchTable(summary));
     let writeFailed = false;
-    const write = (option: string, file: string, text: () => string) => {
+    const write = (option: string, file: string, text: () => string) =>
+      writeWith(option, file, () => writeFileSync(file, text()));
+    const writeWith = (option: string, file: string, writeIt: () => void) => {
       try {
-        writeFileSync(file, text());
+        writeIt();
       } catch (err) {
         writeFailed = true;
         io.stderr.write(`--${option} ${file} could not be written: ${(err as Error).message}\n`);
       }
     };
     if (values.json) {
-      write("json", values.json, () => JSON.stringify({ ...summary, samples }, null, 1) + "\n");
+      // Streamed: a large run's report is more than one string can hold (gate/reports/bench-json.ts).
+      const file = values.json;
+      writeWith("json", file, () => writeBenchJson(file, result, { allGaps: values["all-gaps"] === true }));
       // The levels as CSV beside the JSON, for a spreadsheet.
       write("json", csvPathFor(values.json), () => benchCsv(summary.sweep));
     }

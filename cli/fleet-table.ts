@@ -27,6 +27,11 @@ function columns(rows: string[][], rule = false): string[] {
  * predicted for the configured groups, whether its objective held, the fewest hosts the plan finds
  * and the homogeneous fleets beside it.
  */
+/** The service a group's hosts ran when measured; the configured one where they did not say (older state). */
+function ranOf(g: MixedFleetOutput["interactive" | "batch"]): string {
+  return g.activeService ?? g.service;
+}
+
 export function mixedTable(m: MixedFleetOutput): string {
   const s = (v: number | null | undefined) => (typeof v === "number" ? `${v.toFixed(2)} s` : "-");
   const ms = (v: number | null | undefined) => (typeof v === "number" ? `${(v * 1000).toFixed(1)} ms` : "-");
@@ -39,7 +44,7 @@ export function mixedTable(m: MixedFleetOutput): string {
     ["class", "service", "hosts", "in flight", "TTFT p95 (plan)", "ITL p95/token (plan)", "tok/s (plan)", "objective"],
     [
       `interactive ${m.interactive.model}`,
-      m.interactive.service,
+      ranOf(m.interactive),
       String(m.interactive.workers.length),
       String(i.concurrency),
       `${s(i.ttftP95Seconds)} (${s(pi?.ttftP95Seconds)})`,
@@ -49,7 +54,7 @@ export function mixedTable(m: MixedFleetOutput): string {
     ],
     [
       `batch ${m.batch.model}`,
-      m.batch.service,
+      ranOf(m.batch),
       String(m.batch.workers.length),
       String(b.concurrency),
       s(b.ttftP95Seconds),
@@ -75,6 +80,9 @@ export function mixedTable(m: MixedFleetOutput): string {
     ...[m.interactive, m.batch]
       .filter((g) => g.leftOut.length > 0)
       .map((g) => `  left out of ${g.model}: ${g.leftOut.join(", ")}`),
+    // State from before certificates has none: said as not gathered, never as certified.
+    `  certificates: ${[m.interactive, m.batch].map((g) => `${g.model} ${certificateText(g.measured.certificate)}`).join("; ")}`,
+    ...(m.warnings ?? []).map((w) => `  warning: ${w}`),
     `  predicted: ${m.predicted.verdict}`,
     `  measured: ${m.verdict}`,
     `  plan: ${m.plan.verdict}`,

@@ -21,7 +21,14 @@ export {
   type BenchSummary,
 } from "./measurement/bench";
 export { capacity, type CapacityPlan } from "./measurement/capacity";
-export { verdictOf, type Verdict, type VerdictInput } from "./measurement/verdict";
+export {
+  mixedVerdictOf,
+  verdictOf,
+  type MixedClass,
+  type MixedVerdict,
+  type Verdict,
+  type VerdictInput,
+} from "./measurement/verdict";
 export { forWorkers } from "./measurement/for-workers";
 export {
   acceptanceFailure,
@@ -94,6 +101,7 @@ export {
 } from "./measurement/server-counters";
 export {
   certificateText,
+  CertificateSchema,
   CertificationSchema,
   certify,
   type Certificate,

@@ -17,6 +17,8 @@ export interface FleetHost {
   connection: HostConnectionInput;
   verification: VerifiedGeneration;
   model: pulumi.Output<string>;
+  /** The service the host runs (its comparison's pick, or the configured one): a mixed fleet says what it measured. */
+  activeService: pulumi.Output<string>;
   /** Host seconds per wall second (the platform's; 1 on real hosts): the host's figures are in this clock. */
   timeScale: number;
 }
@@ -67,12 +69,18 @@ export function gpuFleet(
         hosts.map((h) => [
           h.host.name,
           pulumi
-            .all([h.verification.sustainedOutputTokensPerSecond, h.verification.verifiedAt, h.verification.sweep])
-            .apply(([sustained, at, sweep]) => ({
+            .all([
+              h.verification.sustainedOutputTokensPerSecond,
+              h.verification.verifiedAt,
+              h.verification.sweep,
+              h.activeService,
+            ])
+            .apply(([sustained, at, sweep, active]) => ({
               sustainedOutputTokensPerSecond: typeof sustained === "number" ? sustained : null,
               verifiedAt: typeof at === "string" ? at : null,
               // A mixed fleet plans its split from its groups' own curves (the points the plan reads).
               curve: r.groups && Array.isArray(sweep) ? sweep.map(curvePoint) : null,
+              activeService: active,
             })),
         ]),
       ),

@@ -42,8 +42,8 @@ export async function driftExposition(
   const stack = report.stack ?? "";
   const drift = new Gauge({
     name: "gpuhost_drift",
-    help: "1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>)",
-    labelNames: ["stack", "host", "item"],
+    help: "1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>; group: a mixed fleet's group the item belongs to)",
+    labelNames: ["stack", "host", "item", "group"],
     registers,
   });
   const items = new Gauge({
@@ -80,7 +80,7 @@ export async function driftExposition(
   serviceHealth(report, registers);
   for (const [host, finding] of subjectsOf(report)) {
     items.set({ stack, host }, finding.drift.length);
-    for (const d of finding.drift) drift.set({ stack, host, item: d.field }, 1);
+    for (const d of finding.drift) drift.set({ stack, host, item: d.field, ...groupLabel(d.field) }, 1);
   }
   // Resources of other types that a refresh would change: no host of their own, the URN is the item.
   if (report.otherChanges.length > 0) items.set({ stack, host: "" }, report.otherChanges.length);
@@ -95,6 +95,12 @@ export async function driftExposition(
   timestamp.set({ stack }, timing.endedAtMs / 1000);
   duration.set({ stack }, timing.durationMs / 1000);
   return registers[0].metrics();
+}
+
+/** A mixed fleet's worker (groups.<group>.workers.<host>, fleet-verification routerDrift): its group as a label. */
+function groupLabel(field: string): { group?: string } {
+  const group = /^groups\.([^.]+)\.workers\./.exec(field)?.[1];
+  return group === undefined ? {} : { group };
 }
 
 /**

@@ -1,13 +1,14 @@
 /**
  * A mixed fleet's measurement (router.groups, issue 29): each class reaches its group through SMG's
  * model registry (the group's served name), both classes are sent at once through the router
- * (gate/measurement/mixed-run.ts) and each is certified: no failed request, its tokens reconciled
- * with the workers' counters by its name, the interactive users applied, and every token of a name
+ * (gate/measurement/mixed-run.ts), each comes back with its certificate from the one certify(), and
+ * the one verdict (gate mixedVerdictOf) judges them with the stack's benchmark.errorBudget and
+ * certification.require, as one host is judged; beside it, every token of a name must have been
  * generated on its own group's hosts (a router that ignored the name fails here, named). Beside the
  * measurement, the prediction from the hosts' own measured curves (each group's first registered
  * host's sweep): the configured split as mixed-plan.ts judges it with the left-out hosts out of their
  * groups (what the fleet can still promise), and the fewest hosts that would do, beside the
- * homogeneous fleets. Failing a certificate or routing fails the create; missing an objective or the
+ * homogeneous fleets. A failed verdict or routing fails the create; missing an objective or the
  * deadline does not (the fleet serves, and the outputs say by how much it misses).
  */
 import { z } from "zod";
@@ -29,6 +30,7 @@ import {
   type ServiceCurve,
 } from "../../gate/measurement/mixed-plan";
 import type { ClassResult, MixedTrafficResult } from "../../gate/measurement/mixed-run";
+import type { VerdictInput } from "../../gate/measurement/verdict";
 import { GROUP_NAMES, type GroupName } from "../router/schema";
 import { SERVICE_KINDS } from "../services/schema";
 
@@ -63,18 +65,28 @@ const seconds = (what: string) => z.number().nullable().describe(`${what}, host 
 const GroupMeasuredSchema = z.object({
   concurrency: z.number().describe("Requests in flight at once: the interactive users, or the batch slots"),
   requests: z.number().describe("Requests counted (the batch's: those with tokens inside the window)"),
-  errors: z.number().describe("Failed requests (a certified class has none)"),
+  errors: z.number().describe("Failed requests, over the whole run"),
+  errorRate: z.number().describe("Failed over sent"),
+  withinErrorBudget: z.boolean().describe("The error rate within benchmark.errorBudget"),
+  errorExamples: z.array(z.string()).describe("The first few distinct errors"),
   outputTokensPerSecond: z.number().describe("Output tokens per host second within the window"),
   ttftP95Seconds: seconds("Time to first token, p95"),
   itlPerTokenP95Seconds: seconds("Inter-token latency per token, p95: (e2e - TTFT) / (tokens - 1)"),
-  reconciled: z.string().describe("The class's tokens against the workers' counters by its served name"),
-  load: z.string().nullable().describe("Interactive: the users asked for were applied; null for the batch"),
+  certificate: GateModule.CertificateSchema.nullable().describe(
+    "The class's certificate from the one certify(): its tokens against its group's counters by its served name, its slots applied, the client, the counters steady",
+  ),
   servedBy: z.record(z.string(), z.number()).describe("Tokens of the class's name each worker generated (host name)"),
 });
 export type GroupMeasured = z.infer<typeof GroupMeasuredSchema>;
 
 const GroupOutputSchema = z.object({
-  service: z.string().describe("The service the group's hosts run"),
+  service: z.string().describe("The service the group is configured with"),
+  activeService: z
+    .string()
+    .nullable()
+    .describe(
+      "The service its hosts ran when measured (their activeService; several: comma-separated); null: not known",
+    ),
   model: z.string().describe("The served name its class asks for"),
   workers: z.array(z.string()).describe("Its hosts that passed their gate: the router's workers for its name"),
   leftOut: z.array(z.string()).describe("Its hosts left out (their gate failed)"),
@@ -108,6 +120,10 @@ export const MixedFleetOutputSchema = z
       .array(z.object({ service: z.string(), sweep: z.array(CurvePointSchema) }))
       .describe("Per service, one host's own sweep: what the prediction and the plan read"),
     verdict: z.string().describe("Each class against its objective, as measured"),
+    warnings: z
+      .array(z.string())
+      .default([])
+      .describe("Classes counted though not certified (certification.require: false), each with its failed checks"),
   })
   .describe(
     "A mixed fleet (router.groups): both classes at once through the router, each certified, beside the prediction",
@@ -241,79 +257,54 @@ export function planGroups(
 export interface GroupsMeasureContext {
   /** Runs both classes at once through the router (mixed-run.ts runMixedTraffic, its router and options bound). */
   run: (classes: {
-    interactive: { model: string; concurrency: number; requestsPerUser: number };
-    batch: { model: string; concurrency: number };
-    workers: string[];
+    interactive: { model: string; concurrency: number; requestsPerUser: number; speculative: boolean };
+    batch: { model: string; concurrency: number; speculative: boolean };
+    workers: { interactive: string[]; batch: string[] };
   }) => Promise<MixedTrafficResult>;
+  /** The stack's benchmark.errorBudget and certification.require: the host's verdict's (gate verdict.ts). */
+  plan: VerdictInput["plan"];
+  /** The service a host ran when it was measured (its activeService); null or absent: not known. */
+  activeServiceOf?: (host: string) => string | null | undefined;
   say: (line: string) => void;
 }
 
-/** The grouped fleet measured, certified and judged; throws where a class fails its certificate or routing. */
-export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<MixedFleetOutput> {
-  const { groups, demand, configured, predicted, plan, curves } = p;
+/** A grouped fleet measured and judged: its outputs, and why it fails (null: it passes). */
+export interface MeasuredGroups {
+  mixed: MixedFleetOutput;
+  failure: string | null;
+}
+
+/**
+ * The grouped fleet measured, and judged by the one verdict (gate mixedVerdictOf) with the stack's
+ * error budget and certification; a class the router sent to another group's hosts fails too.
+ */
+export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<MeasuredGroups> {
+  const { groups, demand, predicted, plan, curves } = p;
   const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
   if (p.leftOut.length > 0) ctx.say(`hosts left out of their groups: ${predicted.verdict}`);
-  const perHost = groups.batch.perHostConcurrency ?? configured.batch?.perHostConcurrency;
-  if (perHost === undefined)
-    throw new Error(
-      `the batch group's ${groups.batch.service} curve has no level within the error budget: nothing sizes the batch class (set router.groups.batch.perHostConcurrency)`,
-    );
-  const batchWorkers = inGroup("batch", p.registered);
-  const result = await ctx.run({
-    interactive: {
-      model: groups.interactive.model,
-      concurrency: groups.interactive.users,
-      requestsPerUser: groups.interactive.requestsPerUser,
-    },
-    batch: { model: groups.batch.model, concurrency: perHost * batchWorkers.length },
-    workers: p.registered.map((w) => w.url),
-  });
-  const certify = (g: GroupName, r: ClassResult) => {
-    const own = inGroup(g, p.registered).map((w) => w.url);
-    // A worker whose counters could not be read (NaN) says nothing here; its class's reconciliation fails.
-    const strays = Object.entries(r.servedBy).filter(([url, t]) => !own.includes(url) && t > 0);
-    const problems = [
-      r.errors > 0 ? `${r.errors} of its requests failed` : null,
-      r.reconciled.ok ? null : `its tokens do not reconcile: ${r.reconciled.detail}`,
-      r.load && !r.load.ok ? `its users were not applied: ${r.load.detail}` : null,
-      strays.length > 0
-        ? `the router sent ${r.model} to hosts outside its group: ${strays
-            .map(([url, t]) => `${p.registered.find((w) => w.url === url)?.name ?? url} (${t} tokens)`)
-            .join(", ")}`
-        : null,
-    ].filter((p): p is string => p !== null);
-    if (problems.length > 0)
-      throw new Error(`the mixed fleet's ${g} class (${r.model}) is not certified: ${problems.join("; ")}`);
-  };
-  certify("interactive", result.interactive);
-  certify("batch", result.batch);
-  const measured = (r: ClassResult): GroupMeasured => ({
-    concurrency: r.concurrency,
-    requests: r.requests,
-    errors: r.errors,
-    outputTokensPerSecond: r.outputTokensPerSecond,
-    ttftP95Seconds: r.ttftP95Seconds,
-    itlPerTokenP95Seconds: r.itlPerTokenP95Seconds,
-    reconciled: r.reconciled.detail,
-    load: r.load?.detail ?? null,
-    servedBy: Object.fromEntries(
-      Object.entries(r.servedBy)
-        .filter(([, t]) => Number.isFinite(t))
-        .map(([url, t]) => [p.registered.find((w) => w.url === url)?.name ?? url, t]),
-    ),
-  });
-  const i = measured(result.interactive);
-  const b = measured(result.batch);
+  const result = await runGroups(p, ctx);
+  const verdict = GateModule.mixedVerdictOf(
+    GROUP_NAMES.map((g) => ({ group: g, model: result[g].model, level: result[g].level })),
+    ctx.plan,
+  );
+  for (const w of verdict.warnings) ctx.say(`warning: ${w}`);
+  const failures = [
+    ...GROUP_NAMES.flatMap((g) => misrouted(p, g, result[g]) ?? []),
+    ...(verdict.failure === null ? [] : [verdict.failure]),
+  ];
+  const i = measuredOf(p, result.interactive);
+  const b = measuredOf(p, result.batch);
   const judged = judge(groups, demand, i, b);
   const group = (g: GroupName, m: GroupMeasured, meets: boolean): GroupOutput => ({
     service: groups[g].service,
+    activeService: activeServiceOf(inGroup(g, p.registered), ctx.activeServiceOf),
     model: groups[g].model,
     workers: inGroup(g, p.registered).map((w) => w.name),
     leftOut: inGroup(g, p.leftOut).map((w) => w.name),
     measured: m,
     meets,
   });
-  return {
+  const mixed: MixedFleetOutput = {
     interactive: { ...group("interactive", i, judged.meetsInteractive), objective: demand.interactive },
     batch: { ...group("batch", b, judged.meetsBatch), ...judged.deadline },
     windowSeconds: result.windowSeconds,
@@ -321,6 +312,70 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
     plan,
     curves,
     verdict: judged.verdict,
+    warnings: verdict.warnings,
+  };
+  return { mixed, failure: failures.length > 0 ? failures.join("; and ") : null };
+}
+
+/** Both classes at once, the batch sized from its group's curve (or as configured). */
+async function runGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<MixedTrafficResult> {
+  const { groups, configured } = p;
+  const urls = (g: GroupName) => p.registered.filter((w) => groups[g].hosts.includes(w.name)).map((w) => w.url);
+  const perHost = groups.batch.perHostConcurrency ?? configured.batch?.perHostConcurrency;
+  if (perHost === undefined)
+    throw new Error(
+      `the batch group's ${groups.batch.service} curve has no level within the error budget: nothing sizes the batch class (set router.groups.batch.perHostConcurrency)`,
+    );
+  return ctx.run({
+    interactive: {
+      model: groups.interactive.model,
+      concurrency: groups.interactive.users,
+      requestsPerUser: groups.interactive.requestsPerUser,
+      speculative: groups.interactive.service !== "autoregressive",
+    },
+    batch: {
+      model: groups.batch.model,
+      concurrency: perHost * urls("batch").length,
+      speculative: groups.batch.service !== "autoregressive",
+    },
+    workers: { interactive: urls("interactive"), batch: urls("batch") },
+  });
+}
+
+/** The router sent G's class to hosts outside its group (a name served where it should not be): why, or null. */
+function misrouted(p: PlannedGroups, g: GroupName, r: ClassResult): string | null {
+  const own = p.registered.filter((w) => p.groups[g].hosts.includes(w.name)).map((w) => w.url);
+  // A worker whose counters could not be read (NaN) says nothing here; its own class's certificate says why.
+  const strays = Object.entries(r.servedBy).filter(([url, t]) => !own.includes(url) && t > 0);
+  if (strays.length === 0) return null;
+  const named = strays.map(([url, t]) => `${p.registered.find((w) => w.url === url)?.name ?? url} (${t} tokens)`);
+  return `the router sent the ${g} group's ${r.model} to hosts outside its group: ${named.join(", ")}`;
+}
+
+/** The services a group's hosts ran when measured, as they said (null: none said). */
+function activeServiceOf(hosts: Worker[], of: GroupsMeasureContext["activeServiceOf"]): string | null {
+  const ran = [...new Set(hosts.flatMap((w) => of?.(w.name) ?? []))];
+  return ran.length === 0 ? null : ran.join(", ");
+}
+
+/** What a class measured, as the outputs say it (hosts by name). */
+function measuredOf(p: PlannedGroups, r: ClassResult): GroupMeasured {
+  return {
+    concurrency: r.concurrency,
+    requests: r.requests,
+    errors: r.errors,
+    errorRate: r.level.errorRate,
+    withinErrorBudget: r.level.withinErrorBudget,
+    errorExamples: r.level.errorExamples,
+    outputTokensPerSecond: r.outputTokensPerSecond,
+    ttftP95Seconds: r.ttftP95Seconds,
+    itlPerTokenP95Seconds: r.itlPerTokenP95Seconds,
+    certificate: r.level.certificate,
+    servedBy: Object.fromEntries(
+      Object.entries(r.servedBy)
+        .filter(([, t]) => Number.isFinite(t))
+        .map(([url, t]) => [p.registered.find((w) => w.url === url)?.name ?? url, t]),
+    ),
   };
 }
 

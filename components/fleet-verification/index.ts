@@ -32,6 +32,8 @@ export interface FleetVerificationArgs {
         verifiedAt: string | null;
         /** The host's own sweep: a mixed fleet's split is planned from its groups' curves. */
         curve?: ServiceCurve["sweep"] | null;
+        /** The service the host ran when measured (the mixed fleet's outputs say it per group). */
+        activeService?: string | null;
       }>
     >
   >;

@@ -43,8 +43,11 @@ import { groupOf } from "../router/schema";
 /**
  * 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time.
  * 3: a mixed fleet (groups) is measured with both classes at once, its outputs under `mixed`.
+ * 4: each class of a mixed fleet carries its certificate (certify()) and error rate, judged by the host's
+ *    verdict; each group its activeService; `mixed.warnings`. A state of 3 keeps its measurement (no
+ *    certificate: said as not gathered) until the next re-measure.
  */
-export const PROVIDER_VERSION = "3";
+export const PROVIDER_VERSION = "4";
 
 const worker = z.object({ name: z.string(), url: z.string() });
 
@@ -70,6 +73,8 @@ export const FleetVerificationInputsSchema = z.object({
       verifiedAt: z.string().nullable(),
       /** The host's own sweep (a mixed fleet plans its split from its groups' curves). */
       curve: z.array(CurvePointSchema).nullable().optional(),
+      /** The service the host ran when it was measured (a mixed fleet's outputs say what ran, not what was configured). */
+      activeService: z.string().nullable().optional(),
     }),
   ),
   /** router.groups: two classes, each on its own group of hosts under its own served name. */
@@ -203,7 +208,7 @@ export async function create(inputs: Record<string, unknown>) {
   // The router retries a request that failed on one worker on another, so a worker that died during
   // the run may leave no error in the result: the router is asked what it saw of each worker.
   const lost = await workersLost(input.router.url, input.router.metricsUrl, registered, input.apiKey, signal);
-  const lostNote = lost.map((l) => `${l.name} (${l.url}: ${l.why})`).join("; ");
+  const lostNote = lostNoteOf(input, lost);
   if (measured.failure)
     throw new Error(`the fleet benchmark ${measured.failure}${lostNote ? `; the router lost ${lostNote}` : ""}`);
   // Failing, not publishing N-1: the figure was measured on N workers and then fewer, so it is neither
@@ -243,6 +248,16 @@ export async function create(inputs: Record<string, unknown>) {
 }
 
 type Say = (line: string) => void;
+
+/** The workers the router lost, by name, address and why; a mixed fleet's with its group (whose class lost it). */
+function lostNoteOf(input: FleetVerificationInputs, lost: Array<{ name: string; url: string; why: string }>): string {
+  return lost
+    .map((l) => {
+      const g = groupOf(input.groups, l.name);
+      return `${l.name} (${g ? `the ${g} group's host, ` : ""}${l.url}: ${l.why})`;
+    })
+    .join("; ");
+}
 
 /** What either measurement of the fleet publishes, and the failure that stops it from publishing. */
 interface FleetMeasurement {
@@ -323,7 +338,8 @@ async function measureSweepFleet(
 
 /**
  * A mixed fleet: each class's name answers through the router, then both classes at once
- * (groups.ts). The fleet's figure is the two classes' tok/s in the window; its plan is the batch
+ * (groups.ts), judged by the host's verdict (gate mixedVerdictOf) with the stack's error budget and
+ * certification. The fleet's figure is the two classes' tok/s in the window; its plan is the batch
  * job on the batch group.
  */
 async function measureMixed(
@@ -334,8 +350,10 @@ async function measureMixed(
 ): Promise<FleetMeasurement> {
   const bench = GateModule.BenchPlanSchema.parse(input.benchPlan ?? {});
   const { groups } = planned;
-  const mixed = await measureGroups(planned, {
+  const { mixed, failure } = await measureGroups(planned, {
     say,
+    plan: bench,
+    activeServiceOf: (host) => input.hostFigures[host]?.activeService,
     run: (classes) => {
       say(
         `both classes at once through the router: ${classes.interactive.concurrency} interactive users on ${groups.interactive.model}, ${classes.batch.concurrency} batch requests in flight on ${groups.batch.model}`,
@@ -349,8 +367,12 @@ async function measureMixed(
         workers: classes.workers,
         timeScale: input.timeScale ?? 1,
         requestTimeoutSeconds: bench.requestTimeoutSeconds,
-        tokenTolerance: bench.certification.tokenTolerance,
-        loadShortfall: bench.certification.loadShortfall,
+        judgement: {
+          errorBudget: bench.errorBudget,
+          slo: bench.slo,
+          rateShortfall: bench.rateShortfall,
+          certification: bench.certification,
+        },
         signal,
       });
     },
@@ -358,7 +380,7 @@ async function measureMixed(
   say(mixed.verdict);
   const batchHosts = mixed.batch.workers.length;
   return {
-    failure: null,
+    failure,
     capacity: false,
     sweep: [],
     saturationConcurrency: null,

@@ -192,7 +192,7 @@ export function summarizeBench(
     saturationVerdict:
       gone === null ? knee.verdict : `${gone}; no figure is published from a run the server did not survive`,
     acceptanceLength: meta.acceptanceLength,
-    mode: meta.plan.rate ? "open" : "closed",
+    mode: levelsOf(meta.plan).mode,
     sustainedLevel: gone === null ? knee.sustainedLevel : null,
     timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
@@ -241,8 +241,7 @@ interface Run extends Session {
 /** Sets up a run; the caller clears `deadline` and destroys `agent` when it ends. */
 function openRun(endpoint: Endpoint, planInput: BenchPlanInput, hooks: BenchHooks) {
   const plan = BenchPlanSchema.parse(planInput);
-  const mode = plan.rate ? "open" : "closed";
-  const levels = plan.rate ?? plan.concurrency;
+  const { mode, levels } = levelsOf(plan);
   // The run's one deadline (wall clock), joined with the caller's signal (Ctrl-C); cleared by bench().
   const deadline = armTimeout(
     [hooks.signal],
@@ -500,6 +499,14 @@ export async function bench(
     deadline.clear();
     void run.agent.destroy().catch(() => undefined);
   }
+}
+
+/**
+ * A plan's loop and levels: its offered rates (open loop) where it has any, else its concurrencies
+ * (closed): the one reading of both, for bench() and the comparison.
+ */
+export function levelsOf(plan: Pick<BenchPlan, "rate" | "concurrency">): { mode: "open" | "closed"; levels: number[] } {
+  return plan.rate ? { mode: "open", levels: [...plan.rate] } : { mode: "closed", levels: [...plan.concurrency] };
 }
 
 /** The sweep's requests: the long-answer prompts, or the plan's prompt mix; thinking as the plan says. */

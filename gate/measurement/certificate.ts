@@ -111,6 +111,12 @@ export interface LevelEvidence {
   acceptanceFloor: number | null;
   /** Closed loop: the server's own gauges of the requests it held, read during the level; absent: none read. */
   serverLoad?: ServerLoadRead[];
+  /**
+   * Evidence this run could not gather, by the check it belongs to (the mixed fleet reads no
+   * worker's gauges of requests held: summedCounters): said in that check's detail, never passed in
+   * silence. Absent: everything was gathered.
+   */
+  notGathered?: Partial<Record<CertificateCheck["name"], string>>;
 }
 
 /** One read of the server's gauges during a level: requests running or waiting there, at a host time. */
@@ -513,7 +519,13 @@ export function certify(
     clientCheck(evidence.client, policy, evidence.clientThreads),
     steadyCheck(evidence, level.acceptanceLength ?? null),
   ];
-  return { certified: checks.every((c) => c.ok), checks };
+  return { certified: checks.every((c) => c.ok), checks: checks.map((c) => withNotGathered(c, evidence.notGathered)) };
+}
+
+/** CHECK with what its run could not gather named in its detail. */
+function withNotGathered(check: CertificateCheck, notGathered: LevelEvidence["notGathered"]): CertificateCheck {
+  const missing = notGathered?.[check.name];
+  return missing === undefined ? check : { ...check, detail: `${check.detail}; not gathered: ${missing}` };
 }
 
 function worstOf(checks: CertificateCheck[]): CertificateCheck {

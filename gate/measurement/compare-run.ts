@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
+import { levelsOf } from "./bench";
 import { certificateText } from "./certificate";
 import {
   compareServices,
@@ -83,7 +84,7 @@ export function planShape(plan: BenchPlan): WorkloadShape {
   return WorkloadShapeSchema.parse({
     outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
     ignoreEos: plan.ignoreEos,
-    mode: plan.rate ? "open" : "closed",
+    mode: levelsOf(plan).mode,
     ...(plan.mix ? { mix: plan.mix } : {}),
     thinking: plan.thinking,
   });
@@ -210,7 +211,7 @@ async function measureService(
   const judgement = judgementOf(opts);
   const measured = await measureSweep(opts.endpoint, ready.model, {
     shape: planShape(opts.plan),
-    levels: [...(opts.plan.rate ?? opts.plan.concurrency)],
+    levels: levelsOf(opts.plan).levels,
     requestsPerLevel: opts.plan.requestsPerConcurrency,
     repeats: opts.plan.repeats,
     requestTimeoutSeconds: opts.plan.requestTimeoutSeconds,

@@ -73,10 +73,13 @@ export interface MixedPlan {
   verdict: string;
 }
 
+/**
+ * The points a class is sized from: closed-loop levels within the error budget, as the host's own
+ * verdict counts them (errors inside the budget included: dropping them shrank a batch class from
+ * 128 in flight to 16). A point that does not say whether it kept the budget counts only without errors.
+ */
 const counted = (c: ServiceCurve) =>
-  c.failure
-    ? []
-    : c.sweep.filter((p) => (p.mode ?? "closed") === "closed" && p.errors === 0 && p.withinErrorBudget !== false);
+  c.failure ? [] : c.sweep.filter((p) => (p.mode ?? "closed") === "closed" && (p.withinErrorBudget ?? p.errors === 0));
 
 /** The interactive objective, judged on a TTFT p95 and an ITL p95 (planned or measured); a missing one misses it. */
 export function meetsObjective(ttftP95: number | null, itlP95: number | null, d: InteractiveDemand): boolean {
@@ -174,11 +177,12 @@ export function mixedPlan(curves: ServiceCurve[], interactive: InteractiveDemand
     hosts,
     homogeneous,
     savedHosts,
-    verdict: verdictOf(interactiveChoice, batchChoice, hosts, best, savedHosts, objective),
+    verdict: splitVerdict(interactiveChoice, batchChoice, hosts, best, savedHosts, objective),
   };
 }
 
-function verdictOf(
+/** The split in one sentence (what mixing saves, or why it cannot be sized): the plan's words, not a run's verdict. */
+function splitVerdict(
   i: GroupChoice | null,
   b: GroupChoice | null,
   hosts: number | null,

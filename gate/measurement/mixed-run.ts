@@ -12,16 +12,24 @@
  * its requests in flight finish. Its figure is the tokens each of its requests produced inside the
  * window (its tokens spread evenly from its first token to its last), over the window: requests of
  * one length started together stay in step, and counting only those that finished inside the
- * window read 37 % low where the window held one wave of completions instead of two. Each class is
- * reconciled with the workers' own counters by model (the served names label them), and the tokens
- * each worker generated for each name say where each class was served.
+ * window read 37 % low where the window held one wave of completions instead of two.
+ *
+ * Each class comes back as one level of the one summary (levels.ts summarizeSweepLevel) with its
+ * certificate from the one certify(): its tokens reconciled with its own group's workers' counters
+ * by its served name (a worker of the other group lost during the run leaves this class's evidence
+ * whole), its slots applied, the client watched over the run, the counters steady. What the run
+ * cannot gather is named in the certificate, not passed in silence. The tokens each worker
+ * generated for each name say where each class was served. Judging is the caller's, with the one
+ * verdict (verdict.ts mixedVerdictOf).
  */
+import type { Agent } from "undici";
 import { baseUrl, makeAgent } from "../transport/http";
 import { BENCH_PROMPTS } from "./bench";
-import { closedLoopLoad, reconcile, type CertificateCheck } from "./certificate";
+import { watchClient, type ClientEvidence, type LevelEvidence } from "./certificate";
+import { perTokenLatencies } from "./goodput";
+import { runSummary, summarizeSweepLevel, type LevelJudgement, type LevelSummary, type RunWindow } from "./levels";
 import { makeSender, runLevelLoad, type HostClock } from "./load";
 import { readCounters, summedCounters, type CounterRead } from "./server-counters";
-import { perTokenLatencies } from "./goodput";
 import { latencyStats, percentile } from "./stats";
 import type { RequestSample } from "./stream";
 
@@ -31,6 +39,8 @@ export interface TrafficClass {
   /** Requests in flight at once (interactive: users, each with one request; batch: slots). */
   concurrency: number;
   maxTokens: number;
+  /** Its group's hosts run a speculative service: their acceptance is not read in this run, and the certificate says so. */
+  speculative?: boolean;
 }
 
 export interface MixedTrafficOptions {
@@ -39,15 +49,16 @@ export interface MixedTrafficOptions {
   apiKey?: string;
   interactive: TrafficClass & { requestsPerUser: number };
   batch: TrafficClass;
-  /** Every worker behind the router: their counters by model reconcile each class and say where it was served. */
-  workers: string[];
+  /**
+   * Each group's workers behind the router: a class is reconciled with its own group's counters by
+   * its name; every worker's counters say where each class was served.
+   */
+  workers: { interactive: string[]; batch: string[] };
   /** Host seconds per wall second of the hosts measured (1 on real hardware). */
   timeScale: number;
   requestTimeoutSeconds: number;
-  /** Generated tokens may differ from the client's count by this fraction (certification.tokenTolerance). */
-  tokenTolerance: number;
-  /** Interactive: the closed loop's in-flight mean may fall short of its users by this fraction (certification.loadShortfall). */
-  loadShortfall: number;
+  /** The stack's error budget, SLO and certification (benchmark.*), as one host's levels are summarised. */
+  judgement: LevelJudgement;
   signal?: AbortSignal;
 }
 
@@ -62,10 +73,11 @@ export interface ClassResult {
   ttftP95Seconds: number | null;
   /** Each request's (e2e - TTFT) / (tokens - 1), p95: the comparison's measure, which the mixed plan reads. */
   itlPerTokenP95Seconds: number | null;
-  /** The workers' counters by this class's model against what the client counted. */
-  reconciled: CertificateCheck;
-  /** Interactive: the users asked for were the users applied (time-weighted requests in flight). */
-  load: CertificateCheck | null;
+  /**
+   * The class as one level of the one summary: its error rate against the budget, its examples and
+   * its certificate (certify()); its outputTokensPerSecond is the window's figure above.
+   */
+  level: LevelSummary;
   /** Tokens each worker generated for this class's model during the run (URL: tokens). */
   servedBy: Record<string, number>;
 }
@@ -93,23 +105,19 @@ export function windowTokens(s: RequestSample, from: number, to: number): number
   return (s.completionTokens * overlap) / (last - first);
 }
 
-export async function runMixedTraffic(o: MixedTrafficOptions): Promise<MixedTrafficResult> {
-  const base = baseUrl(o.url);
-  const clock: HostClock = { origin: performance.now(), timeScale: o.timeScale };
-  const signal = o.signal ?? new AbortController().signal;
-  const batchDrain = new AbortController();
-  const agents = [makeAgent(o.batch.concurrency + 2), makeAgent(o.interactive.concurrency + 2)];
+/** Both classes' closed loops on one client: the router, the host clock and the run's signal. */
+function classLoops(o: MixedTrafficOptions, clock: HostClock, signal: AbortSignal, agents: Agent[]) {
   const send = (i: 0 | 1, model: string) =>
     makeSender({
       endpoint: { url: o.url, apiKey: o.apiKey },
-      base,
+      base: baseUrl(o.url),
       model,
       agent: agents[i],
       clock,
       signal,
       requestTimeoutSeconds: o.requestTimeoutSeconds,
     });
-  const loop = (c: TrafficClass, count: number) => ({
+  const loop = (c: TrafficClass, count: number, i: 0 | 1) => ({
     mode: "closed" as const,
     level: c.concurrency,
     count,
@@ -124,47 +132,50 @@ export async function runMixedTraffic(o: MixedTrafficOptions): Promise<MixedTraf
     },
     clock,
     signal,
+    send: send(i, c.model),
   });
+  return {
+    batch: loop(o.batch, o.batch.concurrency * BATCH_TURNS, 0),
+    interactive: loop(o.interactive, o.interactive.concurrency * o.interactive.requestsPerUser, 1),
+  };
+}
+
+export async function runMixedTraffic(o: MixedTrafficOptions): Promise<MixedTrafficResult> {
+  const clock: HostClock = { origin: performance.now(), timeScale: o.timeScale };
+  const signal = o.signal ?? new AbortController().signal;
+  const batchDrain = new AbortController();
+  const agents = [makeAgent(o.batch.concurrency + 2), makeAgent(o.interactive.concurrency + 2)];
+  const loops = classLoops(o, clock, signal, agents);
   try {
     const before = await countersByWorker(o, signal);
+    const client = watchClient();
     let steady: () => void = () => undefined;
     const turnedOver = new Promise<void>((resolve) => (steady = resolve));
     const batchRun = runLevelLoad({
-      ...loop(o.batch, o.batch.concurrency * BATCH_TURNS),
-      send: send(0, o.batch.model),
+      ...loops.batch,
       drain: batchDrain.signal,
       onDone: (t) => {
         if (t.done >= o.batch.concurrency) steady();
       },
     });
     await Promise.race([turnedOver, batchRun]);
-    const interactiveRun = await runLevelLoad({
-      ...loop(o.interactive, o.interactive.concurrency * o.interactive.requestsPerUser),
-      send: send(1, o.interactive.model),
-    });
+    const interactiveRun = await runLevelLoad(loops.interactive);
     // The window has ended: the batch sends no more, and what it has in flight finishes.
     batchDrain.abort();
-    const batchSamples = (await batchRun).requests;
+    const batch = await batchRun;
+    const seen = client.stop();
     const after = await countersByWorker(o, signal);
     const window = interactiveRun.runs[0] ?? { startedAtSeconds: 0, finishedAtSeconds: 0 };
-    const from = window.startedAtSeconds;
-    const to = window.finishedAtSeconds;
-    const span = Math.max(1e-9, to - from);
-    const inWindow = (s: RequestSample) => windowTokens(s, from, to);
-    const interactive = interactiveRun.requests;
-    const counters = { before, after, span };
+    const evidence = { before, after, client: seen, window };
     return {
-      windowSeconds: span,
-      interactive: classResult(o, o.interactive, interactive, interactive, interactive.map(inWindow), counters, true),
-      batch: classResult(
+      windowSeconds: Math.max(1e-9, window.finishedAtSeconds - window.startedAtSeconds),
+      interactive: classResult(
         o,
-        o.batch,
-        batchSamples,
-        batchSamples.filter((s) => inWindow(s) > 0),
-        batchSamples.map(inWindow),
-        counters,
-        false,
+        "interactive",
+        { samples: interactiveRun.requests, runs: interactiveRun.runs },
+        evidence,
       ),
+      batch: classResult(o, "batch", { samples: batch.requests, runs: batch.runs }, evidence),
     };
   } finally {
     batchDrain.abort();
@@ -173,79 +184,112 @@ export async function runMixedTraffic(o: MixedTrafficOptions): Promise<MixedTraf
 }
 
 type ByWorker = Record<string, Record<string, CounterRead>>;
-type Counters = ByWorker & { fleet: Record<string, CounterRead> };
 
-/** Each worker's counters for each class's model, and the fleet's sum per model. */
-async function countersByWorker(o: MixedTrafficOptions, signal: AbortSignal): Promise<Counters> {
+/** Each worker's counters for each class's model. */
+async function countersByWorker(o: MixedTrafficOptions, signal: AbortSignal): Promise<ByWorker> {
   const models = [o.interactive.model, o.batch.model];
-  const agent = makeAgent(Math.max(1, o.workers.length));
+  const workers = [...o.workers.interactive, ...o.workers.batch];
+  const agent = makeAgent(Math.max(1, workers.length));
   try {
     const per: ByWorker = {};
-    for (const w of o.workers) {
+    for (const w of workers) {
       per[w] = {};
       for (const m of models) per[w][m] = await readCounters(agent, baseUrl(w), m, o.apiKey, signal);
     }
-    // The fleet's sum from the same reads, not a second round of them.
-    const fleet: Record<string, CounterRead> = {};
-    for (const m of models)
-      fleet[m] = summedCounters(
-        o.workers,
-        o.workers.map((w) => per[w][m]),
-      );
-    return Object.assign(per, { fleet });
+    return per;
   } finally {
     void agent.destroy().catch(() => undefined);
   }
 }
 
-/** A read without the other class's model: its tokens are this run's own, not another client's. */
-function mine(read: CounterRead, other: string): CounterRead {
+/** A class's group's counters summed by its model, without the other class's model: its tokens are this run's own. */
+function groupCounters(o: MixedTrafficOptions, g: "interactive" | "batch", reads: ByWorker): CounterRead {
+  const model = o[g].model;
+  const other = g === "interactive" ? o.batch.model : o.interactive.model;
+  const workers = o.workers[g];
+  const read = summedCounters(
+    workers,
+    workers.map((w) => reads[w][model]),
+  );
   if (!read.ok) return read;
   const { [other]: _, ...rest } = read.snapshot.generatedByModel;
   return { ok: true, snapshot: { ...read.snapshot, generatedByModel: rest } };
 }
 
+/**
+ * Where the run gathers less than a sweep of one host: no worker's gauge counts the requests in
+ * the router's own hands, so the fleet's load is the client's side alone (summedCounters).
+ */
+const NOT_GATHERED: LevelEvidence["notGathered"] = {
+  load: "the server's side of the load (the workers' gauges miss the requests the router holds)",
+};
+/** A speculative group's acceptance is read per host by its own gate and sweep, not per class here. */
+const NOT_GATHERED_SPECULATIVE: LevelEvidence["notGathered"] = {
+  ...NOT_GATHERED,
+  steady: "the speculative acceptance during this run (each host's own gate and sweep hold it to its floor)",
+};
+
 function classResult(
   o: MixedTrafficOptions,
-  c: TrafficClass,
-  all: RequestSample[],
-  /** The requests the class's latencies are taken over (the batch's: those with tokens in the window). */
-  counted: RequestSample[],
-  /** Each of ALL's tokens inside the window. */
-  windowed: number[],
-  counters: { before: Counters; after: Counters; span: number },
-  interactive: boolean,
+  g: "interactive" | "batch",
+  run: { samples: RequestSample[]; runs: RunWindow[] },
+  e: {
+    before: ByWorker;
+    after: ByWorker;
+    client: ClientEvidence;
+    window: { startedAtSeconds: number; finishedAtSeconds: number };
+  },
 ): ClassResult {
-  const { before, after, span } = counters;
-  const failed = all.filter((s) => s.error !== null);
-  const other = c.model === o.interactive.model ? o.batch.model : o.interactive.model;
-  const ok = all.filter((s) => s.error === null);
+  const c = o[g];
+  const { startedAtSeconds: from, finishedAtSeconds: to } = e.window;
+  const span = Math.max(1e-9, to - from);
+  const windowed = run.samples.map((s) => windowTokens(s, from, to));
+  // The batch's latencies are taken over its requests with tokens inside the window.
+  const counted = g === "interactive" ? run.samples : run.samples.filter((_, i) => windowed[i] > 0);
+  const own = run.runs[0] ?? { startedAtSeconds: from, finishedAtSeconds: to };
+  const { slo } = o.judgement;
+  const level = summarizeSweepLevel(
+    "closed",
+    c.concurrency,
+    [runSummary(run.samples, Math.max(0, own.finishedAtSeconds - own.startedAtSeconds), slo)],
+    slo,
+    null,
+    o.judgement,
+    {
+      before: groupCounters(o, g, e.before),
+      after: groupCounters(o, g, e.after),
+      client: e.client,
+      // Each class's name answered through the router (the fleet's readiness) before the run.
+      warm: true,
+      model: c.model,
+      maxTokens: c.maxTokens,
+      timeScale: o.timeScale,
+      acceptanceFloor: null,
+      notGathered: c.speculative === true ? NOT_GATHERED_SPECULATIVE : NOT_GATHERED,
+    },
+  );
+  const outputTokensPerSecond = windowed.reduce((a, t) => a + t, 0) / span;
   const stats = latencyStats(counted);
-  const servedBy: Record<string, number> = {};
-  for (const w of o.workers) {
-    const b = before[w]?.[c.model];
-    const a = after[w]?.[c.model];
-    servedBy[w] = b?.ok && a?.ok ? a.snapshot.generatedTokens - b.snapshot.generatedTokens : NaN;
-  }
   return {
     model: c.model,
     concurrency: c.concurrency,
     requests: counted.length,
-    errors: failed.length,
-    outputTokensPerSecond: windowed.reduce((a, t) => a + t, 0) / span,
+    errors: level.errors,
+    outputTokensPerSecond,
     ttftP95Seconds: stats.ttftP95Seconds,
     itlPerTokenP95Seconds: percentile(perTokenLatencies(counted), 95),
-    reconciled: reconcile(
-      { before: mine(before.fleet[c.model], other), after: mine(after.fleet[c.model], other), model: c.model },
-      {
-        requests: all.length,
-        errors: all.length - ok.length,
-        generatedTokens: ok.reduce((a, s) => a + s.completionTokens, 0),
-        maxTokens: c.maxTokens,
-      },
-      o.tokenTolerance,
-    ),
-    load: interactive ? closedLoopLoad(all, c.concurrency, o.loadShortfall) : null,
-    servedBy,
+    level: { ...level, outputTokensPerSecond, runs: level.runs.map(({ samples: _samples, ...r }) => r) },
+    servedBy: servedBy(o, c.model, e.before, e.after),
   };
+}
+
+/** Tokens each worker generated for MODEL between the reads; NaN where its counters could not be read. */
+function servedBy(o: MixedTrafficOptions, model: string, before: ByWorker, after: ByWorker): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const w of [...o.workers.interactive, ...o.workers.batch]) {
+    const b = before[w]?.[model];
+    const a = after[w]?.[model];
+    out[w] = b?.ok && a?.ok ? a.snapshot.generatedTokens - b.snapshot.generatedTokens : NaN;
+  }
+  return out;
 }

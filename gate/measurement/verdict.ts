@@ -21,10 +21,12 @@
  *    the server's capacity, and no verdict on the server either (a failure naming the client);
  * 6. no throughput otherwise (every level answerless, nothing counted): a failure;
  * 7. otherwise healthy, with a capacity figure (`complete` says whether every level ran).
+ *
+ * A mixed fleet (mixedVerdictOf) is judged by the same rules, each class as a one-level sweep.
  */
 import { certificateText, type Certificate } from "./certificate";
 import { levelName } from "./levels";
-import { answerless, uncertifiedFigure } from "./saturation";
+import { answerless, judgeLevels, uncertifiedFigure, withinErrorBudget } from "./saturation";
 
 /** The fields of a benchmark level the verdict reads (LevelSummary has them all). */
 export interface VerdictLevel {
@@ -141,4 +143,56 @@ function keptUpWithEveryRate(sweep: readonly VerdictLevel[]): boolean {
     sweep.length > 0 &&
     sweep.every((l) => l.mode === "open" && l.keptUp === true && l.clientLimited !== true && !answerless(l))
   );
+}
+
+/** One class of a mixed fleet: the group it ran on, its served name, and its level (mixed-run.ts ClassResult.level). */
+export interface MixedClass {
+  group: string;
+  model: string;
+  level: VerdictLevel & Parameters<typeof judgeLevels>[0][number];
+}
+
+/** A mixed fleet's verdict: the failure of the classes that failed (null: none), and what is said beside a pass. */
+export interface MixedVerdict {
+  failure: string | null;
+  warnings: string[];
+}
+
+/**
+ * A mixed fleet judged as one host is: each class is a one-level sweep, judged (judgeLevels) and
+ * given its verdict (verdictOf) under the stack's error budget and certification.require, so a
+ * knob that reaches the host's verdict reaches the fleet's. A failure names its group and model;
+ * a class whose certificate failed while the stack does not require one is a warning, as a host's
+ * level is then reported and counted.
+ */
+export function mixedVerdictOf(
+  classes: readonly MixedClass[],
+  plan: VerdictInput["plan"],
+  serverGone: string | null = null,
+): MixedVerdict {
+  const failures: string[] = [];
+  const warnings: string[] = [];
+  for (const c of classes) {
+    // The stack's budget judges, whatever the level was summarised with.
+    const level = { ...c.level, withinErrorBudget: withinErrorBudget(c.level, plan.errorBudget) };
+    const knee = judgeLevels([level], {
+      errorBudget: plan.errorBudget,
+      minGain: 0,
+      requireCertified: plan.certification?.require !== false,
+    });
+    const v = verdictOf({
+      sweep: [level],
+      complete: true,
+      stopReason: null,
+      serverGone,
+      sustainedOutputTokensPerSecond: knee.sustainedOutputTokensPerSecond,
+      saturationVerdict: knee.verdict,
+      plan,
+    });
+    const who = `the ${c.group} group (${c.model})`;
+    if (!v.ok) failures.push(`of ${who} ${v.failure}`);
+    else if (c.level.certificate?.certified === false)
+      warnings.push(`${who} is ${certificateText(c.level.certificate)}; counted anyway (certification.require: false)`);
+  }
+  return { failure: failures.length > 0 ? failures.join("; and ") : null, warnings };
 }

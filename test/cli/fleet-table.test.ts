@@ -62,14 +62,17 @@ describe("a mixed fleet's table", () => {
     outputTokensPerSecond: 766,
     ttftP95Seconds: 0.26,
     itlPerTokenP95Seconds: 0.021,
-    reconciled: "fine",
-    load: "fine",
+    errorRate: 0,
+    withinErrorBudget: true,
+    errorExamples: [],
+    certificate: { certified: true, checks: [{ name: "reconciled" as const, ok: true, detail: "fine" }] },
     servedBy: { h1: 100, h2: 0 },
     ...over,
   });
   const mixed: NonNullable<FleetOutputs["mixed"]> = {
     interactive: {
       service: "eagle3",
+      activeService: "eagle3",
       model: "k-interactive",
       workers: ["h1"],
       leftOut: ["h3"],
@@ -79,6 +82,7 @@ describe("a mixed fleet's table", () => {
     },
     batch: {
       service: "autoregressive",
+      activeService: null,
       model: "k",
       workers: ["h2"],
       leftOut: [],
@@ -111,6 +115,9 @@ describe("a mixed fleet's table", () => {
     },
     curves: [],
     verdict: "interactive: MISSED; batch: met",
+    warnings: [
+      "the batch group (k) is not certified: client: over 90 %; counted anyway (certification.require: false)",
+    ],
   };
 
   it("puts each class's measurement beside the plan's prediction, with its objective, where it was served and who is left out", () => {
@@ -123,5 +130,7 @@ describe("a mixed fleet's table", () => {
     expect(text).toContain("left out of k-interactive: h3");
     expect(text).toContain("predicted: interactive, 1 of 2 eagle3 hosts: missed (restore 1 host(s)).");
     expect(text).not.toContain("scaling efficiency");
+    expect(text).toContain("certificates: k-interactive certified; k certified");
+    expect(text).toContain("warning: the batch group (k) is not certified: client: over 90 %;");
   });
 });

@@ -46,7 +46,7 @@ const drifted: DriftReport = {
 const timing = { endedAtMs: 1796342400250, durationMs: 12345 };
 const HELP = {
   drift:
-    "# HELP gpuhost_drift 1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>)\n# TYPE gpuhost_drift gauge\n",
+    "# HELP gpuhost_drift 1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>; group: a mixed fleet's group the item belongs to)\n# TYPE gpuhost_drift gauge\n",
   items:
     "# HELP gpuhost_drift_items How many items drifted on each host, service or router the check reached\n# TYPE gpuhost_drift_items gauge\n",
   success:
@@ -80,6 +80,32 @@ describe("the exposition of one check", () => {
         'gpuhost_drift_check_duration_seconds{stack="prod"} 12.345\n',
       ].join(""),
     );
+  });
+
+  it("a mixed fleet's worker: its drift labelled by router and by group", async () => {
+    const fleet: DriftReport = {
+      ...drifted,
+      hosts: [],
+      fleet: [
+        {
+          router: "http://10.0.0.5:30000",
+          resources: ["f"],
+          status: "drift",
+          drift: [
+            { field: "groups.batch.workers.gpu-3", expected: "registered", found: "missing", repair: "pulumi up" },
+            { field: "router.version", expected: "smg 1.13.0", found: "smg 1.12.0", repair: "pulumi up" },
+          ],
+          errors: [],
+        },
+      ],
+    };
+    const samples = (await driftExposition(fleet, "drift", timing))
+      .split("\n")
+      .filter((l) => l.startsWith("gpuhost_drift{"));
+    expect(samples).toEqual([
+      'gpuhost_drift{stack="prod",host="http://10.0.0.5:30000",item="groups.batch.workers.gpu-3",group="batch"} 1',
+      'gpuhost_drift{stack="prod",host="http://10.0.0.5:30000",item="router.version"} 1',
+    ]);
   });
 
   it("a failed check: success 0 and its reason, no drift samples", async () => {

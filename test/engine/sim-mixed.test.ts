@@ -20,6 +20,7 @@ import type { FleetOutputs } from "../../stack/outputs";
 import { fleetTable } from "../../cli/fleet-table";
 import { listWorkers } from "../../components/fleet-verification/router-api";
 import { runMixedTraffic } from "../../gate/index";
+import { DEFAULT_JUDGEMENT } from "../../gate/measurement/levels";
 import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
 import { smgVenv } from "../support/smg";
 import { driftJson } from "../support/engine";
@@ -84,6 +85,10 @@ describe("sim-mixed under the real engine and the real SMG", () => {
     expect(m.batch.measured.servedBy["sim-mixed-3"]).toBeGreaterThan(0);
     expect(m.batch.measured.servedBy["sim-mixed-4"]).toBeGreaterThan(0);
     expect(m.batch.measured.concurrency).toBe(128);
+    // Each class certified by the one certify() and judged by the host's verdict (a failure fails the up).
+    expect(m.interactive.measured.certificate?.certified).toBe(true);
+    expect(m.batch.measured.certificate?.certified).toBe(true);
+    expect([m.interactive.activeService, m.batch.activeService]).toEqual(["eagle3", "autoregressive"]);
     // With one of its two hosts: 16 users on it, judged at the curve's 16.
     expect(m.predicted.verdict).toMatch(/^interactive, 1 of 2 eagle3 hosts: 16 users per host, measured at 16: /);
     expect(m.curves.map((c) => c.service)).toEqual(["eagle3", "autoregressive"]);
@@ -133,11 +138,13 @@ describe("sim-mixed under the real engine and the real SMG", () => {
       url: f.routerEndpoint,
       interactive: { model: "kimi-k2.6-interactive", concurrency: 2, maxTokens: 64, requestsPerUser: 2 },
       batch: { model: "kimi-k2.6", concurrency: 4, maxTokens: 64 },
-      workers: alive,
+      workers: { interactive: alive.slice(0, 1), batch: alive.slice(1) },
       timeScale: 10,
       requestTimeoutSeconds: 600,
-      tokenTolerance: 0.01,
-      loadShortfall: 0.5,
+      judgement: {
+        ...DEFAULT_JUDGEMENT,
+        certification: { ...DEFAULT_JUDGEMENT.certification, loadShortfall: 0.5 },
+      },
     });
     expect(r.interactive.errors + r.batch.errors).toBe(0);
     expect(r.interactive.servedBy[at("sim-mixed-1")]).toBe(2 * 2 * 64);

@@ -6,11 +6,15 @@
 // that class sent to it by SMG: the create fails naming it. A stopped host's drift names its group.
 // The hosts' curves are written here (what their own sweeps would hand over), so the prediction is a
 // fixture's; the measurement is real.
-import { describe, expect, it } from "vitest";
+import * as http from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
 import { create, read, update } from "../../components/fleet-verification/provider";
 import { measureGroups, planGroups, type MixedFleetOutput } from "../../components/fleet-verification/groups";
 import type { ClassResult } from "../../gate/measurement/mixed-run";
-import type { RunningSimulator } from "../../simulator/index";
+import type { Certificate } from "../../gate/measurement/certificate";
+import { DEFAULT_JUDGEMENT, runSummary, summarizeSweepLevel } from "../../gate/measurement/levels";
+import type { RequestSample } from "../../gate/measurement/stream";
 import type { RunningRouter } from "../support/smg";
 import { groupFleet } from "../support/group-fleet";
 import type { Drift } from "../../components/drift/schema";
@@ -41,10 +45,66 @@ const AR_CURVE = curve([
   [4, 420, 0.2, 0.01],
 ]);
 
-function inputs(hosts: Record<string, RunningSimulator>, leftOut: string[], over: Record<string, unknown> = {}) {
+/**
+ * A batch worker that misbehaves as real ones do, in front of a simulator: the CUT-th benchmark
+ * request (ignore_eos, as the mixed run sends) gets its stream's first bytes and then a cut
+ * connection (a proxy dropping it, a worker crashing mid-answer: the router cannot retry a stream it
+ * began forwarding); at the DIE-th the worker goes away for good (its connections cut, its port shut).
+ */
+async function misbehaving(target: string, o: { cut?: number; die?: number }) {
+  const up = new URL(target);
+  const sockets = new Set<Socket>();
+  let bench = 0;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      let n = 0;
+      if (req.url?.startsWith("/v1/chat/completions")) {
+        const parsed = JSON.parse(body.toString("utf8")) as { ignore_eos?: boolean };
+        if (parsed.ignore_eos === true) n = ++bench;
+      }
+      if (n > 0 && n === o.die) return die();
+      const fwd = http.request(
+        { host: up.hostname, port: up.port, path: req.url, method: req.method, headers: req.headers },
+        (r) => {
+          res.writeHead(r.statusCode ?? 502, r.headers);
+          if (n === 0 || n !== o.cut) return void r.pipe(res);
+          r.once("data", (c: Buffer) => {
+            res.write(c.subarray(0, 64));
+            setTimeout(() => {
+              res.socket?.destroy();
+              r.destroy();
+            }, 20);
+          });
+        },
+      );
+      fwd.on("error", () => res.socket?.destroy());
+      fwd.end(body);
+    });
+  });
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  const die = () => {
+    server.close();
+    for (const s of sockets) s.destroy();
+  };
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  proxies.push(die);
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+const proxies: Array<() => void> = [];
+afterEach(() => {
+  for (const close of proxies.splice(0)) close();
+});
+
+function inputs(hosts: Record<string, { url: string }>, leftOut: string[], over: Record<string, unknown> = {}) {
   const all = Object.entries(hosts);
   return {
-    providerVersion: "3",
+    providerVersion: "4",
     router: { url: router!.url, metricsUrl: router!.metricsUrl, model: "tiny" },
     routerIdentity: "id-1",
     workers: {
@@ -60,6 +120,7 @@ function inputs(hosts: Record<string, RunningSimulator>, leftOut: string[], over
           sustainedOutputTokensPerSecond: 100,
           verifiedAt: "t1",
           curve: name.startsWith("i") ? EAGLE3_CURVE : AR_CURVE,
+          activeService: name.startsWith("i") ? "eagle3" : "autoregressive",
         },
       ]),
     ),
@@ -106,7 +167,22 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
     expect(m.batch.measured.servedBy.i1 + m.batch.measured.servedBy.i2).toBe(0);
     expect(m.batch.measured.servedBy.b1).toBeGreaterThan(0);
     expect(m.interactive.measured.errors + m.batch.measured.errors).toBe(0);
-    expect(m.interactive.measured.reconciled).toMatch(/^the server's sglang counters: 768 tokens /);
+    // Each class certified by the one certify(): its tokens against its own group's counters.
+    const check = (g: { measured: typeof m.batch.measured }, name: string) =>
+      g.measured.certificate?.checks.find((c) => c.name === name);
+    expect(m.interactive.measured.certificate?.certified, JSON.stringify(m.interactive.measured.certificate)).toBe(
+      true,
+    );
+    expect(m.batch.measured.certificate?.certified, JSON.stringify(m.batch.measured.certificate)).toBe(true);
+    expect(check(m.interactive, "reconciled")?.detail).toMatch(/^the server's sglang counters: 768 tokens /);
+    // What it could not gather is said, not passed in silence.
+    expect(check(m.batch, "load")?.detail).toMatch(/; not gathered: the server's side of the load/);
+    expect(check(m.interactive, "steady")?.detail).toMatch(
+      /; not gathered: the speculative acceptance during this run/,
+    );
+    expect(check(m.batch, "steady")?.detail).not.toMatch(/not gathered/);
+    // What ran, not only what was configured.
+    expect([m.interactive.activeService, m.batch.activeService]).toEqual(["eagle3", "autoregressive"]);
     expect(m.batch.measured.concurrency).toBe(4);
     // What the left-out host costs, from the curves: 2 users on 2 of 3 hosts, judged at level 1.
     expect(m.predicted.verdict).toMatch(/^interactive, 2 of 3 eagle3 hosts: 1 users per host, measured at 1: /);
@@ -169,8 +245,51 @@ describe("a mixed fleet through FleetVerification and the real SMG", () => {
       },
     };
     await expect(create(inputs(hosts, [], over))).rejects.toThrow(
-      /the mixed fleet's interactive class \(tiny-interactive\) is not certified: the router sent tiny-interactive to hosts outside its group: b1 \([0-9]+ tokens\)/,
+      /the router sent the interactive group's tiny-interactive to hosts outside its group: b1 \([0-9]+ tokens\)/,
     );
+  }, 600_000);
+
+  it("a batch worker that cuts a stream: within benchmark.errorBudget the up passes, over it fails naming the group and the budget", async () => {
+    const i1 = await fleet.sim("eagle3", "tiny-interactive");
+    const b1 = await misbehaving((await fleet.sim("autoregressive", "tiny")).url, { cut: 2 });
+    const hosts = { i1, b1 };
+    router = await fleet.router([i1.url, b1.url], "round_robin");
+    const i = inputs(hosts, []);
+    const over = (errorBudget: number) => ({
+      groups: { ...i.groups, interactive: { ...i.groups.interactive, hosts: ["i1"] } },
+      benchPlan: { ...i.benchPlan, errorBudget },
+    });
+    // One cut of the batch's requests (at least its 4 slots' first turns, and more): within 50 %.
+    const r = await create(inputs(hosts, [], over(0.5)));
+    const m = r.outs.mixed as MixedFleetOutput;
+    expect(m.batch.measured).toMatchObject({ errors: 1, withinErrorBudget: true });
+    expect(m.batch.measured.errorExamples).toHaveLength(1);
+    expect(m.interactive.measured.errors).toBe(0);
+
+    // The same cut under a 1 % budget: the one verdict fails the up, naming the batch group.
+    await router.stop();
+    const b2 = await misbehaving((await fleet.sim("autoregressive", "tiny")).url, { cut: 2 });
+    router = await fleet.router([i1.url, b2.url], "round_robin");
+    const again = { i1, b1: b2 };
+    const failed = create(inputs(again, [], over(0.01)));
+    await expect(failed).rejects.toThrow(
+      /^the fleet benchmark of the batch group \(tiny\) broke its error budget of 1\.00 % at C=4: 1\/[0-9]+ failed \(/,
+    );
+    await expect(failed).rejects.not.toThrow(/interactive group/);
+  }, 600_000);
+
+  it("a batch worker killed mid-run fails the up, named with its group and host; the interactive class is not blamed", async () => {
+    const i1 = await fleet.sim("eagle3", "tiny-interactive");
+    const b1 = await misbehaving((await fleet.sim("autoregressive", "tiny")).url, { die: 6 });
+    const hosts = { i1, b1 };
+    router = await fleet.router([i1.url, b1.url], "round_robin");
+    const i = inputs(hosts, []);
+    const failed = create(
+      inputs(hosts, [], { groups: { ...i.groups, interactive: { ...i.groups.interactive, hosts: ["i1"] } } }),
+    );
+    await expect(failed).rejects.toThrow(/^the fleet benchmark of the batch group \(tiny\) /);
+    await expect(failed).rejects.toThrow(/the router lost b1 \(the batch group's host, http:\/\/127\.0\.0\.1:[0-9]+: /);
+    await expect(failed).rejects.not.toThrow(/interactive group/);
   }, 600_000);
 
   it("a group with no host that passed its gate: the create fails with what the fleet can no longer promise", async () => {
@@ -207,23 +326,59 @@ describe("a mixed fleet's judging, fed measurements written here (no router)", (
     curveOf: (h) => (h === "i1" ? EAGLE3_CURVE : AR_CURVE),
     workload: { completions: 1000, outputTokensPerCompletion: 128, deadlineDays: 1, hosts: 1, bytesPerToken: 4 },
   });
-  const ok = (name: "reconciled" | "load") => ({ name, ok: true, detail: `${name} fine` });
-  const cls = (model: string, over: Partial<ClassResult> = {}): ClassResult => ({
-    model,
-    concurrency: 2,
-    requests: 4,
-    errors: 0,
-    outputTokensPerSecond: 300,
-    ttftP95Seconds: 0.2,
-    itlPerTokenP95Seconds: 0.005,
-    reconciled: ok("reconciled"),
-    load: model === "i" ? ok("load") : null,
-    servedBy: model === "i" ? { "http://i1": 512, "http://b1": 0 } : { "http://i1": 0, "http://b1": 900 },
-    ...over,
+  // A class's level as the one summary makes it (levels.ts), from samples written here; its
+  // certificate is written here too: this block judges, the router tests above measure.
+  const sample = (error: string | null): RequestSample => ({
+    maxTokens: 128,
+    startedAtSeconds: 0,
+    ttftSeconds: error ? null : 0.1,
+    ttfaSeconds: error ? null : 0.1,
+    itlSeconds: [],
+    e2eSeconds: 1,
+    completionTokens: error ? 0 : 128,
+    promptTokens: 10,
+    reasoningTokens: null,
+    finishReason: error ? null : "length",
+    outputChunks: error ? 0 : 128,
+    reasoningChunks: 0,
+    answerChunks: error ? 0 : 128,
+    error,
   });
-  const judged = (i: Partial<ClassResult>, b: Partial<ClassResult> = {}) =>
+  const certified: Certificate = { certified: true, checks: [{ name: "reconciled", ok: true, detail: "fine" }] };
+  const levelOf = (requests: number, failed: number, certificate: Certificate) => {
+    const samples = Array.from({ length: requests }, (_, k) => sample(k < failed ? "HTTP 500: overloaded" : null));
+    const slo = DEFAULT_JUDGEMENT.slo;
+    const l = summarizeSweepLevel("closed", 2, [runSummary(samples, 10, slo)], slo, null, DEFAULT_JUDGEMENT);
+    return { ...l, certificate, runs: [] };
+  };
+  const cls = (
+    model: string,
+    over: { failed?: number; requests?: number; certificate?: Certificate } & Partial<ClassResult> = {},
+  ): ClassResult => {
+    const { failed = 0, requests = 200, certificate = certified, ...rest } = over;
+    return {
+      model,
+      concurrency: 2,
+      requests,
+      errors: failed,
+      outputTokensPerSecond: 300,
+      ttftP95Seconds: 0.2,
+      itlPerTokenP95Seconds: 0.005,
+      level: levelOf(requests, failed, certificate),
+      servedBy: model === "i" ? { "http://i1": 512, "http://b1": 0 } : { "http://i1": 0, "http://b1": 900 },
+      ...rest,
+    };
+  };
+  const plan = { errorBudget: 0.01, certification: { require: true } };
+  const judged = (
+    i: Parameters<typeof cls>[1],
+    b: Parameters<typeof cls>[1] = {},
+    p: { errorBudget: number; certification: { require: boolean } } = plan,
+    said: string[] = [],
+  ) =>
     measureGroups(planned, {
-      say: () => undefined,
+      say: (l) => said.push(l),
+      plan: p,
       run: async () => ({ windowSeconds: 10, interactive: cls("i", i), batch: cls("b", b) }),
     });
 
@@ -231,31 +386,52 @@ describe("a mixed fleet's judging, fed measurements written here (no router)", (
     let asked = 0;
     await measureGroups(planned, {
       say: () => undefined,
+      plan,
       run: async (c) => {
         asked = c.batch.concurrency;
+        expect(c.workers).toEqual({ interactive: ["http://i1"], batch: ["http://b1"] });
         return { windowSeconds: 10, interactive: cls("i"), batch: cls("b") };
       },
     });
     expect(asked).toBe(4);
   });
-  it("a class with failed requests, tokens that do not reconcile, users not applied: not certified, named", async () => {
-    await expect(judged({ errors: 1 })).rejects.toThrow(
-      "the mixed fleet's interactive class (i) is not certified: 1 of its requests failed",
+  it("the batch class's errors: within benchmark.errorBudget it passes, over it fails naming the group and the budget", async () => {
+    // 2 of 200 failed is 1 %, the budget: as one host's level, it counts.
+    const within = await judged({}, { failed: 2 });
+    expect(within.failure).toBeNull();
+    expect(within.mixed.batch.measured).toMatchObject({ errors: 2, withinErrorBudget: true });
+    const over = await judged({}, { failed: 3 });
+    expect(over.failure).toBe(
+      "of the batch group (b) broke its error budget of 1.00 % at C=2: 3/200 failed (HTTP 500: overloaded) (raise benchmark.errorBudget only if these errors are expected)",
     );
-    await expect(
-      judged(
-        {},
-        { reconciled: { name: "reconciled", ok: false, detail: "the server counted 450 tokens, the client 900" } },
-      ),
-    ).rejects.toThrow(
-      "the mixed fleet's batch class (b) is not certified: its tokens do not reconcile: the server counted 450 tokens, the client 900",
+    // A larger budget in the stack's plan reaches the fleet as it reaches the host.
+    expect((await judged({}, { failed: 3 }, { ...plan, errorBudget: 0.02 })).failure).toBeNull();
+  });
+  it("a class whose certificate failed fails named; with certification.require false it is a warning, as on one host", async () => {
+    const failed: Certificate = {
+      certified: false,
+      checks: [
+        {
+          name: "reconciled",
+          ok: false,
+          detail: "not reconciled: the server generated 450 tokens, the responses claimed 900",
+        },
+      ],
+    };
+    expect((await judged({ certificate: failed })).failure).toBe(
+      "of the interactive group (i) measured no certified level: C=2 not certified: not reconciled: the server generated 450 tokens, the responses claimed 900",
     );
-    await expect(judged({ load: { name: "load", ok: false, detail: "1.2 in flight of 2" } })).rejects.toThrow(
-      "its users were not applied: 1.2 in flight of 2",
-    );
+    const said: string[] = [];
+    const warned = await judged({ certificate: failed }, {}, { ...plan, certification: { require: false } }, said);
+    expect(warned.failure).toBeNull();
+    const warning =
+      "the interactive group (i) is not certified: not reconciled: the server generated 450 tokens, the responses claimed 900; counted anyway (certification.require: false)";
+    expect(warned.mixed.warnings).toEqual([warning]);
+    expect(said).toContain(`warning: ${warning}`);
   });
   it("an objective missed is said, not failed: the fleet serves", async () => {
-    const m = await judged({ itlPerTokenP95Seconds: 0.02 }, { outputTokensPerSecond: 1 });
+    const { mixed: m, failure } = await judged({ itlPerTokenP95Seconds: 0.02 }, { outputTokensPerSecond: 1 });
+    expect(failure).toBeNull();
     expect([m.interactive.meets, m.batch.meets]).toEqual([false, false]);
     expect(m.verdict).toMatch(
       /ITL p95 20\.0 ms\/token of 10\.0 ms: the objective is MISSED; .*: the deadline is MISSED$/,

@@ -71,6 +71,22 @@ describe("mixedPlan: interactive on the service that holds the most users, batch
     expect(p.verdict).toMatch(/^Mixing does not win/);
   });
 
+  it("errors inside the error budget still count (the host's verdict counts them): the batch class keeps its best level", () => {
+    // Issue 44.3: 3 failed of 6,400 at C=64 is within a 1 % budget; dropping it shrank the batch class.
+    const within = {
+      ...AR,
+      sweep: [...AR.sweep.slice(0, 3), { ...point(64, 832, 4, 0.077, 3), withinErrorBudget: true }],
+    };
+    const p = mixedPlan([within, EAGLE3], USERS, STORY_JOB);
+    expect(p.batch).toMatchObject({ service: "autoregressive", hosts: 4, perHostConcurrency: 64 });
+    // Over the budget it counts for nothing, as on one host.
+    const over = {
+      ...AR,
+      sweep: [...AR.sweep.slice(0, 3), { ...point(64, 832, 4, 0.077, 900), withinErrorBudget: false }],
+    };
+    expect(mixedPlan([over, EAGLE3], USERS, STORY_JOB).homogeneous[0]).toMatchObject({ batchHosts: 6 });
+  });
+
   it("an objective no measured level meets leaves the interactive class unplanned, and says which", () => {
     const p = mixedPlan([AR, EAGLE3], { ...USERS, ttftP95Seconds: 0.5 }, STORY_JOB);
     expect([p.interactive, p.hosts, p.savedHosts]).toEqual([null, null, null]);

@@ -8,7 +8,8 @@
  * leaves its class on the group's other host, the batch group untouched.
  */
 import { describe, expect, it } from "vitest";
-import { runMixedTraffic, type MixedTrafficOptions } from "../../gate/index";
+import { runMixedTraffic, type Certificate, type MixedTrafficOptions } from "../../gate/index";
+import { DEFAULT_JUDGEMENT } from "../../gate/measurement/levels";
 import { type RunningRouter, waitForHealthyWorkers } from "../support/smg";
 import { groupFleet } from "../support/group-fleet";
 
@@ -19,30 +20,39 @@ const sim = (group: "interactive" | "batch") =>
   group === "interactive" ? fleet.sim("eagle3", "tiny-interactive") : fleet.sim("autoregressive", "tiny");
 let router: RunningRouter | null = null;
 
-const traffic = (workers: string[]): MixedTrafficOptions => ({
+const traffic = (workers: MixedTrafficOptions["workers"]): MixedTrafficOptions => ({
   url: router!.url,
   interactive: { model: "tiny-interactive", concurrency: 2, maxTokens: 256, requestsPerUser: 4 },
   batch: { model: "tiny", concurrency: 6, maxTokens: 128 },
   workers,
   timeScale: TIME_SCALE,
   requestTimeoutSeconds: 600,
-  tokenTolerance: 0.01,
-  loadShortfall: 0.1,
+  judgement: DEFAULT_JUDGEMENT,
 });
+/** A class's check by name, from its certificate (the one certify()). */
+const check = (c: { level: { certificate: Certificate | null } }, name: string) =>
+  c.level.certificate?.checks.find((x) => x.name === name);
 
 describe("two groups behind one SMG, routed by served model name", () => {
   it("each class reaches only its group's hosts, both at once, each reconciled with the workers' counters", async () => {
     const i = await sim("interactive");
     const b = await sim("batch");
     router = await fleet.router([i.url, b.url]);
-    const r = await runMixedTraffic(traffic([i.url, b.url]));
+    const r = await runMixedTraffic(traffic({ interactive: [i.url], batch: [b.url] }));
     expect(r.interactive.errors).toBe(0);
     expect(r.batch.errors).toBe(0);
     expect(r.interactive.requests).toBe(8);
     expect(r.batch.requests).toBeGreaterThan(0);
-    expect(r.interactive.reconciled.ok, r.interactive.reconciled.detail).toBe(true);
-    expect(r.batch.reconciled.ok, r.batch.reconciled.detail).toBe(true);
-    expect(r.interactive.load?.ok, r.interactive.load?.detail).toBe(true);
+    // Each class certified by the one certify(): reconciled with its group's counters, its slots applied,
+    // the client not the limit, the counters steady.
+    expect(r.interactive.level.certificate?.certified, JSON.stringify(r.interactive.level.certificate)).toBe(true);
+    expect(r.batch.level.certificate?.certified, JSON.stringify(r.batch.level.certificate)).toBe(true);
+    expect(r.interactive.level.certificate?.checks.map((c) => c.name)).toEqual([
+      "reconciled",
+      "load",
+      "client",
+      "steady",
+    ]);
     // SMG's registry, not ours: the interactive name was generated on the EAGLE-3 host alone, the batch name on the other
     expect(r.interactive.servedBy[i.url]).toBe(8 * 256);
     expect(r.interactive.servedBy[b.url]).toBe(0);
@@ -60,12 +70,12 @@ describe("two groups behind one SMG, routed by served model name", () => {
     router = await fleet.router([i1.url, i2.url, b.url]);
     await fleet.stop(i2);
     await waitForHealthyWorkers(router.url, 2, 30_000);
-    const r = await runMixedTraffic(traffic([i1.url, b.url]));
+    const r = await runMixedTraffic(traffic({ interactive: [i1.url], batch: [b.url] }));
     expect(r.interactive.errors).toBe(0);
     expect(r.interactive.servedBy[i1.url]).toBe(8 * 256);
     expect(r.interactive.servedBy[b.url]).toBe(0);
     expect(r.batch.servedBy[i1.url]).toBe(0);
-    expect(r.interactive.reconciled.ok, r.interactive.reconciled.detail).toBe(true);
-    expect(r.batch.reconciled.ok, r.batch.reconciled.detail).toBe(true);
+    expect(check(r.interactive, "reconciled")?.ok, check(r.interactive, "reconciled")?.detail).toBe(true);
+    expect(check(r.batch, "reconciled")?.ok, check(r.batch, "reconciled")?.detail).toBe(true);
   }, 300_000);
 });
