@@ -1,6 +1,7 @@
 // Local ports: a free one to listen on, and whether something listens. The one helper for the
 // gate's SSH tunnel, the simulator's late-opening port and the tests' servers, and the one TCP
-// connect (openTcp) of every probe and HTTP connection of the gate. Node's own modules only (the
+// connect (openTcp) of every probe and HTTP connection of the gate, the router's API and the
+// benchmarks (gate/transport/http.ts makeAgent, fetchOnce). Node's own modules only (the
 // simulator bundle on a test host carries it).
 //
 // A port chosen here is often bound later, sometimes minutes later and again after each restart (a
@@ -41,6 +42,22 @@ export function ephemeralRange(): [number, number] {
     // not Linux, or no /proc: the default below
   }
   return [32768, 60999];
+}
+
+/**
+ * One sentence when PORT, configured at WHERE (a config path), lies inside the kernel's ephemeral
+ * RANGE, else undefined. Every outgoing connection on the machine takes its source port from that
+ * range, so such a port can be taken by one before its service binds it (EADDRINUSE), and a connect
+ * to it while nothing listens yet can come back connected to itself (openTcp refuses that).
+ */
+export function ephemeralPortWarning(
+  where: string,
+  port: number,
+  range: [number, number] = ephemeralRange(),
+): string | undefined {
+  const [low, high] = range;
+  if (port < low || port > high) return undefined;
+  return `${where} ${port} lies inside the kernel's ephemeral port range ${low}-${high} (/proc/sys/net/ipv4/ip_local_port_range), from which every outgoing connection takes its source port: it can be taken before the service binds it, and a connect while nothing listens can connect to itself; a port below ${low} avoids both.`;
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { bench } from "../gate/index";
+import { fetchOnce } from "../gate/transport/http";
 import { startSimulator } from "../simulator/index";
 import type { ExpectedRun, TheoreticalLevel } from "../simulator/perf-model";
 
@@ -79,15 +80,14 @@ async function main(): Promise<void> {
 
 async function truth(url: string, concurrency: number, tokens: number): Promise<Truth> {
   const prompt = 20; // about the benchmark prompts' length; prefill is negligible beside 4096 decode steps
-  return (await (
-    await fetch(`${url}/sim/truth?concurrency=${concurrency}&output_tokens=${tokens}&prompt_tokens=${prompt}`)
-  ).json()) as Truth;
+  const query = `concurrency=${concurrency}&output_tokens=${tokens}&prompt_tokens=${prompt}`;
+  return JSON.parse((await fetchOnce(`${url}/sim/truth?${query}`, { timeoutMs: 10_000 })).text) as Truth;
 }
 
 async function waitReady(url: string): Promise<void> {
   for (;;) {
     try {
-      const t = (await (await fetch(`${url}/sim/truth`)).json()) as { status?: string };
+      const t = JSON.parse((await fetchOnce(`${url}/sim/truth`, { timeoutMs: 10_000 })).text) as { status?: string };
       if (t.status === "ready") return;
     } catch {
       // not listening yet

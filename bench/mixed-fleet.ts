@@ -33,6 +33,7 @@ import {
   type ServiceCurve,
 } from "../gate/measurement/mixed-plan";
 import { WorkloadShapeSchema } from "../gate/measurement/workload";
+import { fetchOnce } from "../gate/transport/http";
 import { DEFAULT_JUDGEMENT } from "../gate/measurement/levels";
 import { startSimulator, type RunningSimulator } from "../simulator/index";
 import { QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../test/support/smg";
@@ -83,7 +84,7 @@ async function sim(service: Service, servedModelName: string): Promise<RunningSi
 async function waitReady(url: string): Promise<void> {
   for (const until = Date.now() + (700 / timeScale + 60) * 1000; Date.now() < until;) {
     try {
-      if ((await fetch(`${url}/health_generate`, { signal: AbortSignal.timeout(2000) })).ok) return;
+      if ((await fetchOnce(`${url}/health_generate`, { timeoutMs: 2000 })).status === 200) return;
     } catch {
       // loading
     }

@@ -11,6 +11,7 @@ import { fork } from "node:child_process";
 import * as http from "node:http";
 import { derivedProfileFile } from "./simulator-profile";
 import { startSimulator } from "../simulator/index";
+import { fetchOnce } from "../gate/transport/http";
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -89,12 +90,14 @@ async function main(): Promise<void> {
   });
   const sim = await startSimulator({ profile, port: 0, servedModelName: "bench", log: () => {} });
   for (;;) {
-    const res = await fetch(`${sim.url}/health`).catch(() => null);
+    const res = await fetchOnce(`${sim.url}/health`, { timeoutMs: 10_000 }).catch(() => null);
     if (res?.status === 200) break;
     await new Promise((r) => setTimeout(r, 50));
   }
   const cpuBefore = process.cpuUsage();
-  const truthBefore = (await (await fetch(`${sim.url}/sim/truth`)).json()) as { tokensEmitted: number };
+  const truthBefore = JSON.parse((await fetchOnce(`${sim.url}/sim/truth`, { timeoutMs: 10_000 })).text) as {
+    tokensEmitted: number;
+  };
   const child = fork(__filename, ["client", sim.url, String(streams), String(seconds), String(maxTokens)], {
     execArgv: process.execArgv,
   });
@@ -103,7 +106,9 @@ async function main(): Promise<void> {
     child.once("error", reject);
   });
   const cpu = process.cpuUsage(cpuBefore);
-  const truth = (await (await fetch(`${sim.url}/sim/truth`)).json()) as { tokensEmitted: number };
+  const truth = JSON.parse((await fetchOnce(`${sim.url}/sim/truth`, { timeoutMs: 10_000 })).text) as {
+    tokensEmitted: number;
+  };
   await sim.close();
   const result = {
     streams,

@@ -7,6 +7,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
+  deadLocks,
+  deadLockWarning,
   EMBEDDED_STACK,
   type EngineOptions,
   ensureStack,
@@ -64,7 +66,8 @@ outputs; GPUHOST_STACK names another stack); --stack --destroy tears it down.`,
 
 /** The stack's pending operations as a warning on stderr (a killed update leaves them; issue 19). */
 async function warnPending(name: string, opts: EngineOptions): Promise<void> {
-  const warning = pendingOperationsWarning(name, await pendingOperations(name, opts).catch(() => []));
+  const ops = await pendingOperations(name, opts).catch(() => []);
+  const warning = pendingOperationsWarning(name, ops, deadLocks(name, opts));
   if (warning) process.stderr.write(`warning: ${warning}\n`);
 }
 
@@ -78,6 +81,14 @@ async function stack(destroy: boolean, signal: AbortSignal, engine: EngineOption
   }
   const opts = access.opts;
   await ensureStack(name, opts);
+  // A lock a killed run left (SIGKILL of this demo mid-sweep) fails the engine at once, and the
+  // refresh its pending operations call for fails on it too: say so, and what removes it, first.
+  const stale = deadLockWarning(name, deadLocks(name, opts));
+  if (stale) {
+    process.stderr.write(`gpuhost demo: ${stale}\n`);
+    await warnPending(name, opts);
+    return EXIT.failed;
+  }
   // `up` runs the program, which warns itself (stack/pending-operations.ts); `destroy` runs none.
   if (destroy) await warnPending(name, opts);
   const up = await runPulumi([destroy ? "destroy" : "up", "--yes", "--skip-preview", "--stack", name], {

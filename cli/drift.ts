@@ -9,9 +9,14 @@
 // check should run at all (outcome.ts): not while an update holds the stack's lock (skipped), not
 // after a failed update until a person acts (paused). With --repair, drift found runs `pulumi up`
 // (at most --max-repairs a day, never twice for the same drift: components/drift/guard.ts), then
-// checks again.
+// checks again. The refresh takes no lock, so after it the lock and the history are looked at again:
+// a result that an update overlapped is discarded (skipped, outcome.ts overlapped). A lock a dead
+// process left is named, with `pulumi cancel` as what removes it.
 import * as fs from "node:fs";
 import {
+  deadLocks,
+  deadLockWarning,
+  describeLock,
   engineMissing,
   type EngineOptions,
   lastUpdate,
@@ -21,7 +26,9 @@ import {
   stackAccess,
   stackExists,
   stackLocks,
+  type StackLock,
   STOP_GRACE_MS,
+  type UpdateRecord,
   upCommand,
 } from "../engine/pulumi";
 import {
@@ -93,6 +100,8 @@ export interface DriftDeps {
   stackExists?: typeof stackExists;
   /** The locks an update holds on the stack (default: with the real engine only, engine/pulumi.ts). */
   stackLocks?: typeof stackLocks;
+  /** The locks dead processes left on the stack (default: with the real engine only, engine/pulumi.ts). */
+  deadLocks?: typeof deadLocks;
   /** The stack's last update (default: with the real engine only, engine/pulumi.ts). */
   lastUpdate?: typeof lastUpdate;
   /** The folder of the state files (default: components/drift/guard.ts stateDir). */
@@ -222,6 +231,10 @@ class CheckSession {
   readonly now: () => number;
   /** --resume, for the first check only: the check after a repair never acknowledges that repair's failure. */
   private resume: boolean;
+  /** The stack's last update as the check found it before its refresh (known: the history was read). */
+  private before: { known: boolean; last: UpdateRecord | undefined } | undefined;
+  /** The locks dead processes left on the stack, as the check found them (deadLocks). */
+  private dead: StackLock[] = [];
 
   constructor(
     private readonly args: DriftArgs,
@@ -252,11 +265,44 @@ class CheckSession {
         err,
       );
     const name = access.stack;
-    if (name !== undefined) {
-      const held = await this.held(name, access.opts);
-      if (held) return held;
-    }
-    return refresh(name, access, deps, this.signal, err);
+    if (name === undefined) return refresh(name, access, deps, this.signal, err, []);
+    const held = await this.held(name, access.opts);
+    if (held) return held;
+    const report = await refresh(name, access, deps, this.signal, err, this.dead);
+    if (report.failure !== undefined) return report;
+    const overlap = await this.overlap(name, access.opts);
+    return overlap === undefined
+      ? report
+      : failed(
+          name,
+          "overlapped",
+          `skipped: an update ran during the check (${overlap}); its result is discarded, and the next check runs as usual.`,
+          err,
+        );
+  }
+
+  /**
+   * Whether an update ran while the refresh read (it takes no lock, so nothing stopped one): an
+   * update's lock there now, or a history whose last update is not the one seen before the refresh
+   * (one that began and ended meanwhile; the service's "in-progress" too). What it was, in words, or
+   * undefined when none ran (or the history could not be read before: then the lock alone decides).
+   */
+  private async overlap(name: string, opts: EngineOptions): Promise<string | undefined> {
+    const locks = this.liveLocks(name, opts);
+    if (locks.length > 0) return `it holds the stack's lock now: ${locks.map(describeLock).join(", ")}`;
+    const before = this.before;
+    const history = this.deps.lastUpdate ?? (this.deps.runPulumi ? undefined : lastUpdate);
+    if (!history || !before?.known) return undefined;
+    const now = await history(name, opts).catch(() => "unknown" as const);
+    if (now === "unknown") return undefined;
+    const key = (u: UpdateRecord | undefined) => (u ? `${u.version ?? ""} ${u.startTime ?? ""} ${u.result}` : "none");
+    if (key(now) === key(before.last)) return undefined;
+    return `the stack's last update is now one started ${now?.startTime ?? "?"} (${now?.result ?? "?"})`;
+  }
+
+  /** The locks live updates hold on the stack (file backend), none where they cannot be read. */
+  private liveLocks(name: string, opts: EngineOptions): StackLock[] {
+    return (this.deps.stackLocks ?? (this.deps.runPulumi ? undefined : stackLocks))?.(name, opts) ?? [];
   }
 
   /**
@@ -265,18 +311,19 @@ class CheckSession {
    */
   private async held(name: string, opts: EngineOptions): Promise<DriftReport | undefined> {
     const { deps, err } = this;
-    const locks = (deps.stackLocks ?? (deps.runPulumi ? undefined : stackLocks))?.(name, opts) ?? [];
+    const locks = this.liveLocks(name, opts);
     if (locks.length > 0) {
-      const by = locks.map(
-        (l) => `${l.username ?? "?"}@${l.hostname ?? "?"} pid ${l.pid ?? "?"} since ${l.timestamp ?? "?"}`,
-      );
       return failed(
         name,
         "locked",
-        `skipped: an update holds stack ${name}'s lock (${by.join(", ")}); the next check runs as usual.`,
+        `skipped: an update holds stack ${name}'s lock (${locks.map(describeLock).join(", ")}); the next check runs as usual.`,
         err,
       );
     }
+    // A dead process's lock stops no read, so the check runs; every update and refresh would fail on it.
+    this.dead = (deps.deadLocks ?? (deps.runPulumi ? undefined : deadLocks))?.(name, opts) ?? [];
+    const stale = deadLockWarning(name, this.dead);
+    if (stale) err(`warning: ${stale}\n`);
     const resume = this.resume;
     this.resume = false;
     const file = stateFile(name, deps.stateDir);
@@ -288,7 +335,9 @@ class CheckSession {
     const history = deps.lastUpdate ?? (deps.runPulumi ? undefined : lastUpdate);
     // A history that cannot be read (no such stack, the engine failing) decides nothing: the refresh
     // then fails in its own words (no-stack, auth, engine).
-    const last = history ? await history(name, opts).catch(() => undefined) : undefined;
+    const last = history ? await history(name, opts).catch(() => "unknown" as const) : "unknown";
+    this.before = { known: last !== "unknown", last: last === "unknown" ? undefined : last };
+    if (last === "unknown") return undefined;
     // The service records an update while it runs: its lock, as the file backend's lock files are.
     if (last?.result === "in-progress")
       return failed(
@@ -379,6 +428,7 @@ async function refresh(
   deps: DriftDeps,
   signal: AbortSignal,
   err: (t: string) => void,
+  dead: readonly StackLock[],
 ): Promise<DriftReport> {
   let report: DriftReport;
   try {
@@ -414,7 +464,7 @@ async function refresh(
   // A killed update leaves pending operations that no later update clears: say so on every check.
   const pending = deps.pendingOperations ?? (deps.runPulumi ? undefined : pendingOperations);
   if (pending && !signal.aborted) {
-    const warning = pendingOperationsWarning(name, await pending(name, access.opts).catch(() => []));
+    const warning = pendingOperationsWarning(name, await pending(name, access.opts).catch(() => []), dead);
     if (warning) err(`warning: ${warning}\n`);
   }
   return report;

@@ -12,7 +12,7 @@
  * file backend writes are readable by the user alone.
  */
 import { spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { createDecipheriv, pbkdf2Sync, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -204,10 +204,62 @@ export function isEmbeddedStack(stack: string, cwd: string = PROJECT_ROOT): bool
   if (!EMBEDDED_STACKS.includes(stack)) return false;
   const config = readStackConfig(cwd, stack);
   const hosts = config?.doc?.config?.[`${config.project}:hosts`];
+  return Array.isArray(hosts) && hosts.length > 0 && stackConfigMachines(cwd, stack).length === 0;
+}
+
+/**
+ * The real machines a stack's config names, each as its config path and kind: every `hosts` entry
+ * that is not simulated (SSH, a bastion with it, or this machine) and the drift check's own machine
+ * when it is one of its own (`ssh`, `local`; `host` and `router` name a `hosts` entry, judged there).
+ * The router runs on a `hosts` entry too. CONFIG is the `gpuhost` namespace's values, parsed or raw.
+ */
+export function realMachines(config: { hosts?: unknown; operations?: unknown }): string[] {
+  const found: string[] = [];
+  const hosts: unknown[] = Array.isArray(config.hosts) ? config.hosts : [];
+  hosts.forEach((h, i) => {
+    const kind = (h as { connection?: { kind?: unknown } } | null)?.connection?.kind;
+    if (kind !== "simulated") found.push(`hosts[${i}] (connection.kind ${String(kind)})`);
+  });
+  const operations = config.operations as { driftCheck?: { machine?: { kind?: unknown } | null } } | null | undefined;
+  const machine = operations?.driftCheck?.machine;
+  if (machine && machine.kind !== "host" && machine.kind !== "router")
+    found.push(`operations.driftCheck.machine (kind ${String(machine.kind)})`);
+  return found;
+}
+
+/** realMachines of STACK's config file in CWD (none when it has no file). */
+export function stackConfigMachines(cwd: string, stack: string): string[] {
+  const config = readStackConfig(cwd, stack);
+  const values = config?.doc?.config ?? {};
+  return realMachines({
+    hosts: values[`${config?.project}:hosts`],
+    operations: values[`${config?.project}:operations`],
+  });
+}
+
+/** Whether ENV hands the engine gpuhost's public passphrase (PULUMI_CONFIG_PASSPHRASE or its file). */
+export function usesEmbeddedPassphrase(env: NodeJS.ProcessEnv): boolean {
+  if (env.PULUMI_CONFIG_PASSPHRASE !== undefined && env.PULUMI_CONFIG_PASSPHRASE !== "")
+    return env.PULUMI_CONFIG_PASSPHRASE === EMBEDDED_PASSPHRASE;
+  try {
+    const file = env.PULUMI_CONFIG_PASSPHRASE_FILE;
+    return file !== undefined && fs.readFileSync(file, "utf8").trim() === EMBEDDED_PASSPHRASE;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The one sentence that refuses the public passphrase for STACK, which names the real MACHINES: their
+ * credentials (an SSH key set with `config set --secret`) would be encrypted under a passphrase anyone
+ * can read in the project, so the stack must have the user's own secrets provider before anything
+ * connects (preview included).
+ */
+export function embeddedPassphraseRefusal(stack: string, machines: readonly string[]): string {
   return (
-    Array.isArray(hosts) &&
-    hosts.length > 0 &&
-    hosts.every((h: { connection?: { kind?: unknown } } | null) => h?.connection?.kind === "simulated")
+    `stack ${stack} names a real machine (${machines.join(", ")}), and gpuhost's embedded passphrase is public, ` +
+    `so its secrets need your own secrets provider: make it a stack of your own (\`pulumi stack init NAME\` with your ` +
+    `own PULUMI_CONFIG_PASSPHRASE, or \`--secrets-provider\` a KMS) with this config; nothing was connected to.`
   );
 }
 
@@ -249,8 +301,44 @@ export async function stackAccess(stack: string | undefined, opts: EngineOptions
       name === undefined
         ? (engineMissing() ??
           "no stack is selected: name one with --stack NAME (`sim`, `sim-fleet` and `sim-mixed` are the embedded ones).")
-        : secretsProviderProblem(name, userOpts),
+        : (publicPassphraseProblem(name, userOpts) ?? secretsProviderProblem(name, userOpts)),
   };
+}
+
+/**
+ * The refusal of a stack that names a real machine and runs under the public passphrase: its config
+ * file's encryption salt is that passphrase's (the shipped stacks' files, a copy of one), or the
+ * environment hands the engine that passphrase. Undefined otherwise.
+ */
+function publicPassphraseProblem(stack: string, opts: EngineOptions): string | undefined {
+  const cwd = opts.cwd ?? PROJECT_ROOT;
+  const machines = stackConfigMachines(cwd, stack);
+  if (machines.length === 0) return undefined;
+  const salt = readStackConfig(cwd, stack)?.doc?.encryptionsalt;
+  const underPublic =
+    usesEmbeddedPassphrase(engineEnv(opts)) || (salt !== undefined && saltOfPassphrase(salt, EMBEDDED_PASSPHRASE));
+  return underPublic ? embeddedPassphraseRefusal(stack, machines) : undefined;
+}
+
+/**
+ * Whether a stack config's `encryptionsalt` was made with PASSPHRASE, as the engine's passphrase
+ * secrets manager checks it (sdk/go/common/secrets/passphrase): `v1:<salt>:v1:<nonce>:<sealed>`,
+ * where sealed is "pulumi" under AES-256-GCM with the key PBKDF2-SHA256(passphrase, salt, 1,000,000
+ * rounds, 32 bytes). About a quarter of a second, asked only of a stack that names a real machine.
+ */
+export function saltOfPassphrase(encryptionsalt: string, passphrase: string): boolean {
+  const m = /^v1:([^:]+):v1:([^:]+):([^:]+)$/.exec(encryptionsalt.trim());
+  if (!m) return false;
+  const sealed = Buffer.from(m[3], "base64");
+  if (sealed.length <= 16) return false;
+  try {
+    const key = pbkdf2Sync(passphrase, Buffer.from(m[1], "base64"), 1_000_000, 32, "sha256");
+    const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(m[2], "base64"));
+    decipher.setAuthTag(sealed.subarray(-16));
+    return Buffer.concat([decipher.update(sealed.subarray(0, -16)), decipher.final()]).toString() === "pulumi";
+  } catch {
+    return false;
+  }
 }
 
 /** The command that brings STACK up: the demo's for an embedded stack, else plain `pulumi up`. */
@@ -495,11 +583,27 @@ export interface StackLock {
  * The locks an update holds on STACK in the file backend OPTS run on, as the engine writes them
  * (removeLocksOf): `.pulumi/locks/organization/<project>/<stack>/*.json`, or `locks/<stack>/` in a
  * backend without projects. A lock of a process of this host that is gone (a killed update) is not
- * held: no update runs, and pulumi's own `cancel` is what clears it. Undefined for any other backend,
- * whose locks are the service's own (lastUpdate's "in-progress" says it there). Reads a few files,
- * starts no engine: `pulumi refresh --preview-only` takes no lock, so it cannot tell.
+ * held: no update runs (deadLocks names it). Undefined for any other backend, whose locks are the
+ * service's own (lastUpdate's "in-progress" says it there). Reads a few files, starts no engine:
+ * `pulumi refresh --preview-only` takes no lock, so it cannot tell.
  */
 export function stackLocks(stack: string, opts: EngineOptions = {}): StackLock[] | undefined {
+  return lockFilesOf(stack, opts)
+    ?.filter((l) => !l.dead)
+    .map(({ dead: _, ...lock }) => lock);
+}
+
+/**
+ * The locks on STACK that a process of this host left when it died (SIGKILL of an `up`, of the demo
+ * whose engine then died on its closed output): no update runs, yet every update and refresh fails
+ * on the lock until `pulumi cancel` removes it. Empty for any backend but a file backend.
+ */
+export function deadLocks(stack: string, opts: EngineOptions = {}): StackLock[] {
+  return (lockFilesOf(stack, opts) ?? []).filter((l) => l.dead).map(({ dead: _, ...lock }) => lock);
+}
+
+/** Every lock file of STACK in the file backend OPTS run on, read, each marked dead or not. */
+function lockFilesOf(stack: string, opts: EngineOptions): (StackLock & { dead: boolean })[] | undefined {
   const root = fileBackendRoot(currentBackend(engineEnv(opts)));
   if (root === undefined) return undefined;
   const parts = stack.split("/");
@@ -509,7 +613,7 @@ export function stackLocks(stack: string, opts: EngineOptions = {}): StackLock[]
   const dirs = [path.join(locks, short), ...(project ? [path.join(locks, "organization", project, short)] : [])];
   return dirs
     .flatMap((d) => backendFiles(d, 0))
-    .filter((f) => f.endsWith(".json") && !lockOfDeadProcess(f))
+    .filter((f) => f.endsWith(".json"))
     .map((file) => {
       let lock: Omit<StackLock, "file"> = {};
       try {
@@ -517,8 +621,31 @@ export function stackLocks(stack: string, opts: EngineOptions = {}): StackLock[]
       } catch {
         // being written or torn: still a lock
       }
-      return { ...lock, file };
+      return { ...lock, file, dead: lockOfDeadProcess(file) };
     });
+}
+
+/** The command that removes a stack's locks (pulumi cancel: every lock file of the stack, in a file backend). */
+export function cancelCommand(stack: string | undefined): string {
+  return `pulumi cancel --yes${stack ? ` --stack ${stack}` : ""}`;
+}
+
+/** Who took LOCK, in words: "pid 123 of root@host since <time> (<file>)". */
+export function describeLock(lock: StackLock): string {
+  return `pid ${lock.pid ?? "?"} of ${lock.username ?? "?"}@${lock.hostname ?? "?"} since ${lock.timestamp ?? "?"} (${lock.file})`;
+}
+
+/**
+ * One sentence on STACK's locks left by dead processes (deadLocks), or undefined when it has none:
+ * which process, and `pulumi cancel`, the one command that gets past them (a refresh or an update
+ * fails on the same lock). Said only when no live process holds the stack: cancel removes every lock.
+ */
+export function deadLockWarning(stack: string | undefined, locks: readonly StackLock[]): string | undefined {
+  if (locks.length === 0) return undefined;
+  return (
+    `stack ${stack ?? "(the selected one)"} is locked by a process that is gone (${locks.map(describeLock).join(", ")}): ` +
+    `no update runs, yet every update and refresh fails on the lock; run \`${cancelCommand(stack)}\` to remove it.`
+  );
 }
 
 /**
@@ -669,12 +796,18 @@ export function clearPendingCommand(stack: string | undefined): string {
 export function pendingOperationsWarning(
   stack: string | undefined,
   ops: readonly PendingOperation[],
+  dead: readonly StackLock[] = [],
 ): string | undefined {
   if (ops.length === 0) return undefined;
   const names = ops.map((op) => `${op.type} ${op.urn.split("::").pop() ?? op.urn}`).join(", ");
+  // The refresh takes the stack's lock: one a dead process left (deadLocks) must go first.
+  const commands =
+    dead.length > 0
+      ? `\`${cancelCommand(stack)}\` (the stopped update's lock is still there: ${dead.map(describeLock).join(", ")}), then \`${clearPendingCommand(stack)}\``
+      : `\`${clearPendingCommand(stack)}\``;
   return (
     `stack ${stack ?? "(the selected one)"} has ${ops.length} pending operation(s) left by an update that was stopped while they ran ` +
-    `(${names}): whether each finished is unknown. Check the host, then run \`${clearPendingCommand(stack)}\` ` +
+    `(${names}): whether each finished is unknown. Check the host, then run ${commands} ` +
     `to clear them (gpuhost's steps are idempotent: the next \`up\` runs a dropped create again).`
   );
 }

@@ -28,6 +28,8 @@ import { faultNameSchema } from "../simulator/faults";
 import { groupOf, routerConfigIssues, RouterSchema } from "../components/router/schema";
 import { attentionBackendIssues, toolkitIssues } from "../physics/preflight";
 import { driftCheckSchema } from "../components/drift-check/schema";
+import { embeddedPassphraseRefusal, realMachines, usesEmbeddedPassphrase } from "../engine/pulumi";
+import { ephemeralPortWarning } from "../ports";
 
 export const CONFIG_NAMESPACE = "gpuhost";
 
@@ -375,6 +377,20 @@ export interface LoadedConfig {
   secret: (key: string) => pulumi.Output<string>;
 }
 
+/** The warnings of the ports the config names (services, each host's own, the router's) inside the ephemeral range. */
+export function configuredPortWarnings(config: GpuhostConfig, range?: [number, number]): string[] {
+  const ports: [string, number | undefined][] = [
+    ["gpuhost:services.port", config.services.port],
+    ...config.hosts.map((h, i): [string, number | undefined] => [`gpuhost:hosts[${i}].port`, h.port]),
+    ["gpuhost:router.port", config.router?.port],
+    ["gpuhost:router.prometheusPort", config.router?.prometheusPort],
+  ];
+  return ports.flatMap(([where, port]) => {
+    const warning = port === undefined ? undefined : ephemeralPortWarning(where, port, range);
+    return warning ? [warning] : [];
+  });
+}
+
 /**
  * Read and validate the stack's `gpuhost:*` config. Unknown keys in the namespace are errors (a typo
  * must not silently fall back to a default). Secrets are read with requireSecret so they stay secret.
@@ -410,6 +426,12 @@ export function loadConfig(cfg: pulumi.Config = new pulumi.Config(CONFIG_NAMESPA
   }
   if (issues.length) throw new ConfigError(issues);
   const config = parseConfig(raw);
+  for (const warning of configuredPortWarnings(config)) void pulumi.log.warn(warning);
+  // Before any resource, so before any connection: a real machine's key must not sit under the
+  // public passphrase, whoever runs the engine (gpuhost's commands refuse it too: stackAccess).
+  const machines = realMachines(config);
+  if (machines.length > 0 && usesEmbeddedPassphrase(process.env))
+    throw new PlainError(embeddedPassphraseRefusal(pulumi.getStack(), machines));
   return {
     config,
     apiKey: config.apiKey === undefined ? undefined : cfg.requireSecret("apiKey"),

@@ -19,7 +19,13 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { type PendingOperation, parsePendingOperations, pendingOperationsWarning, pulumiBin } from "../engine/pulumi";
+import {
+  deadLocks,
+  type PendingOperation,
+  parsePendingOperations,
+  pendingOperationsWarning,
+  pulumiBin,
+} from "../engine/pulumi";
 
 /** Bound on the export: it took 0.35 s median, 0.54 s at most, in a no-op up on 2 cores at load 9 (docs/recovery.md). */
 export const EXPORT_TIMEOUT_MS = 15_000;
@@ -167,6 +173,8 @@ export function warnPendingOperations(): void {
     return;
   }
   void pulumi.log.debug(`pending operations checked with ${cli} in ${took}: ${ops.length}`);
-  const warning = pendingOperationsWarning(stackArgument(org, project, stack), earlierOperations(ops));
+  // Under `preview` (no lock taken) a dead process's lock may be there, and the refresh would fail on it.
+  const dead = deadLocks(`${org}/${project}/${stack}`);
+  const warning = pendingOperationsWarning(stackArgument(org, project, stack), earlierOperations(ops), dead);
   if (warning) void pulumi.log.warn(warning);
 }

@@ -171,17 +171,17 @@ function serviceHealth(report: DriftReport, registers: Registry[]): void {
 }
 
 /**
- * A skipped check (an update holds the lock) or a paused one (the last update failed), as 1; each
+ * A skipped check (an update holds the lock, or one ran during the check) or a paused one (the last update failed), as 1; each
  * series registered only when it has a sample, so a plain check's file is as before.
  */
 function heldMetrics(registers: Registry[], stack: string, outcome: DriftOutcome): void {
-  if (outcome === "locked")
+  if (outcome === "locked" || outcome === "overlapped")
     new Gauge({
       name: "gpuhost_drift_check_skipped",
-      help: "1 when the check was skipped because an update holds the stack's lock (reason: locked); nothing was checked",
+      help: "1 when the check was skipped: an update holds the stack's lock (reason: locked; nothing was checked), or skipped: an update ran during the check (reason: overlapped; its result was discarded)",
       labelNames: ["stack", "reason"],
       registers,
-    }).set({ stack, reason: "locked" }, 1);
+    }).set({ stack, reason: outcome }, 1);
   if (outcome === "paused")
     new Gauge({
       name: "gpuhost_drift_check_paused",

@@ -9,7 +9,9 @@
 // "locked" comes only from a backend that refuses a concurrent read, recognised by its message.
 // So gpuhost looks for the lock itself before it runs the refresh (engine/pulumi.ts stackLocks: a
 // file backend's lock files; lastUpdate: an update the service records as in progress), and skips
-// the check while an update holds it. A stack whose last update failed is paused: no check runs
+// the check while an update holds it; since the refresh itself takes no lock, an update may also
+// start while it reads, so the lock and the history are looked at again after it, and a result an
+// update overlapped is discarded (overlapped: pulumi PR #22385). A stack whose last update failed is paused: no check runs
 // until a person acts (a later successful `pulumi up`, or `gpuhost drift --resume`), since every
 // check would report the half-done update again, and a --repair would retry it.
 
@@ -39,6 +41,10 @@ export const DRIFT_OUTCOMES = {
     meaning:
       "paused: the stack's last update failed, so nothing is checked until a person acts (a successful `pulumi up`, or `gpuhost drift --resume`)",
   },
+  overlapped: {
+    code: 18,
+    meaning: "skipped: an update ran during the check (its result is discarded; the next check runs as usual)",
+  },
   interrupted: { code: 130, meaning: "interrupted (the engine and everything it started are stopped first)" },
 } as const;
 
@@ -47,7 +53,7 @@ export type DriftOutcome = keyof typeof DRIFT_OUTCOMES;
 export type DriftFailure = Exclude<DriftOutcome, "clean" | "drift">;
 
 /** The outcomes that checked nothing on purpose: not a failure of the check (no success 0 in the metrics). */
-export const HELD_OUTCOMES = ["locked", "paused"] as const satisfies readonly DriftFailure[];
+export const HELD_OUTCOMES = ["locked", "paused", "overlapped"] as const satisfies readonly DriftFailure[];
 export const isHeld = (outcome: DriftOutcome): outcome is (typeof HELD_OUTCOMES)[number] =>
   (HELD_OUTCOMES as readonly DriftOutcome[]).includes(outcome);
 

@@ -7,6 +7,7 @@
  * repeated failed probes and never probes it again, so a host that restarted (a large model loads
  * for minutes) stays out until it is registered again.
  */
+import { describeError, fetchOnce } from "../../gate/transport/http";
 export interface RouterWorker {
   id: string;
   url: string;
@@ -14,25 +15,34 @@ export interface RouterWorker {
   isHealthy: boolean;
 }
 
-const headers = (apiKey?: string): Record<string, string> => ({
-  "content-type": "application/json",
-  ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-});
+/** The most one call to the router may take. */
+const CALL_TIMEOUT_MS = 10_000;
 
-async function call(url: string, init: RequestInit, signal: AbortSignal | undefined, what: string): Promise<unknown> {
-  const timeout = AbortSignal.timeout(10_000);
-  const r = await fetch(url, { ...init, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
-  const text = await r.text();
-  if (!r.ok) throw new Error(`${what}: HTTP ${r.status} ${text.slice(0, 300)}`);
+/**
+ * One call to the router's API or its metrics port, through the gate's own connections (openTcp's
+ * connect): a connection that came back connected to itself (the router's port inside the ephemeral
+ * range, nothing listening there yet) is refused like a closed port, never read as the router's
+ * answer. The body is JSON when it parses, else its text.
+ */
+async function call(
+  url: string,
+  init: { method?: "GET" | "POST" | "DELETE"; body?: unknown; apiKey?: string },
+  signal: AbortSignal | undefined,
+  what: string,
+): Promise<unknown> {
+  const r = await fetchOnce(url, { ...init, timeoutMs: CALL_TIMEOUT_MS, signal }).catch((e: unknown) => {
+    throw new Error(`${what} ${url}: ${describeError(e)}`, { cause: e });
+  });
+  if (r.status < 200 || r.status > 299) throw new Error(`${what}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(r.text) as unknown;
   } catch {
-    return text;
+    return r.text;
   }
 }
 
 export async function listWorkers(router: string, apiKey?: string, signal?: AbortSignal): Promise<RouterWorker[]> {
-  const body = (await call(`${router}/workers`, { headers: headers(apiKey) }, signal, "GET /workers")) as {
+  const body = (await call(`${router}/workers`, { apiKey }, signal, "GET /workers")) as {
     workers?: Array<{ id?: unknown; url?: unknown; status?: unknown; is_healthy?: unknown }>;
   };
   return (body.workers ?? []).map((w) => ({
@@ -103,7 +113,7 @@ export async function reconcileWorkers(
         if ((unknown || failed) && !removing.has(w.id)) {
           await call(
             `${router}/workers/${encodeURIComponent(w.id)}`,
-            { method: "DELETE", headers: headers(opts.apiKey) },
+            { method: "DELETE", apiKey: opts.apiKey },
             opts.signal,
             "DELETE /workers",
           );
@@ -116,11 +126,7 @@ export async function reconcileWorkers(
         if (last.some((w) => w.url === url)) continue;
         await call(
           `${router}/workers`,
-          {
-            method: "POST",
-            headers: headers(opts.apiKey),
-            body: JSON.stringify({ url, ...(opts.apiKey ? { api_key: opts.apiKey } : {}) }),
-          },
+          { method: "POST", apiKey: opts.apiKey, body: { url, ...(opts.apiKey ? { api_key: opts.apiKey } : {}) } },
           opts.signal,
           "POST /workers",
         ).catch((e: Error) => {
@@ -150,7 +156,7 @@ export async function routerVersion(
   apiKey?: string,
   signal?: AbortSignal,
 ): Promise<string | undefined> {
-  const body = (await call(`${router}/get_loads`, { headers: headers(apiKey) }, signal, "GET /get_loads")) as {
+  const body = (await call(`${router}/get_loads`, { apiKey }, signal, "GET /get_loads")) as {
     version?: unknown;
   };
   return typeof body?.version === "string" ? body.version : undefined;

@@ -128,7 +128,7 @@ export interface HttpReply {
 export async function fetchText(
   dispatcher: Dispatcher,
   url: string,
-  opts: { method?: "GET" | "POST"; body?: unknown; apiKey?: string; signal: AbortSignal; maxBytes?: number },
+  opts: { method?: "GET" | "POST" | "DELETE"; body?: unknown; apiKey?: string; signal: AbortSignal; maxBytes?: number },
 ): Promise<HttpReply> {
   const res = await request(url, {
     method: opts.method ?? "GET",
@@ -150,6 +150,32 @@ export async function fetchText(
     text: Buffer.concat(parts).toString("utf8"),
     contentType: String(Array.isArray(type) ? type[0] : (type ?? "")),
   };
+}
+
+/**
+ * One request on a connection of its own (openTcp's: a self-connection is refused as "nothing
+ * listens"), closed after it, within TIMEOUTMS (and SIGNAL): for the occasional call, such as the
+ * router's admin API and a benchmark's control requests, that needs no pool of its own.
+ */
+export async function fetchOnce(
+  url: string,
+  opts: {
+    method?: "GET" | "POST" | "DELETE";
+    body?: unknown;
+    apiKey?: string;
+    timeoutMs: number;
+    signal?: AbortSignal;
+    maxBytes?: number;
+  },
+): Promise<HttpReply> {
+  const { timeoutMs, signal, ...request } = opts;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const agent = makeAgent(1);
+  try {
+    return await fetchText(agent, url, { ...request, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+  } finally {
+    await agent.close();
+  }
 }
 
 /** Opens and closes one TCP connection to the endpoint's port (a self-connection is refused: openTcp). */

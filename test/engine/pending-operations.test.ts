@@ -9,10 +9,13 @@
 import { spawn } from "node:child_process";
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  cancelCommand,
   clearPendingCommand,
+  deadLocks,
   engineEnv,
   pendingOperations,
   pendingOperationsWarning,
@@ -100,6 +103,16 @@ describe.each(pluginSets())("pending operations left by a killed up, under a pla
     const locked = await s.run("up", "--yes", "--skip-preview");
     expect(locked.code).not.toBe(0);
     expect(locked.stdout + locked.stderr).toMatch(/pulumi cancel/);
+    // Issue 42.6: that lock names the killed CLI's pid and this host, so it is a dead process's, and
+    // the program's advice under a preview (which takes no lock) puts `pulumi cancel` before the refresh.
+    const dead = deadLocks(s.stack, s.opts);
+    expect(dead.map((l) => l.hostname)).toEqual([os.hostname()]);
+    const lockedAdvice = pendingOperationsWarning(s.stack, ops, dead)!;
+    expect(lockedAdvice).toContain(
+      `\`${cancelCommand(s.stack)}\` (the stopped update's lock is still there: pid ${dead[0].pid} `,
+    );
+    const lockedPreview = await s.run("preview");
+    expect(lockedPreview.stdout, lockedPreview.stdout + lockedPreview.stderr).toContain(`warning: ${lockedAdvice}`);
     await s.ok("cancel", "--yes");
 
     const preview = await s.ok("preview");
