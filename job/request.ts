@@ -3,9 +3,12 @@
  * checked connections, its timers), retried with bounded backoff for what waiting can fix (no
  * connection, a reset, a stall past the request timeout, 429, 5xx, a 200 that is not JSON).
  *
- * A request whose retries run out is recorded as failed only when the server is answering others: if
- * nothing succeeded since it was first sent, the server is down, not the request, and the request
- * waits with every other one (ServerWatch) instead of turning the rest of the input into errors.
+ * A request whose retries run out is recorded as failed only when the server generates for another
+ * request at that moment (a one-token probe, sent then): otherwise the server is down or broken, not
+ * the request, and the request waits with every other one (ServerWatch) instead of turning the rest
+ * of the input into errors. A first version judged by "did any request succeed since this one was
+ * first sent": requests in flight when the server died had started before the last success, and were
+ * recorded as errors (the test's server that dies, at concurrency 2).
  */
 import type { Dispatcher } from "undici";
 import { describeError, fetchText, truncate } from "../gate/transport/http";
@@ -108,7 +111,6 @@ export interface SendContext {
 
 /** REQ sent until it has an answer to record; throws only when the job must stop (abort, server down past the bound). */
 export async function sendRequest(ctx: SendContext, req: BatchRequest): Promise<Answer> {
-  const since = ctx.watch.now();
   let tries = 0;
   for (;;) {
     const a = await attemptOnce(ctx.agent, ctx.base, req, ctx.apiKey, ctx.policy, ctx.signal);
@@ -122,7 +124,7 @@ export async function sendRequest(ctx: SendContext, req: BatchRequest): Promise<
       await sleep(backoffMs(ctx.policy, tries), ctx.signal);
       continue;
     }
-    if (a.kind === "final" || ctx.watch.answeredSince(since)) {
+    if (a.kind === "final" || (await ctx.watch.generates(req, ctx.signal))) {
       const code = a.status === null ? "connection_error" : String(a.status);
       const message = a.kind === "retry" ? `${a.reason} (after ${tries} tries)` : a.reason;
       const line =
@@ -130,9 +132,8 @@ export async function sendRequest(ctx: SendContext, req: BatchRequest): Promise<
       return { failed: true, tokens: 0, line };
     }
     ctx.watch.failed(a.reason);
-    // The server answered nothing since this request was first sent: wait for it with the others.
-    // `since` stays: once the probe (a real generation) succeeds, a request that still fails is its own failure.
-    await ctx.watch.waitForServer(ctx.signal);
+    // The server generates for no one: wait for it with the others, then try this request afresh.
+    await ctx.watch.waitForServer(req, ctx.signal);
     tries = 0;
   }
 }
@@ -155,10 +156,18 @@ function failedLine(req: BatchRequest, code: string, message: string): Omit<Batc
 /** A one-token generation takes far less; a stalled server must not hold the wait past its bound. */
 const PROBE_TIMEOUT_MS = 60_000;
 
-/** Whether REQ, sent once, is answered with a completion: the probe of a server the job waits for. */
+/** Whether a one-token request of REQ's kind (its endpoint, its model), sent once, is answered with a completion. */
 export async function generatesOnce(ctx: SendContext, req: BatchRequest, signal: AbortSignal): Promise<boolean> {
   const policy = { ...ctx.policy, requestTimeoutMs: Math.min(PROBE_TIMEOUT_MS, ctx.policy.requestTimeoutMs) };
-  return (await attemptOnce(ctx.agent, ctx.base, req, ctx.apiKey, policy, signal)).kind === "ok";
+  return (await attemptOnce(ctx.agent, ctx.base, probeRequest(req), ctx.apiKey, policy, signal)).kind === "ok";
+}
+
+function probeRequest(req: BatchRequest): BatchRequest {
+  const body =
+    req.url === "/v1/chat/completions"
+      ? { model: req.body.model, messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 1 }
+      : { model: req.body.model, prompt: "OK", max_tokens: 1 };
+  return { custom_id: "gpuhost-probe", method: "POST", url: req.url, body };
 }
 
 /** The job stops: no request succeeded for longer than the outage bound. */
@@ -175,7 +184,8 @@ export class ServerWatch {
   private waiting: Promise<void> | null = null;
 
   constructor(
-    private readonly probe: (signal: AbortSignal) => Promise<boolean>,
+    /** Whether the server generates now: one tiny request of REQ's kind. */
+    private readonly probe: (req: BatchRequest, signal: AbortSignal) => Promise<boolean>,
     private readonly outageMs: number,
     private readonly say: (line: string) => void,
     readonly now: () => number = () => Date.now(),
@@ -192,21 +202,23 @@ export class ServerWatch {
     this.lastFailure = reason;
   }
 
-  /** Whether a request succeeded after T. */
-  answeredSince(t: number): boolean {
-    return this.lastSuccess > t;
+  /** Whether the server generates now (the probe); a success counts as the server answering. */
+  async generates(req: BatchRequest, signal: AbortSignal): Promise<boolean> {
+    const ok = await this.probe(req, signal).catch(() => false);
+    if (ok) this.succeeded();
+    return ok;
   }
 
   /**
-   * Resolves when the server generates again (the probe, a one-token request, or any job request
-   * succeeds); throws ServerDownError past the bound, counted from the last success.
+   * Resolves when the server generates again (the probe, or any job request succeeds); throws
+   * ServerDownError past the bound, counted from the last success. One wait for all requests.
    */
-  waitForServer(signal: AbortSignal): Promise<void> {
-    this.waiting ??= this.wait(signal).finally(() => (this.waiting = null));
+  waitForServer(req: BatchRequest, signal: AbortSignal): Promise<void> {
+    this.waiting ??= this.wait(req, signal).finally(() => (this.waiting = null));
     return this.waiting;
   }
 
-  private async wait(signal: AbortSignal): Promise<void> {
+  private async wait(req: BatchRequest, signal: AbortSignal): Promise<void> {
     const down = this.lastSuccess;
     const giveUp = down + this.outageMs;
     this.say(
@@ -218,10 +230,7 @@ export class ServerWatch {
         throw new ServerDownError(
           `no request succeeded for ${Math.round((this.now() - down) / 1000)} s (--outage-limit): the server is down (last: ${this.lastFailure}); the output so far is kept, run the same command again to continue`,
         );
-      if (await this.probe(signal).catch(() => false)) {
-        this.succeeded();
-        break;
-      }
+      if (await this.generates(req, signal)) break;
       await sleep(Math.min(this.probeEveryMs, Math.max(1, giveUp - this.now())), signal);
     }
     this.say("the server answers again; the job goes on");

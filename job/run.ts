@@ -136,15 +136,6 @@ export function checkModels(asked: Map<string, number>, served: string[], base: 
     );
 }
 
-/** The one-token generation that tells a live server from a dead one while the job waits. */
-function probeRequest(req: BatchRequest): BatchRequest {
-  const body =
-    req.url === "/v1/chat/completions"
-      ? { model: req.body.model, messages: [{ role: "user", content: "Say just 'OK'" }], max_tokens: 1 }
-      : { model: req.body.model, prompt: "OK", max_tokens: 1 };
-  return { custom_id: "gpuhost-probe", method: "POST", url: req.url, body };
-}
-
 /** The input's requests not yet recorded, one at a time. */
 async function* pending(file: string, done: (id: string) => boolean): AsyncGenerator<BatchRequest> {
   for await (const line of fileLines(file)) {
@@ -171,32 +162,17 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
       o.say(
         `job: ${scan.requests.toLocaleString("en-US")} requests, ${(out.ids.size + err.ids.size).toLocaleString("en-US")} already recorded, ${o.concurrency} at a time against ${base}`,
       );
-    let firstReq: BatchRequest | null = null;
     const ctx: SendContext = {
       agent,
       base,
       apiKey: o.apiKey,
       policy: o.policy,
       signal: stop.signal,
-      watch: new ServerWatch(
-        (s) => (firstReq === null ? Promise.resolve(false) : generatesOnce(ctx, probeRequest(firstReq), s)),
-        o.outageMs,
-        o.say,
-        now,
-      ),
+      watch: new ServerWatch((req, s) => generatesOnce(ctx, req, s), o.outageMs, o.say, now),
     };
     const source = pending(o.input, (id) => out.ids.has(id) || err.ids.has(id));
     const record = (a: Answer) => tracker.recorded(a, files.write(a.line, a.failed));
-    const stopped = await pool(
-      o.concurrency,
-      source,
-      stop,
-      (req) => {
-        firstReq ??= req;
-        return sendRequest(ctx, req).then(record);
-      },
-      tracker,
-    );
+    const stopped = await pool(o.concurrency, source, stop, (req) => sendRequest(ctx, req).then(record), tracker);
     return { ...tracker.state(), stopped };
   } finally {
     if (ticker) clearInterval(ticker);
