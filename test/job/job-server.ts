@@ -22,6 +22,8 @@ export interface JobServer {
   /** Every completion misbehaves this way while set (a server that is up but broken). */
   all: Misbehaviour | null;
   delayMs: number;
+  /** The Authorization headers completions came with. */
+  authorizations: Set<string>;
   stop(): Promise<void>;
   start(): Promise<void>;
 }
@@ -71,6 +73,7 @@ export async function jobServer(port = 0): Promise<JobServer> {
     script: new Map(),
     all: null,
     delayMs: 0,
+    authorizations: new Set(),
     stop: async () => {
       const srv = server;
       server = null;
@@ -102,6 +105,7 @@ function handle(s: JobServer, req: http.IncomingMessage, res: http.ServerRespons
     res.writeHead(200, { "content-type": "application/json" }).end(MODELS);
     return;
   }
+  s.authorizations.add(String(req.headers.authorization ?? ""));
   const chunks: Buffer[] = [];
   req.on("data", (c: Buffer) => chunks.push(c));
   req.on("end", () => {
