@@ -136,11 +136,13 @@ export function duration(seconds: number | null): string {
 export class RateWindow {
   private readonly samples: { at: number; tokens: number }[] = [];
 
+  /** TOKENS: the count at START (what earlier runs recorded is no part of this run's rate). */
   constructor(
     private readonly windowMs: number,
     start: number,
+    tokens = 0,
   ) {
-    this.samples.push({ at: start, tokens: 0 });
+    this.samples.push({ at: start, tokens });
   }
 
   add(at: number, cumulativeTokens: number): void {

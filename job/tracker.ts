@@ -30,8 +30,7 @@ export class JobTracker {
     this.outputBytes = recovered.bytes;
     this.resumed = this.succeeded + this.failed;
     this.startedAt = now();
-    this.window = new RateWindow(o.windowMs, this.startedAt);
-    this.window.add(this.startedAt, this.tokens);
+    this.window = new RateWindow(o.windowMs, this.startedAt, this.tokens);
   }
 
   remaining(): number {
