@@ -151,14 +151,14 @@ export function jobMain(argv: string[], io: CliIo = defaultIo()): Promise<number
     const errors = values.errors ?? `${values.output.replace(/\.jsonl?$/, "")}.errors.jsonl`;
     if (values["summary-every"] * 60 > MAX_TIMER_SECONDS) throw new UsageError("--summary-every is too long");
     let lastSummary = Date.now();
-    const publish = (s: JobState, stopped: string | null, final: boolean) => {
+    const publish = (s: JobState, stopped: string | null, final: boolean, counters: string | null = null) => {
       if (dir)
         void jobExposition(s, stack, stopped, Date.now()).then((t) =>
           writeTextfile(dir, stack, t, jobTextfileName(stack)),
         );
       if (final || Date.now() - lastSummary >= values["summary-every"] * 60_000) {
         lastSummary = Date.now();
-        io.stdout.write(`${summaryText(s, aim.against, stopped)}\n`);
+        io.stdout.write(`${summaryText(s, aim.against, stopped, counters)}\n`);
       }
     };
     const result = await usageOnBadInput(
@@ -184,7 +184,7 @@ export function jobMain(argv: string[], io: CliIo = defaultIo()): Promise<number
         signal,
       ),
     );
-    publish(result, result.stopped, true);
+    publish(result, result.stopped, true, result.serverCounters);
     if (result.stopped !== null) io.stderr.write(`gpuhost job: stopped: ${result.stopped}\n`);
     return result.stopped === null ? EXIT.ok : signal.aborted ? EXIT.interrupted : EXIT.failed;
   });

@@ -15,7 +15,12 @@ export function size(bytes: number | null): string {
 }
 
 /** The summary: plain lines, the figures of the progress line spelled out. */
-export function summaryText(s: JobState, against: string, stopped: string | null = null): string {
+export function summaryText(
+  s: JobState,
+  against: string,
+  stopped: string | null = null,
+  serverCounters: string | null = null,
+): string {
   const f = s.forecast;
   const n = (v: number) => v.toLocaleString("en-US");
   return [
@@ -26,6 +31,7 @@ export function summaryText(s: JobState, against: string, stopped: string | null
     `  remaining: ${n(f.remaining)} requests, ETA ${duration(f.etaSeconds)}`,
     ...(f.deadlineVerdict ? [`  deadline: ${f.deadlineVerdict}`] : []),
     `  projected output: ${size(f.projectedOutputBytes)} when every request has succeeded`,
+    ...(serverCounters ? [`  server: ${serverCounters}`] : []),
     ...(stopped ? [`  stopped: ${stopped}`] : []),
   ].join("\n");
 }

@@ -30,6 +30,8 @@ import {
   ServerDownError,
   ServerWatch,
 } from "./request";
+import { readCounters } from "../gate/measurement/server-counters";
+import { reconciliation } from "./reconcile";
 import { JobTracker } from "./tracker";
 
 export interface JobOptions {
@@ -74,6 +76,8 @@ export interface JobState {
 export interface JobResult extends JobState {
   /** Why the job stopped before the end: interrupted, or the server down past the bound; null when complete. */
   stopped: string | null;
+  /** This run's tokens beside the server's own count (reconcile.ts). */
+  serverCounters: string;
 }
 
 /** What earlier runs recorded, checked against the input: nothing recorded twice, nothing foreign. */
@@ -170,10 +174,14 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
       signal: stop.signal,
       watch: new ServerWatch((req, s) => generatesOnce(ctx, req, s), o.outageMs, o.say, now),
     };
+    const model = [...scan.models.keys()][0];
+    const before = await readCounters(agent, base, model, o.apiKey, signal);
     const source = pending(o.input, (id) => out.ids.has(id) || err.ids.has(id));
     const record = (a: Answer) => tracker.recorded(a, files.write(a.line, a.failed));
     const stopped = await pool(o.concurrency, source, stop, (req) => sendRequest(ctx, req).then(record), tracker);
-    return { ...tracker.state(), stopped };
+    const state = tracker.state();
+    const after = await readCounters(agent, base, model, o.apiKey, new AbortController().signal);
+    return { ...state, stopped, serverCounters: reconciliation(before, after, model, state.tokens - out.tokens) };
   } finally {
     if (ticker) clearInterval(ticker);
     signal.removeEventListener("abort", onAbort);

@@ -61,6 +61,10 @@ describe("gpuhost job aimed by the stack", () => {
       expect(cli.stdout.text).toMatch(/against host h1's autoregressive service/);
       expect(cli.stdout.text).toMatch(/the 829 tok\/s the stack measured/);
       expect([...server.authorizations]).toEqual(["Bearer sk-test"]);
+      // Reconciled with the server's own counter, read as a benchmark level reads it.
+      expect(cli.stdout.text).toMatch(
+        /server: the server counted 160 tokens generated for m during this run; the job recorded 160 \(100\.0 % of them\)/,
+      );
       expect(recordedCounts(dir).size).toBe(20);
       // Written when the job ended; the write is not awaited by the command, so give it a moment.
       const prom = path.join(dir, jobTextfileName(path.join(dir, "outputs.json")));

@@ -15,8 +15,9 @@ export interface JobServer {
   port: number;
   /** Completion requests received, by prompt (the request's user content or prompt). */
   received: Map<string, number>;
-  /** Completions answered with 200 JSON. */
+  /** Completions answered with 200 JSON, and their tokens (served at /metrics as SGLang names them). */
   answered: number;
+  generated: number;
   /** Per prompt: what to do on each of its first tries (then it answers). */
   script: Map<string, Misbehaviour[]>;
   /** Every completion misbehaves this way while set (a server that is up but broken). */
@@ -34,7 +35,7 @@ function promptOf(body: { messages?: { content?: string }[]; prompt?: string }):
   return body.prompt ?? body.messages?.[body.messages.length - 1]?.content ?? "";
 }
 
-function complete(res: http.ServerResponse, url: string, prompt: string, maxTokens: number): void {
+function complete(res: http.ServerResponse, url: string, prompt: string, maxTokens: number): number {
   const words = Math.max(1, Math.min(maxTokens, 8));
   const text = Array.from({ length: words }, (_, i) => `w${i}`).join(" ");
   const chat = url === "/v1/chat/completions";
@@ -50,6 +51,7 @@ function complete(res: http.ServerResponse, url: string, prompt: string, maxToke
     usage: { prompt_tokens: prompt.length, completion_tokens: words, total_tokens: prompt.length + words },
   };
   res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+  return words;
 }
 
 function misbehave(how: Misbehaviour, req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -70,6 +72,7 @@ export async function jobServer(port = 0): Promise<JobServer> {
     port,
     received: new Map(),
     answered: 0,
+    generated: 0,
     script: new Map(),
     all: null,
     delayMs: 0,
@@ -105,6 +108,11 @@ function handle(s: JobServer, req: http.IncomingMessage, res: http.ServerRespons
     res.writeHead(200, { "content-type": "application/json" }).end(MODELS);
     return;
   }
+  if (url === "/metrics") {
+    const text = `# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total{model_name="m"} ${s.generated}\n`;
+    res.writeHead(200, { "content-type": "text/plain" }).end(text);
+    return;
+  }
   s.authorizations.add(String(req.headers.authorization ?? ""));
   const chunks: Buffer[] = [];
   req.on("data", (c: Buffer) => chunks.push(c));
@@ -123,7 +131,7 @@ function handle(s: JobServer, req: http.IncomingMessage, res: http.ServerRespons
     setTimeout(() => {
       if (res.destroyed) return;
       s.answered++;
-      complete(res, url, prompt, body.max_tokens ?? 8);
+      s.generated += complete(res, url, prompt, body.max_tokens ?? 8);
     }, s.delayMs);
   });
 }
