@@ -99,8 +99,8 @@ export interface InputScan {
   requests: number;
   /** The models the requests name, with how many ask for each. */
   models: Map<string, number>;
-  /** Every custom_id (for the results' check against it); dropped by the caller once checked. */
-  ids: Set<string>;
+  /** Every custom_id, with its line (for the results' check against it); dropped by the caller once checked. */
+  ids: Map<string, number>;
 }
 
 /** Reads the whole input once: every line valid, no custom_id twice (refused with both line numbers). */
@@ -122,7 +122,8 @@ export async function scanInput(file: string, signal: AbortSignal): Promise<Inpu
     requests++;
   }
   if (requests === 0) throw new JobFileError(`${file} holds no request`);
-  return { requests, models, ids: new Set(firstLine.keys()) };
+  // The map itself, not a copy of its keys: at 1,000,000 lines the copy doubled the peak.
+  return { requests, models, ids: firstLine };
 }
 
 /** What a results file (output or errors) already holds. */

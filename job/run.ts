@@ -157,7 +157,7 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
   const stop = new AbortController();
   const onAbort = () => stop.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
-  const files = new ResultFiles(o.output, o.errors);
+  let files: ResultFiles | null = null;
   const tracker = new JobTracker(o, now, scan.requests, out, err.ids.size);
   const ticker = o.progressEveryMs > 0 ? setInterval(() => tracker.tick(), o.progressEveryMs) : null;
   try {
@@ -177,7 +177,9 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
     const model = [...scan.models.keys()][0];
     const before = await readCounters(agent, base, model, o.apiKey, signal);
     const source = pending(o.input, (id) => out.ids.has(id) || err.ids.has(id));
-    const record = (a: Answer) => tracker.recorded(a, files.write(a.line, a.failed));
+    // Opened once the input is known to run: a refused input leaves no empty result files behind.
+    const opened = (files = new ResultFiles(o.output, o.errors));
+    const record = (a: Answer) => tracker.recorded(a, opened.write(a.line, a.failed));
     const stopped = await pool(o.concurrency, source, stop, (req) => sendRequest(ctx, req).then(record), tracker);
     const state = tracker.state();
     const after = await readCounters(agent, base, model, o.apiKey, new AbortController().signal);
@@ -185,7 +187,7 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
   } finally {
     if (ticker) clearInterval(ticker);
     signal.removeEventListener("abort", onAbort);
-    files.close();
+    files?.close();
     void agent.destroy().catch(() => undefined);
   }
 }

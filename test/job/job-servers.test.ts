@@ -4,6 +4,7 @@
  * Whatever it does, every custom_id ends up recorded exactly once, and a dead server never turns the
  * input into errors.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { JobFileError } from "../../job/batch-file";
@@ -136,6 +137,7 @@ describe("gpuhost job against a misbehaving server", () => {
       /asks for "other-model" \(24 requests\), which .* does not serve \(it serves "m"\)/,
     );
     expect(server.received.size).toBe(0);
+    expect(fs.existsSync(path.join(dir, "out.jsonl"))).toBe(false);
   });
 
   it("stops at an interrupt with what was recorded kept; the next run records the rest, each once", async () => {
