@@ -8,11 +8,11 @@ export function tempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-job-test-"));
 }
 
-/** An input of N requests, custom_id r-<i>, prompt p-<i>, alternating chat and completions. */
-export function writeInput(file: string, n: number, model = "m"): void {
+/** An input of N requests, custom_id r-<i>, prompt p-<i>, alternating chat and completions (CHAT_ONLY: all chat). */
+export function writeInput(file: string, n: number, model = "m", chatOnly = false): void {
   const lines = Array.from({ length: n }, (_, i) =>
     JSON.stringify(
-      i % 2 === 0
+      chatOnly || i % 2 === 0
         ? {
             custom_id: `r-${i}`,
             method: "POST",
