@@ -73,7 +73,9 @@ describe("gpuhost job against a misbehaving server", () => {
     expect(server.received.get("p-8")).toBe(1);
     exactlyOnce(dir);
   });
+});
 
+describe("gpuhost job against a server that goes away", () => {
   it("waits for a server that went away and came back, and says so", async () => {
     server = await jobServer();
     server.delayMs = 20;
@@ -126,7 +128,9 @@ describe("gpuhost job against a misbehaving server", () => {
       exactlyOnce(dir);
     },
   );
+});
 
+describe("gpuhost job before and after the run", () => {
   it("refuses an input whose model the server does not serve before sending any request", async () => {
     server = await jobServer();
     const dir = tempDir();
