@@ -2,10 +2,14 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { onTestFinished } from "vitest";
 import { runJob, type JobOptions, type JobResult } from "../../job/run";
 
+/** A folder for one test, removed when the test ends. */
 export function tempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-job-test-"));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-job-test-"));
+  onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 /** An input of N requests, custom_id r-<i>, prompt p-<i>, alternating chat and completions (CHAT_ONLY: all chat). */
