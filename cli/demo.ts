@@ -21,6 +21,7 @@ import {
 } from "../engine/pulumi";
 import { MAX_TOKENS_BOUND } from "./bench";
 import { defaultIo, EXIT, runCommand } from "./common";
+import { rehearseJob } from "./demo-job";
 import { rehearseStory, STORY_PROFILES, type StoryProfile } from "./demo-story";
 import { driftMain } from "./drift";
 import { textfileName } from "../components/drift/metrics";
@@ -53,6 +54,12 @@ outputs; GPUHOST_STACK names another stack); --stack --destroy tears it down.`,
       default: "seeds",
     },
     "output-tokens": { type: "integer", max: MAX_TOKENS_BOUND, description: "tokens per completion", default: 2000 },
+    job: {
+      type: "boolean",
+      description:
+        "rehearse the job itself: gpuhost job on the simulated story host, killed half-way and run again, against the certified figure (cli/demo-job.ts)",
+    },
+    "job-requests": { type: "integer", description: "with --job: requests in the job's input", default: 2000 },
     stack: { type: "boolean", description: "run the embedded sim stack under the real engine" },
     destroy: { type: "boolean", description: "with --stack: destroy it" },
   },
@@ -146,6 +153,15 @@ export function demoMain(argv: string[], engine: EngineOptions = {}): Promise<nu
     defaultIo(),
     async (values, signal) => {
       if (values.stack || values.destroy) return stack(values.destroy === true, signal, engine);
+      if (values.job)
+        return rehearseJob({
+          timeScale: values["time-scale"],
+          requests: values["job-requests"],
+          outputTokens: values["output-tokens"],
+          concurrency: Math.max(...values.levels),
+          outDir: path.join(PROJECT_ROOT, ".gpuhost", "demo"),
+          say: (line) => process.stdout.write(`${line}\n`),
+        });
       return story(values["time-scale"], values.levels, values["output-tokens"], values.profile as StoryProfile);
     },
     { interruptGraceMs: STOP_GRACE_MS + 3000 },

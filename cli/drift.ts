@@ -150,7 +150,7 @@ export function driftMain(argv: string[], deps: DriftDeps = {}): Promise<number>
 }
 
 /** DIR of --textfile, refused in one sentence unless it is a folder this process can write in. */
-function textfileDir(dir: string): string {
+export function textfileDir(dir: string): string {
   try {
     if (!fs.statSync(dir).isDirectory()) throw new UsageError(`--textfile ${dir} is not a folder`);
     fs.accessSync(dir, fs.constants.W_OK);

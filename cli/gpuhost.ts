@@ -51,6 +51,10 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Mai
     summary: "capacity plan: days and hosts for N completions of T tokens",
     load: async () => (await import("./plan")).planMain,
   },
+  job: {
+    summary: "run an OpenAI batch file on the stack, resumable, live against the plan (--input, --output)",
+    load: async () => (await import("./job")).jobMain,
+  },
   doctor: {
     summary: "check the local CUDA toolkit the way FlashInfer finds it",
     load: async () => (await import("./doctor")).doctorMain,

@@ -221,11 +221,19 @@ function repairMetrics(registers: Registry[], stack: string, repair: RepairMetri
 export const textfileName = (stack: string | undefined): string =>
   `gpuhost-drift-${(stack ?? "unnamed").replace(/[^A-Za-z0-9_.-]/g, "_")}.prom`;
 
-/** Writes TEXT as DIR's file for STACK: a temporary file in DIR, flushed, then renamed over it. Its path. */
-export function writeTextfile(dir: string, stack: string | undefined, text: string): string {
-  const target = path.join(dir, textfileName(stack));
+/**
+ * Writes TEXT as DIR's file for STACK (NAME: another command's file, e.g. `gpuhost job`'s): a
+ * temporary file in DIR, flushed, then renamed over it. Its path.
+ */
+export function writeTextfile(
+  dir: string,
+  stack: string | undefined,
+  text: string,
+  name = textfileName(stack),
+): string {
+  const target = path.join(dir, name);
   // In DIR itself, so the rename is atomic (same filesystem); a dot name not ending in .prom.
-  const temp = path.join(dir, `.${textfileName(stack)}.${process.pid}.${randomUUID()}.tmp`);
+  const temp = path.join(dir, `.${name}.${process.pid}.${randomUUID()}.tmp`);
   try {
     const fd = fs.openSync(temp, "wx", 0o644);
     try {

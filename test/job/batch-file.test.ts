@@ -1,0 +1,113 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { fileLines, JobFileError, recoverResults, scanInput } from "../../job/batch-file";
+import { tempDir, writeInput } from "./helpers";
+
+const never = new AbortController().signal;
+
+const result = (id: string, tokens = 3) =>
+  JSON.stringify({
+    id: `batch_req_${id}`,
+    custom_id: id,
+    response: { status_code: 200, request_id: "x", body: { usage: { completion_tokens: tokens } } },
+    error: null,
+  });
+
+describe("the batch-input file", () => {
+  it("is read whole once: its requests and the models they ask for", async () => {
+    const dir = tempDir();
+    writeInput(path.join(dir, "in.jsonl"), 5);
+    const scan = await scanInput(path.join(dir, "in.jsonl"), never);
+    expect(scan.requests).toBe(5);
+    expect([...scan.models]).toEqual([["m", 5]]);
+  });
+
+  it("refuses a custom_id given twice, naming both lines, before any request", async () => {
+    const dir = tempDir();
+    const file = path.join(dir, "in.jsonl");
+    writeInput(file, 3);
+    fs.appendFileSync(file, fs.readFileSync(file, "utf8").split("\n")[1] + "\n");
+    await expect(scanInput(file, never)).rejects.toThrow(/line 4 repeats custom_id "r-1" of line 2/);
+  });
+
+  it.each([
+    ["not JSON", "{custom_id", /line 1 is not JSON/],
+    [
+      "an unknown endpoint",
+      JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/embeddings", body: { model: "m" } }),
+      /line 1: url/,
+    ],
+    [
+      "an unknown key",
+      JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/completions", body: { model: "m" }, extra: 1 }),
+      /line 1: .*extra/,
+    ],
+    [
+      "a GET",
+      JSON.stringify({ custom_id: "a", method: "GET", url: "/v1/completions", body: { model: "m" } }),
+      /line 1: method/,
+    ],
+    [
+      "no model",
+      JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/completions", body: {} }),
+      /line 1: body.model/,
+    ],
+  ])("refuses a line with %s, naming the line", async (_what, line, message) => {
+    const file = path.join(tempDir(), "in.jsonl");
+    fs.writeFileSync(file, `${line}\n`);
+    const err = await scanInput(file, never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(JobFileError);
+    expect((err as Error).message).toMatch(message);
+  });
+
+  it("reads lines with their byte offsets across chunk boundaries and multi-byte characters", async () => {
+    const file = path.join(tempDir(), "lines");
+    const long = "é".repeat(70_000);
+    fs.writeFileSync(file, `a\n${long}\nlast`);
+    const lines = [];
+    for await (const l of fileLines(file)) lines.push(l);
+    expect(lines.map((l) => [l.text.length, l.complete])).toEqual([
+      [1, true],
+      [70_000, true],
+      [4, false],
+    ]);
+    expect(lines[1].end).toBe(2 + Buffer.byteLength(long) + 1);
+    expect(lines[2].end).toBe(fs.statSync(file).size);
+  });
+});
+
+describe("the output file is the checkpoint", () => {
+  it("keeps whole lines and cuts off a last line a kill tore (no newline)", async () => {
+    const file = path.join(tempDir(), "out.jsonl");
+    const whole = `${result("a")}\n${result("b", 5)}\n`;
+    fs.writeFileSync(file, `${whole}${result("c").slice(0, 40)}`);
+    const r = await recoverResults(file);
+    expect([...r.ids]).toEqual(["a", "b"]);
+    expect(r.tokens).toBe(8);
+    expect(r.cut).toMatch(/line \(3\) was torn \(no newline/);
+    expect(fs.readFileSync(file, "utf8")).toBe(whole);
+  });
+
+  it("cuts off a last line that is not JSON even with its newline", async () => {
+    const file = path.join(tempDir(), "out.jsonl");
+    fs.writeFileSync(file, `${result("a")}\n{"id":"batch_req_b","cus\n`);
+    const r = await recoverResults(file);
+    expect([...r.ids]).toEqual(["a"]);
+    expect(r.cut).toMatch(/not JSON/);
+  });
+
+  it("refuses a bad line that is not the last (no kill did that) and leaves the file as it is", async () => {
+    const file = path.join(tempDir(), "out.jsonl");
+    const text = `${result("a")}\ngarbage\n${result("b")}\n`;
+    fs.writeFileSync(file, text);
+    await expect(recoverResults(file)).rejects.toThrow(/line 2 is not a result line \(not JSON\) and is not the last/);
+    expect(fs.readFileSync(file, "utf8")).toBe(text);
+  });
+
+  it("refuses a custom_id recorded twice", async () => {
+    const file = path.join(tempDir(), "out.jsonl");
+    fs.writeFileSync(file, `${result("a")}\n${result("a")}\n`);
+    await expect(recoverResults(file)).rejects.toThrow(/records custom_id "a" twice/);
+  });
+});
