@@ -200,6 +200,10 @@ describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host
         { timeoutMs: 30_000 },
       );
       expect(Number(triggered.stdout.trim()), triggered.stdout).toBeGreaterThan(removedAt);
+      // The timer stopped, so the run going now is the last: a check that takes longer than the
+      // timer's 10 s (a loaded machine) is followed by the next at once, and the service is never
+      // seen inactive between two runs. Stopping the timer does not stop the run.
+      await f!.host.execOk(`systemctl stop ${names().timer}`, { timeoutMs: 60_000 });
       const deadline = Date.now() + CHECK_BOUND_MS;
       let service = await show(names().service, ["ActiveState", "Result", "ExecMainStatus"]);
       while (service.ActiveState !== "inactive" && Date.now() < deadline) {
