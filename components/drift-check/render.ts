@@ -57,6 +57,14 @@ export function driftCheckCommand(c: ResolvedDriftCheck): string[] {
   ];
 }
 
+/**
+ * ExecStartPre='s check that the CLI is there. Node's own "Cannot find module" exits 1, which the
+ * service takes for "drift found" (SuccessExitStatus=1 holds for ExecStartPre= too): a project that
+ * moved, an unbuilt dist/ or a folder the service cannot see would pass as a verdict. Status 2 fails
+ * the unit (node_exporter's systemd collector: GpuhostDriftCheckUnitFailed), node's message in its journal.
+ */
+const CLI_PRESENT = "try { require.resolve(process.argv[1]) } catch (e) { console.error(e.message); process.exit(2) }";
+
 /** The folders PrivateTmp=yes replaces with the service's own empty ones. */
 const PRIVATE_TMP_DIRS = ["/tmp", "/var/tmp"];
 
@@ -119,9 +127,7 @@ export function renderDriftCheckService(c: ResolvedDriftCheck, text = template("
           "",
         ].join("\n")
       : "",
-    // A CLI that is not there (the project moved, dist/ not built, a folder the service cannot see)
-    // would exit 1, which is "drift found" (SuccessExitStatus=1): checked first, it fails the unit.
-    execStartPre: renderExecLine([c.nodePath, "-e", "require.resolve(process.argv[1])", driftCheckCommand(c)[1]]),
+    execStartPre: renderExecLine([c.nodePath, "-e", CLI_PRESENT, driftCheckCommand(c)[1]]),
     execStart: renderExecLine(driftCheckCommand(c)),
     privateTmpBinds: privateTmpBinds(c),
     timeoutSec: String(c.timeoutSec),

@@ -134,7 +134,7 @@ describe("the rendered units", () => {
   it("service: the CLI's presence checked first, so a missing one fails the unit instead of reading as drift found", () => {
     const { service } = driftCheckPlan(settingsOf({}));
     expect(service.split("\n")).toContain(
-      'ExecStartPre=/usr/bin/node -e "require.resolve(process.argv[1])" /srv/gpuhost/dist/cli/gpuhost.js',
+      'ExecStartPre=/usr/bin/node -e "try { require.resolve(process.argv[1]) } catch (e) { console.error(e.message); process.exit(2) }" /srv/gpuhost/dist/cli/gpuhost.js',
     );
     expect(service).not.toMatch(/^Bind(ReadOnly)?Paths=/m);
   });
