@@ -53,6 +53,20 @@ export interface RunningSimulator {
 
 export class UnknownFaultError extends Error {}
 
+/** uvicorn's status when it cannot bind (Server.startup: logger.error, then sys.exit(1)). */
+export const BIND_FAILURE_EXIT = 1;
+
+/** asyncio's bind error as uvicorn logs it: errno, address, strerror ("address already in use"). */
+export function bindErrorText(err: NodeJS.ErrnoException, host: string, port: number): string {
+  const known: Record<string, [number, string]> = {
+    EADDRINUSE: [98, "address already in use"],
+    EACCES: [13, "permission denied"],
+    EADDRNOTAVAIL: [99, "cannot assign requested address"],
+  };
+  const [errno, text] = known[err.code ?? ""] ?? [err.errno ?? 0, err.message];
+  return `[Errno ${Math.abs(errno)}] error while attempting to bind on address ('${host}', ${port}): ${text} (${err.code ?? "listen"})`;
+}
+
 export function parseFaults(names: string[]): FaultName[] {
   const out: FaultName[] = [];
   for (const name of names
@@ -128,7 +142,12 @@ export async function startSimulator(opts: SimulatorOptions): Promise<RunningSim
     if (state.status === "dead" || state.status === "closed" || server.listening) return;
     listen(port).then(
       () => state.log(`Uvicorn running on ${url} (Press CTRL+C to quit)`),
-      (err: Error) => state.log(`ERROR: could not open the late port: ${err.message}`),
+      (err: NodeJS.ErrnoException) => {
+        // uvicorn logs the bind error and exits 1: a server that cannot serve does not linger, and
+        // systemd sees a failed unit (a process that returned 0 here would leave it inactive).
+        state.raw(`ERROR:    ${bindErrorText(err, host, port)}`);
+        state.die(BIND_FAILURE_EXIT);
+      },
     );
   };
 

@@ -57,7 +57,7 @@ export function driftCheckPlan(c: ResolvedDriftCheck) {
     names,
     service,
     timer,
-    enableArgs: [names.timer, c.textfileDir, c.user, stamp],
+    enableArgs: [names.timer, c.textfileDir, c.user, stamp, c.stack],
   };
 }
 

@@ -57,6 +57,48 @@ export function driftCheckCommand(c: ResolvedDriftCheck): string[] {
   ];
 }
 
+/**
+ * ExecStartPre='s check that the CLI is there. Node's own "Cannot find module" exits 1, which the
+ * service takes for "drift found" (SuccessExitStatus=1 holds for ExecStartPre= too): a project that
+ * moved, an unbuilt dist/ or a folder the service cannot see would pass as a verdict. Status 2 fails
+ * the unit (node_exporter's systemd collector: GpuhostDriftCheckUnitFailed), node's message in its journal.
+ */
+const CLI_PRESENT = "try { require.resolve(process.argv[1]) } catch (e) { console.error(e.message); process.exit(2) }";
+
+/** The folders PrivateTmp=yes replaces with the service's own empty ones. */
+const PRIVATE_TMP_DIRS = ["/tmp", "/var/tmp"];
+
+const underPrivateTmp = (p: string) => PRIVATE_TMP_DIRS.some((d) => p === d || p.startsWith(`${d}/`));
+
+/**
+ * BindPaths= / BindReadOnlyPaths= lines for what the check needs under /tmp or /var/tmp (a project
+ * cloned into a `mktemp -d` folder): PrivateTmp=yes gives the service its own empty /tmp and
+ * /var/tmp, and systemd mounts a bind of a path below them after them, so the host's folder is seen
+ * at the same path (test/testhost/drift-timer.test.ts checks it under real systemd). Nothing outside
+ * those two folders is bound: the service sees it as the host does.
+ */
+export function privateTmpBinds(c: ResolvedDriftCheck): string {
+  const fileBackend = c.backendUrl?.startsWith("file:///") ? c.backendUrl.slice("file://".length) : undefined;
+  type Need = [field: string, path: string, readOnly: boolean];
+  const needed: Need[] = [
+    ["projectDir", c.projectDir, false],
+    ["nodePath", path.posix.dirname(c.nodePath), true],
+    ["textfileDir", c.textfileDir, false],
+    ...(fileBackend ? [["backendUrl", fileBackend, false] satisfies Need] : []),
+  ];
+  return needed
+    .filter(([, p]) => underPrivateTmp(p))
+    .map(([field, p, readOnly]) => {
+      // BindPaths= takes ':' as its separator and does not unquote as ExecStart= does.
+      if (!/^\/[A-Za-z0-9._+@/-]*$/.test(p) || p.split("/").includes(".."))
+        throw new Error(
+          `gpuhost:operations.driftCheck.${field} ${JSON.stringify(p)} lies under ${PRIVATE_TMP_DIRS.join(" or ")}, which the check's service sees only through BindPaths= (it runs with PrivateTmp=yes), and BindPaths= takes only paths of letters, digits and ._+@-/: move it, or use such a path`,
+        );
+      return `${readOnly ? "BindReadOnlyPaths" : "BindPaths"}=${p}\n`;
+    })
+    .join("");
+}
+
 export function renderDriftCheckService(c: ResolvedDriftCheck, text = template("service")): string {
   const names = driftCheckUnitNames(c.stack);
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(c.user))
@@ -85,7 +127,9 @@ export function renderDriftCheckService(c: ResolvedDriftCheck, text = template("
           "",
         ].join("\n")
       : "",
+    execStartPre: renderExecLine([c.nodePath, "-e", CLI_PRESENT, driftCheckCommand(c)[1]]),
     execStart: renderExecLine(driftCheckCommand(c)),
+    privateTmpBinds: privateTmpBinds(c),
     timeoutSec: String(c.timeoutSec),
   });
 }

@@ -84,6 +84,33 @@ const SERVICE_HOOK_TIMEOUT_MS = 30_000;
 /** After a connection error the unit is checked sooner (a crash shows as refused connections). */
 const SERVICE_CHECK_AFTER_CONNECTION_ERROR_S = 1;
 const LOGS_TIMEOUT_MS = 5_000;
+/**
+ * How many of the journal's last lines a unit that ended quotes in the gate's reason: systemd's own
+ * lines ("Main process exited", "Deactivated successfully", "Consumed ... CPU time") come last, so
+ * the process's last words are a few lines above them.
+ */
+const JOURNAL_QUOTE_LINES = 5;
+
+/**
+ * The lines of a unit's journal that say why its process ended: the process's last words and
+ * systemd's "Main process exited" line after them. systemd writes more after that line ("Failed with
+ * result", "Consumed ... CPU time", and, under Restart=, the next start's own output), which would
+ * push the cause out of a plain tail; without such a line, the journal's last lines.
+ */
+export function journalQuote(logs: string): string[] {
+  // journalctl's own markers ("-- Boot ...", "-- No entries --") are no log lines
+  const lines = logs
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0 && !l.startsWith("-- "));
+  let end = lines.length;
+  for (let i = lines.length - 1; i >= 0; i--)
+    if (lines[i].includes("Main process exited")) {
+      end = i + 1;
+      break;
+    }
+  return lines.slice(Math.max(0, end - JOURNAL_QUOTE_LINES), end);
+}
 
 export async function verify(
   endpoint: Endpoint,
@@ -423,12 +450,34 @@ class GateRun {
     this.serviceState = state;
     if (this.baselineRestarts === null) this.baselineRestarts = state.restarts;
     // systemd already knows: waiting for the port of a process that exited would cost the whole deadline.
-    if (state.activeState === "failed")
-      throw new GateFailure(`${this.unitName()} failed (its process exited with an error)`);
+    // The gate runs after the unit was started, so "inactive" too means its process ended: one that
+    // exited 0 (a server that could not bind its port and returned) leaves no failed state behind.
+    if (state.activeState === "failed" || state.activeState === "inactive")
+      throw new GateFailure(`${this.unitEnded(state.activeState)}${await this.journalTail()}`);
     if (state.restarts > this.baselineRestarts) {
       throw new GateFailure(
-        `${this.unitName()} restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed`,
+        `${this.unitName()} restarted ${state.restarts - this.baselineRestarts} time(s) during verification: its process crashed${await this.journalTail()}`,
       );
+    }
+  }
+
+  private unitEnded(activeState: "failed" | "inactive"): string {
+    return activeState === "failed"
+      ? `${this.unitName()} failed (its process exited with an error)`
+      : `${this.unitName()} is inactive after it was started (its process ended without an error status, and nothing will open the port)`;
+  }
+
+  /** The journal's last lines, quoted into the reason itself: why the process ended, in one sentence. */
+  private async journalTail(): Promise<string> {
+    if (!this.hooks.serviceLogs) return "";
+    try {
+      const logs = await raceTimeout(this.hooks.serviceLogs(), [], LOGS_TIMEOUT_MS, () => "no answer within 5 s");
+      const quoted = journalQuote(logs);
+      return quoted.length === 0
+        ? "; its journal is empty"
+        : `; its journal ends: ${quoted.map((l) => `"${l}"`).join(" / ")}`;
+    } catch (err) {
+      return `; its journal could not be read (${describeError(err)})`;
     }
   }
 

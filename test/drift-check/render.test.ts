@@ -131,6 +131,46 @@ describe("the rendered units", () => {
     expect(service).not.toContain("PASSPHRASE");
   });
 
+  it("service: the CLI's presence checked first, so a missing one fails the unit instead of reading as drift found", () => {
+    const { service } = driftCheckPlan(settingsOf({}));
+    expect(service.split("\n")).toContain(
+      'ExecStartPre=/usr/bin/node -e "try { require.resolve(process.argv[1]) } catch (e) { console.error(e.message); process.exit(2) }" /srv/gpuhost/dist/cli/gpuhost.js',
+    );
+    expect(service).not.toMatch(/^Bind(ReadOnly)?Paths=/m);
+  });
+
+  it("issue 42: a project, node, metrics and state folder under /tmp or /var/tmp are bound into the service past PrivateTmp=yes", async () => {
+    const c = settingsOf({
+      projectDir: "/tmp/tmp.x1Yz/gpuhost",
+      nodePath: "/var/tmp/node-24/bin/node",
+      textfileDir: "/tmp/metrics",
+      backendUrl: "file:///var/tmp/pulumi-state",
+    });
+    const { service, timer, names } = driftCheckPlan(c);
+    const lines = service.split("\n");
+    expect(lines).toContain("PrivateTmp=yes");
+    expect(lines.filter((l) => /^Bind(ReadOnly)?Paths=/.test(l))).toEqual([
+      "BindPaths=/tmp/tmp.x1Yz/gpuhost",
+      "BindReadOnlyPaths=/var/tmp/node-24/bin",
+      "BindPaths=/tmp/metrics",
+      "BindPaths=/var/tmp/pulumi-state",
+    ]);
+    const s = await verifyUnit(names.service, service, { with: { [names.timer]: timer } });
+    expect(s.stderr).toBe("");
+    expect(s.status).toBe(0);
+    // only what lies there: a project in /srv, a metrics folder in /var/lib need no bind
+    const half = driftCheckPlan(settingsOf({ projectDir: "/tmp/p" })).service;
+    expect(half.split("\n").filter((l) => /^Bind(ReadOnly)?Paths=/.test(l))).toEqual(["BindPaths=/tmp/p"]);
+  }, 120_000);
+
+  it("a path under /tmp that BindPaths= cannot take is refused in one sentence naming PrivateTmp", () => {
+    expect(() => driftCheckPlan(settingsOf({ projectDir: "/tmp/my clone" }))).toThrow(
+      /^gpuhost:operations\.driftCheck\.projectDir "\/tmp\/my clone" lies under \/tmp or \/var\/tmp, which the check's service sees only through BindPaths= \(it runs with PrivateTmp=yes\), and BindPaths= takes only paths of letters, digits and \._\+@-\/: move it, or use such a path$/,
+    );
+    // the same characters outside /tmp need no bind and stay allowed
+    expect(() => driftCheckPlan(settingsOf({ projectDir: "/opt/my clone" }))).not.toThrow();
+  });
+
   it("timer: OnCalendar, RandomizedDelaySec, Persistent=true, the service, wanted by timers.target", () => {
     const { timer } = driftCheckPlan(settingsOf({ onCalendar: "*:0/15", randomizedDelaySec: 30 }));
     const lines = timer.split("\n");
@@ -241,6 +281,16 @@ describe("the sim stack's check, rendered into a simulated host's folder by the 
     expect(fs.readFileSync(path.join(unitDir, plan.names.timer), "utf8")).toBe(plan.timer);
     expect(fs.lstatSync(path.join(unitDir, "timers.target.wants", plan.names.timer)).isSymbolicLink()).toBe(true);
     expect(fs.statSync(path.join(root, "var/lib/prometheus/node-exporter")).isDirectory()).toBe(true);
+    // the series GpuhostDriftCheckNeverRan compares against, there before any check ran
+    const installed = fs.readFileSync(
+      path.join(root, "var/lib/prometheus/node-exporter", "gpuhost-drift-timer@sim.prom"),
+      "utf8",
+    );
+    const at = Number(/^gpuhost_drift_check_installed_timestamp_seconds\{stack="sim"\} (\d+)$/m.exec(installed)?.[1]);
+    expect(Math.abs(at - Date.now() / 1000)).toBeLessThan(600);
+    expect(fs.readdirSync(path.join(root, "var/lib/prometheus/node-exporter"))).toEqual([
+      "gpuhost-drift-timer@sim.prom",
+    ]);
     expect((await step("components/services/scripts/remove-unit.sh", [plan.names.timer])).trim()).toBe("changed=true");
     expect(fs.existsSync(path.join(unitDir, "timers.target.wants", plan.names.timer))).toBe(false);
   }, 120_000);

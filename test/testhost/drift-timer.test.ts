@@ -10,6 +10,11 @@
  *   (the container's is 18) and the stack's state folder, all mounted into the container at the same
  *   paths (the checkout read-only), with the passphrase as a systemd credential from a root-only
  *   file. Its refresh reaches the host over SSH on loopback, as from an operations machine.
+ * - Issue 42: the project the service runs is the checkout mounted at a folder under /tmp on the
+ *   host (`projectDir`), wherever this clone lives: the service has PrivateTmp=yes, so before the
+ *   product bound such a folder into it the check never ran ("Cannot find module
+ *   '/tmp/.../dist/cli/gpuhost.js'", status 1, read as drift found) and no alert could fire. The
+ *   timer's installation wrote its installed series there before any check.
  * After setup the test runs one command on the host, which is the drift: it deletes NVIDIA's
  * curand.h from the installed toolkit. It then only reads the container's textfile until
  * `gpuhost_drift{...,item="files.<curand.h>"} 1` appears, and asks systemd (`systemctl show`) that
@@ -32,6 +37,8 @@ const TEXTFILE_DIR = "/var/lib/prometheus/node-exporter";
 const PASSPHRASE_FILE = "/etc/gpuhost-test/drift-passphrase";
 /** How long one check may take to show up: the timer's 10 s plus a refresh of the stack under load. */
 const CHECK_BOUND_MS = 240_000;
+/** On the test host: where the check's project lies, under /tmp as a `mktemp -d` clone would. */
+const TMP_PROJECT = "/tmp/tmp.gpuhost-clone/gpuhost";
 
 describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host writes its drift by itself", () => {
   // Under the project's .gpuhost/, not under /tmp: the service's PrivateTmp=yes replaces /tmp with
@@ -86,6 +93,7 @@ describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host
             user: "root",
             nodePath: process.execPath,
             passphraseFile: PASSPHRASE_FILE,
+            projectDir: TMP_PROJECT,
           },
         },
       },
@@ -98,6 +106,9 @@ describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host
         binds: (stackDir) => [
           { path: PROJECT_ROOT, readOnly: true },
           { path: path.join(PROJECT_ROOT, "stacks"), from: stacksView(stackDir), readOnly: true },
+          // the same checkout under /tmp, where the check runs it from (projectDir)
+          { path: TMP_PROJECT, from: PROJECT_ROOT, readOnly: true },
+          { path: path.join(TMP_PROJECT, "stacks"), from: path.join(stackDir, "project-stacks"), readOnly: true },
           // this machine's Node.js 24 (process.execPath's folder): the CLI's and the engine's plugins'
           { path: path.dirname(path.dirname(process.execPath)), readOnly: true },
           // the state folder: the engine takes its lock there
@@ -137,6 +148,18 @@ describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host
   it(
     "NVIDIA's curand.h deleted on the host: the next scheduled check writes gpuhost_drift ... 1 for it",
     async () => {
+      // the series GpuhostDriftCheckNeverRan compares against, written by the timer's installation
+      const installed = await fs.readFile(
+        path.join(f!.host.rootDir, TEXTFILE_DIR.slice(1), `gpuhost-drift-timer@${STACK}.prom`),
+        "utf8",
+      );
+      expect(installed).toMatch(
+        new RegExp(`^gpuhost_drift_check_installed_timestamp_seconds\\{stack="${STACK}"\\} \\d+$`, "m"),
+      );
+      // the unit runs the project from under /tmp, past its PrivateTmp=yes
+      const unit = await f!.host.execOk(`systemctl cat ${names().service}`, { timeoutMs: 30_000 });
+      expect(unit.stdout).toContain(`ExecStart=${process.execPath} ${TMP_PROJECT}/dist/cli/gpuhost.js drift`);
+      expect(unit.stdout).toMatch(/^PrivateTmp=yes$/m);
       // The first scheduled check: the stack as `up` left it, checked successfully, curand.h not named.
       const before = await waitForTextfile(
         "a successful check",
@@ -177,6 +200,10 @@ describe.runIf(enabled)("operations.driftCheck: the timer on a real systemd host
         { timeoutMs: 30_000 },
       );
       expect(Number(triggered.stdout.trim()), triggered.stdout).toBeGreaterThan(removedAt);
+      // The timer stopped, so the run going now is the last: a check that takes longer than the
+      // timer's 10 s (a loaded machine) is followed by the next at once, and the service is never
+      // seen inactive between two runs. Stopping the timer does not stop the run.
+      await f!.host.execOk(`systemctl stop ${names().timer}`, { timeoutMs: 60_000 });
       const deadline = Date.now() + CHECK_BOUND_MS;
       let service = await show(names().service, ["ActiveState", "Result", "ExecMainStatus"]);
       while (service.ActiveState !== "inactive" && Date.now() < deadline) {
