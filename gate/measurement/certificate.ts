@@ -52,6 +52,23 @@ export const CertificationSchema = z
       .describe(
         "Client: a level during which the benchmark's event loop stood still (its delays beyond the sampling interval, summed) for more than this share of the level's wall-clock time measured the client, not the server: the level's end, and so its throughput, may be late by that much.",
       ),
+    maxTokensPerChunk: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(16)
+      .describe(
+        "Received: a successful request whose usage claims more than this many tokens per output chunk the client received (content or reasoning) claims tokens it never sent. SGLang sends one event per stream_interval decode steps (default 1), a speculative step holding up to speculative_num_steps + 1 tokens (DFlash: its block, 16 in the shipped profiles); llama.cpp one event per token (a multi-byte character split over tokens: up to 4). Raise it for a server run with a larger stream_interval.",
+      ),
+    changeTolerance: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.25)
+      .describe(
+        "Steady: the sweep's first level is measured again after its last; a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
+      ),
     maxClientCpuShare: z
       .number()
       .gt(0)
@@ -71,12 +88,14 @@ export const CertificateSchema = z
     checks: z
       .array(
         z.object({
-          name: z.enum(["reconciled", "load", "client", "steady"]),
+          name: z.enum(["reconciled", "received", "load", "client", "steady"]),
           ok: z.boolean(),
           detail: z.string().describe("what was compared, with both sides' numbers"),
         }),
       )
-      .describe("reconciled with the server's /metrics, the load applied, the client not the limit, the server steady"),
+      .describe(
+        "reconciled with the server's /metrics, the tokens claimed against what the client received, the load applied, the client not the limit, the server steady",
+      ),
   })
   .describe("A level's validity certificate (gate/measurement/certificate.ts).");
 export type Certificate = z.infer<typeof CertificateSchema>;
@@ -111,6 +130,29 @@ export interface LevelEvidence {
   acceptanceFloor: number | null;
   /** Closed loop: the server's own gauges of the requests it held, read during the level; absent: none read. */
   serverLoad?: ServerLoadRead[];
+  /** The sweep's first level, measured again after its last (load.ts); absent: not bracketed (one level, or cut short). */
+  bracket?: Bracket;
+}
+
+/**
+ * The sweep's bracket: its first level's figure when it ran and when it ran again after the last
+ * level. A closed loop's figure is the window's throughput; an open loop's the median request's own
+ * output rate (tokens over its e2e), since a rate the server keeps up with measures the offered
+ * load however slow the server became.
+ */
+export interface Bracket {
+  /** The level as verdicts name it ("C=4", "2 req/s offered"). */
+  name: string;
+  /** "tok/s" or "tok/s per request". */
+  unit: string;
+  first: BracketRun;
+  again: BracketRun;
+}
+
+export interface BracketRun {
+  tokensPerSecond: number;
+  /** Host seconds the run's window lasted. */
+  seconds: number;
 }
 
 /** One read of the server's gauges during a level: requests running or waiting there, at a host time. */
@@ -475,13 +517,98 @@ export function steadyCheck(
   return { name, ok: true, detail: `warm; no counters to tell a restart (the server watch saw none)${accept}` };
 }
 
+/**
+ * Received: what each successful request's usage claims against what the client itself received.
+ * Never more tokens than its max_tokens (ignore_eos asks for exactly that many; a server may stop
+ * short at its context limit, never beyond), and never more than maxTokensPerChunk per output chunk
+ * (content or reasoning) received: SGLang writes one event per stream_interval decode steps, each
+ * step one token or a speculative step's accepted few; llama.cpp one event per token. Characters
+ * bound nothing (a token may decode to none: a byte of a multi-byte character held back, a special
+ * token skipped under ignore_eos), so they are named, not held against the claim. A level whose
+ * every request failed received nothing: it is never certified, though its 0 tokens reconcile.
+ */
+export function receivedCheck(
+  samples: RequestSample[],
+  policy: Pick<Certification, "maxTokensPerChunk">,
+): CertificateCheck {
+  const name = "received";
+  const ok = samples.filter((s) => s.error === null);
+  if (ok.length === 0)
+    return {
+      name,
+      ok: false,
+      detail:
+        samples.length === 0
+          ? "no request was sent"
+          : `every request failed (${count(samples.length)} of ${count(samples.length)}): nothing was received to certify`,
+    };
+  const sum = (f: (s: RequestSample) => number) => count(ok.reduce((a, s) => a + f(s), 0));
+  const seen = `${sum((s) => s.completionTokens)} tokens claimed, ${sum((s) => s.outputChunks)} output chunks (${sum((s) => s.outputCharacters)} characters) received over ${count(ok.length)} requests`;
+  const over = ok.filter((s) => s.completionTokens > s.maxTokens);
+  const unseen = ok.filter((s) => s.completionTokens > s.outputChunks * policy.maxTokensPerChunk);
+  const of = (n: RequestSample[]) => `${count(n.length)} of ${count(ok.length)} requests`;
+  const broken = [
+    over.length === 0
+      ? ""
+      : `${of(over)} claimed more tokens than max_tokens asked for (${over[0].completionTokens} for ${over[0].maxTokens})`,
+    unseen.length === 0
+      ? ""
+      : `${of(unseen)} claimed more than ${policy.maxTokensPerChunk} tokens per output chunk received (${unseen[0].completionTokens} tokens in ${unseen[0].outputChunks})`,
+  ].filter((b) => b.length > 0);
+  if (broken.length === 0) return { name, ok: true, detail: seen };
+  return {
+    name,
+    ok: false,
+    detail: `the usage claimed tokens the client never received: ${broken.join("; ")} (${seen})`,
+  };
+}
+
+const rate = (v: number) => Math.round(v).toLocaleString("en-US");
+/** Whether LO is beyond TOLERANCE below HI, by more than the client's noise (the slower run's excess, wall clock). */
+function apart(lo: BracketRun, hi: BracketRun, tolerance: number, timeScale: number): boolean {
+  if (hi.tokensPerSecond <= 0 || lo.tokensPerSecond >= hi.tokensPerSecond * (1 - tolerance)) return false;
+  const excessWall = (lo.seconds * (1 - lo.tokensPerSecond / hi.tokensPerSecond)) / timeScale;
+  return excessWall >= CLIENT_NOISE_SECONDS;
+}
+
+/**
+ * The server held steady over the sweep and over the level's repeats: the sweep's first level
+ * measured again at its end within the tolerance (or the whole sweep measured a changing server,
+ * never a knee), and the repeats within it of each other (or they are unstable, never a mean).
+ */
+export function changeCheck(
+  runs: BracketRun[],
+  bracket: Bracket | undefined,
+  policy: Pick<Certification, "changeTolerance">,
+  timeScale: number,
+): { ok: boolean; detail: string } {
+  const tol = policy.changeTolerance;
+  const sorted = [...runs].sort((a, b) => a.tokensPerSecond - b.tokensPerSecond);
+  if (sorted.length > 1 && apart(sorted[0], sorted[sorted.length - 1], tol, timeScale))
+    return {
+      ok: false,
+      detail: `unstable: its ${runs.length} repeats measured ${runs.map((r) => rate(r.tokensPerSecond)).join(", ")} tok/s, more than ${(tol * 100).toFixed(0)} % apart: no mean of them is a figure`,
+    };
+  if (!bracket) return { ok: true, detail: "" };
+  const { first, again } = bracket;
+  const moved = `${bracket.name}: ${rate(first.tokensPerSecond)} -> ${rate(again.tokensPerSecond)} ${bracket.unit}`;
+  if (apart(again, first, tol, timeScale))
+    return { ok: false, detail: `the server slowed down during the run (${moved}): a changing server, not a knee` };
+  if (apart(first, again, tol, timeScale))
+    return {
+      ok: false,
+      detail: `the server sped up during the run (${moved}): the first levels measured another server`,
+    };
+  return { ok: true, detail: `; measured again after the sweep, ${moved}` };
+}
+
 /** The certificate of a level from its samples, its runs and the evidence gathered around it. */
 export function certify(
   level: {
     mode: "closed" | "open";
     level: number;
     samples: RequestSample[];
-    runs: { samples: RequestSample[] }[];
+    runs: { samples: RequestSample[]; outputTokensPerSecond?: number; durationSeconds?: number }[];
     /** The schedule as the client kept it (levels.ts); its figures are null for a closed loop. */
     schedule: KeptSchedule;
     maxTokens: number;
@@ -498,6 +625,12 @@ export function certify(
           level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall, evidence.serverLoad)),
         )
       : openLoopLoad(level.schedule, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
+  const runs = level.runs.map((r) => ({
+    tokensPerSecond: r.outputTokensPerSecond ?? 0,
+    seconds: r.durationSeconds ?? 0,
+  }));
+  const steady = steadyCheck(evidence, level.acceptanceLength ?? null);
+  const change = changeCheck(runs, evidence.bracket, policy, evidence.timeScale);
   const checks: CertificateCheck[] = [
     reconcile(
       evidence,
@@ -509,9 +642,12 @@ export function certify(
       },
       policy.tokenTolerance,
     ),
+    receivedCheck(level.samples, policy),
     load,
     clientCheck(evidence.client, policy, evidence.clientThreads),
-    steadyCheck(evidence, level.acceptanceLength ?? null),
+    !steady.ok || change.ok
+      ? { ...steady, detail: steady.detail + (steady.ok ? change.detail : "") }
+      : { name: "steady", ...change },
   ];
   return { certified: checks.every((c) => c.ok), checks };
 }

@@ -31,7 +31,8 @@ import {
   type RunWindow,
   type SweepLevel,
 } from "./levels";
-import { watchClient, type ClientEvidence, type ServerLoadRead } from "./certificate";
+import { watchClient, type Bracket, type BracketRun, type ClientEvidence, type ServerLoadRead } from "./certificate";
+import { percentile } from "./stats";
 import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
@@ -407,7 +408,9 @@ export function requestsPerRun(mode: "closed" | "open", level: number, requestsP
 /**
  * The sweep, level after level. A level the deadline or an interrupt cut short measured the cut,
  * not the server: it is dropped, and no level after it runs. Client threads started for a level
- * stay for the next, and end with the sweep.
+ * stay for the next, and end with the sweep. A sweep of several levels brackets itself: its first
+ * level runs once more after the last (once, whatever the repeats), and every level's evidence
+ * carries both figures, so the one certify() tells a server that changed mid-run from a knee.
  */
 export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
   const out: LevelSamples[] = [];
@@ -423,10 +426,41 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
       out.push(samples);
       load.onLevel?.(samples);
     }
+    if (out.length > 1 && out.length === load.levels.length && load.watch.gone === null && !load.signal.aborted) {
+      const again = await sweepLevel({ ...load, repeats: 1 }, load.levels[0], spread, out[0]);
+      const bracket = again === null ? null : bracketOf(out[0], again);
+      for (const l of out) if (bracket !== null && l.evidence) l.evidence.bracket = bracket;
+    }
   } finally {
     await spread?.pool.close();
   }
   return out;
+}
+
+/**
+ * The sweep's first level against its measurement again at the end (certificate.ts Bracket). A
+ * closed loop by its throughput (with repeats, the first run's window: the bracket runs once); an
+ * open loop by its median request's output rate, which a kept-up rate does not hide.
+ */
+export function bracketOf(first: LevelSamples, again: LevelSamples): Bracket {
+  const name = levelName({ mode: first.mode, level: levelOf(first) });
+  const open = first.mode === "open";
+  const figure = (l: LevelSamples): BracketRun => {
+    const w = l.runs?.[0] ?? {
+      startedAtSeconds: l.startedAtSeconds,
+      finishedAtSeconds: l.finishedAtSeconds,
+      firstRequest: 0,
+      requestCount: l.requests.length,
+    };
+    const samples = l.requests.slice(w.firstRequest, w.firstRequest + w.requestCount);
+    const seconds = Math.max(0, w.finishedAtSeconds - w.startedAtSeconds);
+    const ok = samples.filter((s) => s.error === null);
+    if (!open)
+      return { tokensPerSecond: seconds > 0 ? ok.reduce((a, s) => a + s.completionTokens, 0) / seconds : 0, seconds };
+    const speeds = Float64Array.from(ok.map((s) => (s.e2eSeconds > 0 ? s.completionTokens / s.e2eSeconds : 0))).sort();
+    return { tokensPerSecond: percentile(speeds, 50) ?? 0, seconds };
+  };
+  return { name, unit: open ? "tok/s per request" : "tok/s", first: figure(first), again: figure(again) };
 }
 
 /** A sweep's client threads and what "auto" needs of its requests. */
