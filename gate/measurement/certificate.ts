@@ -69,6 +69,14 @@ export const CertificationSchema = z
       .describe(
         "Steady: the sweep's first level is measured again after its last; a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
       ),
+    maxClientDelayShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.02)
+      .describe(
+        "Client: a level whose window ran past its requests' own span (the client starting and collecting them), or whose closed-loop slots stood idle between a request's end and their next request's start, for more than this share of the level measured the client's delays: its throughput is low, or its load short, by that share (a delay under half a second of wall time is noise).",
+      ),
     maxClientCpuShare: z
       .number()
       .gt(0)
@@ -430,6 +438,59 @@ export function openLoopLoad(
   };
 }
 
+/** The client's own delays over a level's runs (clientDelays), host seconds. */
+export interface ClientDelays {
+  /** Summed over the runs: each window's time beyond its requests' span (first start to last end). */
+  excessSeconds: number;
+  /** Closed loop, summed over the runs: slot-seconds between a request's end and its slot's next start, per slot. */
+  idleSeconds: number;
+  /** The runs' windows, summed. */
+  windowSeconds: number;
+}
+
+/**
+ * What the client's own timing cost a level, from its samples alone: the window's excess over the
+ * requests' span in a closed loop (the level's clock ran while none of its requests did: threads
+ * starting, results collected; the throughput is low by that share), and the slots' idle time
+ * between a request's end and the start of the slot's next one. The k-th end frees the slot the
+ * (C+k)-th start fills, so the idle total is the later starts' sum minus the earlier ends' sum,
+ * whichever slot each was (a spread run's threads included).
+ */
+export function clientDelays(
+  runs: { samples: RequestSample[]; durationSeconds?: number }[],
+  mode: "closed" | "open",
+  level: number,
+): ClientDelays {
+  const d: ClientDelays = { excessSeconds: 0, idleSeconds: 0, windowSeconds: 0 };
+  for (const r of runs) {
+    if (r.samples.length === 0 || r.durationSeconds === undefined) continue;
+    const starts = r.samples.map((s) => s.startedAtSeconds).sort((a, b) => a - b);
+    const ends = r.samples.map((s) => s.startedAtSeconds + s.e2eSeconds).sort((a, b) => a - b);
+    d.windowSeconds += r.durationSeconds;
+    // An open loop's window opens before its first arrival by design (the load check judges its lags).
+    if (mode !== "closed") continue;
+    d.excessSeconds += Math.max(0, r.durationSeconds - (ends[ends.length - 1] - starts[0]));
+    if (starts.length <= level) continue;
+    const later = starts.slice(level).reduce((a, v) => a + v, 0);
+    const earlier = ends.slice(0, ends.length - level).reduce((a, v) => a + v, 0);
+    d.idleSeconds += Math.max(0, later - earlier) / level;
+  }
+  return d;
+}
+
+/** The delays in words, and the bound they went over (null: none). */
+function delayLimit(
+  d: ClientDelays,
+  policy: Pick<Certification, "maxClientDelayShare">,
+  timeScale: number,
+): { seen: string; limit: string | null } {
+  const share = (v: number) => (d.windowSeconds > 0 ? v / d.windowSeconds : 0);
+  const pct = (v: number) => `${(v * 100).toFixed(1)} %`;
+  const seen = `client delays: the window ${(d.excessSeconds * 1000).toFixed(0)} ms past the requests' span (${pct(share(d.excessSeconds))}), slots idle ${pct(share(d.idleSeconds))} between a request's end and their next`;
+  const over = (v: number) => share(v) > policy.maxClientDelayShare && v / timeScale >= CLIENT_NOISE_SECONDS;
+  return { seen, limit: over(d.excessSeconds) || over(d.idleSeconds) ? pct(policy.maxClientDelayShare) : null };
+}
+
 /**
  * The client was not the limit: its event loop ran (a loop that stood still for a share of the
  * level delayed the level's end, and so its throughput, by up to that share) and its CPU was not
@@ -441,7 +502,22 @@ export function clientCheck(
   main: ClientEvidence,
   policy: Certification,
   runs: ClientEvidence[][] = [],
+  delays?: { delays: ClientDelays; timeScale: number },
 ): CertificateCheck {
+  const name = "client";
+  const own = clientOwnCheck(main, policy, runs);
+  if (!delays || !own.ok) return own;
+  const d = delayLimit(delays.delays, policy, delays.timeScale);
+  if (d.limit === null) return { name, ok: true, detail: `${own.detail}; ${d.seen}` };
+  return {
+    name,
+    ok: false,
+    detail: `client: ${own.detail}; ${d.seen}, over ${d.limit}: the figure measured the client's own delays`,
+  };
+}
+
+/** The process and its threads: event loops and CPU (clientCheck). */
+function clientOwnCheck(main: ClientEvidence, policy: Certification, runs: ClientEvidence[][]): CertificateCheck {
   const name = "client";
   const one = clientLimit(main, policy);
   const threads = runs.flatMap((run, r) => run.map((c, t) => ({ c, at: `thread ${t + 1} of run ${r + 1}` })));
@@ -644,7 +720,10 @@ export function certify(
     ),
     receivedCheck(level.samples, policy),
     load,
-    clientCheck(evidence.client, policy, evidence.clientThreads),
+    clientCheck(evidence.client, policy, evidence.clientThreads, {
+      delays: clientDelays(level.runs, level.mode, level.level),
+      timeScale: evidence.timeScale,
+    }),
     !steady.ok || change.ok
       ? { ...steady, detail: steady.detail + (steady.ok ? change.detail : "") }
       : { name: "steady", ...change },

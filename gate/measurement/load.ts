@@ -388,6 +388,8 @@ export interface SweepLoad {
   onStart?: (level: number, requestsPerRun: number) => void;
   onRequest?: (level: number, tally: LoadTally, requestsPerRun: number) => void;
   onLevel?: (level: LevelSamples) => void;
+  /** The first level measured again after the last (runSweep's bracket), its samples for the report. */
+  onBracket?: (again: LevelSamples) => void;
 }
 
 /**
@@ -428,6 +430,7 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
     }
     if (out.length > 1 && out.length === load.levels.length && load.watch.gone === null && !load.signal.aborted) {
       const again = await sweepLevel({ ...load, repeats: 1 }, load.levels[0], spread, out[0]);
+      if (again !== null) load.onBracket?.(again);
       const bracket = again === null ? null : bracketOf(out[0], again);
       for (const l of out) if (bracket !== null && l.evidence) l.evidence.bracket = bracket;
     }

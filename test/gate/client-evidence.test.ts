@@ -18,6 +18,8 @@ import {
   CertificationSchema,
   certify,
   changeCheck,
+  clientCheck,
+  clientDelays,
   receivedCheck,
   type LevelEvidence,
 } from "../../gate/measurement/certificate";
@@ -135,6 +137,43 @@ describe("steady: a server that changed during the run, and repeats that disagre
   });
 });
 
+describe("client: the client's own delays, measured from its samples", () => {
+  /** C slots, each sending `perSlot` requests of 1 s, the next GAP s after its last ended; the window WINDOW s. */
+  const closed = (c: number, perSlot: number, gap: number) =>
+    Array.from({ length: c * perSlot }, (_, i) =>
+      sample({ startedAtSeconds: Math.floor(i / c) * (1 + gap), e2eSeconds: 1 }),
+    );
+  const seen = { wallSeconds: 10, loopDelayP99Ms: 1, loopDelayMaxMs: 2, stallShare: 0, cpuShare: 0.1 };
+
+  it("the window's excess over the requests' span and the slots' idle time between requests", () => {
+    // 4 slots x 10 requests, 0.1 s between a request's end and the slot's next: 9 gaps per slot
+    const samples = closed(4, 10, 0.1);
+    const d = clientDelays([{ samples, durationSeconds: 10.9 + 0.5 }], "closed", 4);
+    expect(d.excessSeconds).toBeCloseTo(0.5);
+    expect(d.idleSeconds).toBeCloseTo(0.9);
+    expect(d.windowSeconds).toBeCloseTo(11.4);
+    // an open loop's window opens before its first arrival by design: no excess is charged
+    expect(clientDelays([{ samples, durationSeconds: 20 }], "open", 4).excessSeconds).toBe(0);
+  });
+
+  it("delays beyond the stated share (2 %) fail the client check; within it they are named", () => {
+    const tight = clientDelays([{ samples: closed(4, 10, 0.001), durationSeconds: 10.01 }], "closed", 4);
+    const ok = clientCheck(seen, POLICY, [], { delays: tight, timeScale: 1 });
+    expect(ok.ok, ok.detail).toBe(true);
+    expect(ok.detail).toMatch(
+      /; client delays: the window 1 ms past the requests' span \(0\.0 %\), slots idle 0\.1 % between a request's end and their next$/,
+    );
+    const slow = clientDelays([{ samples: closed(4, 10, 0.1), durationSeconds: 11.4 }], "closed", 4);
+    const bad = clientCheck(seen, POLICY, [], { delays: slow, timeScale: 1 });
+    expect(bad.ok).toBe(false);
+    expect(bad.detail).toMatch(
+      /client delays: the window 500 ms past the requests' span \(4\.4 %\), slots idle 7\.9 % .*, over 2\.0 %: the figure measured the client's own delays$/,
+    );
+    // the same at a time scale of 100: 5 ms of wall time is noise
+    expect(clientCheck(seen, POLICY, [], { delays: slow, timeScale: 100 }).ok).toBe(true);
+  });
+});
+
 const argv = (url: string, file: string, ...more: string[]) => [
   ...["--endpoint", url, "--model", "m", "--max-tokens", "64", "--prompts", "1"],
   ...["--requests-per-concurrency", "2", "--json", file, ...more],
@@ -149,9 +188,10 @@ const run = async (url: string, ...more: string[]) => {
 
 describe("gpuhost bench against servers whose counters agree with their lies (issue 44's table)", () => {
   it("the honest control: three levels and the bracket, every level certified, exit 0", async () => {
-    const server = await start({ tokens: 64, chunkMs: 4 });
+    // 10 ms between chunks: a loaded machine's late timers are a small share of each answer
+    const server = await start({ tokens: 64, chunkMs: 10 });
     const { code, o, json } = await run(server.url, "--concurrency", "4,8,16");
-    expect(code, o.out() + o.err()).toBe(EXIT.ok);
+    expect(code, JSON.stringify(json.sweep.map((l) => l.certificate))).toBe(EXIT.ok);
     expect(json.sweep.map((l) => l.certificate?.certified)).toEqual([true, true, true]);
     const steady = json.sweep[0].certificate!.checks.find((c) => c.name === "steady")!;
     expect(steady.detail).toMatch(/; measured again after the sweep, C=4: [\d,]+ -> [\d,]+ tok\/s$/);
@@ -228,21 +268,24 @@ describe("gpuhost bench against servers whose counters agree with their lies (is
 
   it("4x slower after its first levels: the sweep is not certified ('the server slowed down during the run'), never saturation, exit 5", async () => {
     // benchmark requests: 1 single, C=4's 8, C=8's 16; C=16's 32 and the bracket's 8 are slow
-    const server = await start({ tokens: 64, chunkMs: 4, slowAfter: 25, slowFactor: 4 });
+    const server = await start({ tokens: 64, chunkMs: 10, slowAfter: 25, slowFactor: 4 });
     const { code, o, json } = await run(server.url, "--concurrency", "4,8,16");
     expect(code, o.out()).toBe(EXIT.uncertified);
     expect(json.saturated).toBe(false);
     expect(json.sustainedOutputTokensPerSecond).toBe(0);
     expect(json.uncertifiedLevels).toEqual([4, 8, 16]);
-    expect(json.saturationVerdict).toMatch(
-      /^no level was certified \(C=4, C=8, C=16 not certified: steady: the server slowed down during the run \(C=4: [\d,]+ -> [\d,]+ tok\/s\)/,
-    );
+    // every level's steady check says so (on a loaded machine a level may fail another check beside it)
+    for (const level of json.sweep)
+      expect(level.certificate!.checks.find((c) => c.name === "steady")!.detail).toMatch(
+        /^the server slowed down during the run \(C=4: [\d,]+ -> [\d,]+ tok\/s\): a changing server, not a knee$/,
+      );
+    expect(json.saturationVerdict).toMatch(/^no level was certified \(C=4, .*the server slowed down during the run/);
     expect(json.saturationVerdict).not.toMatch(/saturation at/);
   }, 60_000);
 
   it("slower from its second repeat: the level's repeats are unstable, not averaged into a mean, exit 5", async () => {
     // 1 single, then the first run's 8 fast, the second run's 8 slow
-    const server = await start({ tokens: 64, chunkMs: 4, slowAfter: 9, slowFactor: 4 });
+    const server = await start({ tokens: 64, chunkMs: 10, slowAfter: 9, slowFactor: 4 });
     const { code, json } = await run(server.url, "--concurrency", "4", "--repeats", "2");
     expect(code).toBe(EXIT.uncertified);
     expect(certText(json)).toMatch(
