@@ -469,11 +469,8 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     onLevel: (level) =>
       run.progress({
         kind: "level",
-        summary: summarizeLevel(level, plan.errorBudget, {
-          slo: plan.slo,
-          rateShortfall: plan.rateShortfall,
-          certification: plan.certification,
-        }),
+        // the plan's slo, rateShortfall and certification are the level's judgement
+        summary: summarizeLevel(level, plan.errorBudget, plan),
       }),
   });
 }

@@ -190,7 +190,7 @@ describe("gpuhost bench against servers whose counters agree with their lies (is
   it("the honest control: three levels and the bracket, every level certified, exit 0", async () => {
     // 10 ms between chunks: a loaded machine's late timers are a small share of each answer
     const server = await start({ tokens: 64, chunkMs: 10 });
-    const { code, o, json } = await run(server.url, "--concurrency", "4,8,16");
+    const { code, json } = await run(server.url, "--concurrency", "4,8,16");
     expect(code, JSON.stringify(json.sweep.map((l) => l.certificate))).toBe(EXIT.ok);
     expect(json.sweep.map((l) => l.certificate?.certified)).toEqual([true, true, true]);
     const steady = json.sweep[0].certificate!.checks.find((c) => c.name === "steady")!;
