@@ -67,7 +67,7 @@ export const CertificationSchema = z
       .lt(1)
       .default(0.25)
       .describe(
-        "Steady: the sweep's first level is measured again after its last; a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
+        "Steady: a concurrency sweep's first level is measured again after its last (a rate the server keeps up with measures the load offered, not the server); a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
       ),
     maxClientDelayShare: z
       .number()
@@ -143,16 +143,12 @@ export interface LevelEvidence {
 }
 
 /**
- * The sweep's bracket: its first level's figure when it ran and when it ran again after the last
- * level. A closed loop's figure is the window's throughput; an open loop's the median request's own
- * output rate (tokens over its e2e), since a rate the server keeps up with measures the offered
- * load however slow the server became.
+ * A concurrency sweep's bracket: its first level's throughput when it ran and when it ran again
+ * after the last level (load.ts runSweep).
  */
 export interface Bracket {
-  /** The level as verdicts name it ("C=4", "2 req/s offered"). */
+  /** The level as verdicts name it ("C=4"). */
   name: string;
-  /** "tok/s" or "tok/s per request". */
-  unit: string;
   first: BracketRun;
   again: BracketRun;
 }
@@ -667,7 +663,7 @@ export function changeCheck(
     };
   if (!bracket) return { ok: true, detail: "" };
   const { first, again } = bracket;
-  const moved = `${bracket.name}: ${rate(first.tokensPerSecond)} -> ${rate(again.tokensPerSecond)} ${bracket.unit}`;
+  const moved = `${bracket.name}: ${rate(first.tokensPerSecond)} -> ${rate(again.tokensPerSecond)} tok/s`;
   if (apart(again, first, tol, timeScale))
     return { ok: false, detail: `the server slowed down during the run (${moved}): a changing server, not a knee` };
   if (apart(first, again, tol, timeScale))

@@ -32,7 +32,6 @@ import {
   type SweepLevel,
 } from "./levels";
 import { watchClient, type Bracket, type BracketRun, type ClientEvidence, type ServerLoadRead } from "./certificate";
-import { percentile } from "./stats";
 import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
@@ -428,7 +427,10 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
       out.push(samples);
       load.onLevel?.(samples);
     }
-    if (out.length > 1 && out.length === load.levels.length && load.watch.gone === null && !load.signal.aborted) {
+    // A concurrency sweep, where the knee lives: a rate the server keeps up with measures the load offered
+    // (its throughput moves with no server), and one it falls behind at is judged by its own shortfall.
+    const whole = out.length > 1 && out.length === load.levels.length;
+    if (load.mode === "closed" && whole && load.watch.gone === null && !load.signal.aborted) {
       const again = await sweepLevel({ ...load, repeats: 1 }, load.levels[0], spread, out[0]);
       if (again !== null) load.onBracket?.(again);
       const bracket = again === null ? null : bracketOf(out[0], again);
@@ -441,13 +443,10 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
 }
 
 /**
- * The sweep's first level against its measurement again at the end (certificate.ts Bracket). A
- * closed loop by its throughput (with repeats, the first run's window: the bracket runs once); an
- * open loop by its median request's output rate, which a kept-up rate does not hide.
+ * The sweep's first level against its measurement again at the end (certificate.ts Bracket), by
+ * throughput over its window (with repeats, the first run's: the bracket runs once).
  */
 export function bracketOf(first: LevelSamples, again: LevelSamples): Bracket {
-  const name = levelName({ mode: first.mode, level: levelOf(first) });
-  const open = first.mode === "open";
   const figure = (l: LevelSamples): BracketRun => {
     const w = l.runs?.[0] ?? {
       startedAtSeconds: l.startedAtSeconds,
@@ -457,13 +456,10 @@ export function bracketOf(first: LevelSamples, again: LevelSamples): Bracket {
     };
     const samples = l.requests.slice(w.firstRequest, w.firstRequest + w.requestCount);
     const seconds = Math.max(0, w.finishedAtSeconds - w.startedAtSeconds);
-    const ok = samples.filter((s) => s.error === null);
-    if (!open)
-      return { tokensPerSecond: seconds > 0 ? ok.reduce((a, s) => a + s.completionTokens, 0) / seconds : 0, seconds };
-    const speeds = Float64Array.from(ok.map((s) => (s.e2eSeconds > 0 ? s.completionTokens / s.e2eSeconds : 0))).sort();
-    return { tokensPerSecond: percentile(speeds, 50) ?? 0, seconds };
+    const tokens = samples.reduce((a, s) => a + (s.error === null ? s.completionTokens : 0), 0);
+    return { tokensPerSecond: seconds > 0 ? tokens / seconds : 0, seconds };
   };
-  return { name, unit: open ? "tok/s per request" : "tok/s", first: figure(first), again: figure(again) };
+  return { name: levelName({ mode: first.mode, level: levelOf(first) }), first: figure(first), again: figure(again) };
 }
 
 /** A sweep's client threads and what "auto" needs of its requests. */

@@ -111,7 +111,7 @@ describe("received: the tokens claimed against what the client received", () => 
 describe("steady: a server that changed during the run, and repeats that disagree", () => {
   const run = (tokensPerSecond: number, seconds: number) => ({ tokensPerSecond, seconds });
   it("the first level measured again: a drop beyond the tolerance is a slowdown, never a knee", () => {
-    const bracket = { name: "C=4", unit: "tok/s", first: run(1138, 10), again: run(290, 10) };
+    const bracket = { name: "C=4", first: run(1138, 10), again: run(290, 10) };
     expect(changeCheck([run(1138, 10)], bracket, POLICY, 1)).toEqual({
       ok: false,
       detail: "the server slowed down during the run (C=4: 1,138 -> 290 tok/s): a changing server, not a knee",
@@ -188,15 +188,17 @@ const run = async (url: string, ...more: string[]) => {
 
 describe("gpuhost bench against servers whose counters agree with their lies (issue 44's table)", () => {
   it("the honest control: three levels and the bracket, every level certified, exit 0", async () => {
-    // 10 ms between chunks: a loaded machine's late timers are a small share of each answer
-    const server = await start({ tokens: 64, chunkMs: 10 });
+    // 10 ms between chunks: a loaded machine's late timers are a small share of each answer; 32 of
+    // them: a level well under a second and a half, where the event loop's stalls on the loaded
+    // 2-core machine (a third of a level at times) stay under the client check's noise floor
+    const server = await start({ tokens: 32, chunkMs: 10 });
     const { code, json } = await run(server.url, "--concurrency", "4,8,16");
     expect(code, JSON.stringify(json.sweep.map((l) => l.certificate))).toBe(EXIT.ok);
     expect(json.sweep.map((l) => l.certificate?.certified)).toEqual([true, true, true]);
     const steady = json.sweep[0].certificate!.checks.find((c) => c.name === "steady")!;
     expect(steady.detail).toMatch(/; measured again after the sweep, C=4: [\d,]+ -> [\d,]+ tok\/s$/);
     expect(json.sweep[0].certificate!.checks.find((c) => c.name === "received")!.detail).toBe(
-      "512 tokens claimed, 512 output chunks (1,536 characters) received over 8 requests",
+      "256 tokens claimed, 256 output chunks (768 characters) received over 8 requests",
     );
     expect(json.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
   }, 60_000);
