@@ -91,6 +91,12 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
         "2",
         "--requests-per-concurrency",
         "2",
+        // A CPU llama-server on the shared 2-core machine runs at its neighbours' pace: C=1 read 11
+        // tok/s, then 6 when measured again after the sweep, and the bracket rightly called it a
+        // changing server. This test proves the counts and the timings; the bracket is proved in
+        // test/gate/client-evidence.test.ts.
+        "--change-tolerance",
+        "0.9",
         "--json",
         json,
       ),
