@@ -60,6 +60,7 @@ interface BenchJson {
     warmup: RequestSample;
     singleRequest: { maxTokens: number; requests: RequestSample[] }[];
     sweep: { concurrency: number; requests: RequestSample[] }[];
+    bracket?: { concurrency: number; requests: RequestSample[] };
   };
 }
 
@@ -127,7 +128,10 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const inOrder = [r.samples.warmup, ...r.samples.singleRequest.flatMap((x) => x.requests)];
     const c1 = r.samples.sweep.find((l) => l.concurrency === 1)!.requests;
     const c2 = r.samples.sweep.find((l) => l.concurrency === 2)!.requests;
-    const all = [...inOrder, ...c1, ...c2];
+    // and the bracket: C=1 once more after the sweep
+    const again = r.samples.bracket?.requests ?? [];
+    expect(again).toHaveLength(2);
+    const all = [...inOrder, ...c1, ...c2, ...again];
     expect(all.map((x) => x.error)).toEqual(all.map(() => null));
     // Every request bench sent reached the server and ran to its end, in the order sent.
     expect(t.completions).toHaveLength(all.length);
