@@ -241,6 +241,7 @@ export function workloadPlan(values: {
   "slo-ttft"?: number;
   "slo-itl"?: number;
   certify?: string;
+  "change-tolerance"?: number;
   "client-threads"?: string;
 }) {
   const threads = values["client-threads"];
@@ -252,7 +253,13 @@ export function workloadPlan(values: {
     mix: values.mix === undefined ? undefined : mixOption("mix", values.mix),
     thinking: values.thinking === undefined ? undefined : values.thinking === "on",
     slo: { ttftSeconds: values["slo-ttft"], itlSeconds: values["slo-itl"] },
-    certification: values.certify === undefined ? undefined : { require: values.certify === "require" },
+    certification:
+      values.certify === undefined && values["change-tolerance"] === undefined
+        ? undefined
+        : {
+            ...(values.certify === undefined ? {} : { require: values.certify === "require" }),
+            ...(values["change-tolerance"] === undefined ? {} : { changeTolerance: values["change-tolerance"] }),
+          },
   };
 }
 
@@ -285,6 +292,11 @@ export const WORKLOAD_FLAGS = {
     choices: ["require", "report"],
     description:
       "require (default): only certified levels are figures (reconciled with the server's /metrics, the load applied, the client not the limit); report: certificates are printed and uncertified levels still count (a server without /metrics, knowingly)",
+  },
+  "change-tolerance": {
+    type: "fraction",
+    description:
+      "how far a concurrency sweep's first level, measured again after the last, or a level's repeats may move before the server counts as changed during the run (default 0.25)",
   },
   "client-threads": {
     type: "string",

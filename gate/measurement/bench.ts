@@ -82,6 +82,8 @@ export interface BenchSamples {
   warmup: RequestSample | null;
   singleRequest: { maxTokens: number; requests: RequestSample[] }[];
   sweep: LevelSamples[];
+  /** The sweep's first level measured again after its last (load.ts runSweep); absent: not bracketed. */
+  bracket?: LevelSamples;
 }
 
 export interface BenchSummary {
@@ -208,6 +210,7 @@ function servedModelsOf(samples: BenchSamples): string[] {
   if (samples.warmup) look(samples.warmup);
   for (const single of samples.singleRequest) single.requests.forEach(look);
   for (const level of samples.sweep) level.requests.forEach(look);
+  samples.bracket?.requests.forEach(look);
   return [...seen];
 }
 
@@ -444,6 +447,7 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     acceptanceFloor: run.hooks.acceptanceFloor ?? null,
     watch,
     maxInFlight: run.connections,
+    onBracket: (again) => (samples.bracket = again),
     onStart: (level, total) =>
       run.progress({
         kind: "stage",
@@ -464,11 +468,8 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
     onLevel: (level) =>
       run.progress({
         kind: "level",
-        summary: summarizeLevel(level, plan.errorBudget, {
-          slo: plan.slo,
-          rateShortfall: plan.rateShortfall,
-          certification: plan.certification,
-        }),
+        // the plan's slo, rateShortfall and certification are the level's judgement
+        summary: summarizeLevel(level, plan.errorBudget, plan),
       }),
   });
 }

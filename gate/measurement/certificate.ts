@@ -52,6 +52,31 @@ export const CertificationSchema = z
       .describe(
         "Client: a level during which the benchmark's event loop stood still (its delays beyond the sampling interval, summed) for more than this share of the level's wall-clock time measured the client, not the server: the level's end, and so its throughput, may be late by that much.",
       ),
+    maxTokensPerChunk: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(16)
+      .describe(
+        "Received: a successful request whose usage claims more than this many tokens per output chunk the client received (content or reasoning) claims tokens it never sent. SGLang sends one event per stream_interval decode steps (default 1), a speculative step holding up to speculative_num_steps + 1 tokens (DFlash: its block, 16 in the shipped profiles); llama.cpp one event per token (a multi-byte character split over tokens: up to 4). Raise it for a server run with a larger stream_interval.",
+      ),
+    changeTolerance: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.25)
+      .describe(
+        "Steady: a concurrency sweep's first level is measured again after its last (a rate the server keeps up with measures the load offered, not the server); a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
+      ),
+    maxClientDelayShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.02)
+      .describe(
+        "Client: a level whose window ran past its requests' own span (the client starting and collecting them), or whose closed-loop slots stood idle between a request's end and their next request's start, for more than this share of the level measured the client's delays: its throughput is low, or its load short, by that share (a delay under half a second of wall time is noise).",
+      ),
     maxClientCpuShare: z
       .number()
       .gt(0)
@@ -71,12 +96,14 @@ export const CertificateSchema = z
     checks: z
       .array(
         z.object({
-          name: z.enum(["reconciled", "load", "client", "steady"]),
+          name: z.enum(["reconciled", "received", "load", "client", "steady"]),
           ok: z.boolean(),
           detail: z.string().describe("what was compared, with both sides' numbers"),
         }),
       )
-      .describe("reconciled with the server's /metrics, the load applied, the client not the limit, the server steady"),
+      .describe(
+        "reconciled with the server's /metrics, the tokens claimed against what the client received, the load applied, the client not the limit, the server steady",
+      ),
   })
   .describe("A level's validity certificate (gate/measurement/certificate.ts).");
 export type Certificate = z.infer<typeof CertificateSchema>;
@@ -117,6 +144,25 @@ export interface LevelEvidence {
    * silence. Absent: everything was gathered.
    */
   notGathered?: Partial<Record<CertificateCheck["name"], string>>;
+  /** The sweep's first level, measured again after its last (load.ts); absent: not bracketed (one level, or cut short). */
+  bracket?: Bracket;
+}
+
+/**
+ * A concurrency sweep's bracket: its first level's throughput when it ran and when it ran again
+ * after the last level (load.ts runSweep).
+ */
+export interface Bracket {
+  /** The level as verdicts name it ("C=4"). */
+  name: string;
+  first: BracketRun;
+  again: BracketRun;
+}
+
+export interface BracketRun {
+  tokensPerSecond: number;
+  /** Host seconds the run's window lasted. */
+  seconds: number;
 }
 
 /** One read of the server's gauges during a level: requests running or waiting there, at a host time. */
@@ -394,6 +440,59 @@ export function openLoopLoad(
   };
 }
 
+/** The client's own delays over a level's runs (clientDelays), host seconds. */
+export interface ClientDelays {
+  /** Summed over the runs: each window's time beyond its requests' span (first start to last end). */
+  excessSeconds: number;
+  /** Closed loop, summed over the runs: slot-seconds between a request's end and its slot's next start, per slot. */
+  idleSeconds: number;
+  /** The runs' windows, summed. */
+  windowSeconds: number;
+}
+
+/**
+ * What the client's own timing cost a level, from its samples alone: the window's excess over the
+ * requests' span in a closed loop (the level's clock ran while none of its requests did: threads
+ * starting, results collected; the throughput is low by that share), and the slots' idle time
+ * between a request's end and the start of the slot's next one. The k-th end frees the slot the
+ * (C+k)-th start fills, so the idle total is the later starts' sum minus the earlier ends' sum,
+ * whichever slot each was (a spread run's threads included).
+ */
+export function clientDelays(
+  runs: { samples: RequestSample[]; durationSeconds?: number }[],
+  mode: "closed" | "open",
+  level: number,
+): ClientDelays {
+  const d: ClientDelays = { excessSeconds: 0, idleSeconds: 0, windowSeconds: 0 };
+  for (const r of runs) {
+    if (r.samples.length === 0 || r.durationSeconds === undefined) continue;
+    const starts = r.samples.map((s) => s.startedAtSeconds).sort((a, b) => a - b);
+    const ends = r.samples.map((s) => s.startedAtSeconds + s.e2eSeconds).sort((a, b) => a - b);
+    d.windowSeconds += r.durationSeconds;
+    // An open loop's window opens before its first arrival by design (the load check judges its lags).
+    if (mode !== "closed") continue;
+    d.excessSeconds += Math.max(0, r.durationSeconds - (ends[ends.length - 1] - starts[0]));
+    if (starts.length <= level) continue;
+    const later = starts.slice(level).reduce((a, v) => a + v, 0);
+    const earlier = ends.slice(0, ends.length - level).reduce((a, v) => a + v, 0);
+    d.idleSeconds += Math.max(0, later - earlier) / level;
+  }
+  return d;
+}
+
+/** The delays in words, and the bound they went over (null: none). */
+function delayLimit(
+  d: ClientDelays,
+  policy: Pick<Certification, "maxClientDelayShare">,
+  timeScale: number,
+): { seen: string; limit: string | null } {
+  const share = (v: number) => (d.windowSeconds > 0 ? v / d.windowSeconds : 0);
+  const pct = (v: number) => `${(v * 100).toFixed(1)} %`;
+  const seen = `client delays: the window ${(d.excessSeconds * 1000).toFixed(0)} ms past the requests' span (${pct(share(d.excessSeconds))}), slots idle ${pct(share(d.idleSeconds))} between a request's end and their next`;
+  const over = (v: number) => share(v) > policy.maxClientDelayShare && v / timeScale >= CLIENT_NOISE_SECONDS;
+  return { seen, limit: over(d.excessSeconds) || over(d.idleSeconds) ? pct(policy.maxClientDelayShare) : null };
+}
+
 /**
  * The client was not the limit: its event loop ran (a loop that stood still for a share of the
  * level delayed the level's end, and so its throughput, by up to that share) and its CPU was not
@@ -405,7 +504,22 @@ export function clientCheck(
   main: ClientEvidence,
   policy: Certification,
   runs: ClientEvidence[][] = [],
+  delays?: { delays: ClientDelays; timeScale: number },
 ): CertificateCheck {
+  const name = "client";
+  const own = clientOwnCheck(main, policy, runs);
+  if (!delays || !own.ok) return own;
+  const d = delayLimit(delays.delays, policy, delays.timeScale);
+  if (d.limit === null) return { name, ok: true, detail: `${own.detail}; ${d.seen}` };
+  return {
+    name,
+    ok: false,
+    detail: `client: ${own.detail}; ${d.seen}, over ${d.limit}: the figure measured the client's own delays`,
+  };
+}
+
+/** The process and its threads: event loops and CPU (clientCheck). */
+function clientOwnCheck(main: ClientEvidence, policy: Certification, runs: ClientEvidence[][]): CertificateCheck {
   const name = "client";
   const one = clientLimit(main, policy);
   const threads = runs.flatMap((run, r) => run.map((c, t) => ({ c, at: `thread ${t + 1} of run ${r + 1}` })));
@@ -481,13 +595,98 @@ export function steadyCheck(
   return { name, ok: true, detail: `warm; no counters to tell a restart (the server watch saw none)${accept}` };
 }
 
+/**
+ * Received: what each successful request's usage claims against what the client itself received.
+ * Never more tokens than its max_tokens (ignore_eos asks for exactly that many; a server may stop
+ * short at its context limit, never beyond), and never more than maxTokensPerChunk per output chunk
+ * (content or reasoning) received: SGLang writes one event per stream_interval decode steps, each
+ * step one token or a speculative step's accepted few; llama.cpp one event per token. Characters
+ * bound nothing (a token may decode to none: a byte of a multi-byte character held back, a special
+ * token skipped under ignore_eos), so they are named, not held against the claim. A level whose
+ * every request failed received nothing: it is never certified, though its 0 tokens reconcile.
+ */
+export function receivedCheck(
+  samples: RequestSample[],
+  policy: Pick<Certification, "maxTokensPerChunk">,
+): CertificateCheck {
+  const name = "received";
+  const ok = samples.filter((s) => s.error === null);
+  if (ok.length === 0)
+    return {
+      name,
+      ok: false,
+      detail:
+        samples.length === 0
+          ? "no request was sent"
+          : `every request failed (${count(samples.length)} of ${count(samples.length)}): nothing was received to certify`,
+    };
+  const sum = (f: (s: RequestSample) => number) => count(ok.reduce((a, s) => a + f(s), 0));
+  const seen = `${sum((s) => s.completionTokens)} tokens claimed, ${sum((s) => s.outputChunks)} output chunks (${sum((s) => s.outputCharacters)} characters) received over ${count(ok.length)} requests`;
+  const over = ok.filter((s) => s.completionTokens > s.maxTokens);
+  const unseen = ok.filter((s) => s.completionTokens > s.outputChunks * policy.maxTokensPerChunk);
+  const of = (n: RequestSample[]) => `${count(n.length)} of ${count(ok.length)} requests`;
+  const broken = [
+    over.length === 0
+      ? ""
+      : `${of(over)} claimed more tokens than max_tokens asked for (${over[0].completionTokens} for ${over[0].maxTokens})`,
+    unseen.length === 0
+      ? ""
+      : `${of(unseen)} claimed more than ${policy.maxTokensPerChunk} tokens per output chunk received (${unseen[0].completionTokens} tokens in ${unseen[0].outputChunks})`,
+  ].filter((b) => b.length > 0);
+  if (broken.length === 0) return { name, ok: true, detail: seen };
+  return {
+    name,
+    ok: false,
+    detail: `the usage claimed tokens the client never received: ${broken.join("; ")} (${seen})`,
+  };
+}
+
+const rate = (v: number) => Math.round(v).toLocaleString("en-US");
+/** Whether LO is beyond TOLERANCE below HI, by more than the client's noise (the slower run's excess, wall clock). */
+function apart(lo: BracketRun, hi: BracketRun, tolerance: number, timeScale: number): boolean {
+  if (hi.tokensPerSecond <= 0 || lo.tokensPerSecond >= hi.tokensPerSecond * (1 - tolerance)) return false;
+  const excessWall = (lo.seconds * (1 - lo.tokensPerSecond / hi.tokensPerSecond)) / timeScale;
+  return excessWall >= CLIENT_NOISE_SECONDS;
+}
+
+/**
+ * The server held steady over the sweep and over the level's repeats: the sweep's first level
+ * measured again at its end within the tolerance (or the whole sweep measured a changing server,
+ * never a knee), and the repeats within it of each other (or they are unstable, never a mean).
+ */
+export function changeCheck(
+  runs: BracketRun[],
+  bracket: Bracket | undefined,
+  policy: Pick<Certification, "changeTolerance">,
+  timeScale: number,
+): { ok: boolean; detail: string } {
+  const tol = policy.changeTolerance;
+  const sorted = [...runs].sort((a, b) => a.tokensPerSecond - b.tokensPerSecond);
+  if (sorted.length > 1 && apart(sorted[0], sorted[sorted.length - 1], tol, timeScale))
+    return {
+      ok: false,
+      detail: `unstable: its ${runs.length} repeats measured ${runs.map((r) => rate(r.tokensPerSecond)).join(", ")} tok/s, more than ${(tol * 100).toFixed(0)} % apart: no mean of them is a figure`,
+    };
+  if (!bracket) return { ok: true, detail: "" };
+  const { first, again } = bracket;
+  const moved = `${bracket.name}: ${rate(first.tokensPerSecond)} -> ${rate(again.tokensPerSecond)} tok/s`;
+  if (apart(again, first, tol, timeScale))
+    return { ok: false, detail: `the server slowed down during the run (${moved}): a changing server, not a knee` };
+  if (apart(first, again, tol, timeScale))
+    return {
+      ok: false,
+      detail: `the server sped up during the run (${moved}): the first levels measured another server`,
+    };
+  return { ok: true, detail: `; measured again after the sweep, ${moved}` };
+}
+
 /** The certificate of a level from its samples, its runs and the evidence gathered around it. */
 export function certify(
   level: {
     mode: "closed" | "open";
     level: number;
     samples: RequestSample[];
-    runs: { samples: RequestSample[] }[];
+    runs: { samples: RequestSample[]; outputTokensPerSecond?: number; durationSeconds?: number }[];
     /** The schedule as the client kept it (levels.ts); its figures are null for a closed loop. */
     schedule: KeptSchedule;
     maxTokens: number;
@@ -504,6 +703,12 @@ export function certify(
           level.runs.map((r) => closedLoopLoad(r.samples, level.level, policy.loadShortfall, evidence.serverLoad)),
         )
       : openLoopLoad(level.schedule, level.level, level.runs, policy.loadShortfall, evidence.timeScale);
+  const runs = level.runs.map((r) => ({
+    tokensPerSecond: r.outputTokensPerSecond ?? 0,
+    seconds: r.durationSeconds ?? 0,
+  }));
+  const steady = steadyCheck(evidence, level.acceptanceLength ?? null);
+  const change = changeCheck(runs, evidence.bracket, policy, evidence.timeScale);
   const checks: CertificateCheck[] = [
     reconcile(
       evidence,
@@ -515,9 +720,15 @@ export function certify(
       },
       policy.tokenTolerance,
     ),
+    receivedCheck(level.samples, policy),
     load,
-    clientCheck(evidence.client, policy, evidence.clientThreads),
-    steadyCheck(evidence, level.acceptanceLength ?? null),
+    clientCheck(evidence.client, policy, evidence.clientThreads, {
+      delays: clientDelays(level.runs, level.mode, level.level),
+      timeScale: evidence.timeScale,
+    }),
+    !steady.ok || change.ok
+      ? { ...steady, detail: steady.detail + (steady.ok ? change.detail : "") }
+      : { name: "steady", ...change },
   ];
   return { certified: checks.every((c) => c.ok), checks: checks.map((c) => withNotGathered(c, evidence.notGathered)) };
 }

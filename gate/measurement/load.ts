@@ -31,7 +31,7 @@ import {
   type RunWindow,
   type SweepLevel,
 } from "./levels";
-import { watchClient, type ClientEvidence, type ServerLoadRead } from "./certificate";
+import { watchClient, type Bracket, type BracketRun, type ClientEvidence, type ServerLoadRead } from "./certificate";
 import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
@@ -387,6 +387,8 @@ export interface SweepLoad {
   onStart?: (level: number, requestsPerRun: number) => void;
   onRequest?: (level: number, tally: LoadTally, requestsPerRun: number) => void;
   onLevel?: (level: LevelSamples) => void;
+  /** The first level measured again after the last (runSweep's bracket), its samples for the report. */
+  onBracket?: (again: LevelSamples) => void;
 }
 
 /**
@@ -407,7 +409,9 @@ export function requestsPerRun(mode: "closed" | "open", level: number, requestsP
 /**
  * The sweep, level after level. A level the deadline or an interrupt cut short measured the cut,
  * not the server: it is dropped, and no level after it runs. Client threads started for a level
- * stay for the next, and end with the sweep.
+ * stay for the next, and end with the sweep. A sweep of several levels brackets itself: its first
+ * level runs once more after the last (once, whatever the repeats), and every level's evidence
+ * carries both figures, so the one certify() tells a server that changed mid-run from a knee.
  */
 export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
   const out: LevelSamples[] = [];
@@ -423,10 +427,39 @@ export async function runSweep(load: SweepLoad): Promise<LevelSamples[]> {
       out.push(samples);
       load.onLevel?.(samples);
     }
+    // A concurrency sweep, where the knee lives: a rate the server keeps up with measures the load offered
+    // (its throughput moves with no server), and one it falls behind at is judged by its own shortfall.
+    const whole = out.length > 1 && out.length === load.levels.length;
+    if (load.mode === "closed" && whole && load.watch.gone === null && !load.signal.aborted) {
+      const again = await sweepLevel({ ...load, repeats: 1 }, load.levels[0], spread, out[0]);
+      if (again !== null) load.onBracket?.(again);
+      const bracket = again === null ? null : bracketOf(out[0], again);
+      for (const l of out) if (bracket !== null && l.evidence) l.evidence.bracket = bracket;
+    }
   } finally {
     await spread?.pool.close();
   }
   return out;
+}
+
+/**
+ * The sweep's first level against its measurement again at the end (certificate.ts Bracket), by
+ * throughput over its window (with repeats, the first run's: the bracket runs once).
+ */
+export function bracketOf(first: LevelSamples, again: LevelSamples): Bracket {
+  const figure = (l: LevelSamples): BracketRun => {
+    const w = l.runs?.[0] ?? {
+      startedAtSeconds: l.startedAtSeconds,
+      finishedAtSeconds: l.finishedAtSeconds,
+      firstRequest: 0,
+      requestCount: l.requests.length,
+    };
+    const samples = l.requests.slice(w.firstRequest, w.firstRequest + w.requestCount);
+    const seconds = Math.max(0, w.finishedAtSeconds - w.startedAtSeconds);
+    const tokens = samples.reduce((a, s) => a + (s.error === null ? s.completionTokens : 0), 0);
+    return { tokensPerSecond: seconds > 0 ? tokens / seconds : 0, seconds };
+  };
+  return { name: levelName({ mode: first.mode, level: levelOf(first) }), first: figure(first), again: figure(again) };
 }
 
 /** A sweep's client threads and what "auto" needs of its requests. */

@@ -336,6 +336,11 @@ export function uncertifiedFigure(
   );
 }
 
+/** The certificate's received check failed: the usage claimed tokens the client never received. */
+function unreceived(c: Certificate | null | undefined): boolean {
+  return c?.checks.some((x) => x.name === "received" && !x.ok) === true;
+}
+
 type JudgedLevel = RateFigures & {
   mode?: "closed" | "open";
   ttftP95Seconds: number | null;
@@ -349,7 +354,9 @@ type JudgedLevel = RateFigures & {
  * (a server whose counters disagree, a load not applied, a client at its limit) is never capacity.
  */
 export function judgeLevels(levels: readonly JudgedLevel[], opts: KneeOptions): Knee {
-  const uncertified = opts.requireCertified ? levels.filter((l) => uncertifiedFigure(l, opts.errorBudget)) : [];
+  // Tokens the client never received are no figure even where certificates are only reported.
+  const excluded = (l: JudgedLevel) => opts.requireCertified === true || unreceived(l.certificate);
+  const uncertified = levels.filter((l) => uncertifiedFigure(l, opts.errorBudget) && excluded(l));
   const kept = levels.filter((l) => !uncertified.includes(l));
   const open = levels.length > 0 && levels.every((l) => l.mode === "open");
   const name = (l: JudgedLevel) => (open ? `${l.level} req/s offered` : `C=${l.level}`);
@@ -361,7 +368,13 @@ export function judgeLevels(levels: readonly JudgedLevel[], opts: KneeOptions): 
           opts,
         );
   if (uncertified.length === 0) return { ...judged, uncertifiedLevels: [] };
-  const why = uncertified.map((l) => `${name(l)} ${certificateText(l.certificate)}`).join("; ");
+  // Levels failed for one reason (a server that changed mid-run fails them all) are named once.
+  const reasons = new Map<string, string[]>();
+  for (const l of uncertified) {
+    const text = certificateText(l.certificate);
+    reasons.set(text, [...(reasons.get(text) ?? []), name(l)]);
+  }
+  const why = [...reasons].map(([text, names]) => `${names.join(", ")} ${text}`).join("; ");
   if (!kept.some((l) => withinErrorBudget(l, opts.errorBudget) && !answerless(l)))
     return {
       ...judged,

@@ -46,6 +46,8 @@ export interface RequestSample {
   /** Of those, chunks with reasoning_content and chunks with visible content. */
   reasoningChunks: number;
   answerChunks: number;
+  /** Characters of those chunks' content and reasoning, as JavaScript counts them (UTF-16 units). */
+  outputCharacters: number;
   error: string | null;
   /** The `model` the server's chunks named; null when they named none. */
   servedModel?: string | null;
@@ -79,6 +81,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     outputChunks: 0,
     reasoningChunks: 0,
     answerChunks: 0,
+    outputCharacters: 0,
     error: null,
     servedModel: null,
   };
@@ -121,6 +124,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
       else if (arrivals.length > 0) arrivals[arrivals.length - 1].events++;
       last = now;
       sample.outputChunks++;
+      sample.outputCharacters += lengthOf(delta.content) + lengthOf(delta.reasoning_content);
       if (nonEmpty(delta.reasoning_content)) sample.reasoningChunks++;
       if (nonEmpty(delta.content)) {
         if (sample.answerChunks === 0) sample.ttfaSeconds = (now - t0) / 1000;
@@ -149,9 +153,7 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
         parser.push(chunk, onData);
       }
       parser.end(onData);
-      if (streamError !== null) sample.error = streamError;
-      else if (!done) sample.error = "the stream ended without [DONE] (connection cut mid-stream)";
-      else if (usage === null) sample.error = "the stream carried no usage (stream_options.include_usage ignored?)";
+      sample.error = streamEnd(streamError, done, usage !== null, sample.outputChunks);
     }
   } catch (err) {
     // What came before it failed: a hung server is told apart from one that stalled mid-answer.
@@ -174,6 +176,17 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
   return sample;
 }
 
+/** What a stream that came with HTTP 200 lacked at its end, or null: it was whole. */
+function streamEnd(streamError: string | null, done: boolean, usage: boolean, outputChunks: number): string | null {
+  if (streamError !== null) return streamError;
+  if (!done) return "the stream ended without [DONE] (connection cut mid-stream)";
+  if (!usage) return "the stream carried no usage (stream_options.include_usage ignored?)";
+  // A reasoning model streams its thinking in reasoning_content: nothing at all is no answer of any kind.
+  if (outputChunks === 0)
+    return "HTTP 200 with nothing streamed (no choice carried content or reasoning): a failed request";
+  return null;
+}
+
 /** Each arrival's gap spread over its tokens (events x tokens per event), one value per token. */
 function perTokenItl(arrivals: { gapSeconds: number; events: number }[], tokensPerEvent: number): number[] {
   const out: number[] = [];
@@ -187,4 +200,8 @@ function perTokenItl(arrivals: { gapSeconds: number; events: number }[], tokensP
 
 function nonEmpty(v: unknown): boolean {
   return typeof v === "string" && v.length > 0;
+}
+
+function lengthOf(v: unknown): number {
+  return typeof v === "string" ? v.length : 0;
 }

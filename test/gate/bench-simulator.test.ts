@@ -54,6 +54,8 @@ describe("bench against the simulator", () => {
       expect(level.certificate?.checks[0], JSON.stringify(level.certificate)).toMatchObject({ ok: true });
     const errors =
       r.sweep.reduce((a, l) => a + l.errors, 0) +
+      // the sweep's first level measured again after the last (its bracket)
+      (r.samples.bracket?.requests.filter((s) => s.error !== null).length ?? 0) +
       r.singleRequest.reduce((a, s) => a + s.errors, 0) +
       (r.warmupError ? 1 : 0);
     const failedBy = (k: FailureReason) => after.requests.failedBy[k] - before.requests.failedBy[k];
@@ -68,6 +70,7 @@ describe("bench against the simulator", () => {
     const counted =
       r.sweep.reduce((a, l) => a + l.completionTokens, 0) +
       r.singleRequest.reduce((a, s) => a + s.completionTokens, 0) +
+      (r.samples.bracket?.requests.reduce((a, s) => a + s.completionTokens, 0) ?? 0) +
       (r.samples.warmup?.completionTokens ?? 0);
     expect(counted).toBe(after.completed.completionTokens - before.completed.completionTokens);
     for (const level of r.samples.sweep)

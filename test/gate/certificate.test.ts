@@ -239,7 +239,13 @@ describe("gpuhost bench: a level that cannot show its proof is never a figure", 
     expect(await benchMain(argv(server.url, file), o), o.err()).toBe(EXIT.ok);
     const json = JSON.parse(readFileSync(file, "utf8")) as BenchResult;
     expect(json.sweep[0].certificate).toMatchObject({ certified: true });
-    expect(json.sweep[0].certificate!.checks.map((c) => c.name)).toEqual(["reconciled", "load", "client", "steady"]);
+    expect(json.sweep[0].certificate!.checks.map((c) => c.name)).toEqual([
+      "reconciled",
+      "received",
+      "load",
+      "client",
+      "steady",
+    ]);
     expect(o.out()).toMatch(/^4\s.* {2}certified$/m);
     expect(json.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(readFileSync(file.replace(/\.json$/, ".csv"), "utf8").split("\n")[1]).toMatch(/,true,$/);
@@ -253,7 +259,7 @@ describe("gpuhost bench: a level that cannot show its proof is never a figure", 
     const json = JSON.parse(readFileSync(file, "utf8")) as BenchResult;
     // 8 requests x 64 tokens streamed; the usage blocks said 128 each
     expect(o.out()).toMatch(
-      /^4\s.* {2}not certified: not reconciled: the server generated 512 tokens, the responses claimed 1,024$/m,
+      /^4\s.* {2}not certified: not reconciled: the server generated 512 tokens, the responses claimed 1,024; received: the usage claimed tokens the client never received: 8 of 8 requests claimed more tokens than max_tokens asked for \(128 for 64\) \(1,024 tokens claimed, 512 output chunks \(1,536 characters\) received over 8 requests\)$/m,
     );
     expect(json.sustainedOutputTokensPerSecond).toBe(0);
     expect(json.uncertifiedLevels).toEqual([4]);
@@ -263,7 +269,7 @@ describe("gpuhost bench: a level that cannot show its proof is never a figure", 
     expect(o.out()).toContain("no sustained figure");
     const csv = readFileSync(file.replace(/\.json$/, ".csv"), "utf8").split("\n")[1];
     expect(csv).toMatch(
-      /,false,"reconciled: not reconciled: the server generated 512 tokens, the responses claimed 1,024"$/,
+      /,false,"reconciled: not reconciled: the server generated 512 tokens, the responses claimed 1,024 \| received: the usage claimed tokens the client never received: 8 of 8 requests claimed more tokens than max_tokens asked for \(128 for 64\) .*"$/,
     );
   }, 60_000);
 

@@ -101,8 +101,10 @@ describe("a level spread over client threads, against a server written here", ()
     expect(r.stopReason).toBeNull();
     expect(r.sweep.map((l) => l.requests)).toEqual([12, 24]);
     expect(r.sweep.map((l) => l.errors)).toEqual([0, 0]);
-    // the warmup and 36 sweep requests, each counted once
-    expect(server.received).toBe(36);
+    // 36 sweep requests and the bracket's 12 (C=4 once more after C=8), each counted once (the
+    // warmup is no benchmark request)
+    expect(server.received).toBe(48);
+    expect(r.samples.bracket?.requests).toHaveLength(12);
     for (const level of r.sweep) {
       expect(level.certificate?.certified, JSON.stringify(level.certificate)).toBe(true);
       expect(level.certificate!.checks.find((c) => c.name === "client")!.detail).toMatch(

@@ -5,7 +5,9 @@
  * time, so arrivals faster than its service time queue and it cannot keep up, one that dies
  * mid-run (killed: connections cut, then the port refuses), one that serves another model than
  * asked, one whose streams carry no usage, one whose usage over-claims what its own /metrics counts,
- * one whose requests wait in front of it, and one that never answers a chat. Each counts what it
+ * one whose requests wait in front of it, and one that never answers a chat; and liars whose
+ * counters are kept in step with their usage, so that only the client's own evidence (issue 44)
+ * catches them: usage over max_tokens, one chunk per answer, empty 200s, fast then slow. Each counts what it
  * served, and holds, in SGLang's /metrics counters and gauges unless told not to. Real sockets on free ports, closed by the tests.
  */
 import * as http from "node:http";
@@ -65,6 +67,15 @@ export interface LoadServerOptions {
    * the waiting ones are in num_queue_reqs, as SGLang counts its own queue.
    */
   queueInFront?: boolean;
+  /** The counters count what the usage blocks claim, not what was streamed: reconciliation alone then agrees. */
+  countClaimed?: boolean;
+  /** Benchmark answers stream one chunk ("x") whatever their usage claims. */
+  oneChunk?: boolean;
+  /** Every n-th benchmark request: HTTP 200, `choices: []`, nothing streamed, usage claiming a full answer. */
+  emptyEvery?: number;
+  /** After this many benchmark requests, chunks come `slowFactor` times further apart (a throttle mid-run). */
+  slowAfter?: number;
+  slowFactor?: number;
 }
 
 const chunk = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
@@ -85,24 +96,31 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
   };
   /** Requests the engine holds: answering now, and waiting their turn (SGLang's two gauges). */
   const held = { running: 0, waiting: 0 };
-  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string) => {
+  const answer = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string, nth = 0) => {
     held.running++;
     try {
-      await stream(res, benchmark, maxTokens, model);
+      await stream(res, benchmark, maxTokens, model, nth);
     } finally {
       held.running--;
     }
   };
-  const stream = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string) => {
+  const stream = async (res: http.ServerResponse, benchmark: boolean, maxTokens: number, model: string, nth = 0) => {
     const n = benchmark && opts.truncateAt !== undefined ? Math.min(opts.truncateAt, maxTokens) : tokens;
     const delta = benchmark && opts.reasoningOnly ? { reasoning_content: "hmm " } : { content: "ok " };
+    const empty = benchmark && opts.emptyEvery !== undefined && nth % opts.emptyEvery === 0;
+    const sent = !benchmark ? n : empty ? 0 : opts.oneChunk ? 1 : n;
+    const gap =
+      benchmark && opts.slowAfter !== undefined && nth > opts.slowAfter ? chunkMs * (opts.slowFactor ?? 4) : chunkMs;
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (let i = 0; i < n; i++) {
-      if (i > 0) await new Promise((r) => setTimeout(r, chunkMs));
-      res.write(chunk({ model, choices: [{ index: 0, delta, finish_reason: null }] }));
+      if (i > 0) await new Promise((r) => setTimeout(r, gap));
+      if (i < sent)
+        res.write(
+          chunk({ model, choices: [{ index: 0, delta: sent < n ? { content: "x" } : delta, finish_reason: null }] }),
+        );
     }
-    res.write(chunk({ model, choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
-    const claimed = n * (opts.usageClaims ?? 1);
+    if (!empty) res.write(chunk({ model, choices: [{ index: 0, delta: {}, finish_reason: "length" }] }));
+    const claimed = n * (benchmark ? (opts.usageClaims ?? 1) : 1);
     if (!opts.noUsage)
       res.write(
         chunk({
@@ -112,7 +130,7 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
         }),
       );
     // Counted as the request finishes, before its last bytes leave (SGLang counts in the tokenizer manager).
-    counters.generated += n;
+    counters.generated += opts.countClaimed ? claimed : n;
     counters.prompt += 5;
     counters.requests++;
     res.end("data: [DONE]\n\n");
@@ -184,14 +202,14 @@ export async function loadServer(opts: LoadServerOptions = {}): Promise<LoadServ
       res.on("close", () => inFlight--);
     }
     if (!opts.serial) {
-      void answer(res, benchmark, maxTokens, model);
+      void answer(res, benchmark, maxTokens, model, n);
       return;
     }
     held.waiting++;
     queue = queue
       .then(() => {
         held.waiting--;
-        return answer(res, benchmark, maxTokens, model);
+        return answer(res, benchmark, maxTokens, model, n);
       })
       .catch(() => undefined);
   };

@@ -59,6 +59,7 @@ const sample = (over: Partial<RequestSample>): RequestSample => ({
   outputChunks: 3,
   reasoningChunks: 0,
   answerChunks: 3,
+  outputCharacters: 12,
   error: null,
   ...over,
 });

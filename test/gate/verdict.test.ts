@@ -24,6 +24,7 @@ function sample(sentAt: number, firstToken: number, tokens: number, error: strin
     outputChunks: error === null ? tokens : 0,
     reasoningChunks: 0,
     answerChunks: error === null ? tokens : 0,
+    outputCharacters: error === null ? tokens * 3 : 0,
     error,
     servedModel: "m",
   };

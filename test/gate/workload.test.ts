@@ -23,6 +23,7 @@ function sample(over: Partial<RequestSample>): RequestSample {
     outputChunks: 101,
     reasoningChunks: 0,
     answerChunks: 101,
+    outputCharacters: 404,
     error: null,
     ...over,
   };
