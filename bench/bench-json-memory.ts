@@ -36,6 +36,7 @@ function sample(i: number): RequestSample {
     reasoningTokens: null,
     finishReason: "length",
     outputChunks: TOKENS_PER_REQUEST,
+    outputCharacters: TOKENS_PER_REQUEST * 4,
     reasoningChunks: 0,
     answerChunks: TOKENS_PER_REQUEST,
     error: null,

@@ -340,6 +340,7 @@ describe("a mixed fleet's judging, fed measurements written here (no router)", (
     reasoningTokens: null,
     finishReason: error ? null : "length",
     outputChunks: error ? 0 : 128,
+    outputCharacters: error ? 0 : 512,
     reasoningChunks: 0,
     answerChunks: error ? 0 : 128,
     error,
