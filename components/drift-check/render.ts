@@ -5,6 +5,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { projectFile } from "../../project-files";
+import { exitCodeOfOutcome, HELD_OUTCOMES } from "../drift/outcome";
 import { fillTemplate } from "../services/unit";
 import {
   credentialName,
@@ -99,6 +100,12 @@ export function privateTmpBinds(c: ResolvedDriftCheck): string {
     .join("");
 }
 
+/** The check's exits that are no failure of the unit: the drift verdict and the held outcomes. */
+export const SUCCESS_EXIT_STATUSES: readonly number[] = [
+  exitCodeOfOutcome("drift"),
+  ...HELD_OUTCOMES.map((o) => exitCodeOfOutcome(o)),
+];
+
 export function renderDriftCheckService(c: ResolvedDriftCheck, text = template("service")): string {
   const names = driftCheckUnitNames(c.stack);
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(c.user))
@@ -131,6 +138,7 @@ export function renderDriftCheckService(c: ResolvedDriftCheck, text = template("
     execStart: renderExecLine(driftCheckCommand(c)),
     privateTmpBinds: privateTmpBinds(c),
     timeoutSec: String(c.timeoutSec),
+    successExitStatus: SUCCESS_EXIT_STATUSES.join(" "),
   });
 }
 

@@ -119,7 +119,7 @@ describe("the rendered units", () => {
     for (const l of [
       "Type=oneshot",
       "User=ops",
-      "SuccessExitStatus=1",
+      "SuccessExitStatus=1 14 17 18",
       "ExecStart=/usr/bin/node /srv/gpuhost/dist/cli/gpuhost.js drift --stack sim --textfile /var/lib/prometheus/node-exporter",
       "TimeoutStartSec=900",
       "Nice=19",
