@@ -110,7 +110,12 @@ describe("freeLocalPort", () => {
           (p) => console.log(p),
           (e) => { console.error(e.message); process.exitCode = 3; })`,
       ],
-      { env: { ...process.env, TMPDIR: tmp }, stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 },
+      // The default folder: not the shared one a contained test run names (engine/contain.sh).
+      {
+        env: { ...process.env, TMPDIR: tmp, GPUHOST_PORT_RESERVATIONS: "" },
+        stdio: ["ignore", "pipe", "pipe"],
+        timeout: 30_000,
+      },
     );
     let out = "";
     child.stdout.on("data", (b: Buffer) => (out += b.toString()));
