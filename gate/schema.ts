@@ -78,6 +78,57 @@ export const HealthPolicySchema = z
   );
 export type HealthPolicy = z.infer<typeof HealthPolicySchema>;
 
+/** The answer check of the readiness gate (gate/readiness/answers.ts). */
+export const AnswersPolicySchema = z
+  .strictObject({
+    file: z
+      .string()
+      .min(1)
+      .default("default")
+      .describe(
+        'The answer set: "default" (the shipped set: arithmetic, facts, JSON objects, word counts), "none" (skip the check explicitly: every output then says "answers not checked"), or a JSONL file of {"prompt": ..., "expect": REGEX} lines (the regular expression, case-insensitive, that the visible answer must match), read where `pulumi up` or `gpuhost verify` runs.',
+      ),
+    passThreshold: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.85)
+      .describe(
+        "The fraction of the set that must be answered right (no repetition loop, an answer outside reasoning) for the service to count as ready. A large instruction model answers the shipped set almost perfectly; a small test model needs a lower value.",
+      ),
+    maxTokens: z
+      .number()
+      .int()
+      .min(8)
+      .max(4096)
+      .default(128)
+      .describe("max_tokens of each answer when thinking is off (thinkingToggle) or the model does not think."),
+    maxTokensThinking: z
+      .number()
+      .int()
+      .min(8)
+      .max(32768)
+      .default(2048)
+      .describe(
+        "max_tokens of each answer when the model may think and thinking cannot be turned off: reasoning that spends it all is no answer.",
+      ),
+    concurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(8)
+      .describe("Answers requested at once (greedy, temperature 0); the check takes seconds, not a benchmark."),
+    timeoutSeconds: timerSeconds()
+      .default(300)
+      .describe("Timeout of each answer request; it is still bounded by the gate's deadline."),
+  })
+  .prefault({})
+  .describe(
+    "The answer check: after readiness, a fixed set of prompts with checkable answers, sent greedy; a score under passThreshold, a repetition loop or an answer only in reasoning fails the gate. Its answer certificate sits beside the throughput certificate.",
+  );
+export type AnswersPolicy = z.infer<typeof AnswersPolicySchema>;
+
 export const VerifyPolicySchema = z
   .strictObject({
     deadlineSeconds: timerSeconds()
@@ -176,6 +227,7 @@ export const VerifyPolicySchema = z
         "Consecutive HTTP 200 responses that fail validation (no visible content, completion tokens 0, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
       ),
     health: HealthPolicySchema,
+    answers: AnswersPolicySchema,
   })
   .describe("Readiness gate: what must be true before a served model counts as generating.");
 export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;
