@@ -5,6 +5,7 @@
 import { VerifyPolicySchema } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import { verify } from "../gate/readiness/verify";
+import { answerSetOf } from "../gate/readiness/answers";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
@@ -21,10 +22,32 @@ import type { CommandSpec } from "./options";
 
 export type { CliIo } from "./common";
 
+/** --answers, shared by verify and compare: the answer set, checked before any request. */
+export const ANSWERS_FLAG = {
+  answers: {
+    type: "string",
+    value: "FILE|none",
+    description:
+      'the answer check\'s set: a JSONL file of {"prompt", "expect": REGEX} lines, or none (skipped: "answers not checked"); default: the shipped set',
+  },
+} as const;
+
+/** The answers policy of --answers; a file that cannot be read or parsed is a usage error, before any request. */
+export function answersOption(value: string | undefined): { file: string } | undefined {
+  if (value === undefined) return undefined;
+  try {
+    answerSetOf(VerifyPolicySchema.parse({ answers: { file: value } }));
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace(/^verification\.answers\.file/, "--answers"), { cause: e });
+  }
+  return { file: value };
+}
+
 export const VERIFY = {
   name: "verify",
   about: `Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
-visible content (and the known answer, when given), twice. ${API_KEY_USAGE} Ctrl-C stops it.`,
+visible content (and the known answer, when given), twice, and answered a fixed set of prompts with
+checkable answers right (greedy; --answers). ${API_KEY_USAGE} Ctrl-C stops it.`,
   flags: {
     endpoint: {
       type: "string",
@@ -43,6 +66,7 @@ visible content (and the known answer, when given), twice. ${API_KEY_USAGE} Ctrl
     "thinking-off": { type: "boolean", description: "ask the server not to think (chat_template_kwargs)" },
     "known-answer": { type: "string", value: "TEXT", description: "text the answer must contain (with --prompt)" },
     prompt: { type: "string", value: "TEXT", description: "the probe's prompt" },
+    ...ANSWERS_FLAG,
     ...API_KEY_FLAGS,
     json: { type: "boolean", description: "print the result as JSON" },
   },
@@ -61,6 +85,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       thinkingToggle: values["thinking-off"] ?? undefined,
       knownAnswer: values["known-answer"],
       probePrompt: values.prompt,
+      answers: answersOption(values.answers),
     });
     if (!policy.success) throw new UsageError(schemaIssues(policy.error));
     const result = await verify(
@@ -81,6 +106,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
             probe: result.probe,
             lastResponse: result.lastResponse,
             lastError: result.lastError,
+            answers: result.answers,
           },
           null,
           2,
@@ -88,7 +114,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       );
     } else if (result.ready) {
       io.stdout.write(
-        `ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s\n`,
+        `ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s; ${result.answers.note}\n`,
       );
     } else {
       io.stdout.write(`NOT ready\n${result.diagnosis}\n`);

@@ -122,6 +122,14 @@ export const AnswersPolicySchema = z
     timeoutSeconds: timerSeconds()
       .default(300)
       .describe("Timeout of each answer request; it is still bounded by the gate's deadline."),
+    speculativeMinExactMatch: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.6)
+      .describe(
+        "With services.compare: a speculative service whose greedy answers equal the autoregressive service's on less than this fraction of the set is never recommended (vLLM's CI asks more than 60 % exact greedy match between speculative and plain decoding); one whose score is lower than autoregressive's never is either. Exact equality is not guaranteed on real GPUs (batch shape changes floating-point sums): hence a rate, not equality.",
+      ),
   })
   .prefault({})
   .describe(

@@ -370,6 +370,24 @@ export const ComparedServiceSchema = z.object({
     .number()
     .nullable()
     .describe("the first measured level where it no longer beats autoregressive"),
+  answers: z
+    .string()
+    .nullable()
+    .optional()
+    .describe(
+      'its answer check in one sentence (speculative: greedy answers equal to autoregressive\'s on k of n prompts, both scores), or "answers not checked"',
+    ),
+  answerScore: z.number().nullable().optional().describe("its answer certificate's score; null: not checked"),
+  exactMatchRate: z
+    .number()
+    .nullable()
+    .optional()
+    .describe("speculative: fraction of prompts with greedy answers equal to autoregressive's; null: not compared"),
+  notRecommended: z
+    .string()
+    .nullable()
+    .optional()
+    .describe("why it is never recommended whatever its tok/s (it answers worse); null: it may be"),
 });
 
 export const ServiceComparisonOutputsSchema = z
@@ -427,6 +445,10 @@ export function comparisonOutputs(r: CompareResult): ServiceComparisonOutputs {
         hostsForDeadline: plan?.hostsForDeadline ?? null,
         crossoverConcurrency: cross?.estimatedLevel ?? null,
         crossoverFirstLevel: cross?.firstLevelNotBetter ?? null,
+        answers: plan?.answers ?? o.answers?.note ?? null,
+        answerScore: o.answers?.score ?? null,
+        exactMatchRate: o.agreement?.exactMatchRate ?? null,
+        notRecommended: plan?.notRecommended ?? null,
       };
     }),
     recommended: c?.recommended ?? null,
