@@ -71,6 +71,14 @@ export const HealthPolicySchema = z
       .describe(
         "Timeout of each health request (host seconds); one that does not answer leaves the health not checked.",
       ),
+    answerScoreMaxDrop: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.05)
+      .describe(
+        "The answer check runs again at every refresh (when the verification checked answers): a score more than this below the verified one, or under verification.answers.passThreshold, is drift. 0.05 lets one of the shipped 24 answers flip (greedy decoding on GPUs is not batch-invariant).",
+      ),
   })
   .prefault({})
   .describe(

@@ -222,6 +222,7 @@ async function verifyAndMeasure(
     timeScale: input.timeScale ?? 1,
     speculative: input.speculative,
     signal,
+    answerScore: gate.answerScoreBaseline(readiness.answers),
   });
   const outs = { ...pickInputs(inputs), ...measured, healthBaseline, drift: [] };
   const suffix = randomBytes(4).toString("hex");

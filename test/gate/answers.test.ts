@@ -3,8 +3,6 @@
  * JSON, word counts, a team's JSONL set), against the simulator's answer table and its faults, and
  * against a server written here that answers fluently wrong with correct usage.
  */
-import * as http from "node:http";
-import type { AddressInfo } from "node:net";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
@@ -18,6 +16,7 @@ import {
 } from "../../gate/readiness/answer-set";
 import { answerAgreement, certifyAnswers, judgeAnswer } from "../../gate/readiness/answers";
 import { startSim, type SimHandle } from "./sim-fixture";
+import { fluentlyWrong } from "./answer-servers";
 
 let closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -147,41 +146,6 @@ describe("the answers phase of the gate", () => {
     expect(no.diagnosis).toMatch(/0 of 1 right/);
   });
 });
-
-/**
- * Written here: a server that answers every chat completion fluently and wrong (a number off by
- * one, another capital, JSON with other keys), streams with usage, counts its tokens right.
- */
-export async function fluentlyWrong(): Promise<{ url: string; close: () => Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    let raw = "";
-    req.on("data", (c: Buffer) => (raw += c.toString()));
-    req.on("end", () => {
-      if (req.url === "/v1/models") {
-        res.writeHead(200, { "content-type": "application/json" }).end('{"object":"list","data":[{"id":"m"}]}');
-        return;
-      }
-      const body = JSON.parse(raw) as { stream?: boolean; messages: { content: string }[] };
-      const prompt = body.messages.at(-1)!.content;
-      const content = /JSON/.test(prompt) ? '{"answer": "sure"}' : /\d/.test(prompt) ? "The answer is 41." : "London.";
-      const usage = { prompt_tokens: 12, completion_tokens: content.split(" ").length, total_tokens: 0 };
-      if (!body.stream) {
-        const choices = [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }];
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ choices, usage }));
-        return;
-      }
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      const chunk = (o: unknown) => res.write(`data: ${JSON.stringify(o)}\n\n`);
-      chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }] });
-      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
-      chunk({ choices: [], usage });
-      res.end("data: [DONE]\n\n");
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { url, close: () => new Promise((r) => server.close(() => r())) };
-}
 
 describe("a server written here that answers fluently wrong", () => {
   it("passes connect, models, generate and stability with usage, and fails the answers", async () => {
