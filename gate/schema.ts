@@ -9,6 +9,7 @@ import { z } from "zod";
 import { SloSchema } from "./measurement/goodput";
 import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
 import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
+import { readAnswerSet } from "./readiness/answer-set";
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
@@ -144,6 +145,26 @@ export const AnswersPolicySchema = z
     "The answer check: after readiness, a fixed set of prompts with checkable answers, sent greedy; a score under passThreshold, a repetition loop or an answer only in reasoning fails the gate. Its answer certificate sits beside the throughput certificate.",
   );
 export type AnswersPolicy = z.infer<typeof AnswersPolicySchema>;
+
+/**
+ * The stack's own check of verification.answers.file, where the program runs: a team's set that
+ * cannot be read or parsed is a config error at its path before anything is provisioned (the gate
+ * reads it again when it runs; the provider's state parse does not, so a moved file fails the gate
+ * with the same sentence rather than every refresh's parse).
+ */
+export function answersFileIssue(policy: { answers: { file: string } }, ctx: z.RefinementCtx): void {
+  const file = policy.answers.file;
+  if (file === "default" || file === "none") return;
+  try {
+    readAnswerSet(file, "answers.file");
+  } catch (e) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["answers", "file"],
+      message: (e as Error).message.replace(/^answers\.file: /, ""),
+    });
+  }
+}
 
 export const VerifyPolicySchema = z
   .strictObject({
