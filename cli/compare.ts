@@ -262,7 +262,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         verifyPolicy: {
           deadlineSeconds: 1800 / timeScale + 60,
           thinkingToggle: true,
-          answers: answersOption(values.answers),
+          answers: answersOption(values),
         },
         job: jobOptions.data,
         auto: values.auto === true,

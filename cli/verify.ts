@@ -2,7 +2,7 @@
  * `gpuhost verify`: the readiness gate outside Pulumi. JSON goes to stdout, progress to stderr;
  * cli/gpuhost.ts dispatches here.
  */
-import { VerifyPolicySchema } from "../gate/schema";
+import { AnswersPolicySchema, VerifyPolicySchema, type AnswersPolicyInput } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import { verify } from "../gate/readiness/verify";
 import { answerSetOf } from "../gate/readiness/answers";
@@ -30,17 +30,27 @@ export const ANSWERS_FLAG = {
     description:
       'the answer check\'s set: a JSONL file of {"prompt", "expect": REGEX} lines, or none (skipped: "answers not checked"); default: the shipped set',
   },
+  "answer-threshold": {
+    type: "number",
+    value: "FRACTION",
+    description: "the share of the set that must be answered right (verification.answers.passThreshold)",
+    shownDefault: schemaDefault(AnswersPolicySchema, "passThreshold"),
+  },
 } as const;
 
-/** The answers policy of --answers; a file that cannot be read or parsed is a usage error, before any request. */
-export function answersOption(value: string | undefined): { file: string } | undefined {
-  if (value === undefined) return undefined;
+/**
+ * The answers policy of --answers and --answer-threshold; a file that cannot be read or parsed, or a
+ * threshold outside [0, 1], is a usage error, before any request.
+ */
+export function answersOption(values: { answers?: string; "answer-threshold"?: number }): AnswersPolicyInput {
+  const parsed = AnswersPolicySchema.safeParse({ file: values.answers, passThreshold: values["answer-threshold"] });
+  if (!parsed.success) throw new UsageError(`--answer-threshold: ${parsed.error.issues[0].message}`);
   try {
-    answerSetOf(VerifyPolicySchema.parse({ answers: { file: value } }));
+    answerSetOf(VerifyPolicySchema.parse({ answers: parsed.data }));
   } catch (e) {
     throw new UsageError((e as Error).message.replace(/^verification\.answers\.file/, "--answers"), { cause: e });
   }
-  return { file: value };
+  return { file: values.answers, passThreshold: values["answer-threshold"] };
 }
 
 export const VERIFY = {
@@ -85,7 +95,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       thinkingToggle: values["thinking-off"] ?? undefined,
       knownAnswer: values["known-answer"],
       probePrompt: values.prompt,
-      answers: answersOption(values.answers),
+      answers: answersOption(values),
     });
     if (!policy.success) throw new UsageError(schemaIssues(policy.error));
     const result = await verify(

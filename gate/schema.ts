@@ -145,6 +145,7 @@ export const AnswersPolicySchema = z
     "The answer check: after readiness, a fixed set of prompts with checkable answers, sent greedy; a score under passThreshold, a repetition loop or an answer only in reasoning fails the gate. Its answer certificate sits beside the throughput certificate.",
   );
 export type AnswersPolicy = z.infer<typeof AnswersPolicySchema>;
+export type AnswersPolicyInput = z.input<typeof AnswersPolicySchema>;
 
 /**
  * The stack's own check of verification.answers.file, where the program runs: a team's set that

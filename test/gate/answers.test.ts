@@ -17,6 +17,8 @@ import {
 import { answerAgreement, certifyAnswers, judgeAnswer } from "../../gate/readiness/answers";
 import { startSim, type SimHandle } from "./sim-fixture";
 import { fluentlyWrong } from "./answer-servers";
+import { io } from "./cli-fixture";
+import { verifyMain } from "../../cli/verify";
 
 let closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -157,4 +159,24 @@ describe("a server written here that answers fluently wrong", () => {
     expect(r.diagnosis).toMatch(/phase "answers".*the answers failed: 0 of 24 right/);
     expect(r.diagnosis).toMatch(/got "The answer is 41\." \(does not match/);
   });
+});
+
+describe("gpuhost verify --answers and --answer-threshold", () => {
+  it("none: ready, saying answers not checked; a missing file or a threshold of 2: usage errors before any request", async () => {
+    const s = await sim(["wrong-answers"]);
+    const none = io();
+    expect(await verifyMain(["--endpoint", s.url, "--answers", "none"], none)).toBe(0);
+    expect(none.out()).toMatch(/^ready: .*; answers not checked \(verification\.answers\.file is "none"\)$/m);
+    const wrong = io();
+    expect(await verifyMain(["--endpoint", s.url, "--answer-threshold", "0.5"], wrong)).toBe(1);
+    expect(wrong.out()).toMatch(
+      /the answers failed: 0 of 24 right \(score 0\.00\), under verification\.answers\.passThreshold 0\.5/,
+    );
+    const missing = io();
+    expect(await verifyMain(["--endpoint", s.url, "--answers", "/nonexistent.jsonl"], missing)).toBe(2);
+    expect(missing.err()).toMatch(/--answers: cannot read the answer set \/nonexistent\.jsonl/);
+    const big = io();
+    expect(await verifyMain(["--endpoint", s.url, "--answer-threshold", "2"], big)).toBe(2);
+    expect(big.err()).toMatch(/--answer-threshold: .*<=1/);
+  }, 60_000);
 });
