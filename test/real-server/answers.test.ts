@@ -16,11 +16,11 @@ const suite = realServerSuite();
 const { skip, server, install } = suite;
 
 /**
- * SmolLM2-135M's threshold in this test: a fraction under its measured score (docs/answers.md), so
- * that a server that stopped answering at all (score 0, loops) still fails. The default 0.85 is for
- * the story's model class.
+ * SmolLM2-135M's threshold in this test, under its measured score (11 of 24, 0.46, docs/answers.md:
+ * it gets arithmetic wrong, writes Python for JSON and ignores word counts), so that a server that
+ * stopped answering (score 0, loops) still fails. The default 0.85 is for the story's model class.
  */
-const SMOLLM2_THRESHOLD = 0.1;
+const SMOLLM2_THRESHOLD = 0.3;
 
 async function answers(s: LlamaServer): Promise<AnswerCertificate> {
   const policy = VerifyPolicySchema.parse({
@@ -49,22 +49,22 @@ describe.skipIf(skip)("the answer check against llama.cpp's llama-server (a real
     const spec = await server({
       parallel: 2,
       contextTokens: 4096,
-      args: ["--model-draft", install().model, "--spec-draft-n-max", "8"],
+      args: ["--model-draft", install().model, "--spec-type", "draft-simple", "--spec-draft-n-max", "8"],
     });
     await Promise.all([waitHealthy(plain), waitHealthy(spec)]);
     const ar = await answers(plain);
     const sp = await answers(spec);
     const agreement = answerAgreement(sp, ar);
-    // The draft's acceptance as llama-server reports it per request ("draft acceptance rate = ... (n accepted / m generated)").
-    const rates = [
-      ...spec.log().matchAll(/draft acceptance rate = ([\d.]+) \(\s*(\d+) accepted \/\s*(\d+) generated\)/g),
-    ];
-    const accepted = rates.reduce((a, m) => a + Number(m[2]), 0);
-    const drafted = rates.reduce((a, m) => a + Number(m[3]), 0);
+    // The draft's acceptance from the server's own books (llama.cpp's /metrics with --metrics).
+    const metrics = await (await fetch(`${spec.url}/metrics`)).text();
+    const counter = (name: string) => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? NaN);
+    const drafted = counter("spec_decode_num_draft_tokens_total");
+    const accepted = counter("spec_decode_num_accepted_tokens_total");
+    const steps = counter("spec_decode_num_drafts_total");
     console.log(
-      `speculative llama-server vs plain: ${agreement.note}; draft tokens accepted ${accepted} of ${drafted} over ${rates.length} requests`,
+      `speculative llama-server vs plain: ${agreement.note}; draft tokens accepted ${accepted} of ${drafted} in ${steps} verify steps (${(1 + accepted / steps).toFixed(2)} tokens per step)`,
     );
-    expect(rates.length).toBeGreaterThan(0);
+    expect(drafted).toBeGreaterThan(0);
     // The same model drafts for itself: nearly every draft token is what the target would say.
     expect(accepted / drafted).toBeGreaterThan(0.5);
     // Greedy speculative decoding verifies every token against the target: the answers are the plain

@@ -33,6 +33,9 @@ interface VerifyJson {
   probe: { content: string } | null;
 }
 
+/** SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md); non-thinking budgets (it does not think). */
+const SMOLLM2 = ["--answer-threshold", "0.3", "--thinking-off"];
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real server and model)", () => {
@@ -40,7 +43,11 @@ describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real s
     const port = await freePort();
     const out = io();
     const gate = verifyMain(
-      ["--endpoint", `http://127.0.0.1:${port}`, "--model", MODEL_ALIAS, "--deadline", "300", "--json"],
+      // SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md): its threshold, not the story's 0.85.
+      [
+        ...["--endpoint", `http://127.0.0.1:${port}`, "--model", MODEL_ALIAS, "--deadline", "300", "--json"],
+        ...SMOLLM2,
+      ],
       out,
     );
     let settled = false;
@@ -62,7 +69,7 @@ describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real s
     expect(await metricAbove(s.url, "tokens_predicted_total", 0)).toBeGreaterThan(0);
     expect(s.log()).toMatch(/launch_slot_.*processing task/);
     // The gate's phases ran in order, from waiting for the port to the generations.
-    expect(out.err()).toMatch(/connect[\s\S]*models[\s\S]*generate[\s\S]*stability/);
+    expect(out.err()).toMatch(/connect[\s\S]*models[\s\S]*generate[\s\S]*stability[\s\S]*answers: answers checked/);
     console.log(
       `verify: ready ${readyAfter.toFixed(2)} s after llama-server was started; probe answered ${JSON.stringify(r.probe!.content)}`,
     );
@@ -148,6 +155,7 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
         "chat=1",
         "--thinking",
         "off",
+        ...["--answer-threshold", "0.3"],
         "--repeats",
         "2",
         "--requests-per-concurrency",
