@@ -96,6 +96,7 @@ const hosts = config.hosts.map((host, index) => {
       acceptanceLength: v.acceptanceLength,
       benchComplete: v.benchComplete,
       capacity: v.capacity,
+      answerCertificate: v.answerCertificate,
       roofline: pulumi
         .all([h.modelConfig, v.saturationConcurrency, v.sustainedOutputTokensPerSecond, h.activeService])
         .apply(([read, concurrency, tokensPerSecond, service]) =>

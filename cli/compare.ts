@@ -24,6 +24,7 @@ import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
 import { runComparison } from "../gate/measurement/compare-run";
 import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
 import { MAX_TOKENS_BOUND } from "./bench";
+import { ANSWERS_FLAG, answersOption } from "./verify";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
@@ -140,6 +141,7 @@ with measured the offered load, not capacity. ${API_KEY_USAGE}`,
       default: 1,
     },
     cache: { type: "path", description: "measurements of unchanged units", default: ".gpuhost/compare-cache.json" },
+    ...ANSWERS_FLAG,
     ...API_KEY_FLAGS,
     model: { type: "string", value: "ID", description: "the model (default: the first the server lists)" },
     json: { type: "path", description: "write the comparison as JSON there" },
@@ -257,7 +259,11 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         acceptanceFloor: AcceptanceFloorSchema.parse(values["acceptance-floor"]),
         plan: plan.data,
         timeScale,
-        verifyPolicy: { deadlineSeconds: 1800 / timeScale + 60, thinkingToggle: true },
+        verifyPolicy: {
+          deadlineSeconds: 1800 / timeScale + 60,
+          thinkingToggle: true,
+          answers: answersOption(values),
+        },
         job: jobOptions.data,
         auto: values.auto === true,
         restore: service(values.restore),

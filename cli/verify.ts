@@ -2,9 +2,10 @@
  * `gpuhost verify`: the readiness gate outside Pulumi. JSON goes to stdout, progress to stderr;
  * cli/gpuhost.ts dispatches here.
  */
-import { VerifyPolicySchema } from "../gate/schema";
+import { AnswersPolicySchema, VerifyPolicySchema, type AnswersPolicyInput } from "../gate/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import { verify } from "../gate/readiness/verify";
+import { answerSetOf } from "../gate/readiness/answers";
 import {
   API_KEY_FLAGS,
   API_KEY_USAGE,
@@ -21,10 +22,42 @@ import type { CommandSpec } from "./options";
 
 export type { CliIo } from "./common";
 
+/** --answers, shared by verify and compare: the answer set, checked before any request. */
+export const ANSWERS_FLAG = {
+  answers: {
+    type: "string",
+    value: "FILE|none",
+    description:
+      'the answer check\'s set: a JSONL file of {"prompt", "expect": REGEX} lines, or none (skipped: "answers not checked"); default: the shipped set',
+  },
+  "answer-threshold": {
+    type: "number",
+    value: "FRACTION",
+    description: "the share of the set that must be answered right (verification.answers.passThreshold)",
+    shownDefault: schemaDefault(AnswersPolicySchema, "passThreshold"),
+  },
+} as const;
+
+/**
+ * The answers policy of --answers and --answer-threshold; a file that cannot be read or parsed, or a
+ * threshold outside [0, 1], is a usage error, before any request.
+ */
+export function answersOption(values: { answers?: string; "answer-threshold"?: number }): AnswersPolicyInput {
+  const parsed = AnswersPolicySchema.safeParse({ file: values.answers, passThreshold: values["answer-threshold"] });
+  if (!parsed.success) throw new UsageError(`--answer-threshold: ${parsed.error.issues[0].message}`);
+  try {
+    answerSetOf(VerifyPolicySchema.parse({ answers: parsed.data }));
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace(/^verification\.answers\.file/, "--answers"), { cause: e });
+  }
+  return { file: values.answers, passThreshold: values["answer-threshold"] };
+}
+
 export const VERIFY = {
   name: "verify",
   about: `Readiness gate: exit 0 only after the server listed the model and answered a chat completion with
-visible content (and the known answer, when given), twice. ${API_KEY_USAGE} Ctrl-C stops it.`,
+visible content (and the known answer, when given), twice, and answered a fixed set of prompts with
+checkable answers right (greedy; --answers). ${API_KEY_USAGE} Ctrl-C stops it.`,
   flags: {
     endpoint: {
       type: "string",
@@ -43,6 +76,7 @@ visible content (and the known answer, when given), twice. ${API_KEY_USAGE} Ctrl
     "thinking-off": { type: "boolean", description: "ask the server not to think (chat_template_kwargs)" },
     "known-answer": { type: "string", value: "TEXT", description: "text the answer must contain (with --prompt)" },
     prompt: { type: "string", value: "TEXT", description: "the probe's prompt" },
+    ...ANSWERS_FLAG,
     ...API_KEY_FLAGS,
     json: { type: "boolean", description: "print the result as JSON" },
   },
@@ -61,6 +95,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       thinkingToggle: values["thinking-off"] ?? undefined,
       knownAnswer: values["known-answer"],
       probePrompt: values.prompt,
+      answers: answersOption(values),
     });
     if (!policy.success) throw new UsageError(schemaIssues(policy.error));
     const result = await verify(
@@ -81,6 +116,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
             probe: result.probe,
             lastResponse: result.lastResponse,
             lastError: result.lastError,
+            answers: result.answers,
           },
           null,
           2,
@@ -88,7 +124,7 @@ export function verifyMain(argv: string[], io: CliIo = defaultIo()): Promise<num
       );
     } else if (result.ready) {
       io.stdout.write(
-        `ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s\n`,
+        `ready: ${result.model} generated (${result.probe?.completionTokens} tokens, finish_reason ${result.probe?.finishReason}) after ${result.elapsedSeconds.toFixed(2)} s; ${result.answers.note}\n`,
       );
     } else {
       io.stdout.write(`NOT ready\n${result.diagnosis}\n`);

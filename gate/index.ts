@@ -122,3 +122,13 @@ export {
   type HealthFinding,
 } from "./readiness/health";
 export { HealthPolicySchema, type HealthPolicy } from "./schema";
+export { answerScoreBaseline } from "./readiness/answer-health";
+export {
+  answersFailure,
+  answerAgreement,
+  checkAnswers,
+  NOT_CHECKED,
+  type AnswerAgreement,
+  type AnswerCertificate,
+} from "./readiness/answers";
+export { DEFAULT_ANSWER_SET, readAnswerSet, type AnswerItem, type AnswerSet } from "./readiness/answer-set";

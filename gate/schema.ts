@@ -9,6 +9,7 @@ import { z } from "zod";
 import { SloSchema } from "./measurement/goodput";
 import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
 import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
+import { readAnswerSet } from "./readiness/answer-set";
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
@@ -71,12 +72,100 @@ export const HealthPolicySchema = z
       .describe(
         "Timeout of each health request (host seconds); one that does not answer leaves the health not checked.",
       ),
+    answerScoreMaxDrop: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.05)
+      .describe(
+        "The answer check runs again at every refresh (when the verification checked answers): a score more than this below the verified one, or under verification.answers.passThreshold, is drift. 0.05 lets one of the shipped 24 answers flip (greedy decoding on GPUs is not batch-invariant).",
+      ),
   })
   .prefault({})
   .describe(
     "The model's own health at every refresh: a greedy reference answer, a short single-stream decode and (speculative) the acceptance length, each against the last verified generation; a change is drift and the next `up` verifies the service again.",
   );
 export type HealthPolicy = z.infer<typeof HealthPolicySchema>;
+
+/** The answer check of the readiness gate (gate/readiness/answers.ts). */
+export const AnswersPolicySchema = z
+  .strictObject({
+    file: z
+      .string()
+      .min(1)
+      .default("default")
+      .describe(
+        'The answer set: "default" (the shipped set: arithmetic, facts, JSON objects, word counts), "none" (skip the check explicitly: every output then says "answers not checked"), or a JSONL file of {"prompt": ..., "expect": REGEX} lines (the regular expression, case-insensitive, that the visible answer must match), read where `pulumi up` or `gpuhost verify` runs.',
+      ),
+    passThreshold: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.85)
+      .describe(
+        "The fraction of the set that must be answered right (no repetition loop, an answer outside reasoning) for the service to count as ready. A large instruction model answers the shipped set almost perfectly; a small test model needs a lower value.",
+      ),
+    maxTokens: z
+      .number()
+      .int()
+      .min(8)
+      .max(4096)
+      .default(128)
+      .describe("max_tokens of each answer when thinking is off (thinkingToggle) or the model does not think."),
+    maxTokensThinking: z
+      .number()
+      .int()
+      .min(8)
+      .max(32768)
+      .default(2048)
+      .describe(
+        "max_tokens of each answer when the model may think and thinking cannot be turned off: reasoning that spends it all is no answer.",
+      ),
+    concurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(8)
+      .describe("Answers requested at once (greedy, temperature 0); the check takes seconds, not a benchmark."),
+    timeoutSeconds: timerSeconds()
+      .default(300)
+      .describe("Timeout of each answer request; it is still bounded by the gate's deadline."),
+    speculativeMinExactMatch: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.6)
+      .describe(
+        "With services.compare: a speculative service whose greedy answers equal the autoregressive service's on less than this fraction of the set is never recommended (vLLM's CI asks more than 60 % exact greedy match between speculative and plain decoding); one whose score is lower than autoregressive's never is either. Exact equality is not guaranteed on real GPUs (batch shape changes floating-point sums): hence a rate, not equality.",
+      ),
+  })
+  .prefault({})
+  .describe(
+    "The answer check: after readiness, a fixed set of prompts with checkable answers, sent greedy; a score under passThreshold, a repetition loop or an answer only in reasoning fails the gate. Its answer certificate sits beside the throughput certificate.",
+  );
+export type AnswersPolicy = z.infer<typeof AnswersPolicySchema>;
+export type AnswersPolicyInput = z.input<typeof AnswersPolicySchema>;
+
+/**
+ * The stack's own check of verification.answers.file, where the program runs: a team's set that
+ * cannot be read or parsed is a config error at its path before anything is provisioned (the gate
+ * reads it again when it runs; the provider's state parse does not, so a moved file fails the gate
+ * with the same sentence rather than every refresh's parse).
+ */
+export function answersFileIssue(policy: { answers: { file: string } }, ctx: z.RefinementCtx): void {
+  const file = policy.answers.file;
+  if (file === "default" || file === "none") return;
+  try {
+    readAnswerSet(file, "answers.file");
+  } catch (e) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["answers", "file"],
+      message: (e as Error).message.replace(/^answers\.file: /, ""),
+    });
+  }
+}
 
 export const VerifyPolicySchema = z
   .strictObject({
@@ -176,6 +265,7 @@ export const VerifyPolicySchema = z
         "Consecutive HTTP 200 responses that fail validation (no visible content, completion tokens 0, unknown finish_reason) before the gate gives up rather than waiting for the deadline.",
       ),
     health: HealthPolicySchema,
+    answers: AnswersPolicySchema,
   })
   .describe("Readiness gate: what must be true before a served model counts as generating.");
 export type VerifyPolicy = z.infer<typeof VerifyPolicySchema>;

@@ -21,6 +21,10 @@ export const FAULTS = {
   silent: "accepts connections and reads requests but never answers anything, /health included",
   "garbled-answers":
     "answers come out as other words than the model's (as after a kernel, weights or parser change): the same greedy prompt no longer gets the same answer",
+  "wrong-answers":
+    "the answer set's prompts get fluent wrong answers (another prompt's right answer), with correct usage and counters: the answer check fails",
+  "speculative-divergence":
+    "speculative services: every other prompt of the answer set gets another answer than the plain model's (a draft or verify kernel that changes greedy output)",
   "acceptance-collapse":
     "speculative services: the draft's tokens are never accepted, one token per verify step in generation, /server_info and /metrics",
 } as const;

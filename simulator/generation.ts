@@ -6,6 +6,7 @@ import type { SimRequest } from "./scheduler";
 import type { SimState } from "./state";
 import type { ContentKind } from "./speculative";
 import { ANSWER_VOCAB, GARBLED_VOCAB, REASONING_VOCAB, classifyContent, knownAnswer } from "./text";
+import { tableAnswer } from "./answers";
 
 /** What one generation will produce, decided when it arrives (seeded, so reproducible). */
 export interface CompletionPlan {
@@ -44,7 +45,7 @@ export function planCompletion(state: SimState, input: PlanInput): CompletionPla
   const reasoningOn = input.thinking && profile.model.reasoningParser !== null && profile.reasoning !== null;
   let reasoning = 0;
   if (reasoningOn) reasoning = state.has("thinking-budget") ? Infinity : drawLength(profile.reasoning!.tokens, random);
-  const answer = knownAnswer(input.promptText);
+  const answer = tableAnswer(state, input.promptText) ?? knownAnswer(input.promptText);
   let answerLength = Infinity;
   if (answer) answerLength = answer.length;
   else if (profile.answer.tokens) answerLength = Math.max(1, drawLength(profile.answer.tokens, random));

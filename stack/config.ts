@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import { BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
+import { answersFileIssue, BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
 import { cudaToolkitOptionsSchema } from "../components/cuda-toolkit/options";
 import { hostKeyPolicySchema } from "../components/host-key";
 import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "../components/host/connection";
@@ -165,7 +165,7 @@ export const ConfigSchema = z
     environment: EnvironmentSchema.prefault({}),
     services: ServicesSchema.prefault({}),
     apiKey,
-    verification: VerifyPolicySchema.prefault({}),
+    verification: VerifyPolicySchema.prefault({}).superRefine(answersFileIssue),
     benchmark: BenchPlanSchema.prefault({}),
     workload: WorkloadSchema.prefault({}),
     simulator: SimulatorSchema.prefault({}),

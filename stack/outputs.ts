@@ -48,6 +48,7 @@ export const HostOutputsSchema = z
       acceptanceLength: true,
       benchComplete: true,
       capacity: true,
+      answerCertificate: true,
     }).shape,
   )
   .describe("One host's outputs (VerifiedGeneration's measured half from gate/reports/outputs.ts)");

@@ -184,6 +184,8 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly benchComplete: Out<"benchComplete">;
   /** The capacity plan of the configured workload on this host. */
   declare public readonly capacity: Out<"capacity">;
+  /** The answer check's certificate, beside the throughput certificates (gate/readiness/answers.ts). */
+  declare public readonly answerCertificate: Out<"answerCertificate">;
   /** Which clock the figures are in: the host's own (simulated hosts: wall clock times the time scale). */
   declare public readonly timeNote: Out<"timeNote">;
   /** With failureIsOutcome: why the gate did not pass (undefined when it did). */

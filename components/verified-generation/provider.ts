@@ -222,6 +222,7 @@ async function verifyAndMeasure(
     timeScale: input.timeScale ?? 1,
     speculative: input.speculative,
     signal,
+    answerScore: gate.answerScoreBaseline(readiness.answers),
   });
   const outs = { ...pickInputs(inputs), ...measured, healthBaseline, drift: [] };
   const suffix = randomBytes(4).toString("hex");
@@ -269,7 +270,10 @@ export async function update(
   // The refresh before this update was refused on the host key (the state's connection pinned another
   // one): its check runs now, with the connection the program gives. Refused again, this fails.
   const checked = typeof hostKeyRefused === "string" ? await checkGenerating(news, gate) : {};
-  return { outs: { ...measured, ...pickInputs(news), ...checked, capacity: plan } };
+  // The answers behind the figure are those of the recorded verification: the note travels with the re-plan.
+  const answers = (olds.capacity as { answers?: unknown } | undefined)?.answers;
+  const capacity = typeof answers === "string" ? { ...plan, answers } : plan;
+  return { outs: { ...measured, ...pickInputs(news), ...checked, capacity } };
 }
 
 /** One tiny generation through the host access `props` name: whether the service still generates. */

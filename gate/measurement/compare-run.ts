@@ -28,6 +28,8 @@ import { measureSweep } from "./load";
 import { judgeLevels } from "./saturation";
 import { verdictOf } from "./verdict";
 import { verify, type GateHooks } from "../readiness/verify";
+import { answerAgreement, type AnswerAgreement, type AnswerCertificate } from "../readiness/answers";
+import { VerifyPolicySchema } from "../schema";
 import { WorkloadShapeSchema, type WorkloadShape } from "./workload";
 
 export interface CompareHooks {
@@ -97,6 +99,10 @@ export interface ServiceOutcome {
   failure: string | null;
   acceptanceLength: number | null;
   sweep: SweepLevel[];
+  /** The gate's answer certificate for this service (absent in a cache written before answers were checked). */
+  answers?: AnswerCertificate;
+  /** Speculative services: greedy answers against autoregressive's on the same prompts. */
+  agreement?: AnswerAgreement | null;
 }
 
 export interface CompareResult {
@@ -123,7 +129,13 @@ function measurementKey(opts: CompareOptions, identity: string): string {
   const { plan, timeScale, acceptanceFloor } = opts;
   // The whole plan, its judgement too: each cached level carries its verdicts (within the budget,
   // kept up, certified).
-  const what = { identity, plan, timeScale, acceptanceFloor };
+  const what = {
+    identity,
+    plan,
+    timeScale,
+    acceptanceFloor,
+    answers: VerifyPolicySchema.parse(opts.verifyPolicy).answers,
+  };
   return createHash("sha256").update(JSON.stringify(what)).digest("hex");
 }
 
@@ -156,6 +168,7 @@ export async function runComparison(opts: CompareOptions, hooks: CompareHooks): 
     outcomes.push(outcome);
     cache[service] = { key, outcome };
   }
+  const vetoes = answerVerdicts(outcomes, VerifyPolicySchema.parse(opts.verifyPolicy).answers.speculativeMinExactMatch);
   const usable = outcomes.filter((o) => o.failure === null && o.sweep.length > 0);
   const comparison =
     usable.length > 0
@@ -164,6 +177,7 @@ export async function runComparison(opts: CompareOptions, hooks: CompareHooks): 
             service: o.service,
             sweep: o.sweep,
             acceptanceLength: o.acceptanceLength,
+            ...vetoes.get(o.service),
           })),
           opts.job,
           knee(judgementOf(opts)),
@@ -192,6 +206,7 @@ async function measureService(
     ...unit,
     onPhase: (phase, detail) => say(`${SERVICE_LABEL[service]}: ${phase}: ${detail}`),
   });
+  out.answers = ready.answers;
   if (!ready.ready || !ready.model) {
     out.failure = `not ready: ${ready.diagnosis ?? ready.phase}`;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
@@ -245,6 +260,37 @@ async function measureService(
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
   }
   return out;
+}
+
+/**
+ * Each speculative service's greedy answers against the autoregressive service's (the same prompts,
+ * the same gate): the agreement is set on its outcome, and a service that answers worse (a lower
+ * score, or equal answers on fewer than minExactMatch of the prompts) gets the reason it is never
+ * recommended. Answers not checked on either side: said, and nothing vetoed.
+ */
+export function answerVerdicts(
+  outcomes: ServiceOutcome[],
+  minExactMatch: number,
+): Map<ServiceName, { answers: string; notRecommended: string | null }> {
+  const verdicts = new Map<ServiceName, { answers: string; notRecommended: string | null }>();
+  const ar = outcomes.find((o) => o.service === "autoregressive")?.answers;
+  for (const o of outcomes) {
+    if (!o.answers) continue;
+    if (o.service === "autoregressive" || !ar) {
+      verdicts.set(o.service, { answers: o.answers.note, notRecommended: null });
+      continue;
+    }
+    const a = answerAgreement(o.answers, ar);
+    o.agreement = a;
+    const fewMatches = a.exactMatchRate !== null && a.exactMatchRate < minExactMatch;
+    const why = a.worse
+      ? `its answers score ${a.speculativeScore?.toFixed(2) ?? "n/a"}, below autoregressive's ${a.autoregressiveScore?.toFixed(2) ?? "n/a"}`
+      : fewMatches
+        ? `its greedy answers equal autoregressive's on ${(100 * a.exactMatchRate!).toFixed(0)} % of the prompts, under verification.answers.speculativeMinExactMatch ${minExactMatch}`
+        : null;
+    verdicts.set(o.service, { answers: a.note, notRecommended: why });
+  }
+  return verdicts;
 }
 
 /** One line per level as it ends: throughput, goodput, TTFT, acceptance, and what it counts for. */

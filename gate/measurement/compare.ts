@@ -46,6 +46,10 @@ export interface ServiceMeasurement {
   sweep: SweepLevel[];
   /** Acceptance at one stream on a realistic prompt (speculative services). */
   acceptanceLength: number | null;
+  /** Its answers beside autoregressive's, one sentence (compare-run.ts answerVerdicts); absent: not judged. */
+  answers?: string;
+  /** Why it is never recommended whatever its tok/s (it answers worse); null or absent: it may be. */
+  notRecommended?: string | null;
 }
 
 export interface ServicePlan {
@@ -61,6 +65,8 @@ export interface ServicePlan {
   daysOnOneHost: number | null;
   hostsForDeadline: number | null;
   costPerMillionTokens: number | null;
+  answers: string | null;
+  notRecommended: string | null;
 }
 
 export interface Crossover {
@@ -160,6 +166,8 @@ export function planService(m: ServiceMeasurement, job: Job, judgement: KneeOpti
     hostsForDeadline: days === null ? null : Math.max(1, Math.ceil(days / job.deadlineDays - 1e-9)),
     costPerMillionTokens:
       job.gpuHourCost === undefined || rate <= 0 ? null : ((job.gpuHourCost * job.gpusPerHost) / (rate * 3600)) * 1e6,
+    answers: m.answers ?? null,
+    notRecommended: m.notRecommended ?? null,
   };
 }
 
@@ -177,7 +185,10 @@ export function compareServices(
     : [];
   const score = (p: ServicePlan) =>
     job.purpose === "batch" ? p.sustainedOutputTokensPerSecond : p.bestGoodputTokensPerSecond;
-  const ranked = [...plans].sort((a, b) => score(b) - score(a));
+  // A service that answers worse is ranked after every other, whatever its tok/s: never recommended
+  // while one that answers right remains (autoregressive is never vetoed: it is the reference).
+  const vetoed = (p: ServicePlan) => (p.notRecommended ? 1 : 0);
+  const ranked = [...plans].sort((a, b) => vetoed(a) - vetoed(b) || score(b) - score(a));
   const winner = ranked[0];
   const second = ranked[1] ?? null;
   const margin = second && score(second) > 0 ? score(winner) / score(second) - 1 : null;
@@ -189,8 +200,16 @@ export function compareServices(
     recommended: winner.service,
     runnerUp: second?.service ?? null,
     margin,
-    sentence: recommendationSentence(job, winner, second, margin, crossovers),
+    sentence: recommendationSentence(job, winner, second, margin, crossovers) + notRecommendedText(plans),
   };
+}
+
+/** Each vetoed service and why, appended to the recommendation so the table says why it lost. */
+function notRecommendedText(plans: ServicePlan[]): string {
+  return plans
+    .filter((p) => p.notRecommended)
+    .map((p) => ` ${SERVICE_LABEL[p.service]} is not recommended whatever its tok/s: ${p.notRecommended}.`)
+    .join("");
 }
 
 function fmt(n: number): string {

@@ -17,6 +17,7 @@ import { measureAcceptance, metricsAcceptance } from "./acceptance";
 import { probeRequestBody } from "./probe";
 import type { HealthPolicy, VerifyPolicy } from "../schema";
 import type { ChatCompletion } from "../transport/wire";
+import { checkAnswerScore, type AnswerHealthFinding } from "./answer-health";
 
 /** What the last verified generation recorded: the figures each check compares with. */
 export interface HealthBaseline {
@@ -29,14 +30,18 @@ export interface HealthBaseline {
   /** Speculative services: mean tokens per verify step, and the floor below which speculation is broken. */
   acceptanceLength: number | null;
   acceptanceFloor: number | null;
+  /** The answer certificate's score at verification; null (or absent, in older states): answers not checked. */
+  answerScore?: number | null;
 }
 
 /** One health figure that differs from its baseline. */
-export interface HealthFinding {
-  field: "health.answer" | "health.decodeTokensPerSecond" | "health.acceptanceLength";
-  expected: string;
-  found: string;
-}
+export type HealthFinding =
+  | {
+      field: "health.answer" | "health.decodeTokensPerSecond" | "health.acceptanceLength";
+      expected: string;
+      found: string;
+    }
+  | AnswerHealthFinding;
 
 /** What one check measured; `notChecked` says why a figure could not be measured (then the check is no verdict). */
 export interface HealthCheck {
@@ -48,6 +53,9 @@ export interface HealthCheck {
   acceptanceLength: number | null;
   acceptanceLengthBaseline: number | null;
   acceptanceFloor: number | null;
+  /** The answer check's score now, and at verification; null: not checked. */
+  answerScore: number | null;
+  answerScoreBaseline: number | null;
   findings: HealthFinding[];
   notChecked: string | null;
 }
@@ -257,7 +265,7 @@ export function healthDrift(check: HealthCheck): (HealthFinding & { repair: stri
 export async function recordHealth(
   endpoint: Endpoint & { model: string },
   policy: VerifyPolicy,
-  opts: { timeScale: number; speculative?: Speculative; signal?: AbortSignal },
+  opts: { timeScale: number; speculative?: Speculative; signal?: AbortSignal; answerScore?: number | null },
 ): Promise<HealthBaseline | null> {
   const health = policy.health;
   if (!health.enabled) return null;
@@ -271,6 +279,7 @@ export async function recordHealth(
     decodeTokensPerSecond: decode,
     acceptanceLength: opts.speculative ? await probeAcceptance(endpoint, health, opts.signal) : null,
     acceptanceFloor: opts.speculative?.acceptanceFloor ?? null,
+    answerScore: opts.answerScore ?? null,
   };
 }
 
@@ -306,6 +315,8 @@ export async function checkHealth(
     acceptanceLength: null,
     acceptanceLengthBaseline: baseline.acceptanceLength,
     acceptanceFloor: opts.speculative ? floor : null,
+    answerScore: null,
+    answerScoreBaseline: baseline.answerScore ?? null,
     findings: [],
     notChecked: null,
   };
@@ -361,6 +372,25 @@ export async function checkHealth(
       missed.push(`acceptance: ${describeError(e)}`);
     }
   }
+  await answerHealth(endpoint, opts.policy, out, missed, opts.signal);
   if (missed.length > 0) out.notChecked = missed.join("; ");
   return out;
+}
+
+/** The answer score against the verified one (answer-health.ts), when the verification checked answers. */
+async function answerHealth(
+  endpoint: Endpoint & { model: string },
+  policy: VerifyPolicy,
+  out: HealthCheck,
+  missed: string[],
+  signal?: AbortSignal,
+): Promise<void> {
+  if (out.answerScoreBaseline === null || policy.answers.file === "none") return;
+  try {
+    const { score, finding } = await checkAnswerScore(endpoint, policy, out.answerScoreBaseline, signal);
+    out.answerScore = score;
+    if (finding) out.findings.push(finding);
+  } catch (e) {
+    missed.push(describeError(e));
+  }
 }

@@ -20,14 +20,16 @@ import { probeGeneration, type ProbeResult } from "./probe";
 import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "../schema";
 import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
+import { answersFailure, answersNotChecked, checkAnswers, type AnswerCertificate } from "./answers";
 
-export type GatePhase = "connect" | "models" | "generate" | "stability" | "ready";
+export type GatePhase = "connect" | "models" | "generate" | "stability" | "answers" | "ready";
 
 export const PHASE_MEANING: Record<GatePhase, string> = {
   connect: "TCP connect to the serving port",
   models: "GET /v1/models lists the expected model",
   generate: "a real chat completion succeeds",
   stability: "a later generation succeeds and the service neither restarted nor failed",
+  answers: "greedy answers to a fixed set of prompts with checkable answers reach the pass threshold",
   ready: "the model generates",
 };
 
@@ -73,6 +75,8 @@ export interface VerifyResult {
   lastResponse: string | null;
   lastError: string | null;
   serviceState: ServiceState | null;
+  /** The answer check's certificate (verification.answers); "answers not checked" when skipped or not reached. */
+  answers: AnswerCertificate;
 }
 
 class GateFailure extends Error {}
@@ -135,6 +139,7 @@ class GateRun {
   private readonly phases: PhaseTiming[] = [];
   private model: string | null;
   private probe: ProbeResult | null = null;
+  private answers: AnswerCertificate = answersNotChecked("the gate did not reach the answer check");
   private lastResponse: string | null = null;
   private lastError: string | null = null;
   private baselineRestarts: number | null = null;
@@ -180,6 +185,7 @@ class GateRun {
       await this.retry((signal) => this.generateAttempt(signal));
       this.enter("stability");
       await this.stability();
+      await this.answerCheck();
       this.enter("ready");
       return this.result(true, null);
     } catch (caught) {
@@ -427,6 +433,31 @@ class GateRun {
     }
   }
 
+  /**
+   * The answers phase (gate/readiness/answers.ts): no retries, the server already generates; a
+   * score under the threshold fails the gate. Skipped explicitly ("none"): the certificate says so.
+   */
+  private async answerCheck(): Promise<void> {
+    if (this.policy.answers.file === "none") {
+      this.answers = answersNotChecked('verification.answers.file is "none"');
+      return;
+    }
+    this.enter("answers");
+    this.attempts++;
+    const endpoint = { base: this.base, model: this.model!, apiKey: this.apiKey };
+    try {
+      this.answers = await this.track(`the answer check (POST ${this.base}/v1/chat/completions)`, () =>
+        checkAnswers(endpoint, this.policy, this.deadline.signal),
+      );
+    } catch (e) {
+      if (this.deadline.signal.aborted) throw this.deadline.signal.reason;
+      throw new GateFailure((e as Error).message);
+    }
+    const failure = answersFailure(this.answers);
+    if (failure !== null) throw new GateFailure(failure);
+    this.hooks.onPhase?.("answers", this.answers.note);
+  }
+
   /** Fails fast on a unit that failed or restarted since the gate began (a crash during startup). */
   private async checkService(minIntervalSeconds: number): Promise<void> {
     const hook = this.hooks.serviceState;
@@ -538,6 +569,7 @@ class GateRun {
       lastResponse: this.lastResponse,
       lastError: this.lastError,
       serviceState: this.serviceState,
+      answers: this.answers,
     };
   }
 }

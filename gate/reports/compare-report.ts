@@ -77,6 +77,11 @@ export function comparisonLines(c: Comparison): string[] {
     );
   }
   for (const p of c.plans) if (p.knee) out.push(`  ${SERVICE_LABEL[p.service]}: ${p.knee.verdict}`);
+  for (const p of c.plans)
+    if (p.answers !== null)
+      out.push(
+        `  ${SERVICE_LABEL[p.service]} answers: ${p.answers}${p.notRecommended ? `; NOT RECOMMENDED: ${p.notRecommended}` : ""}`,
+      );
   out.push("", c.sentence);
   return out;
 }

@@ -42,11 +42,40 @@ const latencyFields = {
 };
 
 export const PhaseTimingSchema = z.object({
-  phase: z.enum(["connect", "models", "generate", "stability", "ready"]).describe("gate phase"),
+  phase: z.enum(["connect", "models", "generate", "stability", "answers", "ready"]).describe("gate phase"),
   startedAtSeconds: z.number().describe("seconds from the gate's start to the phase's start"),
   seconds: z.number().describe("time the phase took"),
   attempts: z.number().int().describe("attempts in the phase (retries while the server started)"),
 });
+
+export const AnswerCertificateSchema = z
+  .object({
+    checked: z
+      .boolean()
+      .describe('the answer check ran; false: "answers not checked" (verification.answers.file none)'),
+    note: z.string().describe('one sentence: the score against the threshold, or "answers not checked" and why'),
+    set: z.string().nullable().describe('the answer set: "default" (shipped) or the JSONL file'),
+    digest: z.string().nullable().describe("sha256 of the set's prompts and checks"),
+    prompts: z.number().int().describe("prompts answered"),
+    right: z.number().int().describe("answers that passed their check"),
+    score: z.number().nullable().describe("right / prompts; null when not checked"),
+    threshold: z.number().nullable().describe("verification.answers.passThreshold"),
+    degenerate: z.number().int().describe("answers in a repetition loop or only in reasoning"),
+    passed: z.boolean().nullable().describe("score >= threshold; null when not checked"),
+    records: z
+      .array(
+        z.object({
+          prompt: z.string(),
+          answer: z.string().describe("the visible answer (reasoning excluded), cut to 200 characters"),
+          finishReason: z.string().nullable(),
+          right: z.boolean(),
+          why: z.string().nullable().describe("why it is wrong; null when right"),
+          degenerate: z.boolean(),
+        }),
+      )
+      .describe("each prompt's greedy (temperature 0) answer and its judgement, in the set's order"),
+  })
+  .describe("The answer certificate: greedy answers to prompts with checkable answers (gate/readiness/answers.ts)");
 
 export const ReadinessSchema = z
   .object({
@@ -192,6 +221,12 @@ export const CapacityPlanOutputSchema = z
     bytesPerToken: z.number().describe("raw storage per output token assumed"),
     rawStorageBytes: z.number().describe("raw storage of the generated text"),
     rawStorageGigabytes: z.number().describe("the same in GB (10^9 bytes)"),
+    answers: z
+      .string()
+      .optional()
+      .describe(
+        'whether the answers behind this figure were checked: the answer certificate\'s note ("answers checked: ..." or "answers not checked ...")',
+      ),
   })
   .describe("Capacity plan from the sustained throughput and the configured workload");
 
@@ -230,6 +265,7 @@ export const VerifiedGenerationOutputsSchema = z
       .describe("speculative acceptance length at low concurrency; null when not speculative"),
     benchComplete: z.boolean().describe("every sweep level ran"),
     capacity: CapacityPlanOutputSchema,
+    answerCertificate: AnswerCertificateSchema.optional(),
     timeNote: z.string().describe("what clock the figures are in (the simulated host's own time when time-scaled)"),
   })
   .describe("Outputs of VerifiedGeneration");
@@ -267,7 +303,8 @@ export function measuredOutputs(
     sustainedOutputTokensPerSecond: summary.sustainedOutputTokensPerSecond,
     acceptanceLength: summary.acceptanceLength,
     benchComplete: summary.complete,
-    capacity: plan,
+    capacity: { ...plan, answers: readiness.answers.note },
+    answerCertificate: readiness.answers,
     timeNote: timeNote(summary.timeScale),
   };
 }
@@ -333,6 +370,24 @@ export const ComparedServiceSchema = z.object({
     .number()
     .nullable()
     .describe("the first measured level where it no longer beats autoregressive"),
+  answers: z
+    .string()
+    .nullable()
+    .optional()
+    .describe(
+      'its answer check in one sentence (speculative: greedy answers equal to autoregressive\'s on k of n prompts, both scores), or "answers not checked"',
+    ),
+  answerScore: z.number().nullable().optional().describe("its answer certificate's score; null: not checked"),
+  exactMatchRate: z
+    .number()
+    .nullable()
+    .optional()
+    .describe("speculative: fraction of prompts with greedy answers equal to autoregressive's; null: not compared"),
+  notRecommended: z
+    .string()
+    .nullable()
+    .optional()
+    .describe("why it is never recommended whatever its tok/s (it answers worse); null: it may be"),
 });
 
 export const ServiceComparisonOutputsSchema = z
@@ -390,6 +445,10 @@ export function comparisonOutputs(r: CompareResult): ServiceComparisonOutputs {
         hostsForDeadline: plan?.hostsForDeadline ?? null,
         crossoverConcurrency: cross?.estimatedLevel ?? null,
         crossoverFirstLevel: cross?.firstLevelNotBetter ?? null,
+        answers: plan?.answers ?? o.answers?.note ?? null,
+        answerScore: o.answers?.score ?? null,
+        exactMatchRate: o.agreement?.exactMatchRate ?? null,
+        notRecommended: plan?.notRecommended ?? null,
       };
     }),
     recommended: c?.recommended ?? null,

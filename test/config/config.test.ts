@@ -143,6 +143,19 @@ describe("stack config schema", () => {
     ]);
   });
 
+  it("verification.answers: the shipped set by default, a threshold in [0, 1], a team's file that must exist and parse, at its path", () => {
+    expect(parseConfig(sim).verification.answers).toMatchObject({ file: "default", passThreshold: 0.85 });
+    expect(issues({ ...sim, verification: { answers: { passThreshold: 1.5 } } })).toEqual([
+      "gpuhost:verification.answers.passThreshold: Too big: expected number to be <=1",
+    ]);
+    const missing = issues({ ...sim, verification: { answers: { file: "/nonexistent/team.jsonl" } } });
+    expect(missing).toHaveLength(1);
+    expect(missing[0]).toMatch(
+      /^gpuhost:verification\.answers\.file: cannot read the answer set \/nonexistent\/team\.jsonl: /,
+    );
+    expect(parseConfig({ ...sim, verification: { answers: { file: "none" } } }).verification.answers.file).toBe("none");
+  });
+
   it("verification, benchmark and workload reject unknown keys and timer values Node cannot wait", () => {
     expect(
       issues({ ...sim, verification: { deadlineSecond: 5 }, benchmark: { errorBudgett: 0 }, workload: { host: 2 } }),

@@ -174,13 +174,15 @@ describe("probe judgement (fake server)", () => {
       bodies.push(JSON.parse(body) as (typeof bodies)[number]);
       res.writeHead(200).end(JSON.stringify(chat({})));
     });
-    expect((await verify({ url, model: "m" }, { thinkingToggle: true })).ready).toBe(true);
+    // This server answers "OK" to everything: the answer check (its own tests: answers.test.ts) is skipped.
+    const none = { answers: { file: "none" } };
+    expect((await verify({ url, model: "m" }, { thinkingToggle: true, ...none })).ready).toBe(true);
     expect(bodies[0].chat_template_kwargs).toEqual({ thinking: false });
     expect(bodies[0].max_tokens).toBe(16);
     expect(bodies[0].temperature).toBe(0);
     expect(bodies[1].temperature).toBeGreaterThan(0); // the stability probe samples
     bodies.length = 0;
-    expect((await verify({ url, model: "m" }, {})).ready).toBe(true);
+    expect((await verify({ url, model: "m" }, none)).ready).toBe(true);
     expect(bodies[0].chat_template_kwargs).toBeUndefined();
     expect(bodies[0].max_tokens).toBe(1024);
   });

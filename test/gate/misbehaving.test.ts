@@ -190,7 +190,8 @@ describe("11.3 failure is never capacity (command line)", () => {
       faults: ["overload-500"],
     });
     servers.push(sim);
-    expect((await verify({ url: sim.url })).ready).toBe(true);
+    // One answer at a time: two requests in flight are this server's overload.
+    expect((await verify({ url: sim.url }, { answers: { concurrency: 1 } })).ready).toBe(true);
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-budget-"));
     const o = io();
     const levels = { concurrency: "2,4", maxTokens: "1024" };

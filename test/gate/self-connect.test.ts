@@ -43,6 +43,8 @@ describe("the gate and a self-connection on the serving port", () => {
         // Every attempt's outcome is reported, so the test sees the self-connection.
         progressIntervalSeconds: 0.001,
         serverGoneSeconds: 0.5,
+        // The server below answers "OK" to everything: this test is about the connect phase.
+        answers: { file: "none" },
         stabilityProbes: 1,
       },
       {

@@ -82,6 +82,7 @@ describe("the server went away mid-run", () => {
     const code = await compareMain(
       [
         ...["--endpoint", server.url, "--model", "m", "--services", "autoregressive", "--activate-command", "true"],
+        ...["--answers", "none"], // this server answers filler: the subject is the server going away
         ...["--concurrency", "1,2,4", "--requests-per-concurrency", "4", "--repeats", "1", "--max-tokens", "4"],
         ...["--cache", path.join(mkdtempSync(path.join(tmpdir(), "gpuhost-gone-")), "cache.json")],
       ],

@@ -34,7 +34,7 @@ describe("verify against the simulator", () => {
     expect(result.ready).toBe(true);
     expect(result.phase).toBe("ready");
     expect(result.diagnosis).toBeNull();
-    expect(result.phases.map((p) => p.phase)).toEqual(["connect", "models", "generate", "stability"]);
+    expect(result.phases.map((p) => p.phase)).toEqual(["connect", "models", "generate", "stability", "answers"]);
     // The probe stops reading at the first visible answer token: a real answer, not only tokens.
     expect(result.probe!.content).toContain("OK");
     expect(result.probe!.timeToFirstAnswerSeconds).toBeGreaterThan(0);

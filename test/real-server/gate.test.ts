@@ -33,40 +33,51 @@ interface VerifyJson {
   probe: { content: string } | null;
 }
 
+/** SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md); non-thinking budgets (it does not think). */
+const SMOLLM2 = ["--answer-threshold", "0.3", "--thinking-off"];
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real server and model)", () => {
-  it("started before the server, says ready only after the server's first real generation", async () => {
-    const port = await freePort();
-    const out = io();
-    const gate = verifyMain(
-      ["--endpoint", `http://127.0.0.1:${port}`, "--model", MODEL_ALIAS, "--deadline", "300", "--json"],
-      out,
-    );
-    let settled = false;
-    void gate.then(() => (settled = true));
-    await sleep(2_000);
-    // Nothing listens yet: the gate waits, it neither fails nor passes.
-    expect(settled).toBe(false);
-    const startedAt = performance.now();
-    const s = await server({ port });
-    const code = await gate;
-    const readyAfter = (performance.now() - startedAt) / 1000;
-    expect(code, out.err() + out.out()).toBe(0);
-    const r = JSON.parse(out.out()) as VerifyJson;
-    expect(r.ready).toBe(true);
-    expect(r.model).toBe(MODEL_ALIAS);
-    expect(r.probe!.content.trim().length).toBeGreaterThan(0);
-    // The server's own books: when the gate said ready, the server had generated tokens for it (they
-    // reach the counter once the server has processed the probe's hang-up: metricAbove).
-    expect(await metricAbove(s.url, "tokens_predicted_total", 0)).toBeGreaterThan(0);
-    expect(s.log()).toMatch(/launch_slot_.*processing task/);
-    // The gate's phases ran in order, from waiting for the port to the generations.
-    expect(out.err()).toMatch(/connect[\s\S]*models[\s\S]*generate[\s\S]*stability/);
-    console.log(
-      `verify: ready ${readyAfter.toFixed(2)} s after llama-server was started; probe answered ${JSON.stringify(r.probe!.content)}`,
-    );
-  }, 300_000);
+  it(
+    "started before the server, says ready only after the server's first real generation",
+    async () => {
+      const port = await freePort();
+      const out = io();
+      const gate = verifyMain(
+        // SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md): its threshold, not the story's 0.85.
+        [
+          ...["--endpoint", `http://127.0.0.1:${port}`, "--model", MODEL_ALIAS, "--deadline", "600", "--json"],
+          ...SMOLLM2,
+        ],
+        out,
+      );
+      let settled = false;
+      void gate.then(() => (settled = true));
+      await sleep(2_000);
+      // Nothing listens yet: the gate waits, it neither fails nor passes.
+      expect(settled).toBe(false);
+      const startedAt = performance.now();
+      const s = await server({ port });
+      const code = await gate;
+      const readyAfter = (performance.now() - startedAt) / 1000;
+      expect(code, out.err() + out.out()).toBe(0);
+      const r = JSON.parse(out.out()) as VerifyJson;
+      expect(r.ready).toBe(true);
+      expect(r.model).toBe(MODEL_ALIAS);
+      expect(r.probe!.content.trim().length).toBeGreaterThan(0);
+      // The server's own books: when the gate said ready, the server had generated tokens for it (they
+      // reach the counter once the server has processed the probe's hang-up: metricAbove).
+      expect(await metricAbove(s.url, "tokens_predicted_total", 0)).toBeGreaterThan(0);
+      expect(s.log()).toMatch(/launch_slot_.*processing task/);
+      // The gate's phases ran in order, from waiting for the port to the generations.
+      expect(out.err()).toMatch(/connect[\s\S]*models[\s\S]*generate[\s\S]*stability[\s\S]*answers: answers checked/);
+      console.log(
+        `verify: ready ${readyAfter.toFixed(2)} s after llama-server was started; probe answered ${JSON.stringify(r.probe!.content)}`,
+      );
+    },
+    600_000 /* the answer check: 24 answers of SmolLM2 on 2 CPU slots, minutes on a loaded machine */,
+  );
 
   it("names the server SIGKILLed during the gate's first generation within seconds, not at the deadline", async () => {
     const s = await server({ parallel: 1 });
@@ -148,6 +159,7 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
         "chat=1",
         "--thinking",
         "off",
+        ...["--answer-threshold", "0.3"],
         "--repeats",
         "2",
         "--requests-per-concurrency",

@@ -121,13 +121,14 @@ describe("VerifiedGeneration health on the simulator (faults switched on while i
     await host.switchOn("garbled-answers");
     const garbled = await read(created.id, clean.props);
     const drift = garbled.props.drift as { field: string; found: string; repair: string }[];
-    expect(drift.map((d) => d.field)).toEqual(["health.answer"]);
+    // Garbled words also fail the answer check run again at the refresh (answer-health.ts).
+    expect(drift.map((d) => d.field)).toEqual(["health.answer", "health.answerScore"]);
     expect(drift[0].found).toMatch(/kernels.*weights.*parser/);
     expect(drift[0].repair).toMatch(/next up verifies the service again/);
     const second = await checkOf(garbled.props, news);
     expect(second.diff.replaces).toContain("health");
     expect(second.outcome).toBe("drift");
-    expect(second.report.services?.[0].drift.map((d) => d.field)).toEqual(["health.answer"]);
+    expect(second.report.services?.[0].drift.map((d) => d.field)).toEqual(["health.answer", "health.answerScore"]);
     expect(second.text).toMatch(/gpuhost_service_answer_matches\{stack="sim",service="[^"]+"\} 0/);
     expect(second.text).toMatch(/gpuhost_drift\{stack="sim",host="[^"]+",item="health.answer"\} 1/);
   }, 120_000);
