@@ -130,6 +130,8 @@ describe("gpuhost compare --error-budget reaches the verdict (against a server t
         ...["--endpoint", server!.url, "--model", "m", "--services", "autoregressive", "--activate-command", "true"],
         ...["--concurrency", "2", "--requests-per-concurrency", "10", "--repeats", "1", "--max-tokens", "4"],
         ...["--cache", path.join(dir, "cache.json"), ...extra],
+        // This server answers filler: the subject is the error budget (answers: test/gate/answers.test.ts).
+        ...["--answers", "none"],
       ],
       o,
     );

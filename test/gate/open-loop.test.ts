@@ -75,6 +75,8 @@ describe("an open-loop level over the error budget is not capacity", () => {
           "10",
         ],
         ...["--cache", path.join(dir, "cache.json"), "--chart", path.join(dir, "c.svg")],
+        // This server answers filler: the subject is the sweep's error budget (answers: test/gate/answers.test.ts).
+        ...["--answers", "none"],
       ],
       o,
     );

@@ -84,7 +84,13 @@ describe("VerifiedGeneration provider", () => {
     expect(parsed.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(parsed.capacity.totalOutputTokens).toBe(1.8e9);
     expect(parsed.capacity.daysOnOneHost).toBeCloseTo(1.8e9 / (parsed.sustainedOutputTokensPerSecond * 86400), 6);
-    expect(parsed.readiness.phases.map((p) => p.phase)).toEqual(["connect", "models", "generate", "stability"]);
+    expect(parsed.readiness.phases.map((p) => p.phase)).toEqual([
+      "connect",
+      "models",
+      "generate",
+      "stability",
+      "answers",
+    ]);
     expect(outs.toolkitFingerprint).toBe("cuda-toolkit-13-0=13.0.2-1");
     expect(outs.providerVersion).toBe(PROVIDER_VERSION);
     expect(res.id).toContain("tiny@");
@@ -146,7 +152,9 @@ describe("VerifiedGeneration provider", () => {
     // overload-500 at threshold 2: at C=2 every request runs; at C=4 the 3rd and 4th in flight get HTTP 500.
     const host = await sim(["overload-500"], tinyVariant({ faultSettings: { overload500: { threshold: 2 } } }));
     const plan = { ...(inputs(host.url).benchPlan as object), sweepMaxTokens: 1024 };
-    await expect(create(inputs(host.url, { benchPlan: plan }))).rejects.toThrow(
+    // The answer check two at a time, as C=2 runs: the overload is the sweep's C=4 alone.
+    const verifyPolicy = { deadlineSeconds: 20, answers: { concurrency: 2 } };
+    await expect(create(inputs(host.url, { benchPlan: plan, verifyPolicy }))).rejects.toThrow(
       /broke its error budget of 1\.00 % at C=4: \d+\/4 failed \(HTTP 500[\s\S]*no throughput or capacity plan is published/,
     );
   });
