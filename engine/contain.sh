@@ -76,6 +76,9 @@ GPUHOST_RUN_ID="run-$$-$(date +%s%N)"
 export GPUHOST_RUN_ID
 export GPUHOST_PORT_RESERVATIONS="${GPUHOST_PORT_RESERVATIONS:-$base_tmp/gpuhost-ports-$(id -u)}"
 run_tmp="$(mktemp -d "$base_tmp/gpuhost-run.XXXXXX")"
+# Others may enter (not list) it, as they may /tmp: a test that runs a copy as another user (runuser
+# -u nobody) reaches its own folder inside by name.
+chmod 711 "$run_tmp"
 export TMPDIR="$run_tmp"
 
 # A cgroup of this run's own on the cgroup-v2 hierarchy (unified, or hybrid's /sys/fs/cgroup/unified),

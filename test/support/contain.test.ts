@@ -89,6 +89,8 @@ describe("engine/contain.sh", () => {
     const { made } = await contained("wait");
     expect(path.dirname(made.tmp)).toBe(made.tmpdir);
     expect(path.basename(made.tmpdir)).toMatch(/^gpuhost-run\./);
+    // Enterable by others by name, not listable, as /tmp's own folders are reachable (runuser -u nobody).
+    expect(fs.statSync(made.tmpdir).mode & 0o777).toBe(0o711);
     expect(made.ports).toBe(
       process.env.GPUHOST_PORT_RESERVATIONS || path.join(os.tmpdir(), `gpuhost-ports-${process.getuid?.()}`),
     );
