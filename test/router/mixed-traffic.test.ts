@@ -43,12 +43,13 @@ describe("two groups behind one SMG, routed by served model name", () => {
     expect(r.batch.errors).toBe(0);
     expect(r.interactive.requests).toBe(8);
     expect(r.batch.requests).toBeGreaterThan(0);
-    // Each class certified by the one certify(): reconciled with its group's counters, its slots applied,
-    // the client not the limit, the counters steady.
+    // Each class certified by the one certify(): reconciled with its group's counters, what the client
+    // received supports the usage, its slots applied, the client not the limit, the counters steady.
     expect(r.interactive.level.certificate?.certified, JSON.stringify(r.interactive.level.certificate)).toBe(true);
     expect(r.batch.level.certificate?.certified, JSON.stringify(r.batch.level.certificate)).toBe(true);
     expect(r.interactive.level.certificate?.checks.map((c) => c.name)).toEqual([
       "reconciled",
+      "received",
       "load",
       "client",
       "steady",

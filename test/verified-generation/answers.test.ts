@@ -32,9 +32,11 @@ function inputs(url: string, model: string, verifyPolicy: Record<string, unknown
     benchPlan: {
       singleRequestMaxTokens: [16],
       singleRequestPrompts: 1,
+      // Long enough a level that two slots are seen held on a loaded machine (16 tokens read 1.77 of 2):
+      // the subject here is the answers, not the sweep.
       concurrency: [2],
-      sweepMaxTokens: 16,
-      requestsPerConcurrency: 2,
+      sweepMaxTokens: 256,
+      requestsPerConcurrency: 4,
     },
     timeScale: 10,
   };
