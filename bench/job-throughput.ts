@@ -15,7 +15,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { freeLocalPort } from "../ports";
-import { certify, STORY_JOB_PROFILE, writeStoryInput } from "../cli/demo-job";
+import { benchJobShape, STORY_JOB_PROFILE, writeStoryInput } from "../cli/demo-job";
 import { runJob, type JobState } from "../job/run";
 import { DEFAULT_RETRY } from "../job/request";
 
@@ -120,7 +120,7 @@ async function memoryRun(url: string, lines: number, seconds: number) {
 async function main(): Promise<void> {
   const sim = await simulator();
   try {
-    const cert = await certify(sim.url, concurrency, tokens, timeScale);
+    const cert = await benchJobShape(sim.url, concurrency, tokens, timeScale);
     const job = await jobRun(sim.url, concurrency * Number(values.waves));
     const gap = job.sustained / cert.sustained - 1;
     const memory = [];

@@ -66,7 +66,7 @@ export async function storyHost(timeScale: number): Promise<RunningSimulator> {
 }
 
 /** What `pulumi up` certifies for the service: gate bench at CONCURRENCY with the job's shape. */
-export async function certify(url: string, concurrency: number, outputTokens: number, timeScale: number) {
+export async function benchJobShape(url: string, concurrency: number, outputTokens: number, timeScale: number) {
   const cpu = process.cpuUsage();
   const result = await bench(
     { url, model: STORY_MODEL },
@@ -176,7 +176,7 @@ export async function rehearseJob(o: JobDemoOptions): Promise<number> {
     o.say(
       `Certifying it as pulumi up does: gate bench at concurrency ${o.concurrency}, ${o.outputTokens}-token completions...`,
     );
-    const cert = await certify(sim.url, o.concurrency, o.outputTokens, o.timeScale);
+    const cert = await benchJobShape(sim.url, o.concurrency, o.outputTokens, o.timeScale);
     o.say(`  sustained: ${Math.round(cert.sustained)} tok/s (host time); ${cert.certificate}`);
     writeStackOutputs(files("job-outputs.json"), sim.url, o.concurrency, cert.sustained, o.timeScale);
     writeStoryInput(files("job-in.jsonl"), o.requests, o.outputTokens);
