@@ -28,7 +28,6 @@ import {
   stackLocks,
   type StackLock,
   STOP_GRACE_MS,
-  type UpdateRecord,
   upCommand,
 } from "../engine/pulumi";
 import {
@@ -40,6 +39,7 @@ import {
   repairHold,
   repairsToday,
   stateFile,
+  type UpdateRecord,
   updateKey,
   writeDriftState,
 } from "../components/drift/guard";

@@ -19,6 +19,7 @@ import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { processAlive } from "../ports";
 import { projectRoot } from "../project-files";
+import type { UpdateRecord } from "../components/drift/guard";
 
 /** The gpuhost project root (engine/pulumi.ts runs from <root>/engine or <root>/dist/engine). */
 export const PROJECT_ROOT = projectRoot();
@@ -743,18 +744,6 @@ export function parsePendingOperations(exported: string): PendingOperation[] {
     type: op.type ?? "unknown",
     urn: op.resource?.urn ?? "(no urn)",
   }));
-}
-
-/** One entry of `pulumi stack history --json`, as far as gpuhost reads it. */
-export interface UpdateRecord {
-  /** update, refresh, destroy, import, ... */
-  kind: string;
-  /** succeeded, failed, in-progress */
-  result: string;
-  /** The update's number (the file backend of 3.276.0 writes 0 for every one: startTime tells them apart). */
-  version?: number;
-  startTime?: string;
-  endTime?: string;
 }
 
 /** How many history entries lastUpdate reads: enough to reach past a few refreshes since the last up. */

@@ -9,8 +9,20 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { z } from "zod";
-import type { UpdateRecord } from "../../engine/pulumi";
 import { type DriftReport, subjectsOf } from "./report";
+
+/** One entry of `pulumi stack history --json`, as far as gpuhost reads it (engine/pulumi.ts reads it;
+ * it is declared here, below the engine, because the drift guard judges it). */
+export interface UpdateRecord {
+  /** update, refresh, destroy, import, ... */
+  kind: string;
+  /** succeeded, failed, in-progress */
+  result: string;
+  /** The update's number (the file backend of 3.276.0 writes 0 for every one: startTime tells them apart). */
+  version?: number;
+  startTime?: string;
+  endTime?: string;
+}
 
 export const DriftStateSchema = z
   .object({

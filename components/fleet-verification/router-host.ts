@@ -10,23 +10,19 @@
 import * as fs from "node:fs";
 import { projectFile } from "../../project-files";
 import type { Drift } from "../drift/schema";
-import type { HostConnection } from "../host/connection";
 import { execOnHost } from "../host/exec";
 import { RESTART_UNIT_SCRIPT } from "../drift/repair";
 import { ROUTER_UNIT, SMG_VERSION } from "../router/render";
-import { CONFIGURE_ROUTER_SCRIPT, INSTALL_ROUTER_SCRIPT, PROBE_ROUTER_SCRIPT } from "../router/steps";
+import {
+  CONFIGURE_ROUTER_SCRIPT,
+  INSTALL_ROUTER_SCRIPT,
+  PROBE_ROUTER_SCRIPT,
+  type RouterHostCheck,
+} from "../router/steps";
 
-/** What the Router wrote on its machine, and how it wrote it (stored as a secret: the connection). */
-export interface RouterHostCheck {
-  connection: HostConnection;
-  venvPath: string;
-  /** sha256 of the rendered unit and of the launcher config the configure step installs. */
-  unitSha256: string;
-  configSha256: string;
-  /** install-router.sh's and configure-router.sh's arguments exactly as the Router's steps run them. */
-  installArgs: string[];
-  configureArgs: string[];
-}
+// Declared beside the steps that write it (the router below fleet verification); re-exported for the
+// provider and the component, which read it here with the probe and the repair.
+export type { RouterHostCheck };
 
 export interface RouterHostObserved {
   unit: string;

@@ -14,8 +14,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript } from "../host/script";
 import { keyedHash, StampKey } from "../services/stamp-key";
 import type { RouterConfig } from "./schema";
-import { configureStep, hostCheck, installStep, keyFileStdin, keyFileStep } from "./steps";
-import type { RouterHostCheck } from "../fleet-verification/router-host";
+import { configureStep, hostCheck, installStep, keyFileStdin, keyFileStep, type RouterHostCheck } from "./steps";
 
 /** One host behind the router, with its gate's outcome in this update. */
 export interface RouterHost {

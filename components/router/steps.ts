@@ -12,7 +12,7 @@ import {
   routerLaunchConfig,
 } from "./render";
 import type { RouterConfig } from "./schema";
-import type { RouterHostCheck } from "../fleet-verification/router-host";
+import type { HostConnection } from "../host/connection";
 
 const SCRIPTS = "components/router/scripts";
 export const INSTALL_ROUTER_SCRIPT = `${SCRIPTS}/install-router.sh`;
@@ -81,6 +81,18 @@ export function configureStep(
     deleteScript: `${SCRIPTS}/remove-router.sh`,
     identity,
   };
+}
+
+/** What the Router wrote on its machine, and how it wrote it (stored as a secret: the connection). */
+export interface RouterHostCheck {
+  connection: HostConnection;
+  venvPath: string;
+  /** sha256 of the rendered unit and of the launcher config the configure step installs. */
+  unitSha256: string;
+  configSha256: string;
+  /** install-router.sh's and configure-router.sh's arguments exactly as the Router's steps run them. */
+  installArgs: string[];
+  configureArgs: string[];
 }
 
 /**

@@ -20,14 +20,14 @@ interface Run {
 }
 
 /**
- * `npx tsx simulator/main.ts ARGS` as a real child process. For signal tests the server runs in one
+ * `npx tsx cli/sim-server.ts ARGS` as a real child process. For signal tests the server runs in one
  * node process with tsx as its loader (`node --import tsx`), so the signal reaches the server itself:
  * npx dies on SIGTERM without passing it on, and the tsx wrapper, relaying it, reports its own exit
  * status (143) on Node 24 whatever the server returned.
  */
 function run(args: string[], via: "npx" | "node" = "npx"): Run {
   const [cmd, pre] = via === "npx" ? ["npx", ["tsx"]] : [process.execPath, ["--import", "tsx"]];
-  const child = spawn(cmd, [...pre, "simulator/main.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(cmd, [...pre, "cli/sim-server.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let out = "";
   let err = "";

@@ -106,7 +106,7 @@ describe.runIf(enabled)("stand-in Python serving stack on a real Debian host", (
   });
 
   it("the host's Node.js runs the compiled simulator", async () => {
-    const r = await host.execOk("node --version && node /opt/gpuhost-sim/dist/simulator/main.js --list");
+    const r = await host.execOk("node --version && node /opt/gpuhost-sim/dist/cli/sim-server.js --list");
     expect(r.stdout).toMatch(/^v18\./);
     expect(r.stdout).toContain("tiny");
   });

@@ -8,12 +8,12 @@ import * as path from "node:path";
 import { run } from "./proc";
 
 export const SIMULATOR_DIR = "/opt/gpuhost-sim";
-export const SIMULATOR_MAIN = `${SIMULATOR_DIR}/dist/simulator/main.js`;
+export const SIMULATOR_MAIN = `${SIMULATOR_DIR}/dist/cli/sim-server.js`;
 /** The simulator's stand-in `sglang.launch_server` (simulator/sglang.ts): SGLang's own flags in. */
 export const SIMULATOR_SGLANG = `${SIMULATOR_DIR}/dist/simulator/sglang.js`;
 const REPO = path.resolve(__dirname, "../..");
 
-/** Compiles simulator/main.ts and simulator/sglang.ts (and what they import) into `out`/dist, laid out as in the repository. */
+/** Compiles cli/sim-server.ts and simulator/sglang.ts (and what they import) into `out`/dist, laid out as in the repository. */
 export async function buildSimulatorBundle(out: string): Promise<string> {
   await fs.mkdir(out, { recursive: true });
   await run(
@@ -35,7 +35,7 @@ export async function buildSimulatorBundle(out: string): Promise<string> {
       REPO,
       "--outDir",
       path.join(out, "dist"),
-      path.join(REPO, "simulator/main.ts"),
+      path.join(REPO, "cli/sim-server.ts"),
       path.join(REPO, "simulator/sglang.ts"),
     ],
     { cwd: REPO, timeoutMs: 180_000 },

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runnable entry of the simulator as a server process (host units and the test host start it):
-//   node dist/simulator/main.js --profile tiny --port 30000     or     npx tsx simulator/main.ts ...
-import { simMain } from "../cli/sim";
+//   node dist/cli/sim-server.js --profile tiny --port 30000     or     npx tsx cli/sim-server.ts ...
+import { simMain } from "./sim";
 
 simMain(process.argv.slice(2)).then(
   (code) => process.exit(code),
