@@ -1,8 +1,8 @@
 // Seeded draws: the one random generator and the one request-length draw of the benchmark's workload
-// shapes (gate/measurement/workload.ts) and the simulator's performance model (simulator/perf-model.ts), so a
+// shapes (gate/base/workload.ts) and the simulator's performance model (simulator/perf-model.ts), so a
 // seed means the same sequence in both. No imports: the simulator bundle on a test host carries it.
 
-/** A token count drawn per request: what the length schemas of gate/measurement/workload.ts and simulator/profile.ts parse to. */
+/** A token count drawn per request: what the length schemas of gate/base/workload.ts and simulator/profile.ts parse to. */
 export type LengthDistribution =
   | { distribution: "fixed"; tokens: number }
   | { distribution: "uniform"; min: number; max: number }

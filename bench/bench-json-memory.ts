@@ -15,8 +15,8 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import type { BenchResult } from "../gate/measurement/bench";
-import type { RequestSample } from "../gate/measurement/stream";
+import type { BenchResult } from "../gate/run/bench";
+import type { RequestSample } from "../gate/run/stream";
 import { writeBenchJson } from "../gate/reports/bench-json";
 
 const TOKENS_PER_REQUEST = 256;

@@ -4,7 +4,7 @@
  * precomputed SSE events, one token per event, as fast as the socket takes them.
  * Target: >= 200,000 tokens/s with 64 concurrent streams.
  *
- * With --threads N the client is spread over N worker threads (gate/measurement/client-threads.ts)
+ * With --threads N the client is spread over N worker threads (gate/run/client-threads.ts)
  * and --blasters M starts M blaster processes on one port (SO_REUSEPORT: the kernel deals the
  * connections out), so a machine with the cores shows how the ceiling grows with threads.
  *

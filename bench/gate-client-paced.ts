@@ -19,7 +19,7 @@ import type { AddressInfo } from "node:net";
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { bench } from "../gate/index";
-import { percentile } from "../gate/measurement/stats";
+import { percentile } from "../gate/judge/stats";
 
 /** One request as the paced server saw it: epoch milliseconds. */
 interface Truth {

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { parse, stringify } from "yaml";
 import { verify } from "../gate/index";
-import { percentile } from "../gate/measurement/stats";
+import { percentile } from "../gate/judge/stats";
 import { startSimulator } from "../simulator/index";
 
 async function once(profile: string, fault: string, thinkingToggle: boolean): Promise<number> {

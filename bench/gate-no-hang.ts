@@ -15,7 +15,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { verify } from "../gate/index";
-import { percentile } from "../gate/measurement/stats";
+import { percentile } from "../gate/judge/stats";
 import { crashOnFirstGeneration, neverAnswering } from "../test/gate/misbehaving-servers";
 
 const repo = path.resolve(__dirname, "..");

@@ -31,10 +31,10 @@ import {
   mixedPlan,
   neededTokensPerSecond,
   type ServiceCurve,
-} from "../gate/measurement/mixed-plan";
-import { WorkloadShapeSchema } from "../gate/measurement/workload";
+} from "../gate/plan/mixed-plan";
+import { WorkloadShapeSchema } from "../gate/base/workload";
 import { fetchOnce } from "../gate/transport/http";
-import { DEFAULT_JUDGEMENT } from "../gate/measurement/levels";
+import { DEFAULT_JUDGEMENT } from "../gate/judge/levels";
 import { startSimulator, type RunningSimulator } from "../simulator/index";
 import { QUICK_ROUTER, smgVenv, startRouter, waitForHealthyWorkers } from "../test/support/smg";
 

@@ -9,7 +9,7 @@
  */
 import * as crypto from "node:crypto";
 import { parseArgs } from "node:util";
-import { percentile } from "../gate/measurement/stats";
+import { percentile } from "../gate/judge/stats";
 import { freeLocalPort } from "../ports";
 import { createTestStack } from "../test/support/stack";
 

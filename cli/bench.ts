@@ -6,16 +6,16 @@
  */
 import { accessSync, constants, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/measurement/bench";
-import { certificateText } from "../gate/measurement/certificate";
-import { levelName } from "../gate/measurement/levels";
-import { answerless as answerlessLevel } from "../gate/measurement/saturation";
-import { uncertifiedLevels, verdictOf, type VerdictInput } from "../gate/measurement/verdict";
+import { bench, type BenchProgress, type BenchResult, type RunTotals } from "../gate/run/bench";
+import { certificateText } from "../gate/judge/certificate";
+import { levelName } from "../gate/judge/levels";
+import { answerless as answerlessLevel } from "../gate/judge/saturation";
+import { uncertifiedLevels, verdictOf, type VerdictInput } from "../gate/judge/verdict";
 import { benchChart } from "../gate/reports/chart";
 import { writeBenchJson } from "../gate/reports/bench-json";
 import { benchCsv, csvPathFor } from "../gate/reports/csv";
 import { duration } from "../gate/reports/duration";
-import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
+import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/base/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import {
   API_KEY_FLAGS,
@@ -182,7 +182,7 @@ export function benchMain(argv: string[], io: CliIo = defaultIo()): Promise<numb
 
 /** The exit status a finished run's summary earns (cli/README.md). */
 export function benchStatus(s: VerdictInput & Pick<BenchResult, "deadlinePassed">): number {
-  // The verdict VerifiedGeneration, the comparison and the fleet judge by (gate/measurement/verdict.ts),
+  // The verdict VerifiedGeneration, the comparison and the fleet judge by (gate/judge/verdict.ts),
   // as an exit status: a blown budget first (the levels it excluded may be why nothing else counts),
   // a server that went away next, then a deadline that cut the run, whatever it had measured by then.
   const verdict = verdictOf(s);

@@ -232,7 +232,7 @@ export function mixOption(name: string, v: string): Record<string, number> {
 
 /**
  * The plan fields WORKLOAD_FLAGS set, read once for `bench` and `compare`: the same flag is the same
- * BenchPlan knob in both (gate/schema.ts), and each command adds its own around them.
+ * BenchPlan knob in both (gate/base/schema.ts), and each command adds its own around them.
  */
 export function workloadPlan(values: {
   rate?: number[];

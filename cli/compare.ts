@@ -13,16 +13,16 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { uncertifiedLevels } from "../gate/measurement/verdict";
+import { uncertifiedLevels } from "../gate/judge/verdict";
 import { AcceptanceFloorSchema } from "../gate/readiness/acceptance";
-import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/measurement/compare";
+import { JobSchema, SERVICE_NAMES, type ServiceName } from "../gate/plan/compare";
 import { compareChart } from "../gate/reports/chart";
 import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
 import { roofline } from "../physics/roofline";
 import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
-import { runComparison } from "../gate/measurement/compare-run";
-import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/schema";
+import { runComparison } from "../gate/plan/compare-run";
+import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/base/schema";
 import { MAX_TOKENS_BOUND } from "./bench";
 import { ANSWERS_FLAG, answersOption } from "./verify";
 import {

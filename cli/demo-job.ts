@@ -11,8 +11,8 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { bench } from "../gate/index";
-import { capacity } from "../gate/measurement/capacity";
-import { shapedRequest, WorkloadShapeSchema } from "../gate/measurement/workload";
+import { capacity } from "../gate/plan/capacity";
+import { shapedRequest, WorkloadShapeSchema } from "../gate/base/workload";
 import { timeNote } from "../gate/reports/outputs";
 import { startSimulator, type RunningSimulator } from "../simulator/index";
 

@@ -18,10 +18,10 @@ import { compareJson, compareText } from "../gate/reports/compare-report";
 import { findGpu } from "../physics/gpus";
 import { modelFacts } from "../physics/model-config";
 import { DEFAULT_MEM_FRACTION_STATIC, roofline, rooflineLines } from "../physics/roofline";
-import { runComparison, type CompareResult } from "../gate/measurement/compare-run";
-import { BenchPlanSchema, VerifyPolicySchema, type BenchPlanInput, type VerifyPolicyInput } from "../gate/schema";
+import { runComparison, type CompareResult } from "../gate/plan/compare-run";
+import { BenchPlanSchema, VerifyPolicySchema, type BenchPlanInput, type VerifyPolicyInput } from "../gate/base/schema";
 import { verify } from "../gate/readiness/verify";
-import { checkHealth, healthDrift, recordHealth } from "../gate/readiness/health";
+import { checkHealth, healthDrift, recordHealth } from "../gate/health/health";
 import type { Endpoint } from "../gate/transport/http";
 import { driftExposition } from "../components/drift/metrics";
 import { outcomeOf, type DriftReport } from "../components/drift/report";
@@ -79,7 +79,7 @@ function storyRoofline(
 
 /**
  * Issue 27 rehearsed: the service the comparison left running, checked once as the scheduled drift
- * check checks it (gate/readiness/health.ts: the greedy reference answer, the decode probe and, when
+ * check checks it (gate/health/health.ts: the greedy reference answer, the decode probe and, when
  * speculative, the acceptance probe) against a baseline recorded a moment before, as a verification
  * records it; and the Prometheus metrics that check writes (components/drift/metrics.ts, the
  * textfile's exposition). No engine here: the report holds that one service.

@@ -1,7 +1,7 @@
 // The fleet as a table for a terminal (demo, README): per worker its share of the router's requests
 // and its own sustained figure, the fleet total through the router with its 95 % interval over the
 // runs, scaling efficiency and the plan.
-import { certificateText } from "../gate/measurement/certificate";
+import { certificateText } from "../gate/judge/certificate";
 import type { FleetOutputs } from "../stack/outputs";
 import type { MixedFleetOutput } from "../components/fleet-verification/groups";
 

@@ -3,7 +3,7 @@
  * stands; with --curves, the split of a mixed fleet (interactive and batch) from measured curves.
  */
 import * as fs from "node:fs/promises";
-import { capacity, type CapacityPlan } from "../gate/measurement/capacity";
+import { capacity, type CapacityPlan } from "../gate/plan/capacity";
 import {
   CurvesSchema,
   degradedPlan,
@@ -12,9 +12,9 @@ import {
   mixedPlan,
   mixedPlanText,
   type ServiceCurve,
-} from "../gate/measurement/mixed-plan";
+} from "../gate/plan/mixed-plan";
 import { roofline, rooflineLines, type Roofline } from "../physics/roofline";
-import { WorkloadSchema } from "../gate/schema";
+import { WorkloadSchema } from "../gate/base/schema";
 import { defaultIo, EXIT, runCommand, schemaDefault, schemaIssues, UsageError, type CliIo } from "./common";
 import type { CommandSpec, Values } from "./options";
 import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
@@ -27,7 +27,7 @@ batch 1 and at --concurrency, the compute bound, the KV-cache bound on concurren
 roofline reached, and the limiter with its lever (docs/physics.md). With --curves (a comparison's
 measured curves) instead of --throughput: a mixed fleet, interactive users on the service that holds
 the most of them within --ttft-p95 and --itl-p95, the batch job on the one that sustains the most
-tok/s, beside the homogeneous fleets (gate/measurement/mixed-plan.ts).`,
+tok/s, beside the homogeneous fleets (gate/plan/mixed-plan.ts).`,
   flags: {
     throughput: {
       type: "number",

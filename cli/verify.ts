@@ -2,7 +2,7 @@
  * `gpuhost verify`: the readiness gate outside Pulumi. JSON goes to stdout, progress to stderr;
  * cli/gpuhost.ts dispatches here.
  */
-import { AnswersPolicySchema, VerifyPolicySchema, type AnswersPolicyInput } from "../gate/schema";
+import { AnswersPolicySchema, VerifyPolicySchema, type AnswersPolicyInput } from "../gate/base/schema";
 import { MAX_TIMER_SECONDS } from "../gate/transport/timers";
 import { verify } from "../gate/readiness/verify";
 import { answerSetOf } from "../gate/readiness/answers";

@@ -19,7 +19,7 @@
  * its Commands run); components/drift assembles them in provisioning order.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { BenchPlan, VerifyPolicy, Workload } from "../gate/schema";
+import type { BenchPlan, VerifyPolicy, Workload } from "../gate/base/schema";
 import { CudaToolkit, type CudaToolkitOptions } from "./cuda-toolkit";
 import { assembleDrift, preparationDrift, ToolkitState } from "./drift";
 import { type HostPlatform, preparationOf, toolkitOptionsOn } from "./platform";

@@ -19,8 +19,8 @@ export {
   type BenchResult,
   type BenchSamples,
   type BenchSummary,
-} from "./measurement/bench";
-export { capacity, type CapacityPlan } from "./measurement/capacity";
+} from "./run/bench";
+export { capacity, type CapacityPlan } from "./plan/capacity";
 export {
   mixedVerdictOf,
   verdictOf,
@@ -28,8 +28,8 @@ export {
   type MixedVerdict,
   type Verdict,
   type VerdictInput,
-} from "./measurement/verdict";
-export { forWorkers } from "./measurement/for-workers";
+} from "./judge/verdict";
+export { forWorkers } from "./run/for-workers";
 export {
   acceptanceFailure,
   AcceptanceFloorSchema,
@@ -48,7 +48,7 @@ export {
   type BenchPlan,
   type VerifyPolicy,
   type Workload,
-} from "./schema";
+} from "./base/schema";
 export { baseUrl, EndpointError, type Endpoint } from "./transport/http";
 export {
   findKnee,
@@ -60,7 +60,7 @@ export {
   type Knee,
   type KneeOptions,
   type LevelFigures,
-} from "./measurement/saturation";
+} from "./judge/saturation";
 export {
   armTimeout,
   withTimeout,
@@ -69,7 +69,7 @@ export {
   MAX_TIMER_SECONDS,
   type Timeout,
 } from "./transport/timers";
-export { percentile, answerStats, summarizeSingle, type SingleRequestSummary } from "./measurement/stats";
+export { percentile, answerStats, summarizeSingle, type SingleRequestSummary } from "./judge/stats";
 export {
   summarizeLevel,
   summarizeSweepLevel,
@@ -77,28 +77,22 @@ export {
   type LevelSamples,
   type LevelSummary,
   type SweepLevel,
-} from "./measurement/levels";
-export { measureSweep, toHostTime, type HostClock } from "./measurement/load";
+} from "./judge/levels";
+export { measureSweep, toHostTime, type HostClock } from "./run/load";
 export {
   runMixedTraffic,
   type ClassResult,
   type MixedTrafficOptions,
   type MixedTrafficResult,
   type TrafficClass,
-} from "./measurement/mixed-run";
-export type { RequestSample } from "./measurement/stream";
+} from "./run/mixed-run";
+export type { RequestSample } from "./run/stream";
 export type { ProbeResult } from "./readiness/probe";
-export { runComparison, type CompareOptions, type CompareResult } from "./measurement/compare-run";
-export { JobSchema, SERVICE_NAMES, type ServiceName } from "./measurement/compare";
+export { runComparison, type CompareOptions, type CompareResult } from "./plan/compare-run";
+export { JobSchema, SERVICE_NAMES, type ServiceName } from "./plan/compare";
 export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
-export { WorkloadShapeSchema } from "./measurement/workload";
-export {
-  fleetCounters,
-  parseCounters,
-  readCounters,
-  SERVER_COUNTERS,
-  type CounterRead,
-} from "./measurement/server-counters";
+export { WorkloadShapeSchema } from "./base/workload";
+export { fleetCounters, parseCounters, readCounters, SERVER_COUNTERS, type CounterRead } from "./run/server-counters";
 export {
   certificateText,
   CertificateSchema,
@@ -106,8 +100,8 @@ export {
   certify,
   type Certificate,
   type CertificateCheck,
-} from "./measurement/certificate";
-export { SloSchema } from "./measurement/goodput";
+} from "./judge/certificate";
+export { SloSchema } from "./judge/goodput";
 export {
   answerDifference,
   checkHealth,
@@ -120,9 +114,9 @@ export {
   type HealthBaseline,
   type HealthCheck,
   type HealthFinding,
-} from "./readiness/health";
-export { HealthPolicySchema, type HealthPolicy } from "./schema";
-export { answerScoreBaseline } from "./readiness/answer-health";
+} from "./health/health";
+export { HealthPolicySchema, type HealthPolicy } from "./base/schema";
+export { answerScoreBaseline } from "./health/answer-health";
 export {
   answersFailure,
   answerAgreement,
@@ -131,4 +125,4 @@ export {
   type AnswerAgreement,
   type AnswerCertificate,
 } from "./readiness/answers";
-export { DEFAULT_ANSWER_SET, readAnswerSet, type AnswerItem, type AnswerSet } from "./readiness/answer-set";
+export { DEFAULT_ANSWER_SET, readAnswerSet, type AnswerItem, type AnswerSet } from "./base/answer-set";

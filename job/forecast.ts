@@ -4,7 +4,7 @@
  * the deadline and how many more hosts of the measured kind it needs (the plan's own arithmetic,
  * capacity()), and how big its output will be. Pure: the clock and the counts come in.
  */
-import { capacity, SECONDS_PER_DAY } from "../gate/measurement/capacity";
+import { capacity, SECONDS_PER_DAY } from "../gate/plan/capacity";
 
 /** Within this share of the certified throughput the job is "on plan". */
 export const ON_PLAN_TOLERANCE = 0.05;

@@ -1,11 +1,11 @@
 /**
  * The job's tokens beside the server's own count, read the way a benchmark level is reconciled
- * (gate/measurement/server-counters.ts: its /metrics before and after). A job is no closed level:
+ * (gate/run/server-counters.ts: its /metrics before and after). A job is no closed level:
  * the server may count tokens the job never records (a request in flight at a stop is generated
  * again, a failed try, the one-token probes, another client), so this says the two figures and their
  * ratio rather than judging them.
  */
-import type { CounterRead } from "../gate/measurement/server-counters";
+import type { CounterRead } from "../gate/run/server-counters";
 
 /** One sentence: what the server counted for MODEL between BEFORE and AFTER, beside what the job recorded. */
 export function reconciliation(before: CounterRead, after: CounterRead, model: string, jobTokens: number): string {

@@ -30,7 +30,7 @@ import {
   ServerDownError,
   ServerWatch,
 } from "./request";
-import { readCounters } from "../gate/measurement/server-counters";
+import { readCounters } from "../gate/run/server-counters";
 import { reconciliation } from "./reconcile";
 import { JobTracker } from "./tracker";
 

@@ -1,12 +1,12 @@
 /**
  * The simulated model's answer table: a stand-in, not a model. It answers the gate's shipped answer
- * set (gate/readiness/answer-set.ts) with the set's own reference answers, so a simulated service
+ * set (gate/base/answer-set.ts) with the set's own reference answers, so a simulated service
  * passes the answer check by default, and two faults answer it wrong the ways real services do:
  * `wrong-answers` fluently (another prompt's right answer: the right shape, the wrong content, with
  * usage and counters as correct as ever) and `speculative-divergence` on speculative services only
  * (every other prompt, as a draft or verify kernel that changes greedy output would).
  */
-import { DEFAULT_ANSWER_ITEMS } from "../gate/readiness/answer-set";
+import { DEFAULT_ANSWER_ITEMS } from "../gate/base/answer-set";
 import type { SimState } from "./state";
 
 const TABLE = new Map<string, number>(DEFAULT_ANSWER_ITEMS.map((item, i) => [item.prompt.trim(), i]));

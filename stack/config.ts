@@ -1,6 +1,6 @@
 /**
  * The stack configuration: ONE zod schema holding every knob of gpuhost with its default and
- * description. Sections are composed from the schemas their owners keep (gate/schema.ts,
+ * description. Sections are composed from the schemas their owners keep (gate/base/schema.ts,
  * components' services/schema.ts, serving-env/schema.ts, host/connection.ts, and the simulated
  * platform's sim-host/config.ts); docs/configuration.md is generated from this schema
  * (stack/config-doc.ts), so the reference cannot fall behind.
@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import { answersFileIssue, BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/schema";
+import { answersFileIssue, BenchPlanSchema, VerifyPolicySchema, WorkloadSchema } from "../gate/base/schema";
 import { cudaToolkitOptionsSchema } from "../components/cuda-toolkit/options";
 import { hostKeyPolicySchema } from "../components/host-key";
 import { bastionSchema, localConnectionSchema, sshConnectionSchema } from "../components/host/connection";

@@ -134,7 +134,7 @@ export function gpuFleet(
   return pulumi.output(outputs);
 }
 
-/** The part of a sweep level the mixed plan reads (gate/measurement/mixed-plan.ts's curve point). */
+/** The part of a sweep level the mixed plan reads (gate/plan/mixed-plan.ts's curve point). */
 function curvePoint(l: {
   level: number;
   mode: "closed" | "open";

@@ -3,7 +3,7 @@
 // deadline. Parsed with the one output schema, so a stack whose outputs changed shape is refused by
 // name instead of planned from undefined. No Pulumi import.
 import { z } from "zod";
-import { capacity } from "../gate/measurement/capacity";
+import { capacity } from "../gate/plan/capacity";
 import { HostOutputsSchema } from "./outputs";
 
 export interface JobSpec {

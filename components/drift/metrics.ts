@@ -11,7 +11,7 @@ import { Gauge, Registry } from "prom-client";
 import type { RepairHold } from "./guard";
 import { type DriftOutcome, isHeld } from "./outcome";
 import { type DriftReport, subjectsOf } from "./report";
-import type { HealthCheck } from "../../gate/readiness/health";
+import type { HealthCheck } from "../../gate/health/health";
 
 export interface CheckTiming {
   /** When the check ended (ms since the epoch). */

@@ -11,7 +11,7 @@
 // changed but not what: it is accepted as a fallback with the details marked unknown.
 import { type DriftFailure, type DriftOutcome, exitCodeOfOutcome } from "./outcome";
 import type { Drift } from "./schema";
-import type { HealthCheck } from "../../gate/readiness/health";
+import type { HealthCheck } from "../../gate/health/health";
 
 export const TOOLKIT_STATE_TYPE = "pulumi-nodejs:dynamic/gpuhost:ToolkitState";
 export const VERIFIED_GENERATION_TYPE = "pulumi-nodejs:dynamic/gpuhost:VerifiedGeneration";

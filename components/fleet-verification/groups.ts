@@ -1,7 +1,7 @@
 /**
  * A mixed fleet's measurement (router.groups, issue 29): each class reaches its group through SMG's
  * model registry (the group's served name), both classes are sent at once through the router
- * (gate/measurement/mixed-run.ts), each comes back with its certificate from the one certify(), and
+ * (gate/run/mixed-run.ts), each comes back with its certificate from the one certify(), and
  * the one verdict (gate mixedVerdictOf) judges them with the stack's benchmark.errorBudget and
  * certification.require, as one host is judged; beside it, every token of a name must have been
  * generated on its own group's hosts (a router that ignored the name fails here, named). Beside the
@@ -13,7 +13,7 @@
  */
 import { z } from "zod";
 import * as GateModule from "../../gate/index";
-import type { Workload } from "../../gate/schema";
+import type { Workload } from "../../gate/base/schema";
 import {
   configuredPlan,
   CurvesSchema,
@@ -28,9 +28,9 @@ import {
   type InteractiveDemand,
   type MixedPlan,
   type ServiceCurve,
-} from "../../gate/measurement/mixed-plan";
-import type { ClassResult, MixedTrafficResult } from "../../gate/measurement/mixed-run";
-import type { VerdictInput } from "../../gate/measurement/verdict";
+} from "../../gate/plan/mixed-plan";
+import type { ClassResult, MixedTrafficResult } from "../../gate/run/mixed-run";
+import type { VerdictInput } from "../../gate/judge/verdict";
 import { GROUP_NAMES, type GroupName } from "../router/schema";
 import { SERVICE_KINDS } from "../services/schema";
 
@@ -111,7 +111,7 @@ export const MixedFleetOutputSchema = z
     }),
     windowSeconds: z.number().describe("Host seconds of the interactive run: the window both classes were measured in"),
     predicted: objectWith<DegradedPlan>("verdict", "a degraded plan").describe(
-      "The configured groups as the hosts' own curves predict them, left-out hosts out of their groups: what the fleet can still promise (gate/measurement/mixed-plan.ts degradedPlan)",
+      "The configured groups as the hosts' own curves predict them, left-out hosts out of their groups: what the fleet can still promise (gate/plan/mixed-plan.ts degradedPlan)",
     ),
     plan: objectWith<MixedPlan>("homogeneous", "a mixed plan").describe(
       "The fewest hosts for this demand from the same curves, beside the homogeneous fleets (mixedPlan; gpuhost plan --curves)",

@@ -7,14 +7,14 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { callTimeProvider } from "../call-time-provider";
-import type { Certificate } from "../../gate/measurement/certificate";
-import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { Certificate } from "../../gate/judge/certificate";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/base/schema";
 import type { FleetWorkers } from "../router";
 import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION, type FleetPlan, type SustainedInterval } from "./provider";
 import type { RouterHostCheck } from "./router-host";
 import type { FleetGroupsInput, MixedFleetOutput } from "./groups";
-import type { ServiceCurve } from "../../gate/measurement/mixed-plan";
+import type { ServiceCurve } from "../../gate/plan/mixed-plan";
 
 export { fleetPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
 
@@ -74,7 +74,7 @@ export class FleetVerification extends pulumi.dynamic.Resource {
       outputTokensPerSecond: number;
       requests: number;
       errors: number;
-      /** The level's validity certificate (gate/measurement/certificate.ts); absent: recorded before certificates. */
+      /** The level's validity certificate (gate/judge/certificate.ts); absent: recorded before certificates. */
       certificate?: Certificate | null;
     }>
   >;

@@ -14,7 +14,7 @@
  */
 import { randomBytes } from "node:crypto";
 import * as GateModule from "../../gate/index";
-import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/base/schema";
 import { z } from "zod";
 import { providerGuard, providerInputs } from "../provider-helpers";
 import { SMG_VERSION } from "../router/render";
@@ -103,7 +103,7 @@ const INPUTS = providerInputs(FleetVerificationInputsSchema, {
   replaces: ["router", "routerIdentity", "workers", "hostFigures", "benchRepeats", "timeScale", "groups"],
 });
 
-/** The fleet's sustained figure's 95 % interval over the runs of its level (gate/measurement/goodput.ts). */
+/** The fleet's sustained figure's 95 % interval over the runs of its level (gate/judge/goodput.ts). */
 export interface SustainedInterval {
   low: number;
   high: number;
@@ -312,7 +312,7 @@ async function measureSweepFleet(
         );
     },
   });
-  // The host's verdict, word for word (gate/measurement/verdict.ts).
+  // The host's verdict, word for word (gate/judge/verdict.ts).
   const verdict = gate.verdictOf(result);
   const fleet = result.sustainedOutputTokensPerSecond;
   return {

@@ -7,7 +7,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import type { ServiceComparisonOutputs } from "../../gate/reports/outputs";
-import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/base/schema";
 import { callTimeProvider } from "../call-time-provider";
 import type { HostConnectionInput } from "../host/script";
 import { gateTunnel, gateUrl } from "../services/endpoint";

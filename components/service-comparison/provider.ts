@@ -5,7 +5,7 @@
  * Like VerifiedGeneration's, this module is not serialized: the state holds only
  * components/call-time-provider.ts's object, which loads the compiled copy of this module from
  * wherever gpuhost is when a method runs (a stack survives a move of its checkout).
- * Create runs the gate's comparison (gate/measurement/compare-run.ts): each service made the one active unit by
+ * Create runs the gate's comparison (gate/plan/compare-run.ts): each service made the one active unit by
  * the same activate.sh ServingService runs, verified, measured with the same workload; then the
  * winner (auto) or the configured service is left active. Nothing is cached outside the state: the
  * resource's inputs (each unit's stamp, the workload, the policy) are the cache key, so an `up` with

@@ -10,8 +10,8 @@ import { gateTunnel, gateUrl } from "../services/endpoint";
 import { type ServiceKind, type ServicesConfig, speculativeOf } from "../services/schema";
 import { unitName } from "../services/unit";
 import type { VerifiedGenerationOutputs } from "../../gate/reports/outputs";
-import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/schema";
-import type { HealthBaseline, HealthCheck } from "../../gate/readiness/health";
+import type { BenchPlan, VerifyPolicy, Workload } from "../../gate/base/schema";
+import type { HealthBaseline, HealthCheck } from "../../gate/health/health";
 import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION } from "./provider";
 
@@ -36,11 +36,11 @@ export interface VerifiedGenerationArgs {
   toolkitFingerprint: pulumi.Input<string>;
   /** Lock of the Python serving environment (package versions). Replaces on change. */
   environmentLock: pulumi.Input<string>;
-  /** Readiness gate knobs, parsed once by the stack config (gate/schema.ts VerifyPolicySchema). */
+  /** Readiness gate knobs, parsed once by the stack config (gate/base/schema.ts VerifyPolicySchema). */
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
-  /** Benchmark knobs, parsed (gate/schema.ts BenchPlanSchema); a change replaces the resource: it measures again. */
+  /** Benchmark knobs, parsed (gate/base/schema.ts BenchPlanSchema); a change replaces the resource: it measures again. */
   benchPlan?: pulumi.Input<BenchPlan>;
-  /** Workload of the capacity plan, parsed (gate/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
+  /** Workload of the capacity plan, parsed (gate/base/schema.ts WorkloadSchema); a change re-plans without re-measuring. */
   workload?: pulumi.Input<Workload>;
   /**
    * Simulated seconds per wall second of the server (absent: 1, real hardware): the benchmark's
@@ -190,7 +190,7 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
   declare public readonly timeNote: Out<"timeNote">;
   /** With failureIsOutcome: why the gate did not pass (undefined when it did). */
   declare public readonly gateFailure: pulumi.Output<string | undefined>;
-  /** What each refresh's health check compares with: the reference answer, decode tok/s, acceptance (gate/readiness/health.ts). */
+  /** What each refresh's health check compares with: the reference answer, decode tok/s, acceptance (gate/health/health.ts). */
   declare public readonly healthBaseline: pulumi.Output<HealthBaseline | null | undefined>;
   /** The last refresh's health check: each figure measured (absent when none ran). */
   declare public readonly healthCheck: pulumi.Output<HealthCheck | undefined>;

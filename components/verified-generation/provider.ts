@@ -211,7 +211,7 @@ async function verifyAndMeasure(
   });
   if (signal.aborted)
     throw new Error(`the benchmark was ${String((signal.reason as Error)?.message ?? "interrupted")}`);
-  // The one verdict (gate/measurement/verdict.ts): a server gone, a level over the error budget, a
+  // The one verdict (gate/judge/verdict.ts): a server gone, a level over the error budget, a
   // run that stopped or measured nothing fails the create, so no plan is published beside a broken
   // level and the next `up` measures again. Rates the server kept up with pass, with no capacity figure.
   const verdict = gate.verdictOf(result);

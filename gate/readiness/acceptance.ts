@@ -13,7 +13,7 @@ import { z } from "zod";
 import type { Agent } from "undici";
 import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
 import { withTimeout } from "../transport/timers";
-import { CHAT_PROMPTS } from "../measurement/prompts";
+import { CHAT_PROMPTS } from "../base/prompts";
 import type { GenerateReply, ServerInfo } from "../transport/wire";
 
 export const AcceptanceFloorSchema = z

@@ -12,7 +12,7 @@ import { Agent } from "undici";
 import { describeError, fetchText } from "../transport/http";
 import { withTimeout } from "../transport/timers";
 import type { ChatCompletion } from "../transport/wire";
-import type { VerifyPolicy } from "../schema";
+import type { VerifyPolicy } from "../base/schema";
 import { probeRequestBody } from "./probe";
 import {
   answerFailure,
@@ -22,7 +22,7 @@ import {
   visibleAnswer,
   type AnswerItem,
   type AnswerSet,
-} from "./answer-set";
+} from "../base/answer-set";
 
 export const NOT_CHECKED = "answers not checked";
 const FILE_PATH = "verification.answers.file";

@@ -4,7 +4,7 @@
  */
 import { baseUrl, makeAgent, type Endpoint } from "../transport/http";
 import { probeGeneration } from "./probe";
-import { VerifyPolicySchema, type VerifyPolicyInput } from "../schema";
+import { VerifyPolicySchema, type VerifyPolicyInput } from "../base/schema";
 import { withTimeout } from "../transport/timers";
 
 export interface GenerationCheck {

@@ -7,7 +7,7 @@
  */
 import { request, type Dispatcher } from "undici";
 import { describeError, errorKind, fatalNetworkError, headers, truncate } from "../transport/http";
-import type { VerifyPolicy } from "../schema";
+import type { VerifyPolicy } from "../base/schema";
 import { SseParser } from "../transport/sse";
 import { armTimeout } from "../transport/timers";
 import type { ChatCompletion, ChatCompletionChunk, Usage } from "../transport/wire";

@@ -17,7 +17,7 @@ import {
   type Endpoint,
 } from "../transport/http";
 import { probeGeneration, type ProbeResult } from "./probe";
-import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "../schema";
+import { VerifyPolicySchema, type VerifyPolicy, type VerifyPolicyInput } from "../base/schema";
 import { armTimeout, raceTimeout, sleep, withTimeout, type Timeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { answersFailure, answersNotChecked, checkAnswers, type AnswerCertificate } from "./answers";

@@ -9,9 +9,9 @@
  * them all (`--all-gaps`); the report says which under samples.gaps.
  */
 import { closeSync, openSync, writeSync } from "node:fs";
-import type { BenchResult } from "../measurement/bench";
-import { percentile } from "../measurement/stats";
-import type { RequestSample } from "../measurement/stream";
+import type { BenchResult } from "../run/bench";
+import { percentile } from "../judge/stats";
+import type { RequestSample } from "../run/stream";
 
 /** Text gathered before one write to the file: large enough that writes are few, small beside the report. */
 const WRITE_CHUNK_CHARS = 1 << 20;

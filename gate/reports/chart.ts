@@ -5,10 +5,10 @@
  * on one axis TTFT would look flat at zero), the saturation point marked. The comparison's: one line
  * per service, each crossover (where a speculative service stops beating autoregressive) marked.
  */
-import type { BenchSummary } from "../measurement/bench";
-import { SERVICE_LABEL, type ServiceName } from "../measurement/compare";
-import type { CompareResult } from "../measurement/compare-run";
-import type { LevelSummary } from "../measurement/levels";
+import type { BenchSummary } from "../run/bench";
+import { SERVICE_LABEL, type ServiceName } from "../plan/compare";
+import type { CompareResult } from "../plan/compare-run";
+import type { LevelSummary } from "../judge/levels";
 import { esc, fmt, panel, svgDocument, type Series } from "./svg";
 import { timeNote } from "./outputs";
 

@@ -3,10 +3,10 @@
  * the capacity plan per service, as text; and a JSON document without the raw samples (they stay
  * in the cache file). The CSV is csv.ts's, the chart chart.ts's.
  */
-import { certificateText } from "../measurement/certificate";
-import { SERVICE_LABEL, type Comparison } from "../measurement/compare";
-import type { CompareResult } from "../measurement/compare-run";
-import { levelPhrase } from "../measurement/levels";
+import { certificateText } from "../judge/certificate";
+import { SERVICE_LABEL, type Comparison } from "../plan/compare";
+import type { CompareResult } from "../plan/compare-run";
+import { levelPhrase } from "../judge/levels";
 import { duration } from "./duration";
 import { timeNote } from "./outputs";
 

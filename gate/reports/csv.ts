@@ -3,9 +3,9 @@
  * seconds (of host time) and tokens per second as plain numbers, an empty cell where there was no
  * value. bench writes it beside its JSON; compare with --csv.
  */
-import type { CompareResult } from "../measurement/compare-run";
-import type { Certificate } from "../measurement/certificate";
-import type { LevelSummary } from "../measurement/levels";
+import type { CompareResult } from "../plan/compare-run";
+import type { Certificate } from "../judge/certificate";
+import type { LevelSummary } from "../judge/levels";
 
 /** A CSV cell: empty for null (no successful request), the plain number otherwise. */
 export function csvCell(v: number | string | boolean | null | undefined): string {

@@ -9,11 +9,11 @@
  * and `timeNote` says so in every output.
  */
 import { z } from "zod";
-import type { BenchSummary } from "../measurement/bench";
-import { CertificateSchema } from "../measurement/certificate";
-import type { CapacityPlan } from "../measurement/capacity";
-import { SERVICE_NAMES } from "../measurement/compare";
-import type { CompareResult } from "../measurement/compare-run";
+import type { BenchSummary } from "../run/bench";
+import { CertificateSchema } from "../judge/certificate";
+import type { CapacityPlan } from "../plan/capacity";
+import { SERVICE_NAMES } from "../plan/compare";
+import type { CompareResult } from "../plan/compare-run";
 import type { VerifyResult } from "../readiness/verify";
 
 /** What clock the figures are in, one sentence (the same in every output, report and chart). */
@@ -154,7 +154,7 @@ const RunOutputSchema = z.object({
     .describe("open loop: successful requests begun (first token) per second; null: closed loop"),
 });
 
-/** A level's validity certificate (gate/measurement/certificate.ts). */
+/** A level's validity certificate (gate/judge/certificate.ts). */
 export const CertificateOutputSchema = CertificateSchema.nullable().describe(
   "the level's validity certificate; not certified: never saturation, sustained throughput, a knee or a capacity figure (benchmark.certification.require); null: no evidence was gathered",
 );
@@ -250,7 +250,7 @@ export const VerifiedGenerationOutputsSchema = z
       .number()
       .int()
       .nullable()
-      .describe("the knee (gate/measurement/saturation.ts); null when throughput still rose at the last level"),
+      .describe("the knee (gate/judge/saturation.ts); null when throughput still rose at the last level"),
     saturated: z.boolean().describe("a knee was found; false: not saturated up to the last level"),
     saturationVerdict: z.string().describe("the knee in one sentence, with the levels excluded by the error budget"),
     kneeUndetermined: z
@@ -349,7 +349,7 @@ export const ComparedServiceSchema = z.object({
     .number()
     .nullable()
     .describe(
-      "the level where it saturates (gate/measurement/saturation.ts): a concurrency, or for rates the rate offered; null: not saturated",
+      "the level where it saturates (gate/judge/saturation.ts): a concurrency, or for rates the rate offered; null: not saturated",
     ),
   kneeVerdict: z.string().nullable().describe("the knee in one sentence"),
   sustainedOutputTokensPerSecond: z

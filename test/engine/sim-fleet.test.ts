@@ -26,7 +26,7 @@ import type { FleetOutputs } from "../../stack/outputs";
 import { parse } from "yaml";
 import { listWorkers, readRequestCounts } from "../../components/fleet-verification/router-api";
 import { fleetTable } from "../../cli/fleet-table";
-import { streamChat } from "../../gate/measurement/stream";
+import { streamChat } from "../../gate/run/stream";
 import { makeAgent } from "../../gate/transport/http";
 import { parseConfig } from "../../stack/config";
 import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
@@ -59,7 +59,7 @@ const driftReport = async () => (await driftJson(stack!.stack, stack!.opts)).rep
 
 /**
  * Clients through the router: `concurrency` loops, each sending the benchmark's streamed request
- * (max_tokens, ignore_eos) with the benchmark's own request function (gate/measurement/stream.ts):
+ * (max_tokens, ignore_eos) with the benchmark's own request function (gate/run/stream.ts):
  * a request fails on an HTTP error, a stream cut without [DONE], or an error event in the stream
  * (SMG ends a stream whose worker died with `data: {"error": ...}` and then [DONE]).
  */

@@ -20,7 +20,7 @@ import type { FleetOutputs } from "../../stack/outputs";
 import { fleetTable } from "../../cli/fleet-table";
 import { listWorkers } from "../../components/fleet-verification/router-api";
 import { runMixedTraffic } from "../../gate/index";
-import { DEFAULT_JUDGEMENT } from "../../gate/measurement/levels";
+import { DEFAULT_JUDGEMENT } from "../../gate/judge/levels";
 import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
 import { smgVenv } from "../support/smg";
 import { driftJson } from "../support/engine";

@@ -8,12 +8,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { verify } from "../../gate/readiness/verify";
-import {
-  DEFAULT_ANSWER_ITEMS,
-  DEFAULT_ANSWER_SET,
-  readAnswerSet,
-  repetitionLoop,
-} from "../../gate/readiness/answer-set";
+import { DEFAULT_ANSWER_ITEMS, DEFAULT_ANSWER_SET, readAnswerSet, repetitionLoop } from "../../gate/base/answer-set";
 import { answerAgreement, certifyAnswers, judgeAnswer } from "../../gate/readiness/answers";
 import { startSim, type SimHandle } from "./sim-fixture";
 import { fluentlyWrong } from "./answer-servers";

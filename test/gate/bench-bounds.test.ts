@@ -10,8 +10,8 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
-import type { BenchResult } from "../../gate/measurement/bench";
-import { BenchPlanSchema, MAX_CONCURRENCY } from "../../gate/schema";
+import type { BenchResult } from "../../gate/run/bench";
+import { BenchPlanSchema, MAX_CONCURRENCY } from "../../gate/base/schema";
 import { io } from "./cli-fixture";
 import { loadServer, type LoadServer } from "./load-servers";
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import { io } from "./cli-fixture";
 import { loadServer, type LoadServer } from "./load-servers";
 

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { benchMain, progressPrinter } from "../../cli/bench";
 import { bench, verify } from "../../gate/index";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import { io, createVerification } from "./cli-fixture";
 import { loadServer, loadServersClosedAfterEach } from "./load-servers";
 

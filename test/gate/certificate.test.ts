@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
 import { bench, verify } from "../../gate/index";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import {
   clientCheck,
   closedLoopLoad,
@@ -20,10 +20,10 @@ import {
   exponentialFit,
   reconcile,
   steadyCheck,
-} from "../../gate/measurement/certificate";
-import { parseCounters, type CounterRead } from "../../gate/measurement/server-counters";
-import type { RequestSample } from "../../gate/measurement/stream";
-import { poissonArrivals } from "../../gate/measurement/workload";
+} from "../../gate/judge/certificate";
+import { parseCounters, type CounterRead } from "../../gate/run/server-counters";
+import type { RequestSample } from "../../gate/run/stream";
+import { poissonArrivals } from "../../gate/base/workload";
 import { startSimulator } from "../../simulator/index";
 import { loadProfile, withSpeculative } from "../../simulator/profile";
 import { io } from "./cli-fixture";

@@ -13,7 +13,7 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import {
   CertificationSchema,
   certify,
@@ -22,8 +22,8 @@ import {
   clientDelays,
   receivedCheck,
   type LevelEvidence,
-} from "../../gate/measurement/certificate";
-import type { RequestSample } from "../../gate/measurement/stream";
+} from "../../gate/judge/certificate";
+import type { RequestSample } from "../../gate/run/stream";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 

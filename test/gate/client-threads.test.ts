@@ -1,5 +1,5 @@
 /**
- * Issue 26.3: the benchmark client spread over Node's worker threads (gate/measurement/client-threads.ts).
+ * Issue 26.3: the benchmark client spread over Node's worker threads (gate/run/client-threads.ts).
  * How many threads "auto" picks (pure); then real spread runs against the small servers written in
  * the tests (load-servers.ts): the requests sent are the ones one thread sends, the Poisson schedule
  * is the one asked for, the level is certified with every thread's own client check, a server
@@ -10,14 +10,14 @@ import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
 import { bench } from "../../gate/index";
-import { CertificationSchema, clientCheck, type ClientEvidence } from "../../gate/measurement/certificate";
+import { CertificationSchema, clientCheck, type ClientEvidence } from "../../gate/judge/certificate";
 import {
   CLIENT_THREAD_TOKENS_PER_SECOND,
   clientThreadsFor,
   projectedWallTokensPerSecond,
   type LevelProjection,
-} from "../../gate/measurement/client-threads";
-import { poissonArrivals } from "../../gate/measurement/workload";
+} from "../../gate/run/client-threads";
+import { poissonArrivals } from "../../gate/base/workload";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { commandArgv, compareMain } from "../../cli/compare";
-import type { SweepLevel } from "../../gate/measurement/levels";
+import type { SweepLevel } from "../../gate/judge/levels";
 import { startSimulator } from "../../simulator/index";
 import { io } from "./cli-fixture";
 

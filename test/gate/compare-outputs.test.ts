@@ -4,10 +4,10 @@
  * and the active service is the one the run left active.
  */
 import { describe, expect, it } from "vitest";
-import { compareServices } from "../../gate/measurement/compare";
+import { compareServices } from "../../gate/plan/compare";
 import { comparisonOutputs, ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
-import type { CompareResult } from "../../gate/measurement/compare-run";
-import type { SweepLevel } from "../../gate/measurement/levels";
+import type { CompareResult } from "../../gate/plan/compare-run";
+import type { SweepLevel } from "../../gate/judge/levels";
 
 const level = (l: number, tokps: number, accept: number | null = null): SweepLevel =>
   ({

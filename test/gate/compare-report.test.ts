@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { benchChart } from "../../gate/reports/chart";
-import { compareServices } from "../../gate/measurement/compare";
+import { compareServices } from "../../gate/plan/compare";
 import { compareChart } from "../../gate/reports/chart";
 import { compareCsv } from "../../gate/reports/csv";
 import { compareText } from "../../gate/reports/compare-report";
-import type { CompareResult } from "../../gate/measurement/compare-run";
-import type { SweepLevel } from "../../gate/measurement/levels";
+import type { CompareResult } from "../../gate/plan/compare-run";
+import type { SweepLevel } from "../../gate/judge/levels";
 
 const level = (l: number, tokps: number, ttft: number): SweepLevel =>
   ({

@@ -3,7 +3,7 @@
  * command lines run in turn through the stand-in sglang on one port (one active at a time), the same
  * workload is measured on each, and the comparison finds the crossovers where the profile puts them.
  */
-import { BenchPlanSchema } from "../../gate/schema";
+import { BenchPlanSchema } from "../../gate/base/schema";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -11,9 +11,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { sglangArgv, serverArgsFor } from "../../components/services/launch-args";
 import { ServicesSchema, type ServiceKind } from "../../components/services/schema";
 import { ACCEPTANCE_TOKENS, acceptanceFailure } from "../../gate/readiness/acceptance";
-import { compareServices, crossover, planService, type ServiceName } from "../../gate/measurement/compare";
-import { runComparison, type CompareOptions } from "../../gate/measurement/compare-run";
-import type { SweepLevel } from "../../gate/measurement/levels";
+import { compareServices, crossover, planService, type ServiceName } from "../../gate/plan/compare";
+import { runComparison, type CompareOptions } from "../../gate/plan/compare-run";
+import type { SweepLevel } from "../../gate/judge/levels";
 import { freeLocalPort } from "../../ports";
 import { SwitchableSimHost } from "../../simulator/switchable";
 import { stackConfig } from "../config/stacks";
@@ -24,7 +24,7 @@ import { acceptLength } from "../../simulator/speculative";
 import { profileFor } from "../../simulator/sglang";
 import { parseSglangArgs } from "../../simulator/sglang-args";
 import { classifyContent, countTextTokens } from "../../simulator/text";
-import { CHAT_PROMPTS } from "../../gate/measurement/prompts";
+import { CHAT_PROMPTS } from "../../gate/base/prompts";
 
 const level = (l: number, tokps: number, goodput = tokps): SweepLevel =>
   ({

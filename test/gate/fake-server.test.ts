@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { bench, verify } from "../../gate/index";
 import { makeAgent } from "../../gate/transport/http";
-import { streamChat } from "../../gate/measurement/stream";
+import { streamChat } from "../../gate/run/stream";
 
 type Handler = (req: http.IncomingMessage, body: string, res: http.ServerResponse) => void;
 let server: http.Server | null = null;
@@ -68,7 +68,7 @@ describe("streamed samples (fake server)", () => {
     expect(s.reasoningTokens).toBe(8);
     expect(s.outputChunks).toBe(2);
     expect(s.ttftSeconds).not.toBeNull();
-    // ITL is per token (gate/measurement/stream.ts): 8 tokens in 2 events is 4 per event, so the second
+    // ITL is per token (gate/run/stream.ts): 8 tokens in 2 events is 4 per event, so the second
     // event's gap counts 4 times, or not at all when both came in one read (written in one tick).
     expect([0, 4]).toContain(s.itlSeconds.length);
     expect(s.finishReason).toBe("length");

@@ -10,7 +10,7 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import { benchMain } from "../../cli/bench";
 import { verifyMain } from "../../cli/verify";
 import { bench, EndpointError, verify } from "../../gate/index";

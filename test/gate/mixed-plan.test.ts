@@ -1,5 +1,5 @@
 /**
- * Issue 29 point 2: the split of a mixed fleet from measured curves (gate/measurement/mixed-plan.ts),
+ * Issue 29 point 2: the split of a mixed fleet from measured curves (gate/plan/mixed-plan.ts),
  * checked against figures worked by hand, and `gpuhost plan --curves` reading a comparison's JSON and
  * a stack's outputs. The curves are the story's shape: EAGLE-3 decodes each stream faster (it meets
  * a tight inter-token objective at more users), autoregressive sustains more at 64 (the batch job).
@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { planMain } from "../../cli/plan";
-import { degradedPlan, mixedPlan, type ServiceCurve } from "../../gate/measurement/mixed-plan";
+import { degradedPlan, mixedPlan, type ServiceCurve } from "../../gate/plan/mixed-plan";
 import { io } from "./cli-fixture";
 
 const point = (level: number, tput: number, ttft: number, itl: number, errors = 0) => ({

@@ -1,11 +1,11 @@
 /**
  * Issue 29.3: the batch class's figure in a mixed run is the tokens each request produced inside the
- * window (gate/measurement/mixed-run.ts windowTokens), not the requests that finished inside it: a
+ * window (gate/run/mixed-run.ts windowTokens), not the requests that finished inside it: a
  * closed loop of equal requests started together stays in step, and its completions come in waves.
  */
 import { describe, expect, it } from "vitest";
-import { windowTokens } from "../../gate/measurement/mixed-run";
-import type { RequestSample } from "../../gate/measurement/stream";
+import { windowTokens } from "../../gate/run/mixed-run";
+import type { RequestSample } from "../../gate/run/stream";
 
 const request = (startedAtSeconds: number, ttftSeconds: number, e2eSeconds: number, tokens: number) =>
   ({ startedAtSeconds, ttftSeconds, e2eSeconds, completionTokens: tokens, error: null }) as RequestSample;

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { benchMain, benchStatus } from "../../cli/bench";
-import { bench, type BenchProgress, type BenchResult } from "../../gate/measurement/bench";
+import { bench, type BenchProgress, type BenchResult } from "../../gate/run/bench";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach, type LoadServer } from "./load-servers";
 

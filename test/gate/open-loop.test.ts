@@ -2,7 +2,7 @@
  * Open-loop runs keep the error budget and speak in rates, against small servers written here
  * (test/gate/load-servers.ts): one that fails a share of its requests, one that serves one request
  * at a time and so cannot keep up with a fast rate. Through the library (bench()), `gpuhost bench`
- * and `gpuhost compare`, which share the one load generator (gate/measurement/load.ts).
+ * and `gpuhost compare`, which share the one load generator (gate/run/load.ts).
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { compareMain } from "../../cli/compare";
 import { bench } from "../../gate/index";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import { io, createVerification } from "./cli-fixture";
 import { loadServer, type LoadServer } from "./load-servers";
 

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { bench } from "../../gate/index";
-import type { BenchResult } from "../../gate/measurement/bench";
+import type { BenchResult } from "../../gate/run/bench";
 import { io, createVerification } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 

@@ -1,12 +1,12 @@
 /**
- * The one verdict on a benchmark result (gate/measurement/verdict.ts) and the one translation of a
- * host's plan for N workers (gate/measurement/for-workers.ts): pure functions, judged on results
+ * The one verdict on a benchmark result (gate/judge/verdict.ts) and the one translation of a
+ * host's plan for N workers (gate/run/for-workers.ts): pure functions, judged on results
  * built from summarizeBench, the function bench() ends with, so every field is the real one.
  */
 import { describe, expect, it } from "vitest";
 import { BenchPlanSchema, forWorkers, summarizeBench, verdictOf } from "../../gate/index";
-import type { LevelSamples } from "../../gate/measurement/levels";
-import type { RequestSample } from "../../gate/measurement/stream";
+import type { LevelSamples } from "../../gate/judge/levels";
+import type { RequestSample } from "../../gate/run/stream";
 
 /** One request sent at `sentAt`, answered from `firstToken` for 1 s with `tokens` (or failed with `error`). */
 function sample(sentAt: number, firstToken: number, tokens: number, error: string | null): RequestSample {

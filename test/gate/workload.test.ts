@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { goodput, meanInterval, meetsSlo, perTokenLatency, SloSchema } from "../../gate/measurement/goodput";
-import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/measurement/prompts";
-import type { RequestSample } from "../../gate/measurement/stream";
-import { summarizeSweepLevel, runSummary } from "../../gate/measurement/levels";
-import { toHostTime } from "../../gate/measurement/load";
-import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/measurement/workload";
+import { goodput, meanInterval, meetsSlo, perTokenLatency, SloSchema } from "../../gate/judge/goodput";
+import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/base/prompts";
+import type { RequestSample } from "../../gate/run/stream";
+import { summarizeSweepLevel, runSummary } from "../../gate/judge/levels";
+import { toHostTime } from "../../gate/run/load";
+import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/base/workload";
 import { drawLength, seededRandom } from "../../seeded-draws";
 import { classifyContent } from "../../simulator/text";
 

@@ -8,7 +8,7 @@ import * as path from "node:path";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jobMain } from "../../cli/job";
-import { parseCounters } from "../../gate/measurement/server-counters";
+import { parseCounters } from "../../gate/run/server-counters";
 import { startSimulator, type RunningSimulator } from "../../simulator/index";
 import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
 import { readLines, recordedCounts, tempDir, writeInput } from "./helpers";

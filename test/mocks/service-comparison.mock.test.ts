@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { simulatedPlatform } from "../../sim-host/host";
-import { planShape } from "../../gate/measurement/compare-run";
-import { BenchPlanSchema } from "../../gate/schema";
+import { planShape } from "../../gate/plan/compare-run";
+import { BenchPlanSchema } from "../../gate/base/schema";
 import { named, recordResources } from "./harness";
 
 const rec = recordResources((name) =>

@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { answerAgreement, checkAnswers, type AnswerCertificate } from "../../gate/readiness/answers";
-import { VerifyPolicySchema } from "../../gate/schema";
+import { VerifyPolicySchema } from "../../gate/base/schema";
 import { MODEL_ALIAS, realServerSuite, waitHealthy, type LlamaServer } from "./llama-server";
 
 const suite = realServerSuite();

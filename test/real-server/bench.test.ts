@@ -4,14 +4,14 @@
  * The server's own books are the reference: its `usage`, its per-response `timings` (read by a
  * pass-through tap, timings-tap.ts) and its /metrics counters.
  */
-import type { Certificate } from "../../gate/measurement/certificate";
+import type { Certificate } from "../../gate/judge/certificate";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
-import type { RequestSample } from "../../gate/measurement/stream";
+import type { RequestSample } from "../../gate/run/stream";
 import { benchArgv, io } from "../gate/cli-fixture";
 import {
   metric,

@@ -2,14 +2,14 @@
  * Issue 29 points 1, 3 and 4, through the real SMG (PyPI smg, hash-locked venv): groups behind one
  * router by served model name. Interactive users ask for `tiny-interactive`, served by EAGLE-3
  * simulators; the batch job asks for `tiny`, served by autoregressive ones; both classes run at once
- * (gate/measurement/mixed-run.ts). SMG's model registry alone sends each class to its group: every
+ * (gate/run/mixed-run.ts). SMG's model registry alone sends each class to its group: every
  * token of each name was generated on its group's hosts, none on the other's, and each class
  * reconciles with the workers' counters by model. A host of the interactive group that stopped
  * leaves its class on the group's other host, the batch group untouched.
  */
 import { describe, expect, it } from "vitest";
 import { runMixedTraffic, type Certificate, type MixedTrafficOptions } from "../../gate/index";
-import { DEFAULT_JUDGEMENT } from "../../gate/measurement/levels";
+import { DEFAULT_JUDGEMENT } from "../../gate/judge/levels";
 import { type RunningRouter, waitForHealthyWorkers } from "../support/smg";
 import { groupFleet } from "../support/group-fleet";
 

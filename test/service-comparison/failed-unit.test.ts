@@ -6,7 +6,7 @@
  * open); and the comparison leaves no unit it started "failed" (the drift probe then read "expected
  * inactive, found failed" on every later `up`). A failed unit it did not start is named, not reset.
  */
-import { BenchPlanSchema } from "../../gate/schema";
+import { BenchPlanSchema } from "../../gate/base/schema";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";

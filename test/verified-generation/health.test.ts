@@ -15,7 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, diff, PROVIDER_VERSION, read } from "../../components/verified-generation/provider";
 import { outcomeOf, parseRefreshOutput, VERIFIED_GENERATION_TYPE } from "../../components/drift/report";
 import { driftExposition } from "../../components/drift/metrics";
-import { answerDifference, DECODE_PROBE_ATTEMPTS, type HealthBaseline } from "../../gate/readiness/health";
+import { answerDifference, DECODE_PROBE_ATTEMPTS, type HealthBaseline } from "../../gate/health/health";
 import { startSimulator } from "../../simulator/index";
 import { loadProfile, withSpeculative } from "../../simulator/profile";
 

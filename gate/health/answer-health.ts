@@ -8,8 +8,8 @@
  * own passThreshold is always drift: the service would not pass the gate now.
  */
 import { baseUrl, describeError, type Endpoint } from "../transport/http";
-import type { VerifyPolicy } from "../schema";
-import { checkAnswers, type AnswerCertificate } from "./answers";
+import type { VerifyPolicy } from "../base/schema";
+import { checkAnswers, type AnswerCertificate } from "../readiness/answers";
 
 export interface AnswerHealthFinding {
   field: "health.answerScore";

@@ -10,7 +10,7 @@
  * hardware's. On real hardware X is 1 and host time is the wall clock.
  */
 import type { Agent } from "undici";
-import { MAX_CONCURRENCY } from "../schema";
+import { MAX_CONCURRENCY } from "../base/schema";
 import {
   baseUrl,
   connectionBound,
@@ -30,12 +30,18 @@ import {
   type LevelSamples,
   type RunWindow,
   type SweepLevel,
-} from "./levels";
-import { watchClient, type Bracket, type BracketRun, type ClientEvidence, type ServerLoadRead } from "./certificate";
+} from "../judge/levels";
+import {
+  watchClient,
+  type Bracket,
+  type BracketRun,
+  type ClientEvidence,
+  type ServerLoadRead,
+} from "../judge/certificate";
 import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
 import { readCounters, type CounterRead } from "./server-counters";
 import { streamChat, type RequestSample } from "./stream";
-import { poissonArrivals, requestAt, type RequestSource, type WorkloadShape } from "./workload";
+import { poissonArrivals, requestAt, type RequestSource, type WorkloadShape } from "../base/workload";
 
 /** What one request asks for. */
 export interface LoadRequest {

@@ -19,8 +19,8 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { z } from "zod";
-import type { CounterRead } from "./server-counters";
-import type { RequestSample } from "./stream";
+import type { CounterRead } from "../run/server-counters";
+import type { RequestSample } from "../run/stream";
 
 export const CertificationSchema = z
   .strictObject({
@@ -86,7 +86,7 @@ export const CertificationSchema = z
         "Client: a level during which the benchmark process was busy more than this share of one core had the client as its limit.",
       ),
   })
-  .describe("The validity certificate of each benchmark level (gate/measurement/certificate.ts).");
+  .describe("The validity certificate of each benchmark level (gate/judge/certificate.ts).");
 export type Certification = z.infer<typeof CertificationSchema>;
 
 /** One level's validity certificate: the one shape of the JSON, the CSV, the text and the stack outputs. */
@@ -105,7 +105,7 @@ export const CertificateSchema = z
         "reconciled with the server's /metrics, the tokens claimed against what the client received, the load applied, the client not the limit, the server steady",
       ),
   })
-  .describe("A level's validity certificate (gate/measurement/certificate.ts).");
+  .describe("A level's validity certificate (gate/judge/certificate.ts).");
 export type Certificate = z.infer<typeof CertificateSchema>;
 export type CertificateCheck = Certificate["checks"][number];
 

@@ -25,12 +25,18 @@
 import type { Agent } from "undici";
 import { baseUrl, makeAgent } from "../transport/http";
 import { BENCH_PROMPTS } from "./bench";
-import { watchClient, type ClientEvidence, type LevelEvidence } from "./certificate";
-import { perTokenLatencies } from "./goodput";
-import { runSummary, summarizeSweepLevel, type LevelJudgement, type LevelSummary, type RunWindow } from "./levels";
+import { watchClient, type ClientEvidence, type LevelEvidence } from "../judge/certificate";
+import { perTokenLatencies } from "../judge/goodput";
+import {
+  runSummary,
+  summarizeSweepLevel,
+  type LevelJudgement,
+  type LevelSummary,
+  type RunWindow,
+} from "../judge/levels";
 import { makeSender, runLevelLoad, type HostClock } from "./load";
 import { readCounters, summedCounters, type CounterRead } from "./server-counters";
-import { latencyStats, percentile } from "./stats";
+import { latencyStats, percentile } from "../judge/stats";
 import type { RequestSample } from "./stream";
 
 export interface TrafficClass {

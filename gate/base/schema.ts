@@ -3,19 +3,19 @@
  * defaults and documentation. stack/config.ts composes these into the stack-config schema, and
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
-import { CertificationSchema } from "./measurement/certificate";
-import { CLIENT_THREAD_TOKENS_PER_SECOND, MAX_CLIENT_THREADS } from "./measurement/client-threads";
+import { CertificationSchema } from "../judge/certificate";
+import { CLIENT_THREAD_TOKENS_PER_SECOND, MAX_CLIENT_THREADS } from "../run/client-threads";
 import { z } from "zod";
-import { SloSchema } from "./measurement/goodput";
-import { PromptMixSchema, WorkloadShapeSchema } from "./measurement/workload";
-import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "./transport/timers";
-import { readAnswerSet } from "./readiness/answer-set";
+import { SloSchema } from "../judge/goodput";
+import { PromptMixSchema, WorkloadShapeSchema } from "./workload";
+import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "../transport/timers";
+import { readAnswerSet } from "./answer-set";
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);
 const timerMs = () => z.number().positive().max(MAX_TIMER_MS);
 
-/** The model's own health at every refresh (gate/readiness/health.ts). */
+/** The model's own health at every refresh (gate/health/health.ts). */
 export const HealthPolicySchema = z
   .strictObject({
     enabled: z
@@ -381,13 +381,13 @@ export const BenchPlanSchema = z
         "The knee (saturation) is the first level where doubling concurrency adds less than this fraction of throughput (gains between levels are normalised to one doubling).",
       ),
     certification: CertificationSchema.prefault({}).describe(
-      "The validity certificate of each level (gate/measurement/certificate.ts): reconciled with the server's /metrics, the load applied, the client not the limit, the server steady.",
+      "The validity certificate of each level (gate/judge/certificate.ts): reconciled with the server's /metrics, the load applied, the client not the limit, the server steady.",
     ),
     clientThreads: z
       .union([z.literal("auto"), z.number().int().min(1).max(MAX_CLIENT_THREADS)])
       .default("auto")
       .describe(
-        `Worker threads the benchmark client spreads each sweep level over (gate/measurement/client-threads.ts). "auto": as many as the level's projected token rate needs, one per ${CLIENT_THREAD_TOKENS_PER_SECOND.toLocaleString("en-US")} streamed tokens per wall-clock second, at most one fewer than the cores (so none on 2 cores; one thread parsed about 600,000 on a core of the CI machine, its own client check failing there: README); a number: that many (1: the main thread alone). Each level's certificate judges every thread's client check either way.`,
+        `Worker threads the benchmark client spreads each sweep level over (gate/run/client-threads.ts). "auto": as many as the level's projected token rate needs, one per ${CLIENT_THREAD_TOKENS_PER_SECOND.toLocaleString("en-US")} streamed tokens per wall-clock second, at most one fewer than the cores (so none on 2 cores; one thread parsed about 600,000 on a core of the CI machine, its own client check failing there: README); a number: that many (1: the main thread alone). Each level's certificate judges every thread's client check either way.`,
       ),
     kneeMaxTtftP95Seconds: timerSeconds()
       .optional()
@@ -396,7 +396,7 @@ export const BenchPlanSchema = z
       ),
   })
   .superRefine((plan, ctx) => {
-    // A level's requests per run (gate/measurement/load.ts requestsPerRun), bounded like its concurrency.
+    // A level's requests per run (gate/run/load.ts requestsPerRun), bounded like its concurrency.
     const rpc = plan.requestsPerConcurrency;
     const levels: [string, number, number][] = [
       ...plan.concurrency.map((c, i): [string, number, number] => [`concurrency.${i}`, c, c * rpc]),

@@ -6,9 +6,9 @@
  */
 import { z } from "zod";
 import { SECONDS_PER_DAY } from "./capacity";
-import { BenchPlanSchema } from "../schema";
-import { levelPhrase, type SweepLevel } from "./levels";
-import { judgeLevels, type Knee, type KneeOptions } from "./saturation";
+import { BenchPlanSchema } from "../base/schema";
+import { levelPhrase, type SweepLevel } from "../judge/levels";
+import { judgeLevels, type Knee, type KneeOptions } from "../judge/saturation";
 
 export const SERVICE_NAMES = ["autoregressive", "eagle3", "dflash"] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
@@ -56,7 +56,7 @@ export interface ServicePlan {
   service: ServiceName;
   /** closed: levels are concurrencies; open: offered request rates. */
   mode: "closed" | "open";
-  /** The sustained figure (gate/measurement/saturation.ts: the knee's, or the last counted level's), and where. */
+  /** The sustained figure (gate/judge/saturation.ts: the knee's, or the last counted level's), and where. */
   sustainedOutputTokensPerSecond: number;
   atLevel: number | null;
   /** Where the sweep saturates, by the gate's one knee definition (closed loop only). */

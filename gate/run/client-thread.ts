@@ -7,11 +7,11 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { makeAgent } from "../transport/http";
 import { sleep } from "../transport/timers";
-import { watchClient } from "./certificate";
+import { watchClient } from "../judge/certificate";
 import type { ClientThreadSpec, ThreadMessage, ThreadRun } from "./client-threads";
 import { closedLoop, makeSender, openLoop, type HostClock, type LoadRequest } from "./load";
 import type { RequestSample } from "./stream";
-import { requestAt } from "./workload";
+import { requestAt } from "../base/workload";
 
 /** Samples are posted at most this far apart (a progress line's worth), or when this many are waiting. */
 const BATCH_MS = 50;

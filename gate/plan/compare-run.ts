@@ -11,8 +11,8 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
-import { levelsOf } from "./bench";
-import { certificateText } from "./certificate";
+import { levelsOf } from "../run/bench";
+import { certificateText } from "../judge/certificate";
 import {
   compareServices,
   SERVICE_LABEL,
@@ -22,15 +22,15 @@ import {
   type ServiceName,
 } from "./compare";
 import type { Endpoint } from "../transport/http";
-import type { BenchPlan, VerifyPolicyInput } from "../schema";
-import { levelName, type SweepLevel } from "./levels";
-import { measureSweep } from "./load";
-import { judgeLevels } from "./saturation";
-import { verdictOf } from "./verdict";
+import type { BenchPlan, VerifyPolicyInput } from "../base/schema";
+import { levelName, type SweepLevel } from "../judge/levels";
+import { measureSweep } from "../run/load";
+import { judgeLevels } from "../judge/saturation";
+import { verdictOf } from "../judge/verdict";
 import { verify, type GateHooks } from "../readiness/verify";
 import { answerAgreement, type AnswerAgreement, type AnswerCertificate } from "../readiness/answers";
-import { VerifyPolicySchema } from "../schema";
-import { WorkloadShapeSchema, type WorkloadShape } from "./workload";
+import { VerifyPolicySchema } from "../base/schema";
+import { WorkloadShapeSchema, type WorkloadShape } from "../base/workload";
 
 export interface CompareHooks {
   /** Make `service` the one running service (its unit started, the others stopped). */
@@ -52,7 +52,7 @@ export interface CompareOptions {
   drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string; acceptanceFloor?: number }>>;
   acceptanceFloor: number;
   /**
-   * The host's one benchmark plan (gate/schema.ts), as VerifiedGeneration's benchmark takes it: the
+   * The host's one benchmark plan (gate/base/schema.ts), as VerifiedGeneration's benchmark takes it: the
    * levels or rates, the requests' length, workload and thinking, the SLO, repeats, the request
    * timeout and everything that judges a level (error budget, knee, shortfall, certification).
    */

@@ -3,7 +3,7 @@
  * Pure arithmetic; a throughput of 0 yields null days and hosts rather than Infinity, which JSON
  * and stack outputs cannot carry.
  */
-import { WorkloadSchema, type WorkloadInput } from "../schema";
+import { WorkloadSchema, type WorkloadInput } from "../base/schema";
 
 export const SECONDS_PER_DAY = 86_400;
 

@@ -3,7 +3,7 @@
  * fleet never assembles its own run (the fleet once scaled concurrency but not `rate`, and every
  * rate run through a router failed: N hosts kept up with one host's rates).
  */
-import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
+import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../base/schema";
 
 /**
  * N workers see N hosts' worth of load: each concurrency level and each offered rate times `workers`

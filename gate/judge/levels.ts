@@ -15,12 +15,12 @@
  * sent (clientLimited), before sent against achieved (keptUp): a level the client could not offer
  * on schedule says nothing about the server, and is never its capacity.
  */
-import { BenchPlanSchema } from "../schema";
+import { BenchPlanSchema } from "../base/schema";
 import { certify, clientFellBehind, type Certificate, type Certification, type LevelEvidence } from "./certificate";
 import { goodput, meanInterval, perTokenLatencies, type MeanInterval, type Slo } from "./goodput";
 import { errorRate, withinErrorBudget } from "./saturation";
 import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../run/stream";
 
 /** One run of a level: its window (seconds from the run's start) and its slice of the level's requests. */
 export interface RunWindow {
@@ -142,7 +142,7 @@ export interface LevelJudgement {
 }
 
 const DEFAULT_PLAN = BenchPlanSchema.parse({});
-/** The schema's defaults (gate/schema.ts BenchPlanSchema): for callers that pass no plan. */
+/** The schema's defaults (gate/base/schema.ts BenchPlanSchema): for callers that pass no plan. */
 export const DEFAULT_JUDGEMENT: LevelJudgement = {
   errorBudget: DEFAULT_PLAN.errorBudget,
   slo: DEFAULT_PLAN.slo,

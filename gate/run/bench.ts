@@ -5,18 +5,18 @@
  * from them only. Every figure is in the host's own time (load.ts; `hooks.timeScale`).
  */
 import type { Agent } from "undici";
-import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../schema";
+import { BenchPlanSchema, type BenchPlan, type BenchPlanInput } from "../base/schema";
 import { describeError, fetchText, type Endpoint } from "../transport/http";
 import { abortReason, armTimeout, TimeoutError, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
-import { summarizeLevel, type LevelSamples, type LevelSummary } from "./levels";
+import { summarizeLevel, type LevelSamples, type LevelSummary } from "../judge/levels";
 import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
-import { judgeLevels } from "./saturation";
+import { judgeLevels } from "../judge/saturation";
 import { readCounters, type CounterRead } from "./server-counters";
-import { summarizeSingle, type SingleRequestSummary } from "./stats";
+import { summarizeSingle, type SingleRequestSummary } from "../judge/stats";
 import type { RequestSample } from "./stream";
-import { WorkloadShapeSchema, type RequestSource } from "./workload";
+import { WorkloadShapeSchema, type RequestSource } from "../base/workload";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
 
@@ -105,7 +105,7 @@ export interface BenchSummary {
   warmupError: string | null;
   singleRequest: SingleRequestSummary[];
   sweep: LevelSummary[];
-  /** The knee's concurrency (gate/measurement/saturation.ts); null when not saturated or no level counts. */
+  /** The knee's concurrency (gate/judge/saturation.ts); null when not saturated or no level counts. */
   saturationConcurrency: number | null;
   /** False when throughput still rose at the last level that kept the error budget, or the knee is undetermined. */
   saturated: boolean;

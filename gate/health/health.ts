@@ -10,12 +10,12 @@
  */
 import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../transport/http";
 import { withTimeout } from "../transport/timers";
-import { makeSender } from "../measurement/load";
-import { summarizeSingle } from "../measurement/stats";
-import { BENCH_PROMPTS } from "../measurement/bench";
-import { measureAcceptance, metricsAcceptance } from "./acceptance";
-import { probeRequestBody } from "./probe";
-import type { HealthPolicy, VerifyPolicy } from "../schema";
+import { makeSender } from "../run/load";
+import { summarizeSingle } from "../judge/stats";
+import { BENCH_PROMPTS } from "../run/bench";
+import { measureAcceptance, metricsAcceptance } from "../readiness/acceptance";
+import { probeRequestBody } from "../readiness/probe";
+import type { HealthPolicy, VerifyPolicy } from "../base/schema";
 import type { ChatCompletion } from "../transport/wire";
 import { checkAnswerScore, type AnswerHealthFinding } from "./answer-health";
 

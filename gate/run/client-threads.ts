@@ -22,9 +22,9 @@ import * as fs from "node:fs";
 import { availableParallelism } from "node:os";
 import * as path from "node:path";
 import { Worker } from "node:worker_threads";
-import type { ClientEvidence } from "./certificate";
+import type { ClientEvidence } from "../judge/certificate";
 import type { RequestSample } from "./stream";
-import type { RequestSource } from "./workload";
+import type { RequestSource } from "../base/workload";
 
 /** How many client threads a sweep uses: "auto" (as the projected token rate needs) or a number (1: this thread alone). */
 export type ClientThreadsSetting = "auto" | number;

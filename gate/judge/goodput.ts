@@ -14,7 +14,7 @@
  */
 import { z } from "zod";
 import { percentile } from "./stats";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../run/stream";
 
 export const SloSchema = z
   .object({
