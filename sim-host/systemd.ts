@@ -418,19 +418,16 @@ async function systemctlCommand(
       }
       return code;
     case "is-active":
+    case "is-failed": {
+      // systemctl's own exit codes: is-active 3 (program is not running), is-failed 1.
+      const [want, otherwise] = cmd === "is-active" ? (["active", 3] as const) : (["failed", 1] as const);
       for (const u of us) {
         const s = activeState(u);
         if (!flags.has("--quiet") && !flags.has("-q")) console.log(s);
-        if (s !== "active") code = 3;
+        if (s !== want) code = otherwise;
       }
       return code;
-    case "is-failed":
-      for (const u of us) {
-        const s = activeState(u);
-        if (!flags.has("--quiet") && !flags.has("-q")) console.log(s);
-        if (s !== "failed") code = 1;
-      }
-      return code;
+    }
     case "is-enabled":
       for (const u of us) {
         if (!fs.existsSync(unitFile(u))) {
