@@ -65,6 +65,13 @@ export function toHostTime(s: RequestSample, timeScale: number): RequestSample {
     ttfaSeconds: s.ttfaSeconds === null ? null : s.ttfaSeconds * timeScale,
     itlSeconds: s.itlSeconds.map((v) => v * timeScale),
     e2eSeconds: s.e2eSeconds * timeScale,
+    ...(s.serverTiming && {
+      serverTiming: {
+        firstTokenSeconds: s.serverTiming.firstTokenSeconds * timeScale,
+        lastTokenSeconds: s.serverTiming.lastTokenSeconds * timeScale,
+        clientLastTokenSeconds: s.serverTiming.clientLastTokenSeconds * timeScale,
+      },
+    }),
   };
 }
 
