@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { bench } from "../../gate/index";
 import type { BenchResult } from "../../gate/measurement/bench";
+import { parseServerTiming } from "../../gate/measurement/stream";
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -73,6 +74,17 @@ async function level(url: string): Promise<BenchResult["sweep"][number]> {
 const clientCheckOf = (l: BenchResult["sweep"][number]) => l.certificate!.checks.find((c) => c.name === "client")!;
 
 describe("client: the lag behind a server that states its own timing", () => {
+  it("reads Server-Timing's first-token and last-token durations, in any order beside other metrics; nothing else is a timing", () => {
+    expect(parseServerTiming('db;dur=3, last-token;dur=2003.5;desc="x", first-token;dur=1.25')).toEqual({
+      firstTokenSeconds: 0.00125,
+      lastTokenSeconds: 2.0035,
+    });
+    expect(parseServerTiming(undefined)).toBeNull();
+    expect(parseServerTiming("first-token;dur=1")).toBeNull();
+    expect(parseServerTiming("first-token;dur=abc, last-token;dur=2")).toBeNull();
+    expect(parseServerTiming("first-token, last-token")).toBeNull();
+  });
+
   it("the honest client is certified, its token lags measured and named", async () => {
     const l = await level(await timedServer(50));
     const client = clientCheckOf(l);
