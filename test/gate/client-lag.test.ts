@@ -52,8 +52,9 @@ function pinBusy(busyMs: number, everyMs: number): () => void {
 /**
  * One closed-loop level of 4 slots, 2 requests each, of 50 tokens at 50 a second (1 s a request).
  * The event loop's own checks are off (stall and CPU shares of 1), so only the client's measured
- * delays can refuse a level; their fraction is 5 %, well above what an honest client's lag on a
- * loaded shared machine costs a 1 s request (tens of milliseconds at most).
+ * delays can refuse a level; their fraction is 10 %, well above what an honest client's lag on the
+ * loaded shared machine costs a 1 s request (20-70 ms seen at load 15-23), well below what the late
+ * one's costs (a read waits out a 400 ms block nine times in ten: about 180 ms).
  */
 async function level(url: string): Promise<BenchResult["sweep"][number]> {
   const r = await bench(
@@ -64,7 +65,7 @@ async function level(url: string): Promise<BenchResult["sweep"][number]> {
       sweepMaxTokens: 50,
       requestsPerConcurrency: 2,
       clientThreads: 1,
-      certification: { maxClientStallShare: 1, maxClientCpuShare: 1, maxClientDelayShare: 0.05 },
+      certification: { maxClientStallShare: 1, maxClientCpuShare: 1, maxClientDelayShare: 0.1 },
     },
   );
   expect(r.sweep).toHaveLength(1);
@@ -94,9 +95,9 @@ describe("client: the lag behind a server that states its own timing", () => {
     );
   }, 120_000);
 
-  it("a client made late (its event loop busy 180 ms of every 200) is not certified: the last token's lag, by how much", async () => {
+  it("a client made late (its event loop busy 400 ms of every 450) is not certified: the last token's lag, by how much (the honest one's within the fraction)", async () => {
     const url = await timedServer(50);
-    const release = pinBusy(180, 200);
+    const release = pinBusy(400, 450);
     let l: BenchResult["sweep"][number];
     try {
       l = await level(url);
@@ -107,7 +108,7 @@ describe("client: the lag behind a server that states its own timing", () => {
     expect(l.certificate!.certified).toBe(false);
     expect(client.ok).toBe(false);
     expect(client.detail).toMatch(
-      /they made the figure [\d.]+ % late \(.*the last token's lag [\d.]+ %\).*, over 5\.0 %: the figure measured the client's own delays$/,
+      /they made the figure [\d.]+ % late \(.*the last token's lag [\d.]+ %\).*, over 10\.0 %: the figure measured the client's own delays$/,
     );
     // the event loop's own checks were off: the measured lag is what refused it
     expect(client.detail).not.toMatch(/the benchmark (process|client) was the limit/);
