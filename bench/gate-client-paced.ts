@@ -9,9 +9,14 @@
  * last write), its e2e p50 against the server's (arrival to last write), its TTFT against the
  * server's first write (the first-token lag). A level is timed correctly when the figure and the
  * e2e p50 are within 1 % of the truth; the certificate's verdict is printed beside, to show whether
- * it knew. An unpaced flood (bench/gate-client-ceiling.ts) has no truth to compare with.
+ * it knew. The server also states its timing of each request in a Server-Timing trailer (first-token,
+ * last-token), from which the certificate's client check measures the client's lag itself. An
+ * unpaced flood (bench/gate-client-ceiling.ts) has no truth to compare with.
  *
- *   npm run tsx -- bench/gate-client-paced.ts [--levels 16,64,128,256] [--rate 1000] [--tokens 2000] [--threads 1] [--requests-per-concurrency 2]
+ * --threads takes a number or auto (as `gpuhost bench --client-threads`); several, comma-separated
+ * (1,auto), measure each level with each in turn, so that auto is held against one thread.
+ *
+ *   npm run tsx -- bench/gate-client-paced.ts [--levels 16,64,128,256] [--rate 1000] [--tokens 2000] [--threads 1,auto] [--requests-per-concurrency 2]
  */
 import { fork } from "node:child_process";
 import * as http from "node:http";
@@ -32,6 +37,10 @@ interface Truth {
 
 const epochMs = () => performance.timeOrigin + performance.now();
 
+/** The same truth on the wire, for the certificate's client check (its first- and last-token lags). */
+const serverTiming = (t: Truth) =>
+  `first-token;dur=${(t.firstWriteMs - t.arrivedMs).toFixed(2)}, last-token;dur=${(t.lastWriteMs - t.arrivedMs).toFixed(2)}`;
+
 function pacedServer(rate: number): void {
   const log: Truth[] = [];
   const counters = { generated: 0, requests: 0, running: 0 };
@@ -43,7 +52,7 @@ function pacedServer(rate: number): void {
     const truth: Truth = { benchmark, arrivedMs, firstWriteMs: 0, lastWriteMs: 0, tokens: n };
     let sent = 0;
     counters.running++;
-    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.writeHead(200, { "content-type": "text/event-stream", trailer: "Server-Timing" });
     const tick = () => {
       const due = Math.min(n, Math.floor((performance.now() - t0) / interval) + 1);
       if (due > sent) {
@@ -58,6 +67,7 @@ function pacedServer(rate: number): void {
       counters.requests++;
       counters.running--;
       log.push(truth);
+      res.addTrailers({ "Server-Timing": serverTiming(truth) });
       res.end(
         `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"paced","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n` +
           `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"paced","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":${n},"total_tokens":${n + 20}}}\n\ndata: [DONE]\n\n`,
@@ -91,6 +101,55 @@ function pacedServer(rate: number): void {
 
 const pct = (v: number) => `${v >= 0 ? "+" : ""}${(v * 100).toFixed(2)} %`;
 
+interface Options {
+  port: number;
+  truthLog: () => Promise<Truth[]>;
+  rate: number;
+  tokens: number;
+  requestsPerConcurrency: number;
+}
+
+/** One level on THREADS ("auto" or a number) held against the server's log of the same requests. */
+async function measureLevel(o: Options, concurrency: number, threads: "auto" | number) {
+  await o.truthLog(); // the previous level's and the warmup's
+  const r = await bench(
+    { url: `http://127.0.0.1:${o.port}`, model: "paced" },
+    {
+      singleRequestMaxTokens: [],
+      concurrency: [concurrency],
+      sweepMaxTokens: o.tokens,
+      requestsPerConcurrency: o.requestsPerConcurrency,
+      clientThreads: threads,
+    },
+  );
+  const truth = (await o.truthLog()).filter((t) => t.benchmark);
+  const level = r.sweep[0];
+  const tokens = truth.reduce((a, t) => a + t.tokens, 0);
+  const span = (Math.max(...truth.map((t) => t.lastWriteMs)) - Math.min(...truth.map((t) => t.arrivedMs))) / 1000;
+  const sorted = (xs: number[]) => Float64Array.from(xs).sort();
+  const truthE2e = percentile(sorted(truth.map((t) => (t.lastWriteMs - t.arrivedMs) / 1000)), 50) ?? 0;
+  const truthTtft = percentile(sorted(truth.map((t) => (t.firstWriteMs - t.arrivedMs) / 1000)), 50) ?? 0;
+  const figure = level.outputTokensPerSecond / (tokens / span) - 1;
+  const e2e = (level.e2eP50Seconds ?? 0) / truthE2e - 1;
+  const client = level.certificate?.checks.find((c) => c.name === "client")?.detail ?? null;
+  return {
+    concurrency,
+    threads: `${threads}`,
+    // what the level ran on: its client check names a spread
+    threadsUsed: Number(/spread over (\d+) client threads/.exec(client ?? "")?.[1] ?? 1),
+    offeredTokensPerSecond: concurrency * o.rate,
+    truthTokensPerSecond: Math.round(tokens / span),
+    clientTokensPerSecond: Math.round(level.outputTokensPerSecond),
+    figureVsTruth: pct(figure),
+    e2eP50VsTruth: pct(e2e),
+    firstTokenLagP50Ms: Math.round(((level.ttftP50Seconds ?? 0) - truthTtft) * 1000),
+    timedCorrectly: Math.abs(figure) <= 0.01 && Math.abs(e2e) <= 0.01,
+    certified: level.certificate?.certified ?? false,
+    failedChecks: level.certificate?.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) ?? [],
+    client,
+  };
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -111,52 +170,28 @@ async function main(): Promise<void> {
       child.once("message", (m) => resolve(m as Truth[]));
       child.send("truth");
     });
+  const o = {
+    port,
+    truthLog,
+    rate,
+    tokens: Number(values.tokens),
+    requestsPerConcurrency: Number(values["requests-per-concurrency"]),
+  };
+  const settings = values.threads.split(",").map((t) => (t === "auto" ? "auto" : Number(t)));
   const rows = [];
   try {
-    for (const concurrency of values.levels.split(",").map(Number)) {
-      await truthLog(); // the previous level's and the warmup's
-      const r = await bench(
-        { url: `http://127.0.0.1:${port}`, model: "paced" },
-        {
-          singleRequestMaxTokens: [],
-          concurrency: [concurrency],
-          sweepMaxTokens: Number(values.tokens),
-          requestsPerConcurrency: Number(values["requests-per-concurrency"]),
-          clientThreads: Number(values.threads),
-        },
-      );
-      const truth = (await truthLog()).filter((t) => t.benchmark);
-      const level = r.sweep[0];
-      const tokens = truth.reduce((a, t) => a + t.tokens, 0);
-      const span = (Math.max(...truth.map((t) => t.lastWriteMs)) - Math.min(...truth.map((t) => t.arrivedMs))) / 1000;
-      const sorted = (xs: number[]) => Float64Array.from(xs).sort();
-      const truthE2e = percentile(sorted(truth.map((t) => (t.lastWriteMs - t.arrivedMs) / 1000)), 50) ?? 0;
-      const truthTtft = percentile(sorted(truth.map((t) => (t.firstWriteMs - t.arrivedMs) / 1000)), 50) ?? 0;
-      const figure = level.outputTokensPerSecond / (tokens / span) - 1;
-      const e2e = (level.e2eP50Seconds ?? 0) / truthE2e - 1;
-      rows.push({
-        concurrency,
-        threads: Number(values.threads),
-        offeredTokensPerSecond: concurrency * rate,
-        truthTokensPerSecond: Math.round(tokens / span),
-        clientTokensPerSecond: Math.round(level.outputTokensPerSecond),
-        figureVsTruth: pct(figure),
-        e2eP50VsTruth: pct(e2e),
-        firstTokenLagP50Ms: Math.round(((level.ttftP50Seconds ?? 0) - truthTtft) * 1000),
-        timedCorrectly: Math.abs(figure) <= 0.01 && Math.abs(e2e) <= 0.01,
-        certified: level.certificate?.certified ?? false,
-        failedChecks: level.certificate?.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) ?? [],
-        client: level.certificate?.checks.find((c) => c.name === "client")?.detail ?? null,
-      });
-      const row = rows[rows.length - 1];
-      console.log(
-        `C=${concurrency} threads=${row.threads}: truth ${row.truthTokensPerSecond.toLocaleString("en-US")} tok/s, client ${row.clientTokensPerSecond.toLocaleString("en-US")} (${row.figureVsTruth}), e2e p50 ${row.e2eP50VsTruth}, first-token lag p50 ${row.firstTokenLagP50Ms} ms; ${row.timedCorrectly ? "timed correctly" : "NOT timed correctly"}; ${row.certified ? "certified" : "not certified"}`,
-      );
-    }
+    for (const concurrency of values.levels.split(",").map(Number))
+      for (const threads of settings) {
+        const row = await measureLevel(o, concurrency, threads);
+        rows.push(row);
+        console.log(
+          `C=${concurrency} threads=${row.threads} (${row.threadsUsed}): truth ${row.truthTokensPerSecond.toLocaleString("en-US")} tok/s, client ${row.clientTokensPerSecond.toLocaleString("en-US")} (${row.figureVsTruth}), e2e p50 ${row.e2eP50VsTruth}, first-token lag p50 ${row.firstTokenLagP50Ms} ms; ${row.timedCorrectly ? "timed correctly" : "NOT timed correctly"}; ${row.certified ? "certified" : "not certified"}`,
+        );
+      }
   } finally {
     child.kill();
   }
-  console.log(JSON.stringify({ cores: availableParallelism(), rate, tokens: Number(values.tokens), rows }, null, 1));
+  console.log(JSON.stringify({ cores: availableParallelism(), rate, tokens: o.tokens, rows }, null, 1));
 }
 
 main().catch((err) => {

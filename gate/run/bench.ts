@@ -433,6 +433,7 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
       endpoint,
       requestTimeoutSeconds: plan.requestTimeoutSeconds,
       singleStreamTokensPerSecond: singleStreamSpeed(samples),
+      certification: plan.certification,
     },
     clock: run.clock,
     signal,

@@ -9,7 +9,7 @@ import { makeAgent } from "../transport/http";
 import { sleep } from "../transport/timers";
 import { watchClient } from "../judge/certificate";
 import type { ClientThreadSpec, ThreadMessage, ThreadRun } from "./client-threads";
-import { closedLoop, makeSender, openLoop, type HostClock, type LoadRequest } from "./load";
+import { closedLoop, makeSender, openLoop, type HostClock, type LoadRequest, type Send } from "./load";
 import type { RequestSample } from "./stream";
 import { requestAt } from "../base/workload";
 
@@ -44,6 +44,16 @@ async function run(share: ThreadRun): Promise<void> {
     maxTokens = Math.max(maxTokens, r.maxTokens);
     return r;
   };
+  const samples = batcher();
+  const watched = watchClient();
+  await sendShare(share, { request, send, clock, signal }, samples.record);
+  const client = watched.stop();
+  samples.flush();
+  post({ kind: "done", client, maxTokens });
+}
+
+/** The samples as they come, posted in batches (BATCH_MS, BATCH_SAMPLES). */
+function batcher(): { record: (s: RequestSample) => void; flush: () => void } {
   let batch: RequestSample[] = [];
   let last = performance.now();
   const flush = () => {
@@ -55,37 +65,28 @@ async function run(share: ThreadRun): Promise<void> {
     batch.push(s);
     if (batch.length >= BATCH_SAMPLES || performance.now() - last >= BATCH_MS) flush();
   };
-  const watched = watchClient();
+  return { record, flush };
+}
+
+/** A share's slots (closed loop, from the common start) or its arrivals (open loop), each sample to RECORD. */
+async function sendShare(
+  share: ThreadRun,
+  load: { request: (i: number) => LoadRequest; send: Send; clock: HostClock; signal: AbortSignal },
+  record: (s: RequestSample) => void,
+): Promise<void> {
   const start = share.startEpochMs - performance.timeOrigin;
-  if (share.mode === "closed") {
-    const counter = new Int32Array(share.counter);
-    try {
-      await sleep(Math.max(0, start - performance.now()), signal);
-    } catch {
-      // stopped before the start: nothing sent
-    }
-    await closedLoop(
-      { request, send, clock, signal, level: share.slots, count: share.count, next: () => Atomics.add(counter, 0, 1) },
-      record,
-    );
-  } else {
-    await openLoop(
-      {
-        request,
-        send,
-        clock,
-        signal,
-        arrivals: share.arrivals,
-        indices: share.indices,
-        start,
-        maxInFlight: share.maxInFlight,
-      },
-      record,
-    );
+  if (share.mode === "open") {
+    const { arrivals, indices, maxInFlight } = share;
+    return openLoop({ ...load, arrivals, indices, start, maxInFlight }, record);
   }
-  const client = watched.stop();
-  flush();
-  post({ kind: "done", client, maxTokens });
+  const counter = new Int32Array(share.counter);
+  try {
+    await sleep(Math.max(0, start - performance.now()), load.signal);
+  } catch {
+    // stopped before the start: nothing sent
+  }
+  const next = () => Atomics.add(counter, 0, 1);
+  await closedLoop({ ...load, level: share.slots, count: share.count, next }, record);
 }
 
 port.on("message", (m: ThreadRun | { kind: "abort"; reason: string }) => {

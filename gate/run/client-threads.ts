@@ -52,6 +52,12 @@ export interface LevelProjection {
   previous: { level: number; tokensPerSecond: number } | null;
   /** One request alone: output tokens per host second (the single requests), or null. */
   singleStreamTokensPerSecond: number | null;
+  /**
+   * One thread was measured to be the limit: the sweep's previous level ran on this thread alone
+   * and its client check said the client was the limit, or it already ran spread. Until then
+   * "auto" is this thread alone (clientThreadsFor).
+   */
+  oneThreadWasLimit: boolean;
 }
 
 /**
@@ -73,7 +79,11 @@ export function projectedWallTokensPerSecond(p: LevelProjection): number {
 /**
  * Threads for a level: the number set, or for "auto" one per CLIENT_THREAD_TOKENS_PER_SECOND of the
  * projected rate, at most one fewer than the cores and at most the level's concurrency (closed
- * loop: a thread holds one slot at least). One core is left to the main thread and whatever else
+ * loop: a thread holds one slot at least). "auto" spreads nothing until one thread was measured to
+ * be the limit (LevelProjection.oneThreadWasLimit): against a paced server whose own log is the
+ * truth, two threads read later than one at every rate one thread timed correctly (their figures
+ * 1-2 % low, one thread's within 0.2 %: docs/results.md), so a projection alone never spreads a level
+ * that one thread would have measured better. One core is left to the main thread and whatever else
  * the machine runs: on the 2-core CI machine beside a competitor and simulated hosts, two client
  * threads were descheduled in turn (a thread's loop stood still 30 % of a level), and a level of 32
  * one-request slots had at most 26 in flight at once; auto there is one thread, as before.
@@ -85,6 +95,7 @@ export function clientThreadsFor(
 ): number {
   const most = projection.mode === "closed" ? Math.max(1, Math.floor(projection.level)) : MAX_CLIENT_THREADS;
   if (setting !== "auto") return Math.max(1, Math.min(setting, most));
+  if (!projection.oneThreadWasLimit) return 1;
   const need = Math.ceil(projectedWallTokensPerSecond(projection) / CLIENT_THREAD_TOKENS_PER_SECOND);
   return Math.max(1, Math.min(need, cores - 1, most));
 }

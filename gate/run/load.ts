@@ -32,9 +32,13 @@ import {
   type SweepLevel,
 } from "../judge/levels";
 import {
+  CertificationSchema,
+  clientCheck,
+  clientDelays,
   watchClient,
   type Bracket,
   type BracketRun,
+  type Certification,
   type ClientEvidence,
   type ServerLoadRead,
 } from "../judge/certificate";
@@ -71,6 +75,13 @@ export function toHostTime(s: RequestSample, timeScale: number): RequestSample {
     ttfaSeconds: s.ttfaSeconds === null ? null : s.ttfaSeconds * timeScale,
     itlSeconds: s.itlSeconds.map((v) => v * timeScale),
     e2eSeconds: s.e2eSeconds * timeScale,
+    ...(s.serverTiming && {
+      serverTiming: {
+        firstTokenSeconds: s.serverTiming.firstTokenSeconds * timeScale,
+        lastTokenSeconds: s.serverTiming.lastTokenSeconds * timeScale,
+        clientLastTokenSeconds: s.serverTiming.clientLastTokenSeconds * timeScale,
+      },
+    }),
   };
 }
 
@@ -375,6 +386,8 @@ export interface SweepLoad {
     requestTimeoutSeconds: number;
     /** One request alone, output tokens per host second (the single requests): "auto"'s first guess. */
     singleStreamTokensPerSecond: number | null;
+    /** The certificate's bounds, by which "auto" tells that one thread was the limit; absent: the defaults. */
+    certification?: Certification;
   };
   /** Read after each level (speculative acceptance); null when the server reports none. */
   readAcceptance: () => Promise<number | null>;
@@ -510,6 +523,7 @@ async function levelThreads(
     maxTokens: spread.maxTokens,
     previous: previous === null ? null : { level: levelOf(previous), tokensPerSecond: levelTokensPerSecond(previous) },
     singleStreamTokensPerSecond: load.spread.singleStreamTokensPerSecond,
+    oneThreadWasLimit: previous !== null && oneThreadWasLimit(previous, load.spread.certification),
   });
   if (n <= 1) return 1;
   try {
@@ -520,6 +534,18 @@ async function levelThreads(
     // its client check says whether they were enough.
     return Math.max(1, Math.min(n, pool.size));
   }
+}
+
+/**
+ * The level ran spread, or on this thread alone with the client as its limit by its own evidence
+ * (its event loop, its CPU, its lag behind a server that states its timing): "auto"'s reason to spread.
+ */
+function oneThreadWasLimit(l: LevelSamples, policy = CertificationSchema.parse({})): boolean {
+  const e = l.evidence;
+  if (e === undefined) return false;
+  if (e.clientThreads !== undefined) return true;
+  const delays = clientDelays([{ samples: l.requests }], l.mode ?? "closed", levelOf(l));
+  return !clientCheck(e.client, policy, [], { delays, timeScale: e.timeScale }).ok;
 }
 
 /** The most tokens a request of SOURCE asks for, from its first requests (a shape draws lengths). */

@@ -51,6 +51,13 @@ export interface RequestSample {
   error: string | null;
   /** The `model` the server's chunks named; null when they named none. */
   servedModel?: string | null;
+  /**
+   * Where the server stated its own timing of the request (parseServerTiming), the seconds from its
+   * receiving the request to writing its first and last output events, beside when the client
+   * received its last output (its first is ttftSeconds): the client's lag behind the server is the
+   * difference. Absent where the server stated none.
+   */
+  serverTiming?: { firstTokenSeconds: number; lastTokenSeconds: number; clientLastTokenSeconds: number };
 }
 
 export interface StreamRequest {
@@ -66,10 +73,31 @@ export interface StreamRequest {
 
 export async function streamChat(req: StreamRequest): Promise<RequestSample> {
   const t0 = performance.now();
-  const maxTokens = Number(req.body.max_tokens);
-  const sample: RequestSample = {
+  const sample = emptySample(Number(req.body.max_tokens), (t0 - req.origin) / 1000);
+  const reader = new StreamReader(sample, t0, req.onOutputChunk);
+  let headersCame = false;
+  try {
+    const res = await request(req.url, {
+      method: "POST",
+      dispatcher: req.dispatcher,
+      signal: req.signal,
+      headers: headers(req.apiKey, true),
+      body: JSON.stringify(req.body),
+    });
+    headersCame = true;
+    sample.error = await reader.read(res);
+  } catch (err) {
+    sample.error = `${describeError(err)}: ${whatCame(headersCame, sample.outputChunks)}`;
+  }
+  sample.e2eSeconds = (performance.now() - t0) / 1000;
+  reader.finish();
+  return sample;
+}
+
+function emptySample(maxTokens: number, startedAtSeconds: number): RequestSample {
+  return {
     maxTokens,
-    startedAtSeconds: (t0 - req.origin) / 1000,
+    startedAtSeconds,
     ttftSeconds: null,
     ttfaSeconds: null,
     itlSeconds: [],
@@ -85,96 +113,142 @@ export async function streamChat(req: StreamRequest): Promise<RequestSample> {
     error: null,
     servedModel: null,
   };
-  // Assigned inside onData, which flow analysis does not see: without the assertion TypeScript takes it for always null.
-  let usage = null as Usage | null;
-  let done = false;
-  let streamError: string | null = null;
-  // When the socket read being parsed arrived; the output arrivals after the first, each with its gap
-  // since the previous one and the output events it carried.
-  let readAt = t0;
-  let last = t0;
-  const arrivals: { gapSeconds: number; events: number }[] = [];
-  let headersCame = false;
-  const onData = (payload: string) => {
+}
+
+/** What came before a request failed: a hung server is told apart from one that stalled mid-answer. */
+function whatCame(headersCame: boolean, outputChunks: number): string {
+  if (!headersCame) return "no response headers came";
+  if (outputChunks === 0) return "the response headers came, then no token";
+  return `${outputChunks} output chunk${outputChunks === 1 ? "" : "s"} came, then nothing`;
+}
+
+/** One response's events, parsed into its sample as they arrive. */
+class StreamReader {
+  private usage: Usage | null = null;
+  private done = false;
+  private streamError: string | null = null;
+  /** When the socket read being parsed arrived, and the last output arrival. */
+  private readAt: number;
+  private last: number;
+  /** The output arrivals after the first, each with its gap since the previous one and the output events it carried. */
+  private readonly arrivals: { gapSeconds: number; events: number }[] = [];
+
+  constructor(
+    private readonly sample: RequestSample,
+    private readonly t0: number,
+    private readonly onOutputChunk?: () => void,
+  ) {
+    this.readAt = t0;
+    this.last = t0;
+  }
+
+  /** Reads a response to its end; what it lacked, or null: it was whole. */
+  async read(res: Dispatcher.ResponseData): Promise<string | null> {
+    if (res.statusCode !== 200) return `HTTP ${res.statusCode} ${truncate(await res.body.text(), 300)}`;
+    const parser = new SseParser();
+    const onData = (payload: string) => this.onEvent(payload);
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      this.readAt = performance.now();
+      parser.push(chunk, onData);
+    }
+    parser.end(onData);
+    this.serverTiming(res.trailers, res.headers);
+    return streamEnd(this.streamError, this.done, this.usage !== null, this.sample.outputChunks);
+  }
+
+  private onEvent(payload: string): void {
     if (payload === "[DONE]") {
-      done = true;
+      this.done = true;
       return;
     }
     let json: ChatCompletionChunk;
     try {
       json = JSON.parse(payload) as ChatCompletionChunk;
     } catch {
-      streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
+      this.streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
       return;
     }
     if (json.error !== undefined && json.error !== null) {
-      streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
+      this.streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
       return;
     }
-    if (json.usage) usage = json.usage;
-    if (typeof json.model === "string" && json.model.length > 0) sample.servedModel = json.model;
+    if (json.usage) this.usage = json.usage;
+    if (typeof json.model === "string" && json.model.length > 0) this.sample.servedModel = json.model;
     const choice = json.choices?.[0];
     if (choice === undefined) return;
     const delta = choice.delta;
-    if (delta && (nonEmpty(delta.content) || nonEmpty(delta.reasoning_content))) {
-      const now = readAt;
-      if (sample.outputChunks === 0) sample.ttftSeconds = (now - t0) / 1000;
-      else if (now !== last) arrivals.push({ gapSeconds: (now - last) / 1000, events: 1 });
-      // Another event of the same read (of the first arrival, whose tokens TTFT covers, when none is kept).
-      else if (arrivals.length > 0) arrivals[arrivals.length - 1].events++;
-      last = now;
-      sample.outputChunks++;
-      sample.outputCharacters += lengthOf(delta.content) + lengthOf(delta.reasoning_content);
-      if (nonEmpty(delta.reasoning_content)) sample.reasoningChunks++;
-      if (nonEmpty(delta.content)) {
-        if (sample.answerChunks === 0) sample.ttfaSeconds = (now - t0) / 1000;
-        sample.answerChunks++;
-      }
-      req.onOutputChunk?.();
-    }
-    if (choice.finish_reason) sample.finishReason = choice.finish_reason;
-  };
-  try {
-    const res = await request(req.url, {
-      method: "POST",
-      dispatcher: req.dispatcher,
-      signal: req.signal,
-      headers: headers(req.apiKey, true),
-      body: JSON.stringify(req.body),
-    });
-    headersCame = true;
-    if (res.statusCode !== 200) {
-      const text = await res.body.text();
-      sample.error = `HTTP ${res.statusCode} ${truncate(text, 300)}`;
-    } else {
-      const parser = new SseParser();
-      for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        readAt = performance.now();
-        parser.push(chunk, onData);
-      }
-      parser.end(onData);
-      sample.error = streamEnd(streamError, done, usage !== null, sample.outputChunks);
-    }
-  } catch (err) {
-    // What came before it failed: a hung server is told apart from one that stalled mid-answer.
-    const seen = !headersCame
-      ? "no response headers came"
-      : sample.outputChunks === 0
-        ? "the response headers came, then no token"
-        : `${sample.outputChunks} output chunk${sample.outputChunks === 1 ? "" : "s"} came, then nothing`;
-    sample.error = `${describeError(err)}: ${seen}`;
+    if (delta && (nonEmpty(delta.content) || nonEmpty(delta.reasoning_content))) this.onOutput(delta);
+    if (choice.finish_reason) this.sample.finishReason = choice.finish_reason;
   }
-  sample.e2eSeconds = (performance.now() - t0) / 1000;
-  if (sample.error === null && usage !== null) {
-    sample.completionTokens = Number(usage.completion_tokens) || 0;
-    sample.promptTokens = Number(usage.prompt_tokens) || 0;
-    sample.reasoningTokens = reasoningTokensOf(usage);
-    if (sample.completionTokens <= 0) sample.error = "usage.completion_tokens is 0";
-    else sample.itlSeconds = perTokenItl(arrivals, sample.completionTokens / sample.outputChunks);
+
+  private onOutput(delta: { content?: unknown; reasoning_content?: unknown }): void {
+    const sample = this.sample;
+    const now = this.readAt;
+    if (sample.outputChunks === 0) sample.ttftSeconds = (now - this.t0) / 1000;
+    else if (now !== this.last) this.arrivals.push({ gapSeconds: (now - this.last) / 1000, events: 1 });
+    // Another event of the same read (of the first arrival, whose tokens TTFT covers, when none is kept).
+    else if (this.arrivals.length > 0) this.arrivals[this.arrivals.length - 1].events++;
+    this.last = now;
+    sample.outputChunks++;
+    sample.outputCharacters += lengthOf(delta.content) + lengthOf(delta.reasoning_content);
+    if (nonEmpty(delta.reasoning_content)) sample.reasoningChunks++;
+    if (nonEmpty(delta.content)) {
+      if (sample.answerChunks === 0) sample.ttfaSeconds = (now - this.t0) / 1000;
+      sample.answerChunks++;
+    }
+    this.onOutputChunk?.();
   }
-  if (sample.error !== null) sample.completionTokens = 0;
-  return sample;
+
+  /** The server's own timing of this request, where it states one (a Server-Timing trailer or header). */
+  private serverTiming(trailers: Record<string, string> | undefined, head: Dispatcher.ResponseData["headers"]): void {
+    const raw = trailers?.["server-timing"] ?? head["server-timing"];
+    const timing = parseServerTiming(Array.isArray(raw) ? raw.join(",") : raw);
+    if (timing === null || this.sample.ttftSeconds === null) return;
+    this.sample.serverTiming = {
+      ...timing,
+      clientLastTokenSeconds: (this.last - this.t0) / 1000,
+    };
+  }
+
+  /** The token counts of a request that succeeded; a failed one counts none. */
+  finish(): void {
+    const { sample, usage } = this;
+    if (sample.error === null && usage !== null) {
+      sample.completionTokens = Number(usage.completion_tokens) || 0;
+      sample.promptTokens = Number(usage.prompt_tokens) || 0;
+      sample.reasoningTokens = reasoningTokensOf(usage);
+      if (sample.completionTokens <= 0) sample.error = "usage.completion_tokens is 0";
+      else sample.itlSeconds = perTokenItl(this.arrivals, sample.completionTokens / sample.outputChunks);
+    }
+    if (sample.error !== null) sample.completionTokens = 0;
+  }
 }
+
+/**
+ * The Server-Timing metrics a server may state for a request (W3C Server Timing, as a trailer
+ * after its last event or as a header): SERVER_FIRST_TOKEN and SERVER_LAST_TOKEN, each `dur` in
+ * milliseconds from when it received the request to when it wrote its first, and its last, output
+ * event. Null unless both are there and are numbers.
+ */
+export function parseServerTiming(
+  value: string | undefined,
+): { firstTokenSeconds: number; lastTokenSeconds: number } | null {
+  if (value === undefined) return null;
+  const dur = new Map<string, number>();
+  for (const metric of value.split(",")) {
+    const [name, ...params] = metric.split(";").map((p) => p.trim());
+    const d = params.find((p) => p.startsWith("dur="));
+    if (d !== undefined) dur.set(name, Number(d.slice(4)));
+  }
+  const first = dur.get(SERVER_FIRST_TOKEN);
+  const last = dur.get(SERVER_LAST_TOKEN);
+  if (first === undefined || last === undefined || !Number.isFinite(first) || !Number.isFinite(last)) return null;
+  return { firstTokenSeconds: first / 1000, lastTokenSeconds: last / 1000 };
+}
+
+/** The Server-Timing metric names a server states its own timing of a request with (parseServerTiming). */
+export const SERVER_FIRST_TOKEN = "first-token";
+export const SERVER_LAST_TOKEN = "last-token";
 
 /** What a stream that came with HTTP 200 lacked at its end, or null: it was whole. */
 function streamEnd(streamError: string | null, done: boolean, usage: boolean, outputChunks: number): string | null {

@@ -156,21 +156,52 @@ describe("client: the client's own delays, measured from its samples", () => {
     expect(clientDelays([{ samples, durationSeconds: 20 }], "open", 4).excessSeconds).toBe(0);
   });
 
-  it("delays beyond the stated share (2 %) fail the client check; within it they are named", () => {
+  it("delays beyond the stated share (1 %) fail the client check; within it they are named", () => {
     const tight = clientDelays([{ samples: closed(4, 10, 0.001), durationSeconds: 10.01 }], "closed", 4);
     const ok = clientCheck(seen, POLICY, [], { delays: tight, timeScale: 1 });
     expect(ok.ok, ok.detail).toBe(true);
     expect(ok.detail).toMatch(
-      /; client delays: the window 1 ms past the requests' span \(0\.0 %\), slots idle 0\.1 % between a request's end and their next$/,
+      /; client delays: the window 1 ms past the requests' span \(0\.0 %\), slots idle 0\.1 % between a request's end and their next; token lag not measured \(the server stated no Server-Timing\)$/,
     );
     const slow = clientDelays([{ samples: closed(4, 10, 0.1), durationSeconds: 11.4 }], "closed", 4);
     const bad = clientCheck(seen, POLICY, [], { delays: slow, timeScale: 1 });
     expect(bad.ok).toBe(false);
     expect(bad.detail).toMatch(
-      /client delays: the window 500 ms past the requests' span \(4\.4 %\), slots idle 7\.9 % .*, over 2\.0 %: the figure measured the client's own delays$/,
+      /client delays: the window 500 ms past the requests' span \(4\.4 %\), slots idle 7\.9 % .*: they made the figure 12\.3 % late \(the window's excess 4\.4 %, the slots' idle time 7\.9 %\), over 1\.0 %: the figure measured the client's own delays$/,
     );
     // the same at a time scale of 100: 5 ms of wall time is noise
     expect(clientCheck(seen, POLICY, [], { delays: slow, timeScale: 100 }).ok).toBe(true);
+  });
+
+  it("the lag behind a server that stated its own timing: the figure's lateness summed, the first token's held apart", () => {
+    // 4 requests of 2 s at the server, read 15 ms (first token) and 30 ms (last) after it wrote them
+    const timed = (lastLag: number) =>
+      Array.from({ length: 4 }, (_, i) =>
+        sample({
+          startedAtSeconds: i,
+          ttftSeconds: 0.015 + 0.001,
+          e2eSeconds: 2 + lastLag + 0.002,
+          serverTiming: { firstTokenSeconds: 0.001, lastTokenSeconds: 2, clientLastTokenSeconds: 2 + lastLag },
+        }),
+      );
+    const d = clientDelays([{ samples: timed(0.03) }], "closed", 4);
+    expect(d).toMatchObject({ timedRequests: 4, serverSeconds: 8 });
+    expect(d.firstTokenLagSeconds).toBeCloseTo(0.06);
+    expect(d.lastTokenLagSeconds).toBeCloseTo(0.12);
+    const late = clientCheck(seen, POLICY, [], { delays: d, timeScale: 1 });
+    expect(late.ok).toBe(false);
+    expect(late.detail).toMatch(
+      /; the first token read 15 ms after the server wrote it \(0\.8 % of its request time\), the last 30 ms \(1\.5 %; means of 4 requests the server timed\): they made the figure 1\.5 % late \(the last token's lag 1\.5 %\), over 1\.0 %: the figure measured the client's own delays$/,
+    );
+    // 10 ms of lag or less is noise, whatever share of a short request it is; a failed request is not timed
+    const quick = clientDelays([{ samples: [...timed(0.009), sample({ error: "HTTP 500" })] }], "closed", 4);
+    expect(quick.timedRequests).toBe(4);
+    expect(clientCheck(seen, POLICY, [], { delays: quick, timeScale: 1 }).ok).toBe(true);
+    // the first token's lag alone, over the fraction
+    const firstLate = clientDelays([{ samples: timed(0).map((s) => ({ ...s, ttftSeconds: 0.2 })) }], "closed", 4);
+    expect(clientCheck(seen, POLICY, [], { delays: firstLate, timeScale: 1 }).detail).toMatch(
+      /: the first token's lag was 10\.0 % of the server's request time, over 1\.0 %/,
+    );
   });
 });
 

@@ -31,6 +31,7 @@ const closed = (over: Partial<LevelProjection> = {}): LevelProjection => ({
   maxTokens: 2048,
   previous: null,
   singleStreamTokensPerSecond: null,
+  oneThreadWasLimit: true,
   ...over,
 });
 
@@ -52,6 +53,15 @@ describe("how many client threads a level gets", () => {
     expect(clientThreadsFor("auto", single, 16)).toBe(Math.ceil(320_000 / CLIENT_THREAD_TOKENS_PER_SECOND));
     // never more threads than slots
     expect(clientThreadsFor("auto", closed({ level: 2, singleStreamTokensPerSecond: 1e6 }), 16)).toBe(2);
+  });
+
+  it("auto spreads nothing until one thread was measured to be the limit, whatever the projection", () => {
+    const previous = { level: 64, tokensPerSecond: 21_600 };
+    const huge = { level: 128, previous, timeScale: 100 };
+    expect(clientThreadsFor("auto", closed({ ...huge, oneThreadWasLimit: false }), 16)).toBe(1);
+    expect(clientThreadsFor("auto", closed({ ...huge, oneThreadWasLimit: true }), 16)).toBe(15);
+    // a number set is taken as set
+    expect(clientThreadsFor(4, closed({ ...huge, oneThreadWasLimit: false }), 16)).toBe(4);
   });
 
   it("auto, open loop: the rate times the most tokens a request asks for; a number is taken as set", () => {
