@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import type { BenchResult } from "../gate/run/bench";
-import type { RequestSample } from "../gate/run/stream";
+import type { RequestSample } from "../gate/base/samples";
 import { writeBenchJson } from "../gate/reports/bench-json";
 
 const TOKENS_PER_REQUEST = 256;

@@ -86,22 +86,22 @@ export {
   type MixedTrafficResult,
   type TrafficClass,
 } from "./run/mixed-run";
-export type { RequestSample } from "./run/stream";
+export type { RequestSample } from "./base/samples";
 export type { ProbeResult } from "./readiness/probe";
 export { runComparison, type CompareOptions, type CompareResult } from "./plan/compare-run";
 export { JobSchema, SERVICE_NAMES, type ServiceName } from "./plan/compare";
 export { comparisonOutputs, ServiceComparisonOutputsSchema, type ServiceComparisonOutputs } from "./reports/outputs";
 export { WorkloadShapeSchema } from "./base/workload";
-export { fleetCounters, parseCounters, readCounters, SERVER_COUNTERS, type CounterRead } from "./run/server-counters";
+export { fleetCounters, parseCounters, readCounters } from "./run/server-counters";
+export { SERVER_COUNTERS, type CounterRead } from "./base/samples";
 export {
   certificateText,
   CertificateSchema,
-  CertificationSchema,
   certify,
   type Certificate,
   type CertificateCheck,
 } from "./judge/certificate";
-export { SloSchema } from "./judge/goodput";
+export { CertificationSchema, SloSchema } from "./base/schema";
 export {
   answerDifference,
   checkHealth,

@@ -5,7 +5,7 @@
  * again, a failed try, the one-token probes, another client), so this says the two figures and their
  * ratio rather than judging them.
  */
-import type { CounterRead } from "../gate/run/server-counters";
+import type { CounterRead } from "../gate/base/samples";
 
 /** One sentence: what the server counted for MODEL between BEFORE and AFTER, beside what the job recorded. */
 export function reconciliation(before: CounterRead, after: CounterRead, model: string, jobTokens: number): string {

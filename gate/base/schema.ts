@@ -3,13 +3,104 @@
  * defaults and documentation. stack/config.ts composes these into the stack-config schema, and
  * the CLI and the VerifiedGeneration provider parse with them, so a default lives here only.
  */
-import { CertificationSchema } from "../judge/certificate";
-import { CLIENT_THREAD_TOKENS_PER_SECOND, MAX_CLIENT_THREADS } from "../run/client-threads";
 import { z } from "zod";
-import { SloSchema } from "../judge/goodput";
 import { PromptMixSchema, WorkloadShapeSchema } from "./workload";
 import { MAX_TIMER_MS, MAX_TIMER_SECONDS } from "../transport/timers";
 import { readAnswerSet } from "./answer-set";
+
+/**
+ * Wall-clock streamed tokens per second that "auto" gives one thread: a sixth of the most one
+ * thread parsed on a core of the 2-core CI machine (about 600,000, with its event loop standing
+ * still most of the level) and under half of an earlier, loaded measurement (239,532). Chosen, not
+ * measured as the point where timing holds: the level's client check is the proof either way.
+ */
+export const CLIENT_THREAD_TOKENS_PER_SECOND = 100_000;
+
+/** The most threads a setting may name: more than a machine's cores only shares them. */
+export const MAX_CLIENT_THREADS = 64;
+
+export const SloSchema = z
+  .object({
+    ttftSeconds: z.number().positive().default(10).describe("Bound on time to first token, seconds."),
+    ttftPercentile: z.number().gt(0).max(100).default(95).describe("Percentile of TTFT held to the bound."),
+    itlSeconds: z
+      .number()
+      .positive()
+      .default(0.1)
+      .describe("Bound on inter-token latency per token, (e2e - TTFT) / (tokens - 1), seconds (0.1: 10 tok/s)."),
+    itlPercentile: z.number().gt(0).max(100).default(95).describe("Percentile of ITL held to the bound."),
+  })
+  .strict()
+  .describe("Latency SLO of goodput: what an interactive user would accept.");
+export type Slo = z.infer<typeof SloSchema>;
+export type SloInput = z.input<typeof SloSchema>;
+
+export const CertificationSchema = z
+  .strictObject({
+    require: z
+      .boolean()
+      .default(true)
+      .describe(
+        "Only certified levels are figures: a level whose certificate fails is never saturation, sustained throughput, a knee or a capacity plan. false: certificates are still reported, and not certified levels still count (for servers without /metrics, knowingly).",
+      ),
+    tokenTolerance: z
+      .number()
+      .min(0)
+      .max(0.5)
+      .default(0.01)
+      .describe("Reconciled: the server's generated-token count may differ from the client's by this fraction."),
+    loadShortfall: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.1)
+      .describe(
+        "Load: a closed-loop level whose mean requests in flight (while every worker had work) fall this fraction below its concurrency was not the load asked for.",
+      ),
+    maxClientStallShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.25)
+      .describe(
+        "Client: a level during which the benchmark's event loop stood still (its delays beyond the sampling interval, summed) for more than this share of the level's wall-clock time measured the client, not the server: the level's end, and so its throughput, may be late by that much.",
+      ),
+    maxTokensPerChunk: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(16)
+      .describe(
+        "Received: a successful request whose usage claims more than this many tokens per output chunk the client received (content or reasoning) claims tokens it never sent. SGLang sends one event per stream_interval decode steps (default 1), a speculative step holding up to speculative_num_steps + 1 tokens (DFlash: its block, 16 in the shipped profiles); llama.cpp one event per token (a multi-byte character split over tokens: up to 4). Raise it for a server run with a larger stream_interval.",
+      ),
+    changeTolerance: z
+      .number()
+      .gt(0)
+      .lt(1)
+      .default(0.25)
+      .describe(
+        "Steady: a concurrency sweep's first level is measured again after its last (a rate the server keeps up with measures the load offered, not the server); a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
+      ),
+    maxClientDelayShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.01)
+      .describe(
+        "Client: the most the client's own delays may cost a level, as a share: the window's time past its requests' span (the client starting and collecting them) and the closed-loop slots' idle time between a request's end and their next request's start, as shares of the window, and, where the server states its own timing of each request (a Server-Timing trailer or header with first-token and last-token durations), the client's lag reading the last token behind its writing, as a share of the server's request time; summed, they are how late the figure is. The first token's lag is held to it apart (it delays TTFT). 1 %: the same as tokenTolerance, and what bench/gate-client-paced.ts calls timed correctly; a figure the client made 1 % low is no better than a count 1 % off. A delay under half a second of wall time (the window's) or 10 ms per request (a lag) is noise.",
+      ),
+    maxClientCpuShare: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.9)
+      .describe(
+        "Client: a level during which the benchmark process was busy more than this share of one core had the client as its limit.",
+      ),
+  })
+  .describe("The validity certificate of each benchmark level (gate/judge/certificate.ts).");
+export type Certification = z.infer<typeof CertificationSchema>;
 
 /** A duration knob in seconds, bounded so that no value overflows Node's timers (2^31-1 ms). */
 const timerSeconds = () => z.number().positive().max(MAX_TIMER_SECONDS);

@@ -19,75 +19,9 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { z } from "zod";
-import type { CounterRead } from "../run/server-counters";
-import type { RequestSample } from "../run/stream";
-
-export const CertificationSchema = z
-  .strictObject({
-    require: z
-      .boolean()
-      .default(true)
-      .describe(
-        "Only certified levels are figures: a level whose certificate fails is never saturation, sustained throughput, a knee or a capacity plan. false: certificates are still reported, and not certified levels still count (for servers without /metrics, knowingly).",
-      ),
-    tokenTolerance: z
-      .number()
-      .min(0)
-      .max(0.5)
-      .default(0.01)
-      .describe("Reconciled: the server's generated-token count may differ from the client's by this fraction."),
-    loadShortfall: z
-      .number()
-      .gt(0)
-      .lt(1)
-      .default(0.1)
-      .describe(
-        "Load: a closed-loop level whose mean requests in flight (while every worker had work) fall this fraction below its concurrency was not the load asked for.",
-      ),
-    maxClientStallShare: z
-      .number()
-      .gt(0)
-      .max(1)
-      .default(0.25)
-      .describe(
-        "Client: a level during which the benchmark's event loop stood still (its delays beyond the sampling interval, summed) for more than this share of the level's wall-clock time measured the client, not the server: the level's end, and so its throughput, may be late by that much.",
-      ),
-    maxTokensPerChunk: z
-      .number()
-      .int()
-      .min(1)
-      .max(1024)
-      .default(16)
-      .describe(
-        "Received: a successful request whose usage claims more than this many tokens per output chunk the client received (content or reasoning) claims tokens it never sent. SGLang sends one event per stream_interval decode steps (default 1), a speculative step holding up to speculative_num_steps + 1 tokens (DFlash: its block, 16 in the shipped profiles); llama.cpp one event per token (a multi-byte character split over tokens: up to 4). Raise it for a server run with a larger stream_interval.",
-      ),
-    changeTolerance: z
-      .number()
-      .gt(0)
-      .lt(1)
-      .default(0.25)
-      .describe(
-        "Steady: a concurrency sweep's first level is measured again after its last (a rate the server keeps up with measures the load offered, not the server); a throughput that moved by more than this fraction from the first measurement means the server changed during the run (a throttle, a neighbour), and no level of the sweep is certified. The repeats of a level held to the same fraction: repeats that disagree beyond it are unstable, never averaged into a figure.",
-      ),
-    maxClientDelayShare: z
-      .number()
-      .gt(0)
-      .max(1)
-      .default(0.01)
-      .describe(
-        "Client: the most the client's own delays may cost a level, as a share: the window's time past its requests' span (the client starting and collecting them) and the closed-loop slots' idle time between a request's end and their next request's start, as shares of the window, and, where the server states its own timing of each request (a Server-Timing trailer or header with first-token and last-token durations), the client's lag reading the last token behind its writing, as a share of the server's request time; summed, they are how late the figure is. The first token's lag is held to it apart (it delays TTFT). 1 %: the same as tokenTolerance, and what bench/gate-client-paced.ts calls timed correctly; a figure the client made 1 % low is no better than a count 1 % off. A delay under half a second of wall time (the window's) or 10 ms per request (a lag) is noise.",
-      ),
-    maxClientCpuShare: z
-      .number()
-      .gt(0)
-      .max(1)
-      .default(0.9)
-      .describe(
-        "Client: a level during which the benchmark process was busy more than this share of one core had the client as its limit.",
-      ),
-  })
-  .describe("The validity certificate of each benchmark level (gate/judge/certificate.ts).");
-export type Certification = z.infer<typeof CertificationSchema>;
+import type { CounterRead } from "../base/samples";
+import type { RequestSample } from "../base/samples";
+import type { Certification } from "../base/schema";
 
 /** One level's validity certificate: the one shape of the JSON, the CSV, the text and the stack outputs. */
 export const CertificateSchema = z

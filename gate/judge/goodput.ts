@@ -12,25 +12,9 @@
  *   counts such requests the same way). The level meets the SLO when the ttftPercentile of TTFT
  *   and the itlPercentile of ITL over its successful requests are within the bounds.
  */
-import { z } from "zod";
 import { percentile } from "./stats";
-import type { RequestSample } from "../run/stream";
-
-export const SloSchema = z
-  .object({
-    ttftSeconds: z.number().positive().default(10).describe("Bound on time to first token, seconds."),
-    ttftPercentile: z.number().gt(0).max(100).default(95).describe("Percentile of TTFT held to the bound."),
-    itlSeconds: z
-      .number()
-      .positive()
-      .default(0.1)
-      .describe("Bound on inter-token latency per token, (e2e - TTFT) / (tokens - 1), seconds (0.1: 10 tok/s)."),
-    itlPercentile: z.number().gt(0).max(100).default(95).describe("Percentile of ITL held to the bound."),
-  })
-  .strict()
-  .describe("Latency SLO of goodput: what an interactive user would accept.");
-export type Slo = z.infer<typeof SloSchema>;
-export type SloInput = z.input<typeof SloSchema>;
+import type { RequestSample } from "../base/samples";
+import type { Slo } from "../base/schema";
 
 /** (e2e - TTFT) / (tokens - 1) of a successful request with at least two tokens; else null. */
 export function perTokenLatency(s: RequestSample): number | null {

@@ -16,11 +16,13 @@
  * on schedule says nothing about the server, and is never its capacity.
  */
 import { BenchPlanSchema } from "../base/schema";
-import { certify, clientFellBehind, type Certificate, type Certification, type LevelEvidence } from "./certificate";
-import { goodput, meanInterval, perTokenLatencies, type MeanInterval, type Slo } from "./goodput";
+import { certify, clientFellBehind, type Certificate, type LevelEvidence } from "./certificate";
+import { type Certification } from "../base/schema";
+import { goodput, meanInterval, perTokenLatencies, type MeanInterval } from "./goodput";
+import { type Slo } from "../base/schema";
 import { errorRate, withinErrorBudget } from "./saturation";
 import { answerStats, latencyStats, percentile, type AnswerStats, type LatencyStats } from "./stats";
-import type { RequestSample } from "../run/stream";
+import type { RequestSample } from "../base/samples";
 
 /** One run of a level: its window (seconds from the run's start) and its slice of the level's requests. */
 export interface RunWindow {

@@ -2,7 +2,7 @@
  * Summaries computed from raw samples (the benchmark keeps both, so either can be checked).
  * Pure functions: no clock, no network.
  */
-import type { RequestSample } from "../run/stream";
+import type { RequestSample } from "../base/samples";
 
 /** Linear interpolation between closest ranks (numpy's default), on an ascending array. */
 export function percentile(sorted: ArrayLike<number>, p: number): number | null {

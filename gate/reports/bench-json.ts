@@ -11,7 +11,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import type { BenchResult } from "../run/bench";
 import { percentile } from "../judge/stats";
-import type { RequestSample } from "../run/stream";
+import type { RequestSample } from "../base/samples";
 
 /** Text gathered before one write to the file: large enough that writes are few, small beside the report. */
 const WRITE_CHUNK_CHARS = 1 << 20;

@@ -13,9 +13,10 @@ import { readAcceptanceLength } from "../readiness/acceptance";
 import { summarizeLevel, type LevelSamples, type LevelSummary } from "../judge/levels";
 import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
 import { judgeLevels } from "../judge/saturation";
-import { readCounters, type CounterRead } from "./server-counters";
+import { readCounters } from "./server-counters";
+import { type CounterRead } from "../base/samples";
 import { summarizeSingle, type SingleRequestSummary } from "../judge/stats";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../base/samples";
 import { WorkloadShapeSchema, type RequestSource } from "../base/workload";
 
 export const WARMUP_PROMPT = "Say just 'OK'";

@@ -10,7 +10,7 @@ import { sleep } from "../transport/timers";
 import { watchClient } from "../judge/certificate";
 import type { ClientThreadSpec, ThreadMessage, ThreadRun } from "./client-threads";
 import { closedLoop, makeSender, openLoop, type HostClock, type LoadRequest, type Send } from "./load";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../base/samples";
 import { requestAt } from "../base/workload";
 
 /** Samples are posted at most this far apart (a progress line's worth), or when this many are waiting. */

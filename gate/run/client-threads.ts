@@ -23,22 +23,12 @@ import { availableParallelism } from "node:os";
 import * as path from "node:path";
 import { Worker } from "node:worker_threads";
 import type { ClientEvidence } from "../judge/certificate";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../base/samples";
 import type { RequestSource } from "../base/workload";
+import { CLIENT_THREAD_TOKENS_PER_SECOND, MAX_CLIENT_THREADS } from "../base/schema";
 
 /** How many client threads a sweep uses: "auto" (as the projected token rate needs) or a number (1: this thread alone). */
 export type ClientThreadsSetting = "auto" | number;
-
-/**
- * Wall-clock streamed tokens per second that "auto" gives one thread: a sixth of the most one
- * thread parsed on a core of the 2-core CI machine (about 600,000, with its event loop standing
- * still most of the level) and under half of an earlier, loaded measurement (239,532). Chosen, not
- * measured as the point where timing holds: the level's client check is the proof either way.
- */
-export const CLIENT_THREAD_TOKENS_PER_SECOND = 100_000;
-
-/** The most threads a setting may name: more than a machine's cores only shares them. */
-export const MAX_CLIENT_THREADS = 64;
 
 /** What a level is expected to stream, for "auto". */
 export interface LevelProjection {

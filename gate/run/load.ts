@@ -32,19 +32,20 @@ import {
   type SweepLevel,
 } from "../judge/levels";
 import {
-  CertificationSchema,
   clientCheck,
   clientDelays,
   watchClient,
   type Bracket,
   type BracketRun,
-  type Certification,
   type ClientEvidence,
   type ServerLoadRead,
 } from "../judge/certificate";
+import { CertificationSchema, type Certification } from "../base/schema";
 import { ClientThreads, clientThreadsFor, type ClientThreadSpec, type ClientThreadsSetting } from "./client-threads";
-import { readCounters, type CounterRead } from "./server-counters";
-import { streamChat, type RequestSample } from "./stream";
+import { readCounters } from "./server-counters";
+import { type CounterRead } from "../base/samples";
+import { streamChat } from "./stream";
+import { type RequestSample } from "../base/samples";
 import { poissonArrivals, requestAt, type RequestSource, type WorkloadShape } from "../base/workload";
 
 /** What one request asks for. */

@@ -35,9 +35,10 @@ import {
   type RunWindow,
 } from "../judge/levels";
 import { makeSender, runLevelLoad, type HostClock } from "./load";
-import { readCounters, summedCounters, type CounterRead } from "./server-counters";
+import { readCounters, summedCounters } from "./server-counters";
+import { type CounterRead } from "../base/samples";
 import { latencyStats, percentile } from "../judge/stats";
-import type { RequestSample } from "./stream";
+import type { RequestSample } from "../base/samples";
 
 export interface TrafficClass {
   /** The served model name the class asks for: the router sends it to the hosts serving that name. */

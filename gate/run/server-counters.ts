@@ -10,45 +10,7 @@ import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import type { Agent } from "undici";
 import { baseUrl, describeError, fetchText, makeAgent } from "../transport/http";
 import { withTimeout } from "../transport/timers";
-
-/**
- * The counters each server keeps, by name: generated tokens, prompt tokens, requests finished (null:
- * not kept); and the gauges of the requests it holds now, running and waiting (the load applied).
- */
-export const SERVER_COUNTERS = {
-  sglang: {
-    generated: "sglang:generation_tokens_total",
-    prompt: "sglang:prompt_tokens_total",
-    requests: "sglang:num_requests_total",
-    held: ["sglang:num_running_reqs", "sglang:num_queue_reqs"],
-  },
-  // llama-server --metrics counts tokens, not finished requests; its slots run, the rest are deferred.
-  llamacpp: {
-    generated: "llamacpp:tokens_predicted_total",
-    prompt: "llamacpp:prompt_tokens_total",
-    requests: null,
-    held: ["llamacpp:requests_processing", "llamacpp:requests_deferred"],
-  },
-} as const;
-
-export type ServerDialect = keyof typeof SERVER_COUNTERS;
-
-/** What the counters said at one read, summed over the series of the model measured. */
-export interface CounterSnapshot {
-  dialect: ServerDialect;
-  generatedTokens: number;
-  promptTokens: number | null;
-  /** Null where the server keeps no request counter (llama.cpp). */
-  requests: number | null;
-  /** Generated tokens of every model the server labels (model_name), the one measured included. */
-  generatedByModel: Record<string, number>;
-  /** process_start_time_seconds where the server exposes it: a change is a restart. */
-  processStartSeconds: number | null;
-  /** Requests the server holds at the read, running and waiting (its gauges); null where it keeps neither. */
-  heldRequests: number | null;
-}
-
-export type CounterRead = { ok: true; snapshot: CounterSnapshot } | { ok: false; reason: string };
+import { SERVER_COUNTERS, type CounterRead, type CounterSnapshot, type ServerDialect } from "../base/samples";
 
 interface ParsedFamily {
   name: string;

@@ -15,50 +15,7 @@ import { describeError, headers, truncate } from "../transport/http";
 import { reasoningTokensOf } from "../readiness/probe";
 import { SseParser } from "../transport/sse";
 import type { ChatCompletionChunk, Usage } from "../transport/wire";
-
-/** The raw measurement of one request. Summaries are computed from these, never the other way round. */
-export interface RequestSample {
-  maxTokens: number;
-  /** Seconds from the start of the run to sending the request. */
-  startedAtSeconds: number;
-  /**
-   * Open loop: seconds from the start of the run to when the schedule had the request leave; sent
-   * (startedAtSeconds) minus this is how late the client sent it. Absent in a closed loop.
-   */
-  scheduledAtSeconds?: number;
-  /** Seconds to the first chunk with content or reasoning; null when none arrived. */
-  ttftSeconds: number | null;
-  /** Seconds to the first chunk with visible content (time to first answer token); null: no answer. */
-  ttfaSeconds: number | null;
-  /**
-   * Per token after the first arrival: each arrival's gap since the previous one, divided by the
-   * tokens it carried, once per token (see the file's comment). Empty until the request succeeds.
-   */
-  itlSeconds: number[];
-  e2eSeconds: number;
-  /** usage.completion_tokens of a successful request (reasoning included); 0 on error. */
-  completionTokens: number;
-  promptTokens: number;
-  reasoningTokens: number | null;
-  finishReason: string | null;
-  /** Chunks that carried output, for comparison with completionTokens (speculative: fewer chunks). */
-  outputChunks: number;
-  /** Of those, chunks with reasoning_content and chunks with visible content. */
-  reasoningChunks: number;
-  answerChunks: number;
-  /** Characters of those chunks' content and reasoning, as JavaScript counts them (UTF-16 units). */
-  outputCharacters: number;
-  error: string | null;
-  /** The `model` the server's chunks named; null when they named none. */
-  servedModel?: string | null;
-  /**
-   * Where the server stated its own timing of the request (parseServerTiming), the seconds from its
-   * receiving the request to writing its first and last output events, beside when the client
-   * received its last output (its first is ttftSeconds): the client's lag behind the server is the
-   * difference. Absent where the server stated none.
-   */
-  serverTiming?: { firstTokenSeconds: number; lastTokenSeconds: number; clientLastTokenSeconds: number };
-}
+import type { RequestSample } from "../base/samples";
 
 export interface StreamRequest {
   url: string;

@@ -14,7 +14,7 @@ import { measureGroups, planGroups, type MixedFleetOutput } from "../../componen
 import type { ClassResult } from "../../gate/run/mixed-run";
 import type { Certificate } from "../../gate/judge/certificate";
 import { DEFAULT_JUDGEMENT, runSummary, summarizeSweepLevel } from "../../gate/judge/levels";
-import type { RequestSample } from "../../gate/run/stream";
+import type { RequestSample } from "../../gate/base/samples";
 import type { RunningRouter } from "../support/smg";
 import { groupFleet } from "../support/group-fleet";
 import type { Drift } from "../../components/drift/schema";

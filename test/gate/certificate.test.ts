@@ -13,16 +13,11 @@ import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
 import { bench, verify } from "../../gate/index";
 import type { BenchResult } from "../../gate/run/bench";
-import {
-  clientCheck,
-  closedLoopLoad,
-  CertificationSchema,
-  exponentialFit,
-  reconcile,
-  steadyCheck,
-} from "../../gate/judge/certificate";
-import { parseCounters, type CounterRead } from "../../gate/run/server-counters";
-import type { RequestSample } from "../../gate/run/stream";
+import { clientCheck, closedLoopLoad, exponentialFit, reconcile, steadyCheck } from "../../gate/judge/certificate";
+import { CertificationSchema } from "../../gate/base/schema";
+import { parseCounters } from "../../gate/run/server-counters";
+import { type CounterRead } from "../../gate/base/samples";
+import type { RequestSample } from "../../gate/base/samples";
 import { poissonArrivals } from "../../gate/base/workload";
 import { startSimulator } from "../../simulator/index";
 import { loadProfile, withSpeculative } from "../../simulator/profile";

@@ -15,7 +15,6 @@ import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
 import type { BenchResult } from "../../gate/run/bench";
 import {
-  CertificationSchema,
   certify,
   changeCheck,
   clientCheck,
@@ -23,7 +22,8 @@ import {
   receivedCheck,
   type LevelEvidence,
 } from "../../gate/judge/certificate";
-import type { RequestSample } from "../../gate/run/stream";
+import { CertificationSchema } from "../../gate/base/schema";
+import type { RequestSample } from "../../gate/base/samples";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 

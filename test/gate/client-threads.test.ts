@@ -10,13 +10,10 @@ import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import { EXIT } from "../../cli/common";
 import { bench } from "../../gate/index";
-import { CertificationSchema, clientCheck, type ClientEvidence } from "../../gate/judge/certificate";
-import {
-  CLIENT_THREAD_TOKENS_PER_SECOND,
-  clientThreadsFor,
-  projectedWallTokensPerSecond,
-  type LevelProjection,
-} from "../../gate/run/client-threads";
+import { clientCheck, type ClientEvidence } from "../../gate/judge/certificate";
+import { CertificationSchema } from "../../gate/base/schema";
+import { clientThreadsFor, projectedWallTokensPerSecond, type LevelProjection } from "../../gate/run/client-threads";
+import { CLIENT_THREAD_TOKENS_PER_SECOND } from "../../gate/base/schema";
 import { poissonArrivals } from "../../gate/base/workload";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { windowTokens } from "../../gate/run/mixed-run";
-import type { RequestSample } from "../../gate/run/stream";
+import type { RequestSample } from "../../gate/base/samples";
 
 const request = (startedAtSeconds: number, ttftSeconds: number, e2eSeconds: number, tokens: number) =>
   ({ startedAtSeconds, ttftSeconds, e2eSeconds, completionTokens: tokens, error: null }) as RequestSample;

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { BenchPlanSchema, forWorkers, summarizeBench, verdictOf } from "../../gate/index";
 import type { LevelSamples } from "../../gate/judge/levels";
-import type { RequestSample } from "../../gate/run/stream";
+import type { RequestSample } from "../../gate/base/samples";
 
 /** One request sent at `sentAt`, answered from `firstToken` for 1 s with `tokens` (or failed with `error`). */
 function sample(sentAt: number, firstToken: number, tokens: number, error: string | null): RequestSample {

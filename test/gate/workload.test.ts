@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { goodput, meanInterval, meetsSlo, perTokenLatency, SloSchema } from "../../gate/judge/goodput";
+import { goodput, meanInterval, meetsSlo, perTokenLatency } from "../../gate/judge/goodput";
+import { SloSchema } from "../../gate/base/schema";
 import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/base/prompts";
-import type { RequestSample } from "../../gate/run/stream";
+import type { RequestSample } from "../../gate/base/samples";
 import { summarizeSweepLevel, runSummary } from "../../gate/judge/levels";
 import { toHostTime } from "../../gate/run/load";
 import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/base/workload";

@@ -11,7 +11,7 @@ import * as path from "node:path";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
-import type { RequestSample } from "../../gate/run/stream";
+import type { RequestSample } from "../../gate/base/samples";
 import { benchArgv, io } from "../gate/cli-fixture";
 import {
   metric,
