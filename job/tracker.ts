@@ -24,7 +24,7 @@ export class JobTracker {
     recovered: RecoveredResults,
     recoveredErrors: number,
   ) {
-    this.succeeded = recovered.ids.size;
+    this.succeeded = recovered.count;
     this.failed = recoveredErrors;
     this.tokens = recovered.tokens;
     this.outputBytes = recovered.bytes;
