@@ -175,11 +175,20 @@ export function jobMain(argv: string[], io: CliIo = defaultIo(), deps: JobDeps =
     const errors = values.errors ?? `${values.output.replace(/\.jsonl?$/, "")}.errors.jsonl`;
     if (values["summary-every"] * 60 > MAX_TIMER_SECONDS) throw new UsageError("--summary-every is too long");
     let lastSummary = Date.now();
+    // One write after another, so a tick's file never lands after the final one; a failed write is
+    // said, not thrown (it would end the job as an unhandled rejection), and the last is awaited: an
+    // interrupted command exits at once once it returns.
+    let textfile = Promise.resolve();
     const publish = (s: JobState, stopped: string | null, final: boolean, counters: string | null = null) => {
       if (dir)
-        void jobExposition(s, stack, stopped, Date.now()).then((t) =>
-          writeTextfile(dir, stack, t, jobTextfileName(stack)),
-        );
+        textfile = textfile
+          .then(async () =>
+            writeTextfile(dir, stack, await jobExposition(s, stack, stopped, Date.now()), jobTextfileName(stack)),
+          )
+          .then(
+            () => undefined,
+            (e: unknown) => void io.stderr.write(`gpuhost job: --textfile ${dir}: ${(e as Error).message}\n`),
+          );
       if (final || Date.now() - lastSummary >= values["summary-every"] * 60_000) {
         lastSummary = Date.now();
         io.stdout.write(`${summaryText(s, aim.against, stopped, counters)}\n`);
@@ -209,6 +218,7 @@ export function jobMain(argv: string[], io: CliIo = defaultIo(), deps: JobDeps =
       ),
     );
     publish(result, result.stopped, true, result.serverCounters);
+    await textfile;
     if (result.stopped !== null) io.stderr.write(`gpuhost job: stopped: ${result.stopped}\n`);
     return result.stopped === null ? EXIT.ok : signal.aborted ? EXIT.interrupted : EXIT.failed;
   });
