@@ -100,6 +100,23 @@ describe("gpuhost job aimed by the stack", () => {
     expect(recorded).toBeLessThan(40);
   });
 
+  it("prints the summary every --summary-every minutes while it runs, and once more at the end", async () => {
+    server = await jobServer();
+    server.delayMs = 30;
+    const dir = tempDir();
+    writeInput(path.join(dir, "in.jsonl"), 40);
+    const cli = io();
+    const args = ["--input", path.join(dir, "in.jsonl"), "--output", path.join(dir, "out.jsonl")];
+    // A summary every 30 ms at the latest progress tick (every 50 ms): the job takes 400 ms at least.
+    const timing = ["--summary-every", "0.0005", "--progress-every", "0.05"];
+    expect(await jobMain([...args, ...timing, "--outputs", stackOutputs(dir, server.url)], cli)).toBe(0);
+    const summaries = cli.stdout.text.split("gpuhost job summary").slice(1);
+    expect(summaries.length).toBeGreaterThanOrEqual(3);
+    expect(summaries[0]).toMatch(/recorded: \d+ of 40 /);
+    expect(summaries[0]).not.toMatch(/recorded: 40 of 40 /);
+    expect(summaries.at(-1)).toMatch(/recorded: 40 of 40 \(40 succeeded/);
+  });
+
   it("refuses an input whose model the stack does not serve, before any request", async () => {
     server = await jobServer();
     const dir = tempDir();
