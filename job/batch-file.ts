@@ -120,6 +120,10 @@ export async function scanInput(file: string, signal: AbortSignal, hash = idHash
   let requests = 0;
   for await (const line of fileLines(file)) {
     if (signal.aborted) throw signal.reason as Error;
+    if (line.number > lines)
+      throw new JobFileError(
+        `${file} grew while it was read (${lines} lines when counted): let its writer finish first`,
+      );
     if (line.text.trim() === "") continue;
     const req = parseInputLine(file, line);
     const h = hash(req.custom_id);

@@ -22,9 +22,11 @@ export class IdIndex {
   /** Per slot: hash high, hash low, line number (0: empty). */
   private readonly slots: Uint32Array;
   private readonly size: number;
+  private used = 0;
 
   constructor(lines: number) {
-    this.size = Math.max(1, Math.ceil(lines / LOAD));
+    // One slot more than the load needs: LINES ids always leave one empty, where a lookup stops.
+    this.size = Math.ceil(lines / LOAD) + 1;
     this.slots = new Uint32Array(this.size * 3);
   }
 
@@ -38,7 +40,11 @@ export class IdIndex {
     }
   }
 
+  /** Throws rather than take the last empty slot (an input that grew after it was counted). */
   add([hi, lo]: [number, number], line: number): void {
+    if (this.used === this.size - 1)
+      throw new Error("the custom_id table is full: the input grew after its lines were counted");
+    this.used++;
     for (let s = (hi ^ lo) >>> 0; ; s++) {
       const at = (s % this.size) * 3;
       if (this.slots[at + 2] !== 0) continue;

@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { fileLines, JobFileError, recoverResults, ResultLedger, scanInput } from "../../job/batch-file";
-import { countLines, idHash } from "../../job/id-index";
+import { countLines, IdIndex, idHash } from "../../job/id-index";
 import { tempDir, writeInput } from "./helpers";
 
 const never = new AbortController().signal;
@@ -174,5 +174,13 @@ describe("the custom_ids by hash, never held", () => {
     expect(await countLines(file)).toBe(5001);
     fs.writeFileSync(file, "a\nb");
     expect(await countLines(file)).toBe(2);
+  });
+
+  it("a table sized for N lines refuses an id past its slots rather than probing forever", () => {
+    const index = new IdIndex(2); // ceil(2 / 0.7) + 1 = 4 slots: three ids, one slot kept empty
+    for (let i = 1; i <= 3; i++) index.add(idHash(`r-${i}`), i);
+    expect(index.lines(idHash("r-3"))).toEqual([3]);
+    expect(index.lines(idHash("r-9"))).toEqual([]);
+    expect(() => index.add(idHash("r-4"), 4)).toThrow(/table is full: the input grew after its lines were counted/);
   });
 });
