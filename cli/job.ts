@@ -9,7 +9,8 @@ import { aimFromOutputs, type JobAim } from "../job/aim";
 import { JobFileError } from "../job/batch-file";
 import { jobExposition, summaryText } from "../job/report";
 import { DEFAULT_RETRY } from "../job/request";
-import { type JobState, runJob } from "../job/run";
+import { runJob } from "../job/run";
+import { type JobState } from "../job/tracker";
 import { writeTextfile } from "../components/drift/metrics";
 import {
   API_KEY_FLAGS,
@@ -32,7 +33,8 @@ error) to --output, failed requests to --errors. Run the same command again afte
 Ctrl-C and it continues: each custom_id is recorded exactly once (a request in flight at the stop is
 sent again). With --stack (or --outputs), the endpoint (the fleet's router, or the host's active
 service), the concurrency (the measured knee) and the certified tok/s the job is held to come from the
-stack's outputs. ${API_KEY_USAGE}`,
+stack's outputs, and the API key from the stack's secret config when neither of these gives one:
+${API_KEY_USAGE}`,
   flags: {
     input: { type: "path", required: true, description: "the batch-input JSONL file" },
     output: { type: "path", required: true, description: "the batch-output JSONL file (appended; the checkpoint)" },
@@ -103,8 +105,21 @@ function deadlineOf(text: string | undefined): number | null {
   return ms;
 }
 
-/** The stack's outputs: from --outputs FILE, or the engine's `pulumi stack output --json`. */
-async function stackOutputs(values: JobValues): Promise<{ name: string; outputs: unknown } | null> {
+/** What the job asks of the engine; a test hands in the real engine on its throwaway stack's backend. */
+export interface JobDeps {
+  /** Runs the engine (default: engine/pulumi.ts runPulumi, on the backend stackAccess picks). */
+  runPulumi?: typeof import("../engine/pulumi").runPulumi;
+}
+
+/**
+ * The stack's outputs: from --outputs FILE, or the engine's `pulumi stack output --json`; with --stack,
+ * also the stack's API key (its secret `gpuhost:apiKey`, read through the engine's stdout: never in an
+ * argv or environment), absent when the stack sets none or its secrets cannot be opened here.
+ */
+async function stackOutputs(
+  values: JobValues,
+  deps: JobDeps,
+): Promise<{ name: string; outputs: unknown; apiKey?: string } | null> {
   if (values.outputs !== undefined) {
     if (values.stack !== undefined) throw new UsageError("--outputs and --stack both name the stack: give one");
     try {
@@ -114,17 +129,24 @@ async function stackOutputs(values: JobValues): Promise<{ name: string; outputs:
     }
   }
   if (values.stack === undefined) return null;
-  const { runPulumi, stackAccess } = await import("../engine/pulumi");
-  const access = await stackAccess(values.stack);
+  const engine = await import("../engine/pulumi");
+  // An engine handed in brings its own backend and secrets (drift's asGiven).
+  const access = deps.runPulumi ? { opts: {}, problem: undefined } : await engine.stackAccess(values.stack);
   if (access.problem) throw new UsageError(access.problem);
-  const out = await runPulumi(["stack", "output", "--json", "--stack", values.stack], access.opts);
+  const run = deps.runPulumi ?? engine.runPulumi;
+  const out = await run(["stack", "output", "--json", "--stack", values.stack], access.opts);
   if (out.code !== 0) throw new UsageError(`pulumi stack output --stack ${values.stack} failed: ${out.stderr.trim()}`);
-  return { name: values.stack, outputs: JSON.parse(out.stdout) };
+  const key = await run(["config", "get", "gpuhost:apiKey", "--stack", values.stack], access.opts);
+  const apiKey = key.code === 0 && key.stdout.trim() !== "" ? key.stdout.trim() : undefined;
+  return { name: values.stack, outputs: JSON.parse(out.stdout), apiKey };
 }
 
 /** The aim: the stack's, each part overridden by its flag; without a stack, the flags must say it all. */
-async function aimOf(values: JobValues): Promise<{ aim: JobAim; stack: string; fromStack: boolean }> {
-  const source = await stackOutputs(values);
+async function aimOf(
+  values: JobValues,
+  deps: JobDeps,
+): Promise<{ aim: JobAim; stack: string; fromStack: boolean; apiKey?: string }> {
+  const source = await stackOutputs(values, deps);
   const base = source ? aimFromOutputs(source.outputs, source.name) : null;
   const endpoint = values.endpoint ?? base?.endpoint;
   const concurrency = values.concurrency ?? base?.concurrency;
@@ -139,23 +161,35 @@ async function aimOf(values: JobValues): Promise<{ aim: JobAim; stack: string; f
     timeScale: values["time-scale"] ?? base?.timeScale ?? 1,
     against: values.endpoint !== undefined || !base ? endpoint : base.against,
   };
-  return { aim, stack: source?.name ?? "endpoint", fromStack: base !== null && values.endpoint === undefined };
+  const fromStack = base !== null && values.endpoint === undefined;
+  return { aim, stack: source?.name ?? "endpoint", fromStack, apiKey: fromStack ? source?.apiKey : undefined };
 }
 
-export function jobMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
+export function jobMain(argv: string[], io: CliIo = defaultIo(), deps: JobDeps = {}): Promise<number> {
   return runCommand(JOB, argv, io, async (values, signal) => {
-    const apiKey = apiKeyOption(values);
+    const given = apiKeyOption(values);
     const deadlineMs = deadlineOf(values.deadline);
     const dir = values.textfile === undefined ? undefined : textfileDir(values.textfile);
-    const { aim, stack, fromStack } = await aimOf(values);
+    const { aim, stack, fromStack, apiKey: stackKey } = await aimOf(values, deps);
+    // GPUHOST_API_KEY or --api-key-file first; else the key of the stack the job is aimed at.
+    const apiKey = given ?? stackKey;
     const errors = values.errors ?? `${values.output.replace(/\.jsonl?$/, "")}.errors.jsonl`;
     if (values["summary-every"] * 60 > MAX_TIMER_SECONDS) throw new UsageError("--summary-every is too long");
     let lastSummary = Date.now();
+    // One write after another, so a tick's file never lands after the final one; a failed write is
+    // said, not thrown (it would end the job as an unhandled rejection), and the last is awaited: an
+    // interrupted command exits at once once it returns.
+    let textfile = Promise.resolve();
     const publish = (s: JobState, stopped: string | null, final: boolean, counters: string | null = null) => {
       if (dir)
-        void jobExposition(s, stack, stopped, Date.now()).then((t) =>
-          writeTextfile(dir, stack, t, jobTextfileName(stack)),
-        );
+        textfile = textfile
+          .then(async () =>
+            writeTextfile(dir, stack, await jobExposition(s, stack, stopped, Date.now()), jobTextfileName(stack)),
+          )
+          .then(
+            () => undefined,
+            (e: unknown) => void io.stderr.write(`gpuhost job: --textfile ${dir}: ${(e as Error).message}\n`),
+          );
       if (final || Date.now() - lastSummary >= values["summary-every"] * 60_000) {
         lastSummary = Date.now();
         io.stdout.write(`${summaryText(s, aim.against, stopped, counters)}\n`);
@@ -185,6 +219,7 @@ export function jobMain(argv: string[], io: CliIo = defaultIo()): Promise<number
       ),
     );
     publish(result, result.stopped, true, result.serverCounters);
+    await textfile;
     if (result.stopped !== null) io.stderr.write(`gpuhost job: stopped: ${result.stopped}\n`);
     return result.stopped === null ? EXIT.ok : signal.aborted ? EXIT.interrupted : EXIT.failed;
   });

@@ -34,7 +34,9 @@ const OutputsSchema = z.object({
   fleet: z
     .object({
       routerEndpoint: z.string(),
-      hosts: z.number(),
+      // The workers the fleet was measured with (the outputs hold no count of them: a first version
+      // read a `hosts` field no stack exports, and refused every real fleet's outputs).
+      registered: z.array(z.unknown()),
       saturationConcurrency: z.number().nullable(),
       sustainedOutputTokensPerSecond: z.number(),
       sweep: z.array(Level),
@@ -58,8 +60,12 @@ function timeScaleOf(note: string | undefined): number {
 /** The job's aim from OUTPUTS, or an error saying what the stack lacks. */
 export function aimFromOutputs(outputs: unknown, stack: string): JobAim {
   const o = OutputsSchema.safeParse(outputs);
-  if (!o.success)
-    throw new Error(`stack ${stack}'s outputs are not a gpuhost stack's (no gpuHosts): was it brought up?`);
+  if (!o.success) {
+    const i = o.error.issues[0];
+    throw new Error(
+      `stack ${stack}'s outputs are not a gpuhost stack's (${i.path.map(String).join(".") || "the outputs"}: ${i.message}): was it brought up?`,
+    );
+  }
   const hosts = Object.entries(o.data.gpuHosts).flatMap(([name, h]) => {
     const r = HostSchema.safeParse(h);
     return r.success && r.data.sustainedOutputTokensPerSecond !== undefined ? [{ name, ...r.data }] : [];
@@ -75,9 +81,9 @@ export function aimFromOutputs(outputs: unknown, stack: string): JobAim {
       model: first.model,
       concurrency,
       certifiedTokensPerSecond: fleet.sustainedOutputTokensPerSecond,
-      hosts: fleet.hosts,
+      hosts: fleet.registered.length,
       timeScale: timeScaleOf(first.timeNote),
-      against: `the fleet's router (${fleet.hosts} hosts of ${first.activeService})`,
+      against: `the fleet's router (${fleet.registered.length} hosts of ${first.activeService})`,
     };
   }
   const concurrency = concurrencyOf(first.saturationConcurrency, first.sweep);

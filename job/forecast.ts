@@ -146,9 +146,20 @@ export class RateWindow {
   }
 
   add(at: number, cumulativeTokens: number): void {
-    this.samples.push({ at, tokens: cumulativeTokens });
+    // A sample closer than a thousandth of the window to the one before the last replaces the last:
+    // at most two a thousandth are held at any rate (one per result was 135,000 at 450 results/s
+    // over 5 minutes).
+    const n = this.samples.length;
+    if (n > 1 && at - this.samples[n - 2].at < this.windowMs / 1000)
+      this.samples[n - 1] = { at, tokens: cumulativeTokens };
+    else this.samples.push({ at, tokens: cumulativeTokens });
     // Keep one sample at or before the window's start, so the rate spans the whole window.
     while (this.samples.length > 2 && this.samples[1].at <= at - this.windowMs) this.samples.shift();
+  }
+
+  /** Samples held (at most about 2,000: bounded by the window's thousandths, not the results recorded). */
+  get held(): number {
+    return this.samples.length;
   }
 
   /** Tokens per second (of the clock given) between the window's first sample and NOW. */

@@ -6,7 +6,7 @@
  */
 import { Gauge, Registry } from "prom-client";
 import { duration } from "./forecast";
-import type { JobState } from "./run";
+import type { JobState } from "./tracker";
 
 /** Bytes as MB or GB, as a person reads a disk's size. */
 export function size(bytes: number | null): string {

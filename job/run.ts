@@ -6,7 +6,8 @@
  * Exactly once means one recorded result per custom_id: a request in flight when the process is
  * killed or interrupted was never recorded, so the next run sends it again (the GPU work of such a
  * request is at-least-once). Memory is bounded by the concurrency: the input is pulled a line at a
- * time as a request slot frees up; only the custom_ids are held whole.
+ * time as a request slot frees up; what is done is one byte per input line (batch-file.ts), and the
+ * custom_ids are never held (id-index.ts).
  */
 import { baseUrl, connectionBound, describeError, fetchText, makeAgent } from "../gate/transport/http";
 import { withTimeout } from "../gate/transport/timers";
@@ -18,9 +19,10 @@ import {
   parseInputLine,
   recoverResults,
   ResultFiles,
+  ResultLedger,
   scanInput,
 } from "./batch-file";
-import type { Forecast, PlanBasis } from "./forecast";
+import type { PlanBasis } from "./forecast";
 import {
   type Answer,
   generatesOnce,
@@ -32,7 +34,7 @@ import {
 } from "./request";
 import { readCounters } from "../gate/run/server-counters";
 import { reconciliation } from "./reconcile";
-import { JobTracker } from "./tracker";
+import { JobTracker, type JobState } from "./tracker";
 
 export interface JobOptions {
   input: string;
@@ -59,20 +61,6 @@ export interface JobOptions {
   now?: () => number;
 }
 
-/** Where the job stands: the recorded counts, and the forecast from them. */
-export interface JobState {
-  total: number;
-  succeeded: number;
-  failed: number;
-  /** Recorded by earlier runs of the same job (resumed). */
-  resumed: number;
-  tokens: number;
-  outputBytes: number;
-  inFlight: number;
-  startedAt: number;
-  forecast: Forecast;
-}
-
 export interface JobResult extends JobState {
   /** Why the job stopped before the end: interrupted, or the server down past the bound; null when complete. */
   stopped: string | null;
@@ -80,25 +68,17 @@ export interface JobResult extends JobState {
   serverCounters: string;
 }
 
-/** What earlier runs recorded, checked against the input: nothing recorded twice, nothing foreign. */
+/**
+ * The input scanned, and what earlier runs recorded matched to its lines: nothing recorded twice,
+ * nothing foreign. Hands on one byte per input line (which are done), not the ids' index.
+ */
 async function prepare(o: JobOptions, signal: AbortSignal) {
-  const [out, err] = [await recoverResults(o.output), await recoverResults(o.errors)];
-  for (const cut of [out.cut, err.cut]) if (cut) o.say(cut);
-  for (const id of out.ids)
-    if (err.ids.has(id))
-      throw new JobFileError(`custom_id ${JSON.stringify(id)} is in both ${o.output} and ${o.errors}`);
   const scan = await scanInput(o.input, signal);
-  for (const [file, ids] of [
-    [o.output, out.ids],
-    [o.errors, err.ids],
-  ] as const)
-    for (const id of ids)
-      if (!scan.ids.has(id))
-        throw new JobFileError(
-          `${file} records custom_id ${JSON.stringify(id)}, which ${o.input} does not hold: another job's results? Give this job its own --output`,
-        );
-  scan.ids.clear();
-  return { out, err, scan };
+  const ledger = new ResultLedger(o.input, scan);
+  const out = await recoverResults(o.output, ledger);
+  const err = await recoverResults(o.errors, ledger);
+  for (const cut of [out.cut, err.cut]) if (cut) o.say(cut);
+  return { out, err, requests: scan.requests, models: scan.models, recorded: ledger.recorded };
 }
 
 /** The models the endpoint serves (GET /v1/models), or an error naming the endpoint. */
@@ -140,31 +120,30 @@ export function checkModels(asked: Map<string, number>, served: string[], base: 
     );
 }
 
-/** The input's requests not yet recorded, one at a time. */
-async function* pending(file: string, done: (id: string) => boolean): AsyncGenerator<BatchRequest> {
+/** The input's requests not yet recorded (RECORDED: per line, nonzero when done), one at a time. */
+async function* pending(file: string, recorded: Uint8Array): AsyncGenerator<BatchRequest> {
   for await (const line of fileLines(file)) {
-    if (line.text.trim() === "") continue;
-    const req = parseInputLine(file, line);
-    if (!done(req.custom_id)) yield req;
+    if (recorded[line.number] !== 0 || line.text.trim() === "") continue;
+    yield parseInputLine(file, line);
   }
 }
 
 export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobResult> {
   const now = o.now ?? (() => Date.now());
-  const { out, err, scan } = await prepare(o, signal);
+  const { out, err, requests, models, recorded } = await prepare(o, signal);
   const base = baseUrl(o.endpoint);
   const agent = makeAgent(connectionBound(o.concurrency));
   const stop = new AbortController();
   const onAbort = () => stop.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
   let files: ResultFiles | null = null;
-  const tracker = new JobTracker(o, now, scan.requests, out, err.ids.size);
+  const tracker = new JobTracker(o, now, requests, out, err.count);
   const ticker = o.progressEveryMs > 0 ? setInterval(() => tracker.tick(), o.progressEveryMs) : null;
   try {
-    checkModels(scan.models, o.served ?? (await servedModels(agent, base, o.apiKey, signal)), base);
+    checkModels(models, o.served ?? (await servedModels(agent, base, o.apiKey, signal)), base);
     if (tracker.remaining() > 0)
       o.say(
-        `job: ${scan.requests.toLocaleString("en-US")} requests, ${(out.ids.size + err.ids.size).toLocaleString("en-US")} already recorded, ${o.concurrency} at a time against ${base}`,
+        `job: ${requests.toLocaleString("en-US")} requests, ${(out.count + err.count).toLocaleString("en-US")} already recorded, ${o.concurrency} at a time against ${base}`,
       );
     const ctx: SendContext = {
       agent,
@@ -174,9 +153,9 @@ export async function runJob(o: JobOptions, signal: AbortSignal): Promise<JobRes
       signal: stop.signal,
       watch: new ServerWatch((req, s) => generatesOnce(ctx, req, s), o.outageMs, o.say, now),
     };
-    const model = [...scan.models.keys()][0];
+    const model = [...models.keys()][0];
     const before = await readCounters(agent, base, model, o.apiKey, signal);
-    const source = pending(o.input, (id) => out.ids.has(id) || err.ids.has(id));
+    const source = pending(o.input, recorded);
     // Opened once the input is known to run: a refused input leaves no empty result files behind.
     const opened = (files = new ResultFiles(o.output, o.errors));
     const record = (a: Answer) => tracker.recorded(a, opened.write(a.line, a.failed));

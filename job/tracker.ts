@@ -2,10 +2,32 @@
  * The job's counts as results are recorded, the live rate over the last minutes (host time), and
  * the progress line written from them.
  */
-import { duration, forecast, RateWindow } from "./forecast";
+import { duration, forecast, RateWindow, type Forecast, type PlanBasis } from "./forecast";
 import type { RecoveredResults } from "./batch-file";
 import type { Answer } from "./request";
-import type { JobOptions, JobState } from "./run";
+
+/** What the tracker reads of the job's options (run.ts JobOptions has them under the same names). */
+export interface TrackerOptions {
+  timeScale: number;
+  windowMs: number;
+  plan: PlanBasis;
+  say: (line: string) => void;
+  onTick?: (state: JobState) => void;
+}
+
+/** Where the job stands: the recorded counts, and the forecast from them. */
+export interface JobState {
+  total: number;
+  succeeded: number;
+  failed: number;
+  /** Recorded by earlier runs of the same job (resumed). */
+  resumed: number;
+  tokens: number;
+  outputBytes: number;
+  inFlight: number;
+  startedAt: number;
+  forecast: Forecast;
+}
 
 export class JobTracker {
   inFlight = 0;
@@ -18,13 +40,13 @@ export class JobTracker {
   private readonly window: RateWindow;
 
   constructor(
-    private readonly o: Pick<JobOptions, "timeScale" | "windowMs" | "plan" | "say" | "onTick">,
+    private readonly o: TrackerOptions,
     private readonly now: () => number,
     private readonly total: number,
     recovered: RecoveredResults,
     recoveredErrors: number,
   ) {
-    this.succeeded = recovered.ids.size;
+    this.succeeded = recovered.count;
     this.failed = recoveredErrors;
     this.tokens = recovered.tokens;
     this.outputBytes = recovered.bytes;

@@ -1,6 +1,7 @@
 /** Where `gpuhost job --stack` aims: the host's active service or the fleet's router, at the measured knee. */
 import { describe, expect, it } from "vitest";
 import { aimFromOutputs } from "../../job/aim";
+import type { FleetOutputs } from "../../stack/outputs";
 
 const host = (over: Record<string, unknown> = {}) => ({
   activeService: "autoregressive",
@@ -32,9 +33,14 @@ describe("the job's aim from a stack's outputs", () => {
   });
 
   it("a fleet: the router, the fleet's knee and sustained tok/s, its hosts", () => {
-    const fleet = {
+    // The fields as the stack exports them (typed by its schema, so a renamed field fails to compile).
+    const worker = { name: "a", url: "http://10.0.0.2:30000", requests: 10 };
+    const fleet: Pick<
+      FleetOutputs,
+      "routerEndpoint" | "saturationConcurrency" | "sustainedOutputTokensPerSecond" | "sweep"
+    > & { registered: Pick<FleetOutputs["registered"][number], "name" | "url" | "requests">[] } = {
       routerEndpoint: "http://10.0.0.1:30080",
-      hosts: 2,
+      registered: [worker, { ...worker, name: "b", url: "http://10.0.0.3:30000" }],
       saturationConcurrency: 96,
       sustainedOutputTokensPerSecond: 1600,
       sweep: [],
@@ -52,6 +58,6 @@ describe("the job's aim from a stack's outputs", () => {
     expect(() => aimFromOutputs({ gpuHosts: { a: { activeService: "autoregressive" } } }, "sim")).toThrow(
       /stack sim has no measured host/,
     );
-    expect(() => aimFromOutputs({}, "sim")).toThrow(/not a gpuhost stack's/);
+    expect(() => aimFromOutputs({}, "sim")).toThrow(/not a gpuhost stack's \(gpuHosts: /);
   });
 });

@@ -52,7 +52,7 @@ describe("gpuhost job through SMG", () => {
     };
     const fleet = {
       routerEndpoint: router!.url,
-      hosts: 2,
+      registered: sims.map((s, i) => ({ name: `h${i}`, url: s.url, requests: 1 })),
       saturationConcurrency: 8,
       sustainedOutputTokensPerSecond: 800,
       sweep: [],

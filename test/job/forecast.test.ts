@@ -70,4 +70,12 @@ describe("the job's forecast from a known throughput", () => {
     // The last 60 s ran at 800 tok/s (0.8 tokens per ms).
     expect(w.rate(120_000)).toBeCloseTo(800, 0);
   });
+
+  it("holds at most two samples a thousandth of its window however many results come", () => {
+    const w = new RateWindow(60_000, 0);
+    // 200,000 results over 120 s, 1 token each: 1,666 tok/s, sampled every 0.6 ms.
+    for (let i = 1; i <= 200_000; i++) w.add(i * 0.6, i);
+    expect(w.held).toBeLessThanOrEqual(2_002);
+    expect(w.rate(120_000)).toBeCloseTo(1_666.7, 0);
+  });
 });

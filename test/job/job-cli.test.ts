@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { jobMain, jobTextfileName } from "../../cli/job";
 import { promtool, SKIP_PROMTOOL } from "../support/promtool";
 import { jobServer, type JobServer } from "./job-server";
-import { recordedCounts, tempDir, writeInput } from "./helpers";
+import { recordedCounts, tempDir, until, writeInput } from "./helpers";
 
 let server: JobServer | null = null;
 afterEach(async () => {
@@ -59,17 +59,18 @@ describe("gpuhost job aimed by the stack", () => {
       expect(cli.stderr.text).toMatch(/20 requests, 0 already recorded, 3 at a time against http:\/\/127\.0\.0\.1:\d+/);
       expect(cli.stdout.text).toMatch(/recorded: 20 of 20 \(20 succeeded, 0 failed; 0 by earlier runs\)/);
       expect(cli.stdout.text).toMatch(/against host h1's autoregressive service/);
-      expect(cli.stdout.text).toMatch(/the 829 tok\/s the stack measured/);
+      // Held to the stack's figure: a run this short lands anywhere, on plan included (it did once, under load).
+      expect(cli.stdout.text).toMatch(
+        /on plan \(829 tok\/s measured by the stack\)|% (below|above) the 829 tok\/s the stack measured/,
+      );
       expect([...server.authorizations]).toEqual(["Bearer sk-test"]);
       // Reconciled with the server's own counter, read as a benchmark level reads it.
       expect(cli.stdout.text).toMatch(
         /server: the server counted 160 tokens generated for m during this run; the job recorded 160 \(100\.0 % of them\)/,
       );
       expect(recordedCounts(dir).size).toBe(20);
-      // Written when the job ended; the write is not awaited by the command, so give it a moment.
-      const prom = path.join(dir, jobTextfileName(path.join(dir, "outputs.json")));
-      for (let i = 0; i < 100 && !fs.existsSync(prom); i++) await new Promise((r) => setTimeout(r, 20));
-      const text = fs.readFileSync(prom, "utf8");
+      // Written before the command returned.
+      const text = fs.readFileSync(path.join(dir, jobTextfileName(path.join(dir, "outputs.json"))), "utf8");
       expect(text).toMatch(/gpuhost_job_succeeded\{stack="[^"]+"\} 20/);
       expect(text).toMatch(/gpuhost_job_success\{stack="[^"]+"\} 1/);
       if (!SKIP_PROMTOOL) {
@@ -78,6 +79,43 @@ describe("gpuhost job aimed by the stack", () => {
       }
     },
   );
+
+  it("interrupted, it has written its last state as metrics before it returns (an interrupted command exits at once)", async () => {
+    server = await jobServer();
+    server.delayMs = 30;
+    const dir = tempDir();
+    writeInput(path.join(dir, "in.jsonl"), 40);
+    const stop = new AbortController();
+    const cli = { ...io(), signal: stop.signal };
+    const s = server;
+    const args = ["--input", path.join(dir, "in.jsonl"), "--output", path.join(dir, "out.jsonl")];
+    const job = jobMain([...args, "--outputs", stackOutputs(dir, server.url), "--textfile", dir], cli);
+    await until(() => s.answered >= 5, job);
+    stop.abort();
+    expect(await job).toBe(130);
+    const text = fs.readFileSync(path.join(dir, jobTextfileName(path.join(dir, "outputs.json"))), "utf8");
+    expect(text).toMatch(/gpuhost_job_success\{stack="[^"]+"\} 0/);
+    const recorded = Number(/gpuhost_job_succeeded\{stack="[^"]+"\} (\d+)/.exec(text)?.[1]);
+    expect(recorded).toBe(recordedCounts(dir).size);
+    expect(recorded).toBeLessThan(40);
+  });
+
+  it("prints the summary every --summary-every minutes while it runs, and once more at the end", async () => {
+    server = await jobServer();
+    server.delayMs = 30;
+    const dir = tempDir();
+    writeInput(path.join(dir, "in.jsonl"), 40);
+    const cli = io();
+    const args = ["--input", path.join(dir, "in.jsonl"), "--output", path.join(dir, "out.jsonl")];
+    // A summary every 30 ms at the latest progress tick (every 50 ms): the job takes 400 ms at least.
+    const timing = ["--summary-every", "0.0005", "--progress-every", "0.05"];
+    expect(await jobMain([...args, ...timing, "--outputs", stackOutputs(dir, server.url)], cli)).toBe(0);
+    const summaries = cli.stdout.text.split("gpuhost job summary").slice(1);
+    expect(summaries.length).toBeGreaterThanOrEqual(3);
+    expect(summaries[0]).toMatch(/recorded: \d+ of 40 /);
+    expect(summaries[0]).not.toMatch(/recorded: 40 of 40 /);
+    expect(summaries.at(-1)).toMatch(/recorded: 40 of 40 \(40 succeeded/);
+  });
 
   it("refuses an input whose model the stack does not serve, before any request", async () => {
     server = await jobServer();
