@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import LongestFirstSequencer from "./test/support/longest-first";
 
 export default defineConfig({
   test: {
@@ -8,6 +9,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 600_000,
     maxWorkers: 2,
+    // Longest files first (the last run's spans, else test/support/durations.json): the long engine and
+    // test-host files then overlap the short ones instead of running alone at the end.
+    sequence: { sequencer: LongestFirstSequencer },
     // Fails any test that holds its worker's event loop for long (test/support/event-loop-guard.ts).
     setupFiles: ["./test/support/event-loop-guard.ts"],
     // The console report, a JSON one, and last a plain summary: the counts and every failure's

@@ -3,13 +3,17 @@
  * `.gpuhost/vitest-report.json` on every `npm test`): the run's wall span, the sum of the files' own
  * spans (over the span when files ran side by side), and the slowest files with their longest tests.
  *
- *   npm run tsx -- bench/suite-timing.ts [REPORT.json] [--top N]
+ *   npm run tsx -- bench/suite-timing.ts [REPORT.json] [--top N] [--write-durations]
+ *
+ * `--write-durations` also writes each file's span into test/support/durations.json, the snapshot
+ * the suite's sequencer (test/support/longest-first.ts) orders a fresh clone's run by, longest first.
  *
  * A file's span is from its first test's start to its end as the reporter recorded them; a file whose
  * `beforeAll` boots a host or runs `pulumi up` shows that time in its span, not in any one test.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { relativeTestPath, SNAPSHOT, spansOfReport } from "../test/support/durations";
 
 interface AssertionResult {
   title: string;
@@ -51,7 +55,7 @@ export function fileTimings(report: Report, root: string): { wall: number; summe
       null,
     );
     return {
-      file: path.relative(root, f.name),
+      file: relativeTestPath(f.name, root),
       seconds: Math.max(0, f.endTime - f.startTime) / 1000,
       tests: f.assertionResults.length,
       slowest:
@@ -71,7 +75,8 @@ function main(): void {
   const args = process.argv.slice(2);
   const topAt = args.indexOf("--top");
   const top = topAt >= 0 ? Number(args[topAt + 1]) : 15;
-  const file = args.find((a, i) => !a.startsWith("--") && i !== topAt + 1) ?? ".gpuhost/vitest-report.json";
+  const file =
+    args.find((a, i) => !a.startsWith("--") && (topAt < 0 || i !== topAt + 1)) ?? ".gpuhost/vitest-report.json";
   if (!Number.isInteger(top) || top < 1) throw new Error("--top takes a positive whole number");
   if (!fs.existsSync(file)) {
     console.error(`${file} does not exist: run \`npm test\` first (vitest.config.ts writes it).`);
@@ -90,6 +95,19 @@ function main(): void {
     const slow = f.slowest === null ? "" : `; longest test ${f.slowest.seconds.toFixed(0)} s: ${f.slowest.title}`;
     console.log(`${f.seconds.toFixed(0).padStart(6)} s  ${f.file} (${f.tests} tests${slow})`);
   }
+  if (args.includes("--write-durations")) writeDurations(file);
+}
+
+/** The snapshot of each file's span (whole seconds, sorted by path) the sequencer falls back on. */
+function writeDurations(report: string): void {
+  const spans = spansOfReport(report);
+  const rounded = Object.fromEntries(
+    Object.keys(spans)
+      .sort()
+      .map((f) => [f, Math.round(spans[f])]),
+  );
+  fs.writeFileSync(SNAPSHOT, `${JSON.stringify(rounded, null, 2)}\n`);
+  console.log(`\nwrote ${Object.keys(rounded).length} files' spans to ${path.relative(process.cwd(), SNAPSHOT)}`);
 }
 
 if (require.main === module) main();

@@ -72,6 +72,14 @@ export const SimulatorSchema = z
       .max(10000)
       .default(1)
       .describe("Simulated seconds per real second (e.g. 60: a 10-minute load takes 10 s)."),
+    loadSeconds: z
+      .number()
+      .nonnegative()
+      .max(86400)
+      .optional()
+      .describe(
+        "Every model load takes this many simulated seconds instead of the profile's range (its serving behaviour unchanged): a rehearsal or test that proves the gate and the fleet, not the wait for a load.",
+      ),
   })
   .strict()
   .describe("The SGLang simulator that serves on simulated hosts (ignored on real hosts).");

@@ -45,6 +45,8 @@ export function simulatorProgram(
           ["GPUHOST_SIM_PROFILE", simulator.serviceProfiles[kind] ?? simulator.profile],
           ["GPUHOST_SIM_TIME_SCALE", String(simulator.timeScale)],
           ["GPUHOST_SIM_FAULTS", simulator.faults.join(",")],
+          // Only when set: the units of a stack that does not set it stay as they were.
+          ...(simulator.loadSeconds === undefined ? [] : [["GPUHOST_SIM_LOAD_SECONDS", String(simulator.loadSeconds)]]),
         ],
       ]),
     ),

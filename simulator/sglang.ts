@@ -8,7 +8,8 @@
  *
  * What the flags cannot say (which host this is, how fast simulated time runs, injected faults)
  * comes from the environment, which a simulated host's unit sets:
- *   GPUHOST_SIM_PROFILE (default tiny), GPUHOST_SIM_TIME_SCALE (default 1), GPUHOST_SIM_FAULTS (comma-separated).
+ *   GPUHOST_SIM_PROFILE (default tiny), GPUHOST_SIM_TIME_SCALE (default 1), GPUHOST_SIM_FAULTS (comma-separated),
+ *   GPUHOST_SIM_LOAD_SECONDS (unset: the profile's load range).
  * Faults switched on while it runs are named in GPUHOST_SIM_FAULTS_FILE, by default the host's
  * /run/gpuhost-sim/faults (under GPUHOST_ROOT, which a simulated host's units get).
  *
@@ -24,6 +25,8 @@ export interface StandinEnv {
   GPUHOST_SIM_TIME_SCALE?: string;
   GPUHOST_SIM_FAULTS?: string;
   GPUHOST_SIM_FAULTS_FILE?: string;
+  /** simulator.loadSeconds: every load takes this many simulated seconds instead of the profile's range. */
+  GPUHOST_SIM_LOAD_SECONDS?: string;
   GPUHOST_ROOT?: string;
 }
 
@@ -50,6 +53,13 @@ export function profileFor(args: SglangArgs, env: StandinEnv): { profile: Profil
     memFractionStatic: args.mem_fraction_static ?? profile.memFractionStatic,
     enableMetrics: args.enable_metrics,
   };
+  const loadSeconds = env.GPUHOST_SIM_LOAD_SECONDS;
+  if (loadSeconds !== undefined && loadSeconds !== "") {
+    const seconds = Number(loadSeconds);
+    if (!(seconds >= 0) || !Number.isFinite(seconds))
+      throw new ProfileError(`GPUHOST_SIM_LOAD_SECONDS must be a number of seconds >= 0, got '${loadSeconds}'`);
+    profile = { ...profile, load: { ...profile.load, minSeconds: seconds, maxSeconds: seconds } };
+  }
   const faults = (env.GPUHOST_SIM_FAULTS ?? "")
     .split(",")
     .map((f) => f.trim())

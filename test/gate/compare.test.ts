@@ -112,9 +112,9 @@ const story = ServicesSchema.parse(stackConfig("story").services);
  * every in-flight request look 100 ms x scale slower in simulated time (simulator/README.md).
  */
 const TIME_SCALE = 5;
-/** The story host with a 20 s load instead of 330-630 s; its serving behaviour is unchanged. */
+/** The story host with a 2 s load instead of 330-630 s (0.4 s here); its serving behaviour is unchanged. */
 const FAST_LOAD = derivedProfile("kimi-k2.6-8x-rtx-pro-6000", (p) => {
-  p.load = { minSeconds: 20, maxSeconds: 20, warmupSeconds: 1 };
+  p.load = { minSeconds: 2, maxSeconds: 2, warmupSeconds: 1 };
 });
 /** The first concurrency at which the profile's own speculative throughput falls below autoregressive. */
 function trueCrossover(profile: string): number {
@@ -240,7 +240,7 @@ describe("comparison on the story's simulated host (three services, one port, on
 
   it("a draft whose acceptance collapsed fails the floor, naming the draft model, and is left out", async () => {
     const poor = derivedProfile("kimi-k2.6-8x-rtx-pro-6000", (p) => {
-      p.load = { minSeconds: 20, maxSeconds: 20, warmupSeconds: 1 };
+      p.load = { minSeconds: 2, maxSeconds: 2, warmupSeconds: 1 };
       p.drafts!.EAGLE3!.acceptLength = [{ batch: 1, value: 1.05 }];
     });
     const p2 = await freeLocalPort();
