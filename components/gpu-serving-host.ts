@@ -23,7 +23,7 @@ import type { BenchPlan, VerifyPolicy, Workload } from "../gate/base/schema";
 import { CudaToolkit, type CudaToolkitOptions } from "./cuda-toolkit";
 import { assembleDrift, preparationDrift, ToolkitState } from "./drift";
 import { type HostPlatform, preparationOf, toolkitOptionsOn } from "./platform";
-import { comparisonArgs, ServiceComparison } from "./service-comparison";
+import { comparisonArgs, ServiceComparison, type ServiceComparisonArgs } from "./service-comparison";
 import type { ServiceKind, ServicesConfig } from "./services/schema";
 import { ServingService } from "./services/serving-service";
 import { readModelConfig } from "./services/model-config";
@@ -126,88 +126,33 @@ export class GpuServingHost extends pulumi.ComponentResource {
     super("gpuhost:index:GpuServingHost", name, {}, opts);
     const { config, platform, apiKey } = args;
     const { connection } = platform;
-    const { environment: env, services: s } = config;
-    const release = config.toolkit.release;
-    const cudaHome = toolkitDescription(release).root;
-
-    // Children wait for their parent component, and the components wait for the preparation.
-    const prepared = preparationOf(name, platform, { parent: this });
-    const toolkit = new CudaToolkit(
-      `${name}-toolkit`,
-      { ...toolkitOptionsOn(platform, config.toolkit), connection, venvPath: env.venvPath },
-      { parent: this, dependsOn: prepared },
-    );
-    const environment = new ServingEnvironment(
-      `${name}-env`,
-      { connection, environment: env, toolkitVersion: release, toolkitFingerprint: toolkit.fingerprint, cudaHome },
-      { parent: this, dependsOn: prepared },
-    );
-    const service = new ServingService(
-      `${name}-service`,
-      {
-        connection,
-        services: s,
-        program: platform.serverProgram,
-        serviceUser: env.serviceUser,
-        serviceHome: env.serviceHome,
-        venvPath: env.venvPath,
-        cudaHome,
-        jitWorkspace: environment.jitWorkspace,
-        environmentLock: environment.environmentLock,
-        apiKey,
-      },
-      // The units run the toolkit's nvcc (FlashInfer's JIT): never start them before it is verified.
-      { parent: this, dependsOn: [toolkit, environment] },
-    );
+    const { toolkit, environment, service } = provision(name, args, this);
 
     // With `services.compare` the comparison decides which service is left active; everything after
     // it (verification, the drift probe and its repairs) follows that service, not the configured one.
-    const timeScale = platform.timeScale ?? 1;
     const sources = {
       ...config,
       connection,
       apiKey,
       model: service.servedModelName,
       stamps: service.stamps,
-      timeScale,
+      timeScale: platform.timeScale ?? 1,
     };
-    this.comparison = s.compare
-      ? new ServiceComparison(
-          `${name}-compare`,
-          comparisonArgs({ ...sources, gpus: args.host.gpus.count }),
-          // After the activation Command, so the two never switch units at the same time.
-          { parent: this, dependsOn: [service, service.activation] },
-        )
+    this.comparison = config.services.compare
+      ? comparison(name, comparisonArgs({ ...sources, gpus: args.host.gpus.count }), service, this)
       : undefined;
     const active = this.comparison ? this.comparison.activeService : service.activeService;
     const activeStamp = pulumi.all([service.stamps, active]).apply(([st, kind]) => st[kind]!);
     const after = this.comparison ? [service, this.comparison] : [service];
-
-    const drift = pulumi
-      .all([toolkit.drift, environment.drift, service.drift(active, activeStamp)])
-      .apply((shares) => assembleDrift([preparationDrift(platform.preparation?.step), ...shares]));
-    this.toolkitState = new ToolkitState(
-      `${name}-toolkit-state`,
-      { connection, expected: drift.expected, repairs: drift.repairs, onDrift: "repair", ...service.apiKeyCheck },
-      { parent: this, dependsOn: after },
-    );
-
+    const parts = { toolkit, environment, service, comparison: this.comparison };
+    this.toolkitState = driftProbe(name, platform, parts, active, activeStamp, { parent: this, dependsOn: after });
     this.verification = new VerifiedGeneration(
       `${name}-verified`,
       verificationArgs({
         ...sources,
         active,
         serviceIdentity: this.comparison ? activeStamp : service.activeUnitHash,
-        // A comparison that measured again restarted the units itself: its run is part of the start,
-        // and so is a start ToolkitState's repair made (a restored unit, a rewritten key file).
-        activation: pulumi
-          .all([
-            this.comparison
-              ? pulumi.interpolate`${service.activationId} ${this.comparison.comparedAt}`
-              : service.activationId,
-            this.toolkitState.repairActivation,
-          ])
-          .apply(([started, repaired]) => (repaired ? `${started} repaired ${repaired}` : started)),
+        activation: activationOf(parts, this.toolkitState),
         toolkitFingerprint: toolkit.fingerprint,
         environmentLock: environment.environmentLock,
         serviceProbes: (unit) => platform.serviceProbes(unit),
@@ -222,7 +167,7 @@ export class GpuServingHost extends pulumi.ComponentResource {
     // After the gate: a repository id is in the service user's cache once SGLang has downloaded it.
     this.modelConfig = readModelConfig(
       `${name}-model-config`,
-      { connection, modelPath: s.modelPath, serviceHome: env.serviceHome },
+      { connection, modelPath: config.services.modelPath, serviceHome: config.environment.serviceHome },
       { parent: this, dependsOn: [this.verification] },
     );
 
@@ -233,4 +178,102 @@ export class GpuServingHost extends pulumi.ComponentResource {
     this.activeUnit = active.apply(unitName);
     this.registerOutputs(Object.fromEntries(REGISTERED_OUTPUTS.map((k) => [k, this[k]])));
   }
+}
+
+/** The provisioned parts of a host the checks after them read. */
+interface HostParts {
+  toolkit: CudaToolkit;
+  environment: ServingEnvironment;
+  service: ServingService;
+  comparison?: ServiceComparison;
+}
+
+/** The preparation, then the toolkit and the environment side by side, then the services' units. */
+function provision(name: string, args: GpuServingHostArgs, parent: GpuServingHost): HostParts {
+  const { config, platform, apiKey } = args;
+  const { connection } = platform;
+  const { environment: env, services: s } = config;
+  const release = config.toolkit.release;
+  const cudaHome = toolkitDescription(release).root;
+
+  // Children wait for their parent component, and the components wait for the preparation.
+  const prepared = preparationOf(name, platform, { parent });
+  const toolkit = new CudaToolkit(
+    `${name}-toolkit`,
+    { ...toolkitOptionsOn(platform, config.toolkit), connection, venvPath: env.venvPath },
+    { parent, dependsOn: prepared },
+  );
+  const environment = new ServingEnvironment(
+    `${name}-env`,
+    { connection, environment: env, toolkitVersion: release, toolkitFingerprint: toolkit.fingerprint, cudaHome },
+    { parent, dependsOn: prepared },
+  );
+  const service = new ServingService(
+    `${name}-service`,
+    {
+      connection,
+      services: s,
+      program: platform.serverProgram,
+      serviceUser: env.serviceUser,
+      serviceHome: env.serviceHome,
+      venvPath: env.venvPath,
+      cudaHome,
+      jitWorkspace: environment.jitWorkspace,
+      environmentLock: environment.environmentLock,
+      apiKey,
+    },
+    // The units run the toolkit's nvcc (FlashInfer's JIT): never start them before it is verified.
+    { parent, dependsOn: [toolkit, environment] },
+  );
+  return { toolkit, environment, service };
+}
+
+/** With `services.compare`: the comparison, after the activation Command, so the two never switch units at the same time. */
+function comparison(
+  name: string,
+  args: ServiceComparisonArgs,
+  service: ServingService,
+  parent: GpuServingHost,
+): ServiceComparison {
+  return new ServiceComparison(`${name}-compare`, args, { parent, dependsOn: [service, service.activation] });
+}
+
+/** ToolkitState: each part's share of the expected state and its repairs, for the service that runs. */
+function driftProbe(
+  name: string,
+  platform: HostPlatform,
+  parts: HostParts,
+  active: pulumi.Output<ServiceKind>,
+  activeStamp: pulumi.Output<string>,
+  opts: pulumi.CustomResourceOptions,
+): ToolkitState {
+  const { toolkit, environment, service } = parts;
+  const drift = pulumi
+    .all([toolkit.drift, environment.drift, service.drift(active, activeStamp)])
+    .apply((shares) => assembleDrift([preparationDrift(platform.preparation?.step), ...shares]));
+  return new ToolkitState(
+    `${name}-toolkit-state`,
+    {
+      connection: platform.connection,
+      expected: drift.expected,
+      repairs: drift.repairs,
+      onDrift: "repair",
+      ...service.apiKeyCheck,
+    },
+    opts,
+  );
+}
+
+/**
+ * The start the gate verifies: a comparison that measured again restarted the units itself, so its
+ * run is part of the start, and so is a start ToolkitState's repair made (a restored unit, a rewritten key file).
+ */
+function activationOf(parts: HostParts, toolkitState: ToolkitState): pulumi.Output<string> {
+  const { service, comparison } = parts;
+  return pulumi
+    .all([
+      comparison ? pulumi.interpolate`${service.activationId} ${comparison.comparedAt}` : service.activationId,
+      toolkitState.repairActivation,
+    ])
+    .apply(([started, repaired]) => (repaired ? `${started} repaired ${repaired}` : started));
 }

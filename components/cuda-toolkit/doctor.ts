@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { packageProviding, requiredFiles, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
+import { packageProviding, requiredFiles, type Toolkit, toolkit, toolkitReleases } from "../cuda-catalog/catalog";
 import { proofSource } from "./plan";
 import { toolkitIssues } from "../../physics/preflight";
 import { P2P_FLOOR_GBPS, probeTopology, type TopologyReport } from "./topology-probe";
@@ -173,21 +173,70 @@ const olderThan = (a: string, b: string) => {
   return x[0] < y[0] || (x[0] === y[0] && (x[1] ?? 0) < (y[1] ?? 0));
 };
 
+type Candidate = DoctorReport["candidates"][number];
+
+/** Looks the toolkit up by FlashInfer's rules, then checks its release, files, GPUs, proof and topology. */
 export function doctor(opts: DoctorOptions): DoctorReport {
   const { root, env } = opts;
+  const candidates = lookupCandidates(opts);
+  const chosen = candidates.find((c) => c.path !== null);
+  const report = emptyReport(candidates, chosen, realOnHost(root, "/usr/local/cuda"), gpus(env));
+  const expected = toolkit(opts.expectRelease);
+  if (!chosen?.path) {
+    report.problems.push(
+      installToolkit(
+        "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda are all unset or absent)",
+        expected,
+      ),
+    );
+    return report;
+  }
+  const home = chosen.path;
+  const real = realOnHost(root, home);
+  report.warnings.push(...lookupDisagreement(root, candidates));
+  const { release, version } = nvccRelease(root, home);
+  report.release = release;
+  report.nvccVersion = version;
+  if (!real) {
+    report.problems.push(installToolkit(`${home} (found by ${chosen.rule}) does not exist`, expected));
+    return report;
+  }
+  // Which described toolkit is this? By its real folder, else by nvcc's release.
+  const tk = describedToolkit(real, release) ?? expected;
+  report.problems.push(...releaseProblems(home, chosen.rule, real, release, expected));
+  report.problems.push(...missingFiles(root, home, tk));
+  if (report.usrLocalCuda && report.usrLocalCuda !== real)
+    report.warnings.push(
+      `/usr/local/cuda points at ${report.usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`,
+    );
+  report.problems.push(...gpuProblems(report.gpus, release, expected));
+  proofPhase(opts, home, tk.release, version, report);
+  topologyPhase(opts, home, release, report);
+  report.healthy = report.problems.length === 0;
+  return report;
+}
+
+/** What each of FlashInfer's lookup rules points at, in its order (--cuda-home first when given). */
+function lookupCandidates(opts: DoctorOptions): Candidate[] {
+  const { root, env } = opts;
   const which = whichNvcc(root, env);
-  const candidates = [
+  return [
     ...(opts.cudaHome ? [{ rule: "--cuda-home", path: opts.cudaHome }] : []),
     { rule: "CUDA_HOME", path: env.CUDA_HOME || null },
     { rule: "CUDA_PATH", path: env.CUDA_PATH || null },
     { rule: "nvcc on PATH", path: which ? path.posix.dirname(path.posix.dirname(which)) : null },
     { rule: "/usr/local/cuda", path: fs.existsSync(onHost(root, "/usr/local/cuda")) ? "/usr/local/cuda" : null },
   ];
-  const chosen = candidates.find((c) => c.path !== null);
-  const problems: DoctorFinding[] = [];
-  const warnings: string[] = [];
-  const usrLocalCuda = realOnHost(root, "/usr/local/cuda");
-  const report: DoctorReport = {
+}
+
+/** The report before any check: unhealthy, nothing compiled, no topology. */
+function emptyReport(
+  candidates: Candidate[],
+  chosen: Candidate | undefined,
+  usrLocalCuda: string | null,
+  found: DoctorReport["gpus"],
+): DoctorReport {
+  return {
     healthy: false,
     cudaHome: chosen?.path ?? null,
     resolvedBy: (chosen?.rule as DoctorReport["resolvedBy"]) ?? null,
@@ -195,7 +244,7 @@ export function doctor(opts: DoctorOptions): DoctorReport {
     release: null,
     nvccVersion: null,
     usrLocalCuda,
-    gpus: gpus(env),
+    gpus: found,
     proof: { status: "skipped", detail: "not compiled" },
     topology: {
       links: [],
@@ -204,76 +253,83 @@ export function doctor(opts: DoctorOptions): DoctorReport {
       notes: [],
       problems: [],
     },
-    problems,
-    warnings,
+    problems: [],
+    warnings: [],
   };
-  const expected = toolkit(opts.expectRelease);
-  if (!chosen?.path) {
-    problems.push({
-      problem: "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH and /usr/local/cuda are all unset or absent)",
-      package: expected.meta,
-      fix: `apt-get install ${expected.meta}`,
-    });
-    return report;
-  }
-  const home = chosen.path;
-  const real = realOnHost(root, home);
-  const distinct = new Set(candidates.map((c) => (c.path ? realOnHost(root, c.path) : null)).filter(Boolean));
-  if (distinct.size > 1)
-    warnings.push(
-      `the CUDA lookup rules disagree: ${candidates
-        .filter((c) => c.path)
-        .map((c) => `${c.rule} -> ${realOnHost(root, c.path!) ?? c.path}`)
-        .join(", ")}`,
-    );
+}
 
-  const { release, version } = nvccRelease(root, home);
-  report.release = release;
-  report.nvccVersion = version;
-  // Which described toolkit is this? By its real folder, else by nvcc's release.
-  const described =
+const installToolkit = (problem: string, expected: Toolkit): DoctorFinding => ({
+  problem,
+  package: expected.meta,
+  fix: `apt-get install ${expected.meta}`,
+});
+
+/** Rules that lead to different real folders are how the 12.8 trap hides: a warning naming each. */
+function lookupDisagreement(root: string, candidates: Candidate[]): string[] {
+  const distinct = new Set(candidates.map((c) => (c.path ? realOnHost(root, c.path) : null)).filter(Boolean));
+  if (distinct.size <= 1) return [];
+  return [
+    `the CUDA lookup rules disagree: ${candidates
+      .filter((c) => c.path)
+      .map((c) => `${c.rule} -> ${realOnHost(root, c.path!) ?? c.path}`)
+      .join(", ")}`,
+  ];
+}
+
+function describedToolkit(real: string, release: string | null): Toolkit | undefined {
+  return (
     toolkitReleases()
       .map(toolkit)
-      .find((t) => t.root === real) ?? (release && toolkitReleases().includes(release) ? toolkit(release) : undefined);
-  if (!real) {
-    problems.push({
-      problem: `${home} (found by ${chosen.rule}) does not exist`,
-      package: expected.meta,
-      fix: `apt-get install ${expected.meta}`,
-    });
-    return report;
-  }
+      .find((t) => t.root === real) ?? (release && toolkitReleases().includes(release) ? toolkit(release) : undefined)
+  );
+}
+
+/** No working nvcc, or one of another release than the stack expects. */
+function releaseProblems(
+  home: string,
+  rule: string,
+  real: string,
+  release: string | null,
+  expected: Toolkit,
+): DoctorFinding[] {
   if (release === null) {
     const p = requiredFiles(expected.release).find((f) => f.path.endsWith("/bin/nvcc"));
-    problems.push({
-      problem: `no working nvcc at ${path.posix.join(home, "bin/nvcc")}`,
-      package: p?.package,
-      fix: p && `apt-get install ${p.package}`,
-    });
-  } else if (release !== expected.release) {
-    problems.push({
-      problem: `CUDA found by ${chosen.rule} (${real}) is release ${release}, expected ${expected.release}`,
+    return [
+      {
+        problem: `no working nvcc at ${path.posix.join(home, "bin/nvcc")}`,
+        package: p?.package,
+        fix: p && `apt-get install ${p.package}`,
+      },
+    ];
+  }
+  if (release === expected.release) return [];
+  return [
+    {
+      problem: `CUDA found by ${rule} (${real}) is release ${release}, expected ${expected.release}`,
       package: expected.meta,
       fix: `apt-get install ${expected.meta} && update-alternatives --set cuda ${expected.root} (or set CUDA_HOME=${expected.root})`,
-    });
-  }
-  // Required files, relative to the toolkit root, looked up in the folder actually found.
-  const tk = described ?? expected;
-  for (const f of requiredFiles(tk.release)) {
+    },
+  ];
+}
+
+/** Required files, relative to the toolkit root, looked up in the folder actually found. */
+function missingFiles(root: string, home: string, tk: Toolkit): DoctorFinding[] {
+  return requiredFiles(tk.release).flatMap((f) => {
     const rel = path.posix.relative(tk.root, f.path);
-    if (!fs.existsSync(onHost(root, path.posix.join(home, rel)))) {
-      problems.push({
+    if (fs.existsSync(onHost(root, path.posix.join(home, rel)))) return [];
+    return [
+      {
         problem: `missing ${path.posix.join(home, rel)}`,
         package: f.package,
         fix: `apt-get install --reinstall ${f.package}`,
-      });
-    }
-  }
-  if (usrLocalCuda && usrLocalCuda !== real)
-    warnings.push(
-      `/usr/local/cuda points at ${usrLocalCuda}, not ${real}: tools that assume /usr/local/cuda will use another toolkit`,
-    );
-  for (const [i, g] of report.gpus.entries()) {
+      },
+    ];
+  });
+}
+
+function gpuProblems(found: DoctorReport["gpus"], release: string | null, expected: Toolkit): DoctorFinding[] {
+  const problems: DoctorFinding[] = [];
+  for (const [i, g] of found.entries()) {
     // The typed rules of physics/preflight.ts (each with its source), the ones preview applies to gpus.computeCapability.
     for (const issue of release ? toolkitIssues(release, g.computeCapability) : [])
       problems.push({ problem: `GPU ${i}: ${issue}`, package: expected.meta });
@@ -284,28 +340,42 @@ export function doctor(opts: DoctorOptions): DoctorReport {
       });
     }
   }
-  if (opts.proof !== false && release !== null) {
-    const { proof, finding } = runProof(root, home, tk.release, version, report.gpus.length, env);
-    report.proof = proof;
-    // A missing file already reported above is not reported twice; the compiler's line is in `proof`.
-    const known = finding?.missingPath && problems.some((p) => p.problem === `missing ${finding.missingPath}`);
-    if (finding && !known) {
-      const { missingPath: _unused, ...rest } = finding;
-      problems.push(rest);
-    }
-  } else if (opts.proof === false) {
+  return problems;
+}
+
+function proofPhase(
+  opts: DoctorOptions,
+  home: string,
+  release: string,
+  nvccVersion: string | null,
+  report: DoctorReport,
+): void {
+  if (opts.proof === false) {
     report.proof = { status: "skipped", detail: "not compiled (--no-proof)" };
+    return;
   }
+  if (report.release === null) return;
+  const { proof, finding } = runProof(opts.root, home, release, nvccVersion, report.gpus.length, opts.env);
+  report.proof = proof;
+  // A missing file already reported above is not reported twice; the compiler's line is in `proof`.
+  const known = finding?.missingPath && report.problems.some((p) => p.problem === `missing ${finding.missingPath}`);
+  if (finding && !known) {
+    const { missingPath: _unused, ...rest } = finding;
+    report.problems.push(rest);
+  }
+}
+
+/** The GPUs' links and topology; peer-to-peer bandwidth only with a working nvcc to build its program. */
+function topologyPhase(opts: DoctorOptions, home: string, release: string | null, report: DoctorReport): void {
+  const { root } = opts;
   const nvcc = onHost(root, path.posix.join(home, "bin", "nvcc"));
   report.topology = probeTopology({
     gpuCount: report.gpus.length,
     nvcc: release !== null && fs.existsSync(nvcc) ? nvcc : null,
     libDir: onHost(root, path.posix.join(home, "lib64")),
-    env,
+    env: opts.env,
     p2p: opts.p2p === true,
     floorGBps: opts.p2pFloorGBps ?? P2P_FLOOR_GBPS,
   });
-  problems.push(...report.topology.problems.map((problem) => ({ problem })));
-  report.healthy = problems.length === 0;
-  return report;
+  report.problems.push(...report.topology.problems.map((problem) => ({ problem })));
 }

@@ -17,14 +17,27 @@ const reinstall = (pkg: string): string => `apt-get install --reinstall ${pkg}`;
 
 /** Every field in which OBSERVED differs from EXPECTED (and BASELINE), in a stable order. */
 export function findDrift(expected: ExpectedState, baseline: Baseline, observed: ObservedState): Drift[] {
+  return [
+    ...nvccDrift(expected, observed),
+    ...cudaLinkDrift(expected, observed),
+    ...packageDrift(expected, observed),
+    ...fileDrift(expected, baseline, observed),
+    ...gpuDrift(baseline, observed),
+    ...jitDrift(expected, observed),
+    ...venvWheelDrift(expected, observed),
+    ...unitDrift(expected, observed),
+    ...apiKeyDrift(expected, observed),
+  ];
+}
+
+/** nvcc as FlashInfer finds it: CUDA_HOME first, then `which nvcc` with the units' PATH. */
+function nvccDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
   const drift: Drift[] = [];
   const meta =
     expected.packages[`cuda-toolkit-${expected.packageSuffix}`] !== undefined
       ? `cuda-toolkit-${expected.packageSuffix}`
       : undefined;
   const toolkitRepair = meta ? reinstall(meta) : "pulumi up (re-run the toolkit's install step)";
-
-  // nvcc as FlashInfer finds it: CUDA_HOME first, then `which nvcc` with the units' PATH.
   if (observed.cudaHome.version !== expected.toolkitVersion) {
     drift.push({
       field: "nvcc.cudaHome.version",
@@ -47,16 +60,23 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
           : `${observed.pathNvcc.nvcc} comes first on the units' PATH: put ${expected.cudaHome}/bin before it`,
     });
   }
+  return drift;
+}
 
-  if (observed.cudaLink !== expected.cudaLink) {
-    drift.push({
+function cudaLinkDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  if (observed.cudaLink === expected.cudaLink) return [];
+  return [
+    {
       field: "cudaLink",
       expected: expected.cudaLink,
       found: observed.cudaLink,
       repair: `update-alternatives --set cuda ${expected.cudaLink}`,
-    });
-  }
+    },
+  ];
+}
 
+function packageDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  const drift: Drift[] = [];
   for (const [pkg, version] of Object.entries(expected.packages).sort(([a], [b]) => a.localeCompare(b))) {
     const found = observed.packages[pkg];
     if (found === undefined) {
@@ -70,7 +90,12 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       });
     }
   }
+  return drift;
+}
 
+/** A file is judged against the content recorded at create, so its package is what repairs it. */
+function fileDrift(expected: ExpectedState, baseline: Baseline, observed: ObservedState): Drift[] {
+  const drift: Drift[] = [];
   for (const [file, owner] of Object.entries(expected.files).sort(([a], [b]) => a.localeCompare(b))) {
     const found = observed.files[file] ?? null;
     const recorded = baseline.files[file] ?? null;
@@ -85,7 +110,12 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
       });
     }
   }
+  return drift;
+}
 
+/** The driver and the GPUs are no provisioning step's to state: they are judged against the baseline. */
+function gpuDrift(baseline: Baseline, observed: ObservedState): Drift[] {
+  const drift: Drift[] = [];
   if (baseline.driverVersion !== null && observed.gpu.driverVersion !== baseline.driverVersion) {
     drift.push({
       field: "gpu.driverVersion",
@@ -108,65 +138,83 @@ export function findDrift(expected: ExpectedState, baseline: Baseline, observed:
         "the GPUs changed (or one is not visible): check `nvidia-smi`, or accept with `pulumi up --replace <ToolkitState urn>`",
     });
   }
+  return drift;
+}
 
-  if (expected.jitBase !== undefined && expected.jitKey !== undefined) {
-    const keys = [...observed.jit.keys].sort();
-    if (keys.length !== 1 || keys[0] !== expected.jitKey) {
-      const stale = keys.filter((k) => k !== expected.jitKey);
-      const missing = !keys.includes(expected.jitKey);
-      drift.push({
-        field: "jit.key",
-        expected: expected.jitKey,
-        found: keys.length > 0 ? keys.join(",") : null,
-        repair: [
-          stale.length > 0
-            ? `remove stale JIT caches: rm -rf ${stale.map((k) => `${expected.jitBase}/${k}`).join(" ")}`
-            : "",
-          missing ? `re-create ${expected.jitBase}/${expected.jitKey} (pulumi up)` : "",
-        ]
-          .filter(Boolean)
-          .join("; "),
-      });
-    }
+function jitDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  if (expected.jitBase === undefined || expected.jitKey === undefined) return [];
+  const keys = [...observed.jit.keys].sort();
+  if (keys.length === 1 && keys[0] === expected.jitKey) return [];
+  const stale = keys.filter((k) => k !== expected.jitKey);
+  const missing = !keys.includes(expected.jitKey);
+  return [
+    {
+      field: "jit.key",
+      expected: expected.jitKey,
+      found: keys.length > 0 ? keys.join(",") : null,
+      repair: [
+        stale.length > 0
+          ? `remove stale JIT caches: rm -rf ${stale.map((k) => `${expected.jitBase}/${k}`).join(" ")}`
+          : "",
+        missing ? `re-create ${expected.jitBase}/${expected.jitKey} (pulumi up)` : "",
+      ]
+        .filter(Boolean)
+        .join("; "),
+    },
+  ];
+}
+
+/** Each unit's file, then whether it is enabled, then whether it runs, in the units' name order. */
+function unitDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  return Object.entries(expected.units)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([unitFile, want]) => oneUnitDrift(unitFile, want, observed.units[unitFile]));
+}
+
+function oneUnitDrift(
+  unitFile: string,
+  want: ExpectedState["units"][string],
+  seen: ObservedState["units"][string] | undefined,
+): Drift[] {
+  const drift: Drift[] = [];
+  const name = unitFile.slice(unitFile.lastIndexOf("/") + 1);
+  const foundHash = seen?.sha256 ?? null;
+  if (foundHash !== want.sha256) {
+    drift.push({
+      field: `units.${unitFile}.sha256`,
+      expected: want.sha256,
+      found: foundHash,
+      repair: `${foundHash === null ? "the unit file is missing" : "the unit file was edited on the host"}: restore the rendered unit (pulumi up), then systemctl daemon-reload && systemctl restart ${name}`,
+    });
   }
-
-  drift.push(...venvWheelDrift(expected, observed));
-
-  for (const [unitFile, want] of Object.entries(expected.units).sort(([a], [b]) => a.localeCompare(b))) {
-    const seen = observed.units[unitFile];
-    const name = unitFile.slice(unitFile.lastIndexOf("/") + 1);
-    const foundHash = seen?.sha256 ?? null;
-    if (foundHash !== want.sha256) {
-      drift.push({
-        field: `units.${unitFile}.sha256`,
-        expected: want.sha256,
-        found: foundHash,
-        repair: `${foundHash === null ? "the unit file is missing" : "the unit file was edited on the host"}: restore the rendered unit (pulumi up), then systemctl daemon-reload && systemctl restart ${name}`,
-      });
-    }
-    if (want.enabled !== undefined && seen?.enabled !== want.enabled) {
-      drift.push({
-        field: `units.${unitFile}.enabled`,
-        expected: want.enabled,
-        found: seen?.enabled ?? null,
-        repair: want.enabled === "enabled" ? `systemctl enable ${name}` : `systemctl disable ${name}`,
-      });
-    }
-    if (want.active !== undefined && seen?.active !== want.active) {
-      drift.push({
-        field: `units.${unitFile}.active`,
-        expected: want.active,
-        found: seen?.active ?? null,
-        repair:
-          want.active === "active"
-            ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)`
-            : // A stop leaves a failed unit failed: only reset-failed makes it inactive.
-              seen?.active === "failed"
-              ? `journalctl -u ${name} says why it failed; systemctl reset-failed ${name} clears it`
-              : `systemctl stop ${name}`,
-      });
-    }
+  if (want.enabled !== undefined && seen?.enabled !== want.enabled) {
+    drift.push({
+      field: `units.${unitFile}.enabled`,
+      expected: want.enabled,
+      found: seen?.enabled ?? null,
+      repair: want.enabled === "enabled" ? `systemctl enable ${name}` : `systemctl disable ${name}`,
+    });
   }
+  if (want.active !== undefined && seen?.active !== want.active) {
+    drift.push({
+      field: `units.${unitFile}.active`,
+      expected: want.active,
+      found: seen?.active ?? null,
+      repair:
+        want.active === "active"
+          ? `systemctl start ${name} (journalctl -u ${name} if it does not stay up)`
+          : // A stop leaves a failed unit failed: only reset-failed makes it inactive.
+            seen?.active === "failed"
+            ? `journalctl -u ${name} says why it failed; systemctl reset-failed ${name} clears it`
+            : `systemctl stop ${name}`,
+    });
+  }
+  return drift;
+}
+
+/** The key file on disk, then the key the running service started with. */
+function apiKeyDrift(expected: ExpectedState, observed: ObservedState): Drift[] {
+  const drift: Drift[] = [];
   if (observed.apiKeyFile !== undefined && observed.apiKeyFile !== "match") {
     drift.push({
       field: "apiKeyFile",

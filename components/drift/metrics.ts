@@ -31,6 +31,11 @@ export interface RepairMetrics {
   limit: number;
 }
 
+/** A gauge in REGISTERS; its series are written in the order the gauges were made. */
+function gaugeIn(registers: Registry[], name: string, help: string, labelNames: string[] = ["stack"]): Gauge {
+  return new Gauge({ name, help, labelNames, registers });
+}
+
 /** The exposition (Prometheus text format 0.0.4) of one check: prom-client's registry writes it. */
 export async function driftExposition(
   report: DriftReport,
@@ -40,61 +45,60 @@ export async function driftExposition(
 ): Promise<string> {
   const registers = [new Registry()];
   const stack = report.stack ?? "";
-  const drift = new Gauge({
-    name: "gpuhost_drift",
-    help: "1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>; group: a mixed fleet's group the item belongs to)",
-    labelNames: ["stack", "host", "item", "group"],
-    registers,
-  });
-  const items = new Gauge({
-    name: "gpuhost_drift_items",
-    help: "How many items drifted on each host, service or router the check reached",
-    labelNames: ["stack", "host"],
-    registers,
-  });
-  const success = new Gauge({
-    name: "gpuhost_drift_check_success",
-    help: "1 when the check gave a verdict (clean or drift), 0 when it failed",
-    labelNames: ["stack"],
-    registers,
-  });
-  const reason = new Gauge({
-    name: "gpuhost_drift_check_failure_reason",
-    help: "1 for the reason the check failed (gpuhost drift's outcome: see its exit statuses)",
-    labelNames: ["stack", "reason"],
-    registers,
-  });
-  const timestamp = new Gauge({
-    name: "gpuhost_drift_check_timestamp_seconds",
-    help: "When the check ended, in seconds since the epoch",
-    labelNames: ["stack"],
-    registers,
-  });
-  const duration = new Gauge({
-    name: "gpuhost_drift_check_duration_seconds",
-    help: "How long the check took",
-    labelNames: ["stack"],
-    registers,
-  });
-
+  const check = checkGauges(registers);
   serviceHealth(report, registers);
+  findingMetrics(check, report, stack);
+  outcomeMetrics(check, stack, outcome);
+  heldMetrics(registers, stack, outcome);
+  if (repair) repairMetrics(registers, stack, repair);
+  check.timestamp.set({ stack }, timing.endedAtMs / 1000);
+  check.duration.set({ stack }, timing.durationMs / 1000);
+  return registers[0].metrics();
+}
+
+type CheckGauges = Record<"drift" | "items" | "success" | "reason" | "timestamp" | "duration", Gauge>;
+
+/** The series every check writes, made first so that they lead the file. */
+function checkGauges(registers: Registry[]): CheckGauges {
+  const gauge = (name: string, help: string, labelNames?: string[]) => gaugeIn(registers, name, help, labelNames);
+  return {
+    drift: gauge(
+      "gpuhost_drift",
+      "1 for each item that drifted (item: what the check compared, e.g. files.<path> or packages.<name>; group: a mixed fleet's group the item belongs to)",
+      ["stack", "host", "item", "group"],
+    ),
+    items: gauge("gpuhost_drift_items", "How many items drifted on each host, service or router the check reached", [
+      "stack",
+      "host",
+    ]),
+    success: gauge("gpuhost_drift_check_success", "1 when the check gave a verdict (clean or drift), 0 when it failed"),
+    reason: gauge(
+      "gpuhost_drift_check_failure_reason",
+      "1 for the reason the check failed (gpuhost drift's outcome: see its exit statuses)",
+      ["stack", "reason"],
+    ),
+    timestamp: gauge("gpuhost_drift_check_timestamp_seconds", "When the check ended, in seconds since the epoch"),
+    duration: gauge("gpuhost_drift_check_duration_seconds", "How long the check took"),
+  };
+}
+
+/** Each drifted item of each host, service and router, and how many each has. */
+function findingMetrics(check: CheckGauges, report: DriftReport, stack: string): void {
   for (const [host, finding] of subjectsOf(report)) {
-    items.set({ stack, host }, finding.drift.length);
-    for (const d of finding.drift) drift.set({ stack, host, item: d.field, ...groupLabel(d.field) }, 1);
+    check.items.set({ stack, host }, finding.drift.length);
+    for (const d of finding.drift) check.drift.set({ stack, host, item: d.field, ...groupLabel(d.field) }, 1);
   }
   // Resources of other types that a refresh would change: no host of their own, the URN is the item.
-  if (report.otherChanges.length > 0) items.set({ stack, host: "" }, report.otherChanges.length);
-  for (const c of report.otherChanges) drift.set({ stack, host: "", item: `${c.op} ${c.urn}` }, 1);
+  if (report.otherChanges.length > 0) check.items.set({ stack, host: "" }, report.otherChanges.length);
+  for (const c of report.otherChanges) check.drift.set({ stack, host: "", item: `${c.op} ${c.urn}` }, 1);
+}
+
+function outcomeMetrics(check: CheckGauges, stack: string, outcome: DriftOutcome): void {
   const ok = outcome === "clean" || outcome === "drift";
   // A check held on purpose (locked, paused) neither succeeded nor failed: no success series, so an
   // alert on success == 0 stays quiet while an update runs; its own series says why.
-  if (!isHeld(outcome)) success.set({ stack }, ok ? 1 : 0);
-  if (!ok && !isHeld(outcome)) reason.set({ stack, reason: outcome }, 1);
-  heldMetrics(registers, stack, outcome);
-  if (repair) repairMetrics(registers, stack, repair);
-  timestamp.set({ stack }, timing.endedAtMs / 1000);
-  duration.set({ stack }, timing.durationMs / 1000);
-  return registers[0].metrics();
+  if (!isHeld(outcome)) check.success.set({ stack }, ok ? 1 : 0);
+  if (!ok && !isHeld(outcome)) check.reason.set({ stack, reason: outcome }, 1);
 }
 
 /** A mixed fleet's worker (groups.<group>.workers.<host>, fleet-verification routerDrift): its group as a label. */
@@ -102,6 +106,45 @@ function groupLabel(field: string): { group?: string } {
   const group = /^groups\.([^.]+)\.workers\./.exec(field)?.[1];
   return group === undefined ? {} : { group };
 }
+
+/** Each health figure of a service: its metric, what it means, and where the check's result has it. */
+const HEALTH_FIGURES: [string, string, (h: HealthCheck) => number | null][] = [
+  [
+    "gpuhost_service_answer_matches",
+    "1 when the greedy answer to the reference prompt is within answerMaxDifference of the verified one, 0 when it changed",
+    (h) => (h.answerMatches === null ? null : h.answerMatches ? 1 : 0),
+  ],
+  [
+    "gpuhost_service_answer_difference",
+    "Word-level edit distance of the reference answer from the verified one (0 identical, 1 all different)",
+    (h) => h.answerDifference,
+  ],
+  [
+    "gpuhost_service_decode_tokens_per_second",
+    "Single-stream decode tokens per second of the check's probe",
+    (h) => h.decodeTokensPerSecond,
+  ],
+  [
+    "gpuhost_service_decode_tokens_per_second_baseline",
+    "Single-stream decode tokens per second at the last verified generation",
+    (h) => h.decodeTokensPerSecondBaseline,
+  ],
+  [
+    "gpuhost_service_acceptance_length",
+    "Speculative acceptance length (tokens per verify step) the server reports",
+    (h) => h.acceptanceLength,
+  ],
+  [
+    "gpuhost_service_acceptance_length_baseline",
+    "Speculative acceptance length at the last verified generation",
+    (h) => h.acceptanceLengthBaseline,
+  ],
+  [
+    "gpuhost_service_acceptance_floor",
+    "Speculative acceptance length below which speculation counts as broken",
+    (h) => h.acceptanceFloor,
+  ],
+];
 
 /**
  * Point 4's figures per service (label service: its endpoint, as the report names it): what the
@@ -112,55 +155,9 @@ function serviceHealth(report: DriftReport, registers: Registry[]): void {
   const stack = report.stack ?? "";
   // No health measured (no service, or none generating): no empty families in the file.
   if (!(report.services ?? []).some((s) => s.health !== undefined)) return;
-  const gauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ["stack", "service"], registers });
-  const figures: [Gauge, (h: HealthCheck) => number | null][] = [
-    [
-      gauge(
-        "gpuhost_service_answer_matches",
-        "1 when the greedy answer to the reference prompt is within answerMaxDifference of the verified one, 0 when it changed",
-      ),
-      (h) => (h.answerMatches === null ? null : h.answerMatches ? 1 : 0),
-    ],
-    [
-      gauge(
-        "gpuhost_service_answer_difference",
-        "Word-level edit distance of the reference answer from the verified one (0 identical, 1 all different)",
-      ),
-      (h) => h.answerDifference,
-    ],
-    [
-      gauge("gpuhost_service_decode_tokens_per_second", "Single-stream decode tokens per second of the check's probe"),
-      (h) => h.decodeTokensPerSecond,
-    ],
-    [
-      gauge(
-        "gpuhost_service_decode_tokens_per_second_baseline",
-        "Single-stream decode tokens per second at the last verified generation",
-      ),
-      (h) => h.decodeTokensPerSecondBaseline,
-    ],
-    [
-      gauge(
-        "gpuhost_service_acceptance_length",
-        "Speculative acceptance length (tokens per verify step) the server reports",
-      ),
-      (h) => h.acceptanceLength,
-    ],
-    [
-      gauge(
-        "gpuhost_service_acceptance_length_baseline",
-        "Speculative acceptance length at the last verified generation",
-      ),
-      (h) => h.acceptanceLengthBaseline,
-    ],
-    [
-      gauge(
-        "gpuhost_service_acceptance_floor",
-        "Speculative acceptance length below which speculation counts as broken",
-      ),
-      (h) => h.acceptanceFloor,
-    ],
-  ];
+  const figures = HEALTH_FIGURES.map(
+    ([name, help, of]) => [gaugeIn(registers, name, help, ["stack", "service"]), of] as const,
+  );
   for (const s of report.services ?? []) {
     if (s.health === undefined) continue;
     for (const [g, of] of figures) {
@@ -193,8 +190,7 @@ function heldMetrics(registers: Registry[], stack: string, outcome: DriftOutcome
 
 /** What --repair did: whether it ran the update and how that ended, or why not, and today's count. */
 function repairMetrics(registers: Registry[], stack: string, repair: RepairMetrics): void {
-  const gauge = (name: string, help: string, labelNames: string[] = ["stack"]) =>
-    new Gauge({ name, help, labelNames, registers });
+  const gauge = (name: string, help: string, labelNames?: string[]) => gaugeIn(registers, name, help, labelNames);
   gauge("gpuhost_drift_repair_ran", "1 when this check ran the update (--repair) for the drift it found").set(
     { stack },
     repair.ran ? 1 : 0,

@@ -134,45 +134,44 @@ function driftOf(type: string, outputs: Record<string, unknown> | undefined): Dr
   );
 }
 
+/** What the parse has gathered so far: the report, and each finding by what it is about and by URN. */
+interface Parse {
+  report: DriftReport;
+  hosts: Map<string, HostReport>;
+  services: Map<string, ServiceReport>;
+  routers: Map<string, FleetReport>;
+  findingOfUrn: Map<string, Finding>;
+  sawSummary: boolean;
+}
+
 /** Parse the engine's stdout (streamed events, or the one-document digest) into a report. */
 export function parseRefreshOutput(stdout: string, stack?: string): DriftReport {
   const report: DriftReport = { stack, hosts: [], services: [], fleet: [], otherChanges: [], errors: [] };
-  const hosts = new Map<string, HostReport>();
-  const services = new Map<string, ServiceReport>();
-  const routers = new Map<string, FleetReport>();
-  const findingOfUrn = new Map<string, Finding>();
-  const fresh = (): Finding => ({ resources: [], status: "clean", drift: [], errors: [] });
-  const outputOf = (meta: ResourceMeta, read: (o: Record<string, unknown>) => unknown): string | undefined => {
-    const v = [meta.new?.outputs, meta.old?.outputs].map((o) => (o ? read(o) : undefined)).find((x) => x);
-    return typeof v === "string" ? v : undefined;
-  };
-  /** The finding a resource reports into, by its type; undefined for types the report does not know. */
-  const findingOf = (meta: ResourceMeta, type: string): Finding | undefined => {
-    const name = urnName(meta.urn ?? "?");
-    let found: Finding | undefined;
-    if (type === TOOLKIT_STATE_TYPE) {
-      const label = outputOf(meta, (o) => o.hostLabel) ?? `unknown host (${name})`;
-      found = hosts.get(label) ?? hosts.set(label, { host: label, ...fresh() }).get(label);
-    } else if (type === VERIFIED_GENERATION_TYPE) {
-      const url = outputOf(meta, (o) => (o.endpoint as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
-      found = services.get(url) ?? services.set(url, { endpoint: url, ...fresh() }).get(url);
-    } else if (type === FLEET_VERIFICATION_TYPE) {
-      const url = outputOf(meta, (o) => (o.router as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
-      found = routers.get(url) ?? routers.set(url, { router: url, ...fresh() }).get(url);
-    }
-    if (found && meta.urn) findingOfUrn.set(meta.urn, found);
-    return found;
-  };
-
-  const events: unknown[] = [];
   const text = stdout.trim();
   if (text === "") {
     report.errors.push("pulumi printed no JSON");
     return report;
   }
+  const parse: Parse = {
+    report,
+    hosts: new Map(),
+    services: new Map(),
+    routers: new Map(),
+    findingOfUrn: new Map(),
+    sawSummary: false,
+  };
+  for (const ev of eventsOf(text, report) as EngineEvent[]) onEvent(parse, ev);
+  if (!parse.sawSummary)
+    report.errors.push("pulumi's output ended before the refresh summary (the engine failed or was killed)");
+  return finishReport(parse);
+}
+
+/** The one-document digest, or one event per line; a line that is not JSON is named in the report. */
+function eventsOf(text: string, report: DriftReport): unknown[] {
   try {
-    events.push(JSON.parse(text));
+    return [JSON.parse(text)];
   } catch {
+    const events: unknown[] = [];
     for (const line of text.split("\n")) {
       if (line.trim() === "") continue;
       try {
@@ -181,98 +180,146 @@ export function parseRefreshOutput(stdout: string, stack?: string): DriftReport 
         report.errors.push(`unreadable line in pulumi's JSON output: ${line.slice(0, 200)}`);
       }
     }
+    return events;
   }
+}
 
-  let sawSummary = false;
-  const onResult = (meta: ResourceMeta, detailsKnown: boolean): void => {
-    const urn = meta.urn ?? "";
-    const op = meta.op ?? "unknown";
-    const type = meta.type ?? urnType(urn);
-    const host = findingOf(meta, type);
-    if (!host) {
-      if (!CLEAN_OPS.has(op)) report.otherChanges.push({ urn, op });
-      return;
+function onEvent(parse: Parse, ev: EngineEvent): void {
+  if (Array.isArray(ev.steps) || ev.changeSummary) onDigest(parse, ev);
+  else if (ev.resOutputsEvent?.metadata) onResult(parse, ev.resOutputsEvent.metadata, true);
+  else if (ev.resourcePreEvent?.metadata) {
+    const meta = ev.resourcePreEvent.metadata;
+    findingOf(parse, meta, meta.type ?? urnType(meta.urn ?? ""));
+  } else if (ev.diagnosticEvent) onDiagnostic(parse, ev.diagnosticEvent);
+  else if (ev.summaryEvent) onSummary(parse, ev.summaryEvent);
+}
+
+/** The one-document digest (streaming disabled): ops only. */
+function onDigest(parse: Parse, ev: EngineEvent): void {
+  parse.sawSummary = true;
+  for (const step of ev.steps ?? [])
+    onResult(
+      parse,
+      { op: step.op, urn: step.urn, type: step.newState?.type, old: step.oldState, new: step.newState },
+      false,
+    );
+  for (const d of ev.diagnostics ?? []) onDiagnostic(parse, d);
+}
+
+/** A refresh that did not succeed is an error of its own only when nothing else already says why. */
+function onSummary(parse: Parse, summary: { result?: string }): void {
+  parse.sawSummary = true;
+  if (summary.result && summary.result !== "succeeded") {
+    if (parse.report.errors.length === 0 && [...parse.findingOfUrn.values()].every((h) => h.errors.length === 0)) {
+      parse.report.errors.push(`refresh ${summary.result}`);
     }
-    if (!host.resources.includes(urnName(urn))) host.resources.push(urnName(urn));
-    // A read refused on the host key kept the old record: the host was not probed, so it is not clean.
-    const refused = meta.new?.outputs?.hostKeyRefused;
-    if (detailsKnown && typeof refused === "string") {
-      host.errors.push(`not probed: ${refused}`);
-      return;
-    }
-    // A service whose health could not be measured is not called healthy: not checked, whatever the op.
-    const unchecked = meta.new?.outputs?.notChecked;
-    if (detailsKnown && typeof unchecked === "string") host.errors.push(unchecked);
-    const health = meta.new?.outputs?.healthCheck;
-    if (detailsKnown && type === VERIFIED_GENERATION_TYPE && typeof health === "object" && health !== null)
-      (host as ServiceReport).health = health as HealthCheck;
-    if (CLEAN_OPS.has(op)) return;
-    const drift = driftOf(type, meta.new?.outputs);
-    if (detailsKnown && drift.length > 0) {
-      host.drift.push(...drift);
-    } else if (op === "delete") {
-      host.drift.push({
+  }
+}
+
+function outputOf(meta: ResourceMeta, read: (o: Record<string, unknown>) => unknown): string | undefined {
+  const v = [meta.new?.outputs, meta.old?.outputs].map((o) => (o ? read(o) : undefined)).find((x) => x);
+  return typeof v === "string" ? v : undefined;
+}
+
+/** The finding a resource reports into, by its type; undefined for types the report does not know. */
+function findingOf(parse: Parse, meta: ResourceMeta, type: string): Finding | undefined {
+  const name = urnName(meta.urn ?? "?");
+  const fresh = (): Finding => ({ resources: [], status: "clean", drift: [], errors: [] });
+  const { hosts, services, routers } = parse;
+  let found: Finding | undefined;
+  if (type === TOOLKIT_STATE_TYPE) {
+    const label = outputOf(meta, (o) => o.hostLabel) ?? `unknown host (${name})`;
+    found = hosts.get(label) ?? hosts.set(label, { host: label, ...fresh() }).get(label);
+  } else if (type === VERIFIED_GENERATION_TYPE) {
+    const url = outputOf(meta, (o) => (o.endpoint as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
+    found = services.get(url) ?? services.set(url, { endpoint: url, ...fresh() }).get(url);
+  } else if (type === FLEET_VERIFICATION_TYPE) {
+    const url = outputOf(meta, (o) => (o.router as { url?: unknown } | undefined)?.url) ?? `unknown (${name})`;
+    found = routers.get(url) ?? routers.set(url, { router: url, ...fresh() }).get(url);
+  }
+  if (found && meta.urn) parse.findingOfUrn.set(meta.urn, found);
+  return found;
+}
+
+function onResult(parse: Parse, meta: ResourceMeta, detailsKnown: boolean): void {
+  const urn = meta.urn ?? "";
+  const op = meta.op ?? "unknown";
+  const type = meta.type ?? urnType(urn);
+  const host = findingOf(parse, meta, type);
+  if (!host) {
+    if (!CLEAN_OPS.has(op)) parse.report.otherChanges.push({ urn, op });
+    return;
+  }
+  if (!host.resources.includes(urnName(urn))) host.resources.push(urnName(urn));
+  if (detailsKnown && !recordChecks(host, meta, type)) return;
+  if (CLEAN_OPS.has(op)) return;
+  host.drift.push(...resultDrift(meta, type, op, detailsKnown));
+}
+
+/**
+ * What a read says of its own checks (only streamed events carry it): false when the host was not
+ * probed at all, so nothing else of the result counts.
+ */
+function recordChecks(host: Finding, meta: ResourceMeta, type: string): boolean {
+  // A read refused on the host key kept the old record: the host was not probed, so it is not clean.
+  const refused = meta.new?.outputs?.hostKeyRefused;
+  if (typeof refused === "string") {
+    host.errors.push(`not probed: ${refused}`);
+    return false;
+  }
+  // A service whose health could not be measured is not called healthy: not checked, whatever the op.
+  const unchecked = meta.new?.outputs?.notChecked;
+  if (typeof unchecked === "string") host.errors.push(unchecked);
+  const health = meta.new?.outputs?.healthCheck;
+  if (type === VERIFIED_GENERATION_TYPE && typeof health === "object" && health !== null)
+    (host as ServiceReport).health = health as HealthCheck;
+  return true;
+}
+
+/** A changed resource's drift: its own list when known, else what the op alone says. */
+function resultDrift(meta: ResourceMeta, type: string, op: string, detailsKnown: boolean): Drift[] {
+  const drift = driftOf(type, meta.new?.outputs);
+  if (detailsKnown && drift.length > 0) return drift;
+  if (op === "delete") {
+    return [
+      {
         field: "resource",
         expected: "present",
         found: null,
         repair: `the ${type.slice(type.lastIndexOf(":") + 1)} record is gone: pulumi up`,
-      });
-    } else {
-      host.drift.push({
-        field: "(details not reported)",
-        expected: null,
-        found: null,
-        repair: `refresh would ${op} ${urnName(urn)}: run pulumi refresh --preview-only --diff to see it`,
-      });
-    }
-  };
-
-  for (const ev of events as EngineEvent[]) {
-    if (Array.isArray(ev.steps) || ev.changeSummary) {
-      // The one-document digest (streaming disabled): ops only.
-      sawSummary = true;
-      for (const step of ev.steps ?? [])
-        onResult(
-          { op: step.op, urn: step.urn, type: step.newState?.type, old: step.oldState, new: step.newState },
-          false,
-        );
-      for (const d of ev.diagnostics ?? []) onDiagnostic(d);
-      continue;
-    }
-    if (ev.resOutputsEvent?.metadata) onResult(ev.resOutputsEvent.metadata, true);
-    else if (ev.resourcePreEvent?.metadata) {
-      const meta = ev.resourcePreEvent.metadata;
-      findingOf(meta, meta.type ?? urnType(meta.urn ?? ""));
-    } else if (ev.diagnosticEvent) onDiagnostic(ev.diagnosticEvent);
-    else if (ev.summaryEvent) {
-      sawSummary = true;
-      if (ev.summaryEvent.result && ev.summaryEvent.result !== "succeeded") {
-        if (report.errors.length === 0 && [...findingOfUrn.values()].every((h) => h.errors.length === 0)) {
-          report.errors.push(`refresh ${ev.summaryEvent.result}`);
-        }
-      }
-    }
+      },
+    ];
   }
-  if (!sawSummary)
-    report.errors.push("pulumi's output ended before the refresh summary (the engine failed or was killed)");
+  return [
+    {
+      field: "(details not reported)",
+      expected: null,
+      found: null,
+      repair: `refresh would ${op} ${urnName(meta.urn ?? "")}: run pulumi refresh --preview-only --diff to see it`,
+    },
+  ];
+}
 
-  function onDiagnostic(d: Diagnostic): void {
-    if (d.severity !== "error") return;
-    // Terminal colour codes (ESC [ ... m) are stripped: ESC is written as a code point, not a control character.
-    const message = (d.message ?? "").replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "").trim();
-    if (EXPECT_NO_CHANGES.test(message)) return; // the drift signal itself, not an error
-    const host = d.urn ? findingOfUrn.get(d.urn) : undefined;
-    if (host !== undefined) {
-      if (d.urn && !host.resources.includes(urnName(d.urn))) host.resources.push(urnName(d.urn));
-      host.errors.push(message);
-    } else report.errors.push(d.urn ? `${urnName(d.urn)}: ${message}` : message);
-  }
+function onDiagnostic(parse: Parse, d: Diagnostic): void {
+  if (d.severity !== "error") return;
+  // Terminal colour codes (ESC [ ... m) are stripped: ESC is written as a code point, not a control character.
+  const message = (d.message ?? "").replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "").trim();
+  if (EXPECT_NO_CHANGES.test(message)) return; // the drift signal itself, not an error
+  const host = d.urn ? parse.findingOfUrn.get(d.urn) : undefined;
+  if (host !== undefined) {
+    if (d.urn && !host.resources.includes(urnName(d.urn))) host.resources.push(urnName(d.urn));
+    host.errors.push(message);
+  } else parse.report.errors.push(d.urn ? `${urnName(d.urn)}: ${message}` : message);
+}
 
-  for (const h of findingOfUrn.values())
+/** Each finding's status from what it gathered; hosts, services and routers each in name order. */
+function finishReport(parse: Parse): DriftReport {
+  const { report } = parse;
+  for (const h of parse.findingOfUrn.values())
     h.status = h.errors.length > 0 ? "error" : h.drift.length > 0 ? "drift" : "clean";
-  report.hosts = [...hosts.values()].sort((a, b) => a.host.localeCompare(b.host));
-  report.services = [...services.values()].sort((a, b) => a.endpoint.localeCompare(b.endpoint));
-  report.fleet = [...routers.values()].sort((a, b) => a.router.localeCompare(b.router));
+  report.hosts = [...parse.hosts.values()].sort((a, b) => a.host.localeCompare(b.host));
+  report.services = [...parse.services.values()].sort((a, b) => a.endpoint.localeCompare(b.endpoint));
+  report.fleet = [...parse.routers.values()].sort((a, b) => a.router.localeCompare(b.router));
   return report;
 }
 

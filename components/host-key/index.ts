@@ -113,6 +113,9 @@ export function recordedKeyRefusal(r: {
   return `${r.configPath}: ${r.where} presented ${shown(r.presented)}, but the key trust-on-first-use recorded for it at ${r.recordedAt} (resource ${r.urn.split("::").at(-1)}) is ${shown(r.recorded)}: refused, nothing was run on it. If the host's key really changed (${CHECK_ON_HOST}), accept the new one with: pulumi up --replace '${r.urn}'`;
 }
 
+type Log = (msg: string, warn?: boolean) => void;
+type Bastion = NonNullable<TrustArgs["bastion"]>;
+
 /**
  * The keys the connection's Commands and providers check, per the policies. Throws (through the
  * returned outputs, so `up` and `preview` fail before any step) when a pinned key is missing.
@@ -120,119 +123,143 @@ export function recordedKeyRefusal(r: {
 export function trustedHostKeys(name: string, a: TrustArgs, opts: { parent?: pulumi.Resource } = {}): TrustedKeys {
   const b = a.bastion;
   // pulumi.log's promise only says when the engine took the message: nothing waits for it.
-  const log = (msg: string, warn = false): void => {
+  const log: Log = (msg, warn = false) => {
     void (warn ? pulumi.log.warn(msg, opts.parent) : pulumi.log.info(msg, opts.parent));
   };
-  const bastionHop = (hostKey?: pulumi.Input<string>) =>
-    b
-      ? pulumi
-          .all([b.privateKey, hostKey])
-          .apply(([privateKey, k]) => ({ host: b.host, port: b.port, user: b.user, privateKey, hostKey: k }))
-      : undefined;
-
-  let bastionHostKey: pulumi.Output<string> | undefined;
+  let bastionHostKey = b && untrackedBastionKey(a.configPath, b, log);
   let tofu: TrustedHostKey | undefined;
   const needsTofu = a.hostKeyPolicy === "trust-on-first-use" && !a.hostKey;
   const bastionTofu = b !== undefined && b.hostKeyPolicy === "trust-on-first-use" && !b.hostKey;
-  if (b) {
-    if (b.hostKey) bastionHostKey = pulumi.output(keyWords(b.hostKey));
-    else if (b.hostKeyPolicy === "pinned")
-      bastionHostKey = pulumi.output(
-        presentedKeys({ host: b.host, port: b.port }).then((seen) => {
-          throw new PlainError(refusal(`${a.configPath}.bastion`, `${b.host}:${b.port}`, seen.target, seen.stderr));
-        }),
-      );
-    else if (b.hostKeyPolicy === "insecure-accept-any")
-      bastionHostKey = pulumi.output(
-        presentedKeys({ host: b.host, port: b.port }).then((seen) => {
-          if (!seen.target)
-            throw new PlainError(
-              `${a.configPath}.bastion: no answer from ${b.host}:${b.port} (${oneLine(seen.stderr)}).`,
-            );
-          log(
-            `${a.configPath}.bastion.hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(seen.target)} unchecked; anyone between here and ${b.host} can impersonate it`,
-            true,
-          );
-          return keyWords(seen.target);
-        }),
-      );
-  }
   if (needsTofu || bastionTofu) {
     tofu = new TrustedHostKey(
       `${name}-trusted-host-key`,
-      { host: a.host, port: a.port, bastion: bastionHop(bastionHostKey), recordBastion: bastionTofu },
+      { host: a.host, port: a.port, bastion: bastionHop(b, bastionHostKey), recordBastion: bastionTofu },
       { parent: opts.parent },
     );
-    if (bastionTofu) {
-      const t = tofu;
-      // Checked, and said on every run, as for the target: which bastion key is trusted, and since when.
-      bastionHostKey = pulumi.all([t.bastionHostKey, t.recordedAt, t.urn]).apply(async ([k, at, urn]) => {
-        if (!k)
-          throw new PlainError(
-            `${a.configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key to record it: pulumi up --replace '${urn}'`,
-          );
-        const seen = await presentedKeys({ host: b.host, port: b.port });
-        if (seen.target && keyWords(seen.target) !== keyWords(k))
-          throw new PlainError(
-            recordedKeyRefusal({
-              configPath: `${a.configPath}.bastion`,
-              where: `the bastion ${b.host}:${b.port}`,
-              presented: seen.target,
-              recorded: k,
-              recordedAt: at,
-              urn,
-            }),
-          );
-        log(
-          `${a.configPath}.bastion: trusting the bastion ${b.host}:${b.port}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
-        );
-        return k;
-      });
-    }
+    if (bastionTofu) bastionHostKey = recordedBastionKey(name, a.configPath, b, tofu, log);
   }
+  const hop = () => bastionHop(b, bastionHostKey);
+  return { hostKey: targetHostKey(a, tofu, hop, log), bastionHostKey };
+}
 
-  let hostKey: pulumi.Output<string>;
-  if (a.hostKey) hostKey = pulumi.output(keyWords(a.hostKey));
-  else if (a.hostKeyPolicy === "trust-on-first-use" && tofu) {
+/** The hop a probe of the target goes through: the bastion with its key, when there is one. */
+function bastionHop(b: Bastion | undefined, hostKey?: pulumi.Input<string>) {
+  return b
+    ? pulumi
+        .all([b.privateKey, hostKey])
+        .apply(([privateKey, k]) => ({ host: b.host, port: b.port, user: b.user, privateKey, hostKey: k }))
+    : undefined;
+}
+
+/** The bastion's key where no record decides it: pinned in the config, refused unpinned, or taken as presented. */
+function untrackedBastionKey(configPath: string, b: Bastion, log: Log): pulumi.Output<string> | undefined {
+  if (b.hostKey) return pulumi.output(keyWords(b.hostKey));
+  if (b.hostKeyPolicy === "trust-on-first-use") return undefined;
+  return pulumi.output(
+    presentedKey(
+      { configPath: `${configPath}.bastion`, host: b.host, port: b.port },
+      b.hostKeyPolicy === "pinned",
+      undefined,
+      (fp) =>
+        `${configPath}.bastion.hostKeyPolicy is insecure-accept-any: accepting ${fp} unchecked; anyone between here and ${b.host} can impersonate it`,
+      log,
+    ),
+  );
+}
+
+/** Checked, and said on every run, as for the target: which bastion key is trusted, and since when. */
+function recordedBastionKey(
+  name: string,
+  configPath: string,
+  b: Bastion,
+  t: TrustedHostKey,
+  log: Log,
+): pulumi.Output<string> {
+  return pulumi.all([t.bastionHostKey, t.recordedAt, t.urn]).apply(async ([k, at, urn]) => {
+    if (!k)
+      throw new PlainError(
+        `${configPath}.bastion: trust-on-first-use recorded no key for ${b.host}:${b.port}; replace ${name}-trusted-host-key to record it: pulumi up --replace '${urn}'`,
+      );
+    const where = `the bastion ${b.host}:${b.port}`;
+    const bastion = { configPath: `${configPath}.bastion`, where, what: where, host: b.host, port: b.port };
+    return checkedRecord(bastion, { recorded: k, recordedAt: at, urn }, undefined, log);
+  });
+}
+
+/** The target's key: pinned in the config, its record checked against what it presents, or what it presents. */
+function targetHostKey(
+  a: TrustArgs,
+  tofu: TrustedHostKey | undefined,
+  hop: () => ReturnType<typeof bastionHop>,
+  log: Log,
+): pulumi.Output<string> {
+  if (a.hostKey) return pulumi.output(keyWords(a.hostKey));
+  const target = { configPath: a.configPath, host: a.host, port: a.port };
+  if (a.hostKeyPolicy === "trust-on-first-use" && tofu) {
     const t = tofu;
     // Checked here, before any step gets the connection: a swapped key is refused once, in words that
     // say it was recorded on first use (the steps' own checks can only say which key they were given).
-    hostKey = pulumi
-      .all([t.hostKey, t.recordedAt, t.urn, pulumi.output(bastionHop(bastionHostKey))])
-      .apply(async ([k, at, urn, hop]) => {
-        const seen = await presentedKeys({ host: a.host, port: a.port }, hop ?? undefined);
-        if (seen.target && keyWords(seen.target) !== keyWords(k))
-          throw new PlainError(
-            recordedKeyRefusal({
-              configPath: a.configPath,
-              where: `${a.host}:${a.port}`,
-              presented: seen.target,
-              recorded: k,
-              recordedAt: at,
-              urn,
-            }),
-          );
-        log(
-          `${a.configPath}: trusting ${a.host}'s host key ${fingerprint(k)}, recorded on first use at ${at} and enforced since (trust-on-first-use)`,
-        );
-        return k;
-      });
-  } else {
-    const via = bastionHop(bastionHostKey);
-    hostKey = pulumi.output(via ?? Promise.resolve(undefined)).apply(async (hop) => {
-      const seen = await presentedKeys({ host: a.host, port: a.port }, hop ?? undefined);
-      if (a.hostKeyPolicy === "pinned")
-        throw new PlainError(refusal(a.configPath, `${a.host}:${a.port}`, seen.target, seen.stderr));
-      if (!seen.target)
-        throw new PlainError(`${a.configPath}: no answer from ${a.host}:${a.port} (${oneLine(seen.stderr)}).`);
-      log(
-        `${a.configPath}.hostKeyPolicy is insecure-accept-any: accepting ${fingerprint(seen.target)} from ${a.host} unchecked; anyone between here and the host can impersonate it and receive the API key and root`,
-        true,
+    return pulumi
+      .all([t.hostKey, t.recordedAt, t.urn, pulumi.output(hop())])
+      .apply(async ([k, at, urn, via]) =>
+        checkedRecord(
+          { ...target, where: `${a.host}:${a.port}`, what: a.host },
+          { recorded: k, recordedAt: at, urn },
+          via ?? undefined,
+          log,
+        ),
       );
-      return keyWords(seen.target);
-    });
   }
-  return { hostKey, bastionHostKey };
+  const via = hop();
+  return pulumi
+    .output(via ?? Promise.resolve(undefined))
+    .apply(async (h) =>
+      presentedKey(
+        target,
+        a.hostKeyPolicy === "pinned",
+        h ?? undefined,
+        (fp) =>
+          `${a.configPath}.hostKeyPolicy is insecure-accept-any: accepting ${fp} from ${a.host} unchecked; anyone between here and the host can impersonate it and receive the API key and root`,
+        log,
+      ),
+    );
+}
+
+/**
+ * Without a key to check against: under pinned, refused (showing what was presented, to pin it);
+ * under insecure-accept-any, what was presented, with WARNING said on every run.
+ */
+async function presentedKey(
+  t: { configPath: string; host: string; port: number },
+  pinned: boolean,
+  hop: ProbeHop | undefined,
+  warning: (fingerprint: string) => string,
+  log: Log,
+): Promise<string> {
+  const seen = await presentedKeys({ host: t.host, port: t.port }, hop);
+  if (pinned) throw new PlainError(refusal(t.configPath, `${t.host}:${t.port}`, seen.target, seen.stderr));
+  if (!seen.target)
+    throw new PlainError(`${t.configPath}: no answer from ${t.host}:${t.port} (${oneLine(seen.stderr)}).`);
+  log(warning(fingerprint(seen.target)), true);
+  return keyWords(seen.target);
+}
+
+/** The key trust-on-first-use recorded, refused when the host now presents another; said on every run. */
+async function checkedRecord(
+  t: { configPath: string; where: string; what: string; host: string; port: number },
+  r: { recorded: string; recordedAt: string; urn: string },
+  hop: ProbeHop | undefined,
+  log: Log,
+): Promise<string> {
+  const seen = await presentedKeys({ host: t.host, port: t.port }, hop);
+  if (seen.target && keyWords(seen.target) !== keyWords(r.recorded))
+    throw new PlainError(
+      recordedKeyRefusal({ configPath: t.configPath, where: t.where, presented: seen.target, ...r }),
+    );
+  log(
+    `${t.configPath}: trusting ${t.what}'s host key ${fingerprint(r.recorded)}, recorded on first use at ${r.recordedAt} and enforced since (trust-on-first-use)`,
+  );
+  return r.recorded;
 }
 
 /**

@@ -79,78 +79,90 @@ export async function presentedKeys(
 ): Promise<PresentedKeys> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-hostkey-"));
   try {
-    const common = (name: string, pct: string, known: string | undefined) => {
-      const kh = path.join(dir, `${name}.known_hosts`);
-      fs.writeFileSync(kh, known ?? "", { mode: 0o600 });
-      return [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=10",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "CheckHostIP=no",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        `UserKnownHostsFile=${kh}`,
-        "-o",
-        `KnownHostsCommand=${recorder(dir, name)} ${pct}t ${pct}K`,
-      ];
-    };
     const args = [
       "-T",
-      ...common("target", "%", undefined),
+      ...recordingOptions(dir, "target", "%", undefined),
       "-o",
       "StrictHostKeyChecking=yes",
       "-p",
       String(target.port),
     ];
-    if (bastion) {
-      const key = path.join(dir, "bastion.key");
-      fs.writeFileSync(key, (bastion.privateKey ?? "").replace(/\n?$/, "\n"), { mode: 0o600 });
-      const known = bastion.hostKey
-        ? `[${bastion.host}]:${bastion.port} ${keyWords(bastion.hostKey)}\n${bastion.host} ${keyWords(bastion.hostKey)}\n`
-        : undefined;
-      const jump = [
-        "ssh",
-        ...common("bastion", "%%", known),
-        // Unknown bastion key: accepted for this probe only (its key is recorded and returned).
-        "-o",
-        `StrictHostKeyChecking=${bastion.hostKey ? "yes" : "no"}`,
-        "-i",
-        key,
-        "-o",
-        "IdentitiesOnly=yes",
-        "-p",
-        String(bastion.port),
-        "-W",
-        "%h:%p",
-        `${bastion.user}@${bastion.host}`,
-      ];
-      args.push("-o", `ProxyCommand=${jump.map(q).join(" ")}`);
-    }
+    if (bastion) args.push("-o", `ProxyCommand=${jumpCommand(dir, bastion).map(q).join(" ")}`);
     args.push(`gpuhost-hostkey-probe@${target.host}`, "true");
-    const stderr = await new Promise<string>((resolve) => {
-      const child = spawn("ssh", args, { stdio: ["ignore", "ignore", "pipe"], detached: true });
-      let err = "";
-      child.stderr.on("data", (b: Buffer) => (err += b.toString()));
-      const timer = setTimeout(() => {
-        killProcessGroup(child);
-        err += `\nno answer within ${timeoutMs} ms`;
-      }, timeoutMs);
-      child.on("error", (e) => {
-        clearTimeout(timer);
-        resolve(`${err}\n${e.message}`);
-      });
-      child.on("close", () => {
-        clearTimeout(timer);
-        resolve(err);
-      });
-    });
+    const stderr = await sshStderr(args, timeoutMs);
     return { target: recorded(dir, "target"), bastion: recorded(dir, "bastion"), stderr: stderr.trim() };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * ssh's options for the hop NAME: only KNOWN (or nothing) in its known_hosts, and the recorder as its
+ * KnownHostsCommand. PCT is `%` on ssh's own command line, `%%` inside a ProxyCommand.
+ */
+function recordingOptions(dir: string, name: string, pct: string, known: string | undefined): string[] {
+  const kh = path.join(dir, `${name}.known_hosts`);
+  fs.writeFileSync(kh, known ?? "", { mode: 0o600 });
+  return [
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=10",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "CheckHostIP=no",
+    "-o",
+    "GlobalKnownHostsFile=/dev/null",
+    "-o",
+    `UserKnownHostsFile=${kh}`,
+    "-o",
+    `KnownHostsCommand=${recorder(dir, name)} ${pct}t ${pct}K`,
+  ];
+}
+
+/** The ProxyCommand (as argv) that reaches the target through BASTION, recording the bastion's key too. */
+function jumpCommand(dir: string, bastion: ProbeHop): string[] {
+  const key = path.join(dir, "bastion.key");
+  fs.writeFileSync(key, (bastion.privateKey ?? "").replace(/\n?$/, "\n"), { mode: 0o600 });
+  const known = bastion.hostKey
+    ? `[${bastion.host}]:${bastion.port} ${keyWords(bastion.hostKey)}\n${bastion.host} ${keyWords(bastion.hostKey)}\n`
+    : undefined;
+  return [
+    "ssh",
+    ...recordingOptions(dir, "bastion", "%%", known),
+    // Unknown bastion key: accepted for this probe only (its key is recorded and returned).
+    "-o",
+    `StrictHostKeyChecking=${bastion.hostKey ? "yes" : "no"}`,
+    "-i",
+    key,
+    "-o",
+    "IdentitiesOnly=yes",
+    "-p",
+    String(bastion.port),
+    "-W",
+    "%h:%p",
+    `${bastion.user}@${bastion.host}`,
+  ];
+}
+
+/** Runs ssh with ARGS in its own process group, killed after TIMEOUTMS; what it wrote to stderr. */
+function sshStderr(args: string[], timeoutMs: number): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const child = spawn("ssh", args, { stdio: ["ignore", "ignore", "pipe"], detached: true });
+    let err = "";
+    child.stderr.on("data", (b: Buffer) => (err += b.toString()));
+    const timer = setTimeout(() => {
+      killProcessGroup(child);
+      err += `\nno answer within ${timeoutMs} ms`;
+    }, timeoutMs);
+    child.on("error", (e) => {
+      clearTimeout(timer);
+      resolve(`${err}\n${e.message}`);
+    });
+    child.on("close", () => {
+      clearTimeout(timer);
+      resolve(err);
+    });
+  });
 }

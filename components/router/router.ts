@@ -12,7 +12,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { type HostConnectionInput, hostScript } from "../host/script";
-import { keyedHash, StampKey } from "../services/stamp-key";
+import { keyedApiKeyHash } from "../services/stamp-key";
 import type { RouterConfig } from "./schema";
 import { configureStep, hostCheck, installStep, keyFileStdin, keyFileStep, type RouterHostCheck } from "./steps";
 
@@ -83,41 +83,10 @@ export class Router extends pulumi.ComponentResource {
       { connection, script: installed.script, args: installed.args },
       { parent: this },
     );
-
-    const keyStep = keyFileStep();
-    const keyFile = args.apiKey
-      ? hostScript(
-          `${name}-api-key-file`,
-          {
-            connection,
-            script: keyStep.script,
-            args: keyStep.args,
-            stdin: pulumi.secret(args.apiKey.apply(keyFileStdin)),
-            deleteScript: keyStep.deleteScript,
-            deleteArgs: keyStep.deleteArgs,
-          },
-          { parent: this, deleteBeforeReplace: true },
-        )
-      : undefined;
-
-    this.workers = pulumi
-      .all(
-        args.hosts.map((h) =>
-          pulumi.all([h.generating, h.failure]).apply(([generating, failure]) => ({
-            name: h.name,
-            url: h.url,
-            generating,
-            failure,
-          })),
-        ),
-      )
-      .apply(fleetWorkers);
+    const keyFile = args.apiKey ? keyFileCommand(name, connection, args.apiKey, this) : undefined;
+    this.workers = workersOf(args.hosts);
     // A rotated key restarts the router too; keyed with the stack's secret, the stamp says nothing of it.
-    const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
-    const keyHash =
-      args.apiKey && stampKey
-        ? pulumi.all([args.apiKey, stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
-        : pulumi.output("");
+    const keyHash = keyedApiKeyHash(name, args.apiKey, this);
     const urls = this.workers.apply((w) => w.registered.map((r) => r.url));
     const apiKey = args.apiKey !== undefined;
     // Split as the values are known: the unit at once, the config and identity once the gates are
@@ -154,4 +123,42 @@ export class Router extends pulumi.ComponentResource {
       smgVersion: this.smgVersion,
     });
   }
+}
+
+/** The router's key file, written from the secret on stdin (0600); removed with the router. */
+function keyFileCommand(
+  name: string,
+  connection: HostConnectionInput,
+  apiKey: pulumi.Output<string>,
+  parent: pulumi.Resource,
+): ReturnType<typeof hostScript> {
+  const keyStep = keyFileStep();
+  return hostScript(
+    `${name}-api-key-file`,
+    {
+      connection,
+      script: keyStep.script,
+      args: keyStep.args,
+      stdin: pulumi.secret(apiKey.apply(keyFileStdin)),
+      deleteScript: keyStep.deleteScript,
+      deleteArgs: keyStep.deleteArgs,
+    },
+    { parent, deleteBeforeReplace: true },
+  );
+}
+
+/** The hosts whose gate passed, and those left out with why, once every gate's outcome is known. */
+function workersOf(hosts: RouterHost[]): pulumi.Output<FleetWorkers> {
+  return pulumi
+    .all(
+      hosts.map((h) =>
+        pulumi.all([h.generating, h.failure]).apply(([generating, failure]) => ({
+          name: h.name,
+          url: h.url,
+          generating,
+          failure,
+        })),
+      ),
+    )
+    .apply(fleetWorkers);
 }

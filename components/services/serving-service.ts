@@ -14,7 +14,7 @@ import type { DriftFragment } from "../drift/fragments";
 import { restartUnitStep, UNIT_FIELDS, unitContentField } from "../drift/repair";
 import { urlOnHost } from "./endpoint";
 import { configuredServices, initialService, SERVICE_KINDS, type ServiceKind, type ServicesConfig } from "./schema";
-import { keyedHash, StampKey } from "./stamp-key";
+import { keyedApiKeyHash } from "./stamp-key";
 import { pinnedEnvironment, renderUnit, UNIT_DIR, unitHash, unitName } from "./unit";
 
 const SCRIPTS = "components/services/scripts";
@@ -127,6 +127,77 @@ export interface ServiceSteps {
   activate: ServiceStep;
 }
 
+type HostCommand = ReturnType<typeof hostScript>;
+type RenderedUnits = pulumi.Output<RenderedUnit[]>;
+
+/** The API key file, written from the secret on stdin; removed with the service. */
+function apiKeyFileCommand(
+  name: string,
+  connection: HostConnectionInput,
+  apiKey: pulumi.Input<string>,
+  apiKeyFile: string,
+  parent: pulumi.Resource,
+): HostCommand {
+  return hostScript(
+    `${name}-api-key-file`,
+    {
+      connection,
+      script: API_KEY_FILE_SCRIPT,
+      args: [apiKeyFile],
+      stdin: pulumi.secret(pulumi.output(apiKey).apply((k) => `${k}\n`)),
+      deleteScript: `${SCRIPTS}/remove-api-key-file.sh`,
+      deleteArgs: [apiKeyFile],
+    },
+    { parent, deleteBeforeReplace: true },
+  );
+}
+
+/** One install per configured unit (content only, never a restart), after the key file its units read. */
+function unitInstalls(
+  name: string,
+  args: ServingServiceArgs,
+  units: RenderedUnits,
+  keyFile: HostCommand | undefined,
+  parent: pulumi.Resource,
+): HostCommand[] {
+  // The set of units is known from config alone, so resources can be declared before the text is.
+  return configuredServices(args.services).map((kind) =>
+    hostScript(
+      `${name}-unit-${kind}`,
+      {
+        connection: args.connection,
+        ...unitInstallStep(
+          unitName(kind),
+          units.apply((u) => unitContentArg(contentOf(u, kind))),
+        ),
+        deleteScript: `${SCRIPTS}/remove-unit.sh`,
+        deleteArgs: [unitName(kind)],
+      },
+      // Replaced resources must delete first: the old delete would otherwise remove the new unit file.
+      { parent, deleteBeforeReplace: true, dependsOn: keyFile ? [keyFile] : [] },
+    ),
+  );
+}
+
+/**
+ * Each service's restart stamp (its unit, the lock, the API key's keyed hash): a hash, public. The
+ * stamp follows the API key (a rotated key must restart the service), keyed with the stack's secret
+ * StampKey: a plain sha256 of the key in state and on the host would be an offline oracle.
+ */
+function restartStamps(
+  name: string,
+  args: ServingServiceArgs,
+  units: RenderedUnits,
+  parent: pulumi.Resource,
+): pulumi.Output<Partial<Record<ServiceKind, string>>> {
+  const apiKeyHash = keyedApiKeyHash(name, args.apiKey ? pulumi.secret(args.apiKey) : undefined, parent);
+  return pulumi
+    .all([units, args.environmentLock, apiKeyHash])
+    .apply(([u, lock, keyHash]) =>
+      Object.fromEntries(u.map((x) => [x.kind, unitHash(x.content, `${lock}\0${keyHash}`)])),
+    );
+}
+
 export class ServingService extends pulumi.ComponentResource {
   /** The running service's kind (autoregressive | eagle3 | dflash). */
   public readonly activeService: pulumi.Output<ServiceKind>;
@@ -181,54 +252,9 @@ export class ServingService extends pulumi.ComponentResource {
       .apply((jitWorkspace) =>
         renderServiceUnits({ ...args, jitWorkspace, apiKey: args.apiKey !== undefined, apiKeyFile }),
       );
-
-    const keyFile = args.apiKey
-      ? hostScript(
-          `${name}-api-key-file`,
-          {
-            connection: args.connection,
-            script: API_KEY_FILE_SCRIPT,
-            args: [apiKeyFile],
-            stdin: pulumi.secret(pulumi.output(args.apiKey).apply((k) => `${k}\n`)),
-            deleteScript: `${SCRIPTS}/remove-api-key-file.sh`,
-            deleteArgs: [apiKeyFile],
-          },
-          { parent: this, deleteBeforeReplace: true },
-        )
-      : undefined;
-
-    // The set of units is known from config alone, so resources can be declared before the text is.
-    const kinds = configuredServices(s);
-    const installs = kinds.map((kind) =>
-      hostScript(
-        `${name}-unit-${kind}`,
-        {
-          connection: args.connection,
-          ...unitInstallStep(
-            unitName(kind),
-            units.apply((u) => unitContentArg(contentOf(u, kind))),
-          ),
-          deleteScript: `${SCRIPTS}/remove-unit.sh`,
-          deleteArgs: [unitName(kind)],
-        },
-        // Replaced resources must delete first: the old delete would otherwise remove the new unit file.
-        { parent: this, deleteBeforeReplace: true, dependsOn: keyFile ? [keyFile] : [] },
-      ),
-    );
-
-    // The stamp follows the API key (a rotated key must restart the service), keyed with the stack's
-    // secret StampKey: a plain sha256 of the key in state and on the host would be an offline oracle.
-    const stampKey = args.apiKey ? new StampKey(`${name}-stamp-key`, { parent: this }) : undefined;
-    const apiKeyHash =
-      args.apiKey && stampKey
-        ? pulumi.all([pulumi.secret(args.apiKey), stampKey.key]).apply(([k, sk]) => keyedHash(sk, k))
-        : pulumi.output("");
-    // Each service's restart stamp (its unit, the lock, the API key's keyed hash): a hash, public.
-    const stamps = pulumi
-      .all([units, args.environmentLock, apiKeyHash])
-      .apply(([u, lock, keyHash]) =>
-        Object.fromEntries(u.map((x) => [x.kind, unitHash(x.content, `${lock}\0${keyHash}`)])),
-      ) as pulumi.Output<Partial<Record<ServiceKind, string>>>;
+    const keyFile = args.apiKey ? apiKeyFileCommand(name, args.connection, args.apiKey, apiKeyFile, this) : undefined;
+    const installs = unitInstalls(name, args, units, keyFile, this);
+    const stamps = restartStamps(name, args, units, this);
     this.stamps = pulumi.unsecret(stamps);
     const active = initialService(s);
     const stamp = stamps.apply((st) => {

@@ -35,3 +35,17 @@ export class StampKey extends pulumi.dynamic.Resource {
 export function keyedHash(stampKey: string, value: string): string {
   return createHmac("sha256", stampKey).update(value).digest("hex");
 }
+
+/**
+ * APIKEY's hash keyed with the stack's StampKey (made here, as `${name}-stamp-key` under PARENT), for
+ * a stamp that follows the key without saying anything of it; "" (and no StampKey) without a key.
+ */
+export function keyedApiKeyHash(
+  name: string,
+  apiKey: pulumi.Input<string> | undefined,
+  parent: pulumi.Resource,
+): pulumi.Output<string> {
+  if (apiKey === undefined) return pulumi.output("");
+  const stampKey = new StampKey(`${name}-stamp-key`, { parent });
+  return pulumi.all([apiKey, stampKey.key]).apply(([k, sk]) => keyedHash(sk, k));
+}

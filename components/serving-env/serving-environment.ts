@@ -62,23 +62,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
   constructor(name: string, args: ServingEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super("gpuhost:index:ServingEnvironment", name, {}, opts);
     const env = args.environment;
-    const hashLock = checkedConfig(() => {
-      // Fails at preview, before any download, when the pin cannot match the toolkit.
-      checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
-      // Wheels from a remote index are installed only against a hash lock (pip --require-hashes).
-      if (env.requirementsLock !== undefined) {
-        const file = path.resolve(env.requirementsLock);
-        if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
-        const text = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
-        checkLockCudaWheels(text, args.toolkitVersion, "gpuhost:environment.requirementsLock");
-        return text;
-      } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
-        throw new Error(
-          "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
-        );
-      }
-      return undefined;
-    });
+    const hashLock = configuredHashLock(args);
 
     const fingerprint = pulumi.output(args.toolkitFingerprint);
     const lock = fingerprint.apply((f) => environmentLock(env, f, hashLock));
@@ -92,26 +76,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
 
     // The venv needs only the user, so pip downloads while the toolkit installs; the JIT workspace
     // waits for the toolkit's fingerprint (its key).
-    const venv = hostScript(
-      `${name}-venv`,
-      {
-        connection: args.connection,
-        script: `${SCRIPTS}/python-env.sh`,
-        args: [
-          env.venvPath,
-          env.python,
-          args.toolkitVersion,
-          pinsLock(env, hashLock),
-          ...indexArgs(env),
-          ...(hashLock === undefined ? [] : ["--require-hashes"]),
-          "--",
-          ...requirements(env),
-        ],
-        // The lock reaches the host on standard input: too long for an argument, and not a secret.
-        ...(hashLock === undefined ? {} : { stdin: hashLock }),
-      },
-      { parent: this, dependsOn: [user] },
-    );
+    const venv = venvCommand(name, args, hashLock, user, this);
     const jit = hostScript(
       `${name}-jit-cache`,
       {
@@ -121,18 +86,7 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       },
       { parent: this, dependsOn: [user] },
     );
-    if (env.prewarm) {
-      hostScript(
-        `${name}-prewarm`,
-        {
-          connection: args.connection,
-          script: `${SCRIPTS}/prewarm.sh`,
-          args: [env.venvPath, workspace, env.serviceUser, args.cudaHome],
-          triggers: [lock],
-        },
-        { parent: this, dependsOn: [venv, jit] },
-      );
-    }
+    if (env.prewarm) prewarmCommand(name, args, workspace, lock, [venv, jit], this);
 
     const venvReport = venv.stdout.apply(parseKeyValues);
     const pins = pinsLock(env, hashLock);
@@ -159,6 +113,83 @@ export class ServingEnvironment extends pulumi.ComponentResource {
       platform: this.platform,
     });
   }
+}
+
+/** The hash lock the venv is installed from (config `environment.requirementsLock`), checked; none without one. */
+function configuredHashLock(args: ServingEnvironmentArgs): string | undefined {
+  const env = args.environment;
+  return checkedConfig(() => {
+    // Fails at preview, before any download, when the pin cannot match the toolkit.
+    checkTorchMatchesToolkit(env.packages.torch, args.toolkitVersion);
+    // Wheels from a remote index are installed only against a hash lock (pip --require-hashes).
+    if (env.requirementsLock !== undefined) {
+      const file = path.resolve(env.requirementsLock);
+      if (!fs.existsSync(file)) throw new Error(`gpuhost:environment.requirementsLock: ${file} does not exist`);
+      const text = checkHashLock(fs.readFileSync(file, "utf8"), env, "gpuhost:environment.requirementsLock");
+      checkLockCudaWheels(text, args.toolkitVersion, "gpuhost:environment.requirementsLock");
+      return text;
+    } else if (!installsUnderRoot(args.connection) && hasRemoteIndex(env)) {
+      throw new Error(
+        "gpuhost:environment.requirementsLock is required: packages come from a remote index (pip's default or an https:// one), and pip installs from it only with --require-hashes; set it to a requirements file with --hash=sha256 for every package (pip-compile --generate-hashes)",
+      );
+    }
+    return undefined;
+  });
+}
+
+type HostCommand = ReturnType<typeof hostScript>;
+
+/** The venv with the pinned serving stack (python-env.sh), from the hash lock where there is one. */
+function venvCommand(
+  name: string,
+  args: ServingEnvironmentArgs,
+  hashLock: string | undefined,
+  user: HostCommand,
+  parent: pulumi.Resource,
+): HostCommand {
+  const env = args.environment;
+  return hostScript(
+    `${name}-venv`,
+    {
+      connection: args.connection,
+      script: `${SCRIPTS}/python-env.sh`,
+      args: [
+        env.venvPath,
+        env.python,
+        args.toolkitVersion,
+        pinsLock(env, hashLock),
+        ...indexArgs(env),
+        ...(hashLock === undefined ? [] : ["--require-hashes"]),
+        "--",
+        ...requirements(env),
+      ],
+      // The lock reaches the host on standard input: too long for an argument, and not a secret.
+      ...(hashLock === undefined ? {} : { stdin: hashLock }),
+    },
+    { parent, dependsOn: [user] },
+  );
+}
+
+/** The optional JIT pre-warm, run again whenever the environment lock changes. */
+function prewarmCommand(
+  name: string,
+  args: ServingEnvironmentArgs,
+  workspace: pulumi.Output<string>,
+  lock: pulumi.Output<string>,
+  after: HostCommand[],
+  parent: pulumi.Resource,
+): HostCommand {
+  const env = args.environment;
+  return hostScript(
+    `${name}-prewarm`,
+    {
+      connection: args.connection,
+      script: `${SCRIPTS}/prewarm.sh`,
+      args: [env.venvPath, workspace, env.serviceUser, args.cudaHome],
+      triggers: [lock],
+    },
+    { parent, dependsOn: after },
+  );
 }
 
 /**
