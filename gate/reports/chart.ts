@@ -69,57 +69,29 @@ function benchPanels(levels: ChartLevel[], common: Omit<PanelSpec, "top" | "left
       const y = f(l);
       return y === null ? [] : [{ x: l.level, y }];
     });
+  // A latency's median, solid, and its p99, dashed in a lighter shade of the same colour (UNIT: per second).
+  const percentiles = (name: string, colors: [string, string], keys: [LatencyKey, LatencyKey], unit = 1): Series[] =>
+    keys.map((key, i) => ({
+      label: `${name} ${i === 0 ? "p50" : "p99"}`,
+      color: colors[i],
+      ...(i === 0 ? {} : { dashed: true }),
+      points: pick((l) => (l[key] === null ? null : l[key] * unit)),
+    }));
+  const tokens = { label: "output tok/s", color: "#1f77b4", points: pick((l) => l.outputTokensPerSecond) };
+  const ttft = percentiles("TTFT", ["#2ca02c", "#98df8a"], ["ttftP50Seconds", "ttftP99Seconds"]);
+  const itl = percentiles("ITL", ["#9467bd", "#c5b0d5"], ["itlP50Seconds", "itlP99Seconds"], 1000);
+  const e2e = percentiles("E2E", ["#d62728", "#ff9896"], ["e2eP50Seconds", "e2eP99Seconds"]);
   const row1 = { ...common, top: 80 };
   const row2 = { ...common, top: 420 };
   return [
-    panel({
-      ...row1,
-      left: 90,
-      title: "aggregate output tokens/s",
-      yLabel: "tokens/s",
-      series: [{ label: "output tok/s", color: "#1f77b4", points: pick((l) => l.outputTokensPerSecond) }],
-    }),
-    panel({
-      ...row1,
-      left: 520,
-      title: "time to first token",
-      yLabel: "seconds",
-      series: [
-        { label: "TTFT p50", color: "#2ca02c", points: pick((l) => l.ttftP50Seconds) },
-        { label: "TTFT p99", color: "#98df8a", dashed: true, points: pick((l) => l.ttftP99Seconds) },
-      ],
-    }),
-    panel({
-      ...row2,
-      left: 90,
-      title: "inter-token latency (per token)",
-      yLabel: "milliseconds",
-      series: [
-        {
-          label: "ITL p50",
-          color: "#9467bd",
-          points: pick((l) => (l.itlP50Seconds === null ? null : l.itlP50Seconds * 1000)),
-        },
-        {
-          label: "ITL p99",
-          color: "#c5b0d5",
-          dashed: true,
-          points: pick((l) => (l.itlP99Seconds === null ? null : l.itlP99Seconds * 1000)),
-        },
-      ],
-    }),
-    panel({
-      ...row2,
-      left: 520,
-      title: "end-to-end latency",
-      yLabel: "seconds",
-      series: [
-        { label: "E2E p50", color: "#d62728", points: pick((l) => l.e2eP50Seconds) },
-        { label: "E2E p99", color: "#ff9896", dashed: true, points: pick((l) => l.e2eP99Seconds) },
-      ],
-    }),
+    panel({ ...row1, left: 90, title: "aggregate output tokens/s", yLabel: "tokens/s", series: [tokens] }),
+    panel({ ...row1, left: 520, title: "time to first token", yLabel: "seconds", series: ttft }),
+    panel({ ...row2, left: 90, title: "inter-token latency (per token)", yLabel: "milliseconds", series: itl }),
+    panel({ ...row2, left: 520, title: "end-to-end latency", yLabel: "seconds", series: e2e }),
   ];
 }
+
+type LatencyKey = Exclude<keyof ChartLevel, "level" | "outputTokensPerSecond" | "mode">;
 
 /** The knee, or "not saturated up to C=N" with its lower bound: never the last level called saturation. */
 function headline(
