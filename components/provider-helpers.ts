@@ -102,8 +102,11 @@ export function providerInputs<S extends z.ZodRawShape>(
     replaceKeys,
     check: (news) => {
       const failures: CheckFailure[] = [];
-      for (const [key, field] of fields(keys))
-        if (!holdsUnknown(news[key])) failures.push(...fieldFailures(key, field, news[key]));
+      for (const [key, field] of fields(keys)) {
+        if (holdsUnknown(news[key])) continue;
+        const r = field.safeParse(news[key]);
+        if (!r.success) failures.push(...fieldFailures(key, r.error));
+      }
       return { inputs: news, failures };
     },
     decode: <K extends keyof Decoded<S> & string>(props: Record<string, unknown>, only?: readonly K[]) => {
@@ -113,10 +116,11 @@ export function providerInputs<S extends z.ZodRawShape>(
         const r = field.safeParse(props[key]);
         if (r.success) {
           if (r.data !== undefined) out[key] = r.data;
-        } else failures.push(...fieldFailures(key, field, props[key]));
+        } else failures.push(...fieldFailures(key, r.error));
       }
-      if (failures.length > 0)
-        throw new Error(`the resource's inputs are not valid: ${failures.map((f) => f.reason).join("; ")}`);
+      // Each reason names its input (a reason about the whole input says it first).
+      const named = failures.map((f) => (f.reason.startsWith(f.property) ? f.reason : `${f.property}: ${f.reason}`));
+      if (failures.length > 0) throw new Error(`the resource's inputs are not valid: ${named.join("; ")}`);
       // Each key was parsed by its own field of the schema: the object is that schema's output.
       return out as Pick<Decoded<S>, K>;
     },
@@ -131,11 +135,9 @@ export function providerInputs<S extends z.ZodRawShape>(
   };
 }
 
-/** FIELD's failures for the input KEY, by property, with the path inside it in the reason. */
-function fieldFailures(key: string, field: z.ZodType, value: unknown): CheckFailure[] {
-  const r = field.safeParse(value);
-  if (r.success) return [];
-  return r.error.issues.map((issue) => ({
+/** The input KEY's failures, by property, with the path inside it in the reason. */
+function fieldFailures(key: string, error: z.ZodError): CheckFailure[] {
+  return error.issues.map((issue) => ({
     property: key,
     reason: issue.path.length > 0 ? `${[key, ...issue.path.map(String)].join(".")}: ${issue.message}` : issue.message,
   }));
