@@ -194,6 +194,17 @@ export function benchStatus(s: VerdictInput & Pick<BenchResult, "deadlinePassed"
   return verdict.complete ? EXIT.ok : EXIT.incomplete;
 }
 
+/** A finished level's line: its throughput, errors and first-token time; an open level's sent, planned and achieved rates. */
+function levelLine(l: Extract<BenchProgress, { kind: "level" }>["summary"]): string {
+  const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
+  const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
+  const rate =
+    l.mode === "open"
+      ? `, sent ${l.sentRequestsPerSecond?.toFixed(2) ?? "n/a"} of ${l.plannedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s planned (dispatch lag p99 ${duration(l.dispatchLagP99Seconds)}${l.clientLimited ? ": the client fell behind" : ""}), achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s`
+      : "";
+  return `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${duration(l.ttftP50Seconds)}${rate}${verdict}`;
+}
+
 /**
  * Live progress: one rewritten line on a terminal; otherwise one line per stage and level. On any
  * output, a line at least every `intervalMs` (elapsed, requests and tokens so far), so a run that
@@ -240,18 +251,7 @@ export function progressPrinter(io: CliIo, intervalMs = 10_000): ((e: BenchProgr
       totals = e.sinceStart;
       now = `${e.stage} (${e.detail})`;
       line(`[bench] ${e.stage}: ${e.detail}`);
-    } else {
-      const l = e.summary;
-      const verdict = l.withinErrorBudget ? "" : ` FAILED: error rate ${(l.errorRate * 100).toFixed(1)} % over budget`;
-      const name = l.mode === "open" ? levelName(l) : `concurrency ${l.level}`;
-      const rate =
-        l.mode === "open"
-          ? `, sent ${l.sentRequestsPerSecond?.toFixed(2) ?? "n/a"} of ${l.plannedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s planned (dispatch lag p99 ${duration(l.dispatchLagP99Seconds)}${l.clientLimited ? ": the client fell behind" : ""}), achieved ${l.achievedRequestsPerSecond?.toFixed(2) ?? "n/a"} req/s`
-          : "";
-      line(
-        `[bench] ${name}: ${l.outputTokensPerSecond.toFixed(1)} tok/s, ${l.errors}/${l.requests} errors, TTFT p50 ${duration(l.ttftP50Seconds)}${rate}${verdict}`,
-      );
-    }
+    } else line(levelLine(e.summary));
   };
   return Object.assign(fn, {
     finish() {

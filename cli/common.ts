@@ -119,7 +119,6 @@ export async function runCommand<T extends FlagTable>(
   const parent = io.signal;
   const onParent = () => controller.abort(new Interrupted("the caller"));
   parent?.addEventListener("abort", onParent, { once: true });
-  let interrupts = 0;
   let grace: NodeJS.Timeout | undefined;
   const interrupted = new Promise<number>((resolve) =>
     controller.signal.addEventListener(
@@ -131,32 +130,8 @@ export async function runCommand<T extends FlagTable>(
       { once: true },
     ),
   );
-  const onSignal = (name: string) => () => {
-    // The terminal may be gone (SIGHUP): a write to it then fails (EIO), and that failure must not
-    // end this process before the body has wound down (it stops the engine and removes its lock).
-    if (name === "SIGHUP") quietWriteErrors();
-    interrupts++;
-    if (interrupts > 1) process.exit(EXIT.interrupted);
-    if (!options.interruptIsStop) io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
-    controller.abort(new Interrupted(name));
-  };
   const real = io.stdout === process.stdout && parent === undefined;
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  const onHup = onSignal("SIGHUP");
-  // A write that fails because the output is gone (EIO: the terminal closed, maybe before its SIGHUP
-  // is handled; EPIPE: the reader left) is a hangup too, not a crash that would leave the engine.
-  const onGone = () => {
-    quietWriteErrors();
-    if (!controller.signal.aborted) controller.abort(new Interrupted("SIGHUP"));
-  };
-  if (real) {
-    process.on("SIGINT", onInt);
-    process.on("SIGTERM", onTerm);
-    process.on("SIGHUP", onHup);
-    process.stdout.on("error", onGone);
-    process.stderr.on("error", onGone);
-  }
+  const unlisten = real ? onProcessInterrupts(controller, io, options) : () => undefined;
   const prefix = spec.invocation ? spec.name : `gpuhost ${spec.name}`;
   try {
     const values = parseFlags(spec.flags, argv);
@@ -176,14 +151,46 @@ export async function runCommand<T extends FlagTable>(
   } finally {
     clearTimeout(grace);
     parent?.removeEventListener("abort", onParent);
-    if (real) {
-      process.off("SIGINT", onInt);
-      process.off("SIGTERM", onTerm);
-      process.off("SIGHUP", onHup);
-      process.stdout.off("error", onGone);
-      process.stderr.off("error", onGone);
-    }
+    unlisten();
   }
+}
+
+/**
+ * The process's SIGINT, SIGTERM and SIGHUP, and its output going away, abort CONTROLLER (a second
+ * signal quits at once); returns what removes the listeners.
+ */
+function onProcessInterrupts(controller: AbortController, io: CliIo, options: RunOptions): () => void {
+  let interrupts = 0;
+  const onSignal = (name: string) => () => {
+    // The terminal may be gone (SIGHUP): a write to it then fails (EIO), and that failure must not
+    // end this process before the body has wound down (it stops the engine and removes its lock).
+    if (name === "SIGHUP") quietWriteErrors();
+    interrupts++;
+    if (interrupts > 1) process.exit(EXIT.interrupted);
+    if (!options.interruptIsStop) io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
+    controller.abort(new Interrupted(name));
+  };
+  const onInt = onSignal("SIGINT");
+  const onTerm = onSignal("SIGTERM");
+  const onHup = onSignal("SIGHUP");
+  // A write that fails because the output is gone (EIO: the terminal closed, maybe before its SIGHUP
+  // is handled; EPIPE: the reader left) is a hangup too, not a crash that would leave the engine.
+  const onGone = () => {
+    quietWriteErrors();
+    if (!controller.signal.aborted) controller.abort(new Interrupted("SIGHUP"));
+  };
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  process.on("SIGHUP", onHup);
+  process.stdout.on("error", onGone);
+  process.stderr.on("error", onGone);
+  return () => {
+    process.off("SIGINT", onInt);
+    process.off("SIGTERM", onTerm);
+    process.off("SIGHUP", onHup);
+    process.stdout.off("error", onGone);
+    process.stderr.off("error", onGone);
+  };
 }
 
 const ignore = () => undefined;

@@ -21,8 +21,8 @@ import { compareCsv } from "../gate/reports/csv";
 import { compareJson, compareText } from "../gate/reports/compare-report";
 import { roofline } from "../physics/roofline";
 import { hostPhysics, PHYSICS_FLAGS } from "./physics-flags";
-import { runComparison } from "../gate/plan/compare-run";
-import { BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/base/schema";
+import { runComparison, type CompareHooks, type CompareResult } from "../gate/plan/compare-run";
+import { type BenchPlan, BenchPlanSchema, CONCURRENCY_REASON, MAX_CONCURRENCY } from "../gate/base/schema";
 import { MAX_TOKENS_BOUND } from "./bench";
 import { ANSWERS_FLAG, answersOption } from "./verify";
 import {
@@ -201,101 +201,123 @@ function spelledAsBench(values: Values<typeof COMPARE.flags>, io: CliIo) {
   };
 }
 
+type CompareValues = Values<typeof COMPARE.flags>;
+
 export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<number> {
   return runCommand(COMPARE, argv, io, async (values, signal) => {
     if (values.concurrency && values.rate) throw new UsageError("--concurrency and --rate exclude each other");
     const knobs = spelledAsBench(values, io);
     const services = values.services.split(",").map((s) => service(s.trim()));
-    const drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>> = {};
-    for (const d of values.draft) {
-      const eq = d.indexOf("=");
-      const s = service(eq > 0 ? d.slice(0, eq) : d);
-      if (s === "autoregressive" || eq < 0)
-        throw new UsageError(`--draft takes eagle3=PATH or dflash=PATH, got ${JSON.stringify(d)}`);
-      drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: d.slice(eq + 1) };
-    }
-    for (const s of services)
-      if (s !== "autoregressive" && !drafts[s])
-        drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: "(not given)" };
-    // The host's one plan, from the flags bench reads the same way (cli/common.ts workloadPlan),
-    // over compare's own defaults: its levels, one request per slot, an hour per request.
-    const plan = BenchPlanSchema.safeParse({
-      ...workloadPlan(values),
-      concurrency: values.rate ? undefined : (values.concurrency ?? DEFAULT_LEVELS),
-      repeats: values.repeats,
-      sweepMaxTokens: knobs.maxTokens,
-      requestsPerConcurrency: knobs.requestsPerConcurrency,
-      requestTimeoutSeconds: 3600,
-      errorBudget: values["error-budget"],
-    });
-    if (!plan.success) throw new UsageError(schemaIssues(plan.error));
-    const timeScale = values["time-scale"];
-    const jobOptions = JobSchema.safeParse({
-      purpose: values.purpose,
-      completions: values.completions,
-      outputTokensPerCompletion: values.tokens,
-      deadlineDays: values["deadline-days"],
-      gpuHourCost: values["gpu-hour-cost"],
-      gpusPerHost: values.gpus,
-    });
-    if (!jobOptions.success) throw new UsageError(schemaIssues(jobOptions.error));
+    const drafts = draftsOf(values.draft, services);
+    const plan = comparePlan(values, knobs);
+    const job = compareJob(values);
     const physics = await hostPhysics(
       // --gpus is compare's own (the cost); it is the tensor-parallel count only with --gpu.
-      { ...values, gpus: values.gpu === undefined ? undefined : (values.gpus ?? jobOptions.data.gpusPerHost) },
-      jobOptions.data.outputTokensPerCompletion,
+      { ...values, gpus: values.gpu === undefined ? undefined : (values.gpus ?? job.gpusPerHost) },
+      job.outputTokensPerCompletion,
     );
-    const unit = (s: ServiceName) => `sglang-${s}.service`;
-    const activate = values["activate-command"];
-    const identity = values["identity-command"];
+    const timeScale = values["time-scale"];
     const result = await runComparison(
       {
-        endpoint: {
-          url: values.endpoint,
-          model: values.model,
-          apiKey: apiKeyOption(values),
-        },
+        endpoint: { url: values.endpoint, model: values.model, apiKey: apiKeyOption(values) },
         services,
         drafts,
         acceptanceFloor: AcceptanceFloorSchema.parse(values["acceptance-floor"]),
-        plan: plan.data,
+        plan,
         timeScale,
-        verifyPolicy: {
-          deadlineSeconds: 1800 / timeScale + 60,
-          thinkingToggle: true,
-          answers: answersOption(values),
-        },
-        job: jobOptions.data,
+        verifyPolicy: { deadlineSeconds: 1800 / timeScale + 60, thinkingToggle: true, answers: answersOption(values) },
+        job,
         auto: values.auto === true,
         restore: service(values.restore),
         cacheFile: values.cache,
       },
-      {
-        activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),
-        identity: async (s) =>
-          identity
-            ? createHash("sha256")
-                .update(await run(commandArgv(identity, unit(s)), signal))
-                .digest("hex")
-            : `unverified:${s}:${Date.now()}`,
-        onProgress: (line) => io.stderr.write(`[compare] ${line}\n`),
-      },
+      commandHooks(values, signal, io),
     );
-    if (values.json) writeFileSync(values.json, JSON.stringify(compareJson(result), null, 1) + "\n");
-    if (values.csv) writeFileSync(values.csv, compareCsv(result));
-    if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
-    io.stdout.write(
-      compareText(
-        result,
-        physics &&
-          ((c) =>
-            roofline(physics.model, physics.host, { concurrency: c, tokensPerSecond: 0 }).atConcurrency?.roofline ??
-            NaN),
-      ),
-    );
-    if (!result.comparison) return EXIT.failed;
-    // As bench: a level over the error budget is excluded from every figure, and the run says so.
-    if (result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget))) return EXIT.errorBudget;
-    // As bench: a level that is not certified is excluded from every figure, and the run says so.
-    return result.outcomes.some((o) => uncertifiedLevels(o.sweep, plan.data).length > 0) ? EXIT.uncertified : EXIT.ok;
+    writeReports(values, result);
+    const ceiling =
+      physics &&
+      ((c: number) =>
+        roofline(physics.model, physics.host, { concurrency: c, tokensPerSecond: 0 }).atConcurrency?.roofline ?? NaN);
+    io.stdout.write(compareText(result, ceiling));
+    return exitOf(result, plan);
   });
+}
+
+/** --draft eagle3=PATH / dflash=PATH; a speculative service compared without one is said to have none. */
+function draftsOf(given: string[], services: ServiceName[]) {
+  const drafts: Partial<Record<ServiceName, { algorithm: string; draftModelPath: string }>> = {};
+  for (const d of given) {
+    const eq = d.indexOf("=");
+    const s = service(eq > 0 ? d.slice(0, eq) : d);
+    if (s === "autoregressive" || eq < 0)
+      throw new UsageError(`--draft takes eagle3=PATH or dflash=PATH, got ${JSON.stringify(d)}`);
+    drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: d.slice(eq + 1) };
+  }
+  for (const s of services)
+    if (s !== "autoregressive" && !drafts[s])
+      drafts[s] = { algorithm: s === "eagle3" ? "EAGLE3" : "DFLASH", draftModelPath: "(not given)" };
+  return drafts;
+}
+
+/**
+ * The host's one plan, from the flags bench reads the same way (cli/common.ts workloadPlan), over
+ * compare's own defaults: its levels, one request per slot, an hour per request.
+ */
+function comparePlan(values: CompareValues, knobs: ReturnType<typeof spelledAsBench>) {
+  const plan = BenchPlanSchema.safeParse({
+    ...workloadPlan(values),
+    concurrency: values.rate ? undefined : (values.concurrency ?? DEFAULT_LEVELS),
+    repeats: values.repeats,
+    sweepMaxTokens: knobs.maxTokens,
+    requestsPerConcurrency: knobs.requestsPerConcurrency,
+    requestTimeoutSeconds: 3600,
+    errorBudget: values["error-budget"],
+  });
+  if (!plan.success) throw new UsageError(schemaIssues(plan.error));
+  return plan.data;
+}
+
+/** The job the recommendation is costed for. */
+function compareJob(values: CompareValues) {
+  const job = JobSchema.safeParse({
+    purpose: values.purpose,
+    completions: values.completions,
+    outputTokensPerCompletion: values.tokens,
+    deadlineDays: values["deadline-days"],
+    gpuHourCost: values["gpu-hour-cost"],
+    gpusPerHost: values.gpus,
+  });
+  if (!job.success) throw new UsageError(schemaIssues(job.error));
+  return job.data;
+}
+
+/** The user's commands as the comparison's hooks: each run as argv, its output hashed as the unit's identity. */
+function commandHooks(values: CompareValues, signal: AbortSignal, io: CliIo): CompareHooks {
+  const unit = (s: ServiceName) => `sglang-${s}.service`;
+  const activate = values["activate-command"];
+  const identity = values["identity-command"];
+  return {
+    activate: async (s) => void (await run(commandArgv(activate, unit(s)), signal)),
+    identity: async (s) =>
+      identity
+        ? createHash("sha256")
+            .update(await run(commandArgv(identity, unit(s)), signal))
+            .digest("hex")
+        : `unverified:${s}:${Date.now()}`,
+    onProgress: (line) => io.stderr.write(`[compare] ${line}\n`),
+  };
+}
+
+/** --json, --csv, --chart: the files asked for. */
+function writeReports(values: CompareValues, result: CompareResult): void {
+  if (values.json) writeFileSync(values.json, JSON.stringify(compareJson(result), null, 1) + "\n");
+  if (values.csv) writeFileSync(values.csv, compareCsv(result));
+  if (values.chart) writeFileSync(values.chart, compareChart(result, values.model ?? values.endpoint));
+}
+
+/** As bench: a level over the error budget, or one not certified, is excluded from every figure, and the run says so. */
+function exitOf(result: CompareResult, plan: BenchPlan): number {
+  if (!result.comparison) return EXIT.failed;
+  if (result.outcomes.some((o) => o.sweep.some((l) => !l.withinErrorBudget))) return EXIT.errorBudget;
+  return result.outcomes.some((o) => uncertifiedLevels(o.sweep, plan).length > 0) ? EXIT.uncertified : EXIT.ok;
 }

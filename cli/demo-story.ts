@@ -18,7 +18,7 @@ import { compareJson, compareText } from "../gate/reports/compare-report";
 import { findGpu } from "../physics/gpus";
 import { modelFacts } from "../physics/model-config";
 import { DEFAULT_MEM_FRACTION_STATIC, roofline, rooflineLines } from "../physics/roofline";
-import { runComparison, type CompareResult } from "../gate/plan/compare-run";
+import { runComparison, type CompareOptions, type CompareResult } from "../gate/plan/compare-run";
 import { BenchPlanSchema, VerifyPolicySchema, type BenchPlanInput, type VerifyPolicyInput } from "../gate/base/schema";
 import { verify } from "../gate/readiness/verify";
 import { checkHealth, healthDrift, recordHealth } from "../gate/health/health";
@@ -139,6 +139,25 @@ export interface StoryOptions {
 }
 
 export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
+  const story = await storyHost(o);
+  const { host, argv } = story;
+  try {
+    const result = await runComparison(storyComparison(o, story), {
+      activate: (s) => host.activate(argv(s)),
+      identity: async (s) => argv(s).join(" "),
+      onProgress: (line) => o.say(`  ${line}`),
+    });
+    await reportStory(o, story, result);
+    return result;
+  } finally {
+    await host.stop();
+  }
+}
+
+type StoryHost = Awaited<ReturnType<typeof storyHost>>;
+
+/** The story stack's services on a simulated host of the profile, each unit's command line said. */
+async function storyHost(o: StoryOptions) {
   const doc = parse(fs.readFileSync(path.join(o.projectRoot, "stacks", "Pulumi.story.yaml"), "utf8")) as {
     config: Record<string, unknown>;
   };
@@ -159,66 +178,64 @@ export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
   o.say(`  profile: ${loadProfile(profile).description}`);
   for (const kind of ["autoregressive", "eagle3", "dflash"] as const)
     o.say(`  sglang-${kind}.service: python3 -m sglang.launch_server ${argv(kind).join(" ")}`);
-  try {
-    const result = await runComparison(
-      {
-        endpoint,
-        services: ["autoregressive", "eagle3", "dflash"],
-        drafts: {
-          eagle3: { algorithm: "EAGLE3", draftModelPath: services.eagle3!.draftModelPath },
-          dflash: { algorithm: "DFLASH", draftModelPath: services.dflash!.draftModelPath },
-        },
-        acceptanceFloor: STORY_ACCEPTANCE_FLOOR,
-        // Training-data generation: chat and code prompts, thinking off, ~2,000-token completions.
-        plan: BenchPlanSchema.parse({
-          mix: { chat: 1, code: 1 },
-          sweepMaxTokens: o.outputTokens,
-          thinking: false,
-          concurrency: o.levels,
-          requestsPerConcurrency: o.requestsPerConcurrency ?? 1,
-          repeats: 1,
-          requestTimeoutSeconds: 7200,
-          certification: o.certification,
-        }),
-        timeScale: o.timeScale,
-        verifyPolicy,
-        job: {
-          purpose: "batch",
-          completions: workload.completions ?? 900_000,
-          outputTokensPerCompletion: workload.outputTokensPerCompletion ?? 2000,
-          deadlineDays: workload.deadlineDays ?? 7,
-          gpusPerHost: 8,
-        },
-        auto: true,
-        restore: "autoregressive",
-      },
-      {
-        activate: (s) => host.activate(argv(s)),
-        identity: async (s) => argv(s).join(" "),
-        onProgress: (line) => o.say(`  ${line}`),
-      },
-    );
-    fs.mkdirSync(o.outDir, { recursive: true });
-    const base = path.join(o.outDir, which === "seeds" ? "story-compare" : `story-compare-${which}`);
-    fs.writeFileSync(`${base}.json`, JSON.stringify(compareJson(result), null, 1) + "\n");
-    fs.writeFileSync(`${base}.csv`, compareCsv(result));
-    fs.writeFileSync(`${base}.svg`, compareChart(result, services.servedModelName ?? services.modelPath));
-    o.say("");
-    o.say(compareText(result));
-    const chosen = result.comparison?.plans.find((p) => p.service === result.comparison?.recommended);
-    o.say(
-      `Where ${chosen ? `${chosen.service}'s sustained figure` : "the host"} stands (${STORY_MODEL_CONFIG} on the profile's GPUs, docs/physics.md):`,
-    );
-    // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
-    for (const line of storyRoofline(o, profile, services.memFractionStatic ?? DEFAULT_MEM_FRACTION_STATIC, chosen))
-      o.say(`  ${line}`);
-    // The service the comparison left active (the recommended one, or the one it restored).
-    const speculative =
-      result.activeAfter === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };
-    for (const line of await storyHealthCheck(endpoint, speculative, verifyPolicy, o.timeScale)) o.say(line);
-    o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
-    return result;
-  } finally {
-    await host.stop();
-  }
+  return { services, argv, which, profile, host, endpoint, verifyPolicy, workload };
+}
+
+/** The story's comparison: its three services, training-data generation's plan, the story's job. */
+function storyComparison(o: StoryOptions, story: StoryHost): CompareOptions {
+  const { services, workload } = story;
+  return {
+    endpoint: story.endpoint,
+    services: ["autoregressive", "eagle3", "dflash"],
+    drafts: {
+      eagle3: { algorithm: "EAGLE3", draftModelPath: services.eagle3!.draftModelPath },
+      dflash: { algorithm: "DFLASH", draftModelPath: services.dflash!.draftModelPath },
+    },
+    acceptanceFloor: STORY_ACCEPTANCE_FLOOR,
+    // Training-data generation: chat and code prompts, thinking off, ~2,000-token completions.
+    plan: BenchPlanSchema.parse({
+      mix: { chat: 1, code: 1 },
+      sweepMaxTokens: o.outputTokens,
+      thinking: false,
+      concurrency: o.levels,
+      requestsPerConcurrency: o.requestsPerConcurrency ?? 1,
+      repeats: 1,
+      requestTimeoutSeconds: 7200,
+      certification: o.certification,
+    }),
+    timeScale: o.timeScale,
+    verifyPolicy: story.verifyPolicy,
+    job: {
+      purpose: "batch",
+      completions: workload.completions ?? 900_000,
+      outputTokensPerCompletion: workload.outputTokensPerCompletion ?? 2000,
+      deadlineDays: workload.deadlineDays ?? 7,
+      gpusPerHost: 8,
+    },
+    auto: true,
+    restore: "autoregressive",
+  };
+}
+
+/** The comparison's files and text, where the chosen service stands, and its health on the host it was left on. */
+async function reportStory(o: StoryOptions, story: StoryHost, result: CompareResult): Promise<void> {
+  const { services, which, profile } = story;
+  fs.mkdirSync(o.outDir, { recursive: true });
+  const base = path.join(o.outDir, which === "seeds" ? "story-compare" : `story-compare-${which}`);
+  fs.writeFileSync(`${base}.json`, JSON.stringify(compareJson(result), null, 1) + "\n");
+  fs.writeFileSync(`${base}.csv`, compareCsv(result));
+  fs.writeFileSync(`${base}.svg`, compareChart(result, services.servedModelName ?? services.modelPath));
+  o.say("");
+  o.say(compareText(result));
+  const chosen = result.comparison?.plans.find((p) => p.service === result.comparison?.recommended);
+  o.say(
+    `Where ${chosen ? `${chosen.service}'s sustained figure` : "the host"} stands (${STORY_MODEL_CONFIG} on the profile's GPUs, docs/physics.md):`,
+  );
+  // The plan CLI's default where the stack leaves SGLang to choose (the story sets 0.85).
+  for (const line of storyRoofline(o, profile, services.memFractionStatic ?? DEFAULT_MEM_FRACTION_STATIC, chosen))
+    o.say(`  ${line}`);
+  // The service the comparison left active (the recommended one, or the one it restored).
+  const speculative = result.activeAfter === "autoregressive" ? undefined : { acceptanceFloor: STORY_ACCEPTANCE_FLOOR };
+  for (const line of await storyHealthCheck(story.endpoint, speculative, story.verifyPolicy, o.timeScale)) o.say(line);
+  o.say(`Written: ${base}.json, ${base}.csv, ${base}.svg`);
 }

@@ -2,7 +2,8 @@
  * What gpuhost's dynamic-provider implementations share (VerifiedGeneration, ServiceComparison,
  * FleetVerification, ToolkitState): the process guard when hosted by the engine, and the typed
  * inputs kit: each provider declares its inputs once, as one zod schema and the keys whose change
- * replaces, and its check, diff and input picking derive from that declaration. Loaded normally by
+ * replaces, and its check, diff, input picking and typed decoding derive from that declaration, so
+ * no provider casts what the engine hands it. Loaded normally by
  * the implementations, never serialized (the state holds only components/call-time-provider.ts's
  * object).
  */
@@ -41,20 +42,33 @@ export interface ProviderDiff {
   stables: string[];
 }
 
+/** The inputs as the provider's code reads them: its schema's output. */
+export type Decoded<S extends z.ZodRawShape> = z.output<z.ZodObject<S>>;
+
 /** A provider's inputs, declared once (providerInputs): everything about them derives from this. */
-export interface ProviderInputs {
+export interface ProviderInputs<S extends z.ZodRawShape> {
   /** Every input key, in the schema's order. */
-  readonly keys: readonly string[];
+  readonly keys: readonly (keyof S & string)[];
   /** The inputs whose change replaces the resource (a fresh measurement). */
-  readonly replaceKeys: readonly string[];
+  readonly replaceKeys: readonly (keyof S & string)[];
   /**
    * The engine's check: each input validated by its own field of the schema, by property (the
    * path inside it in the reason); an input not known yet (preview) is not judged. The inputs are
    * returned as given: validation never rewrites what the state records.
    */
   readonly check: (news: Record<string, unknown>) => { inputs: Record<string, unknown>; failures: CheckFailure[] };
-  /** The inputs of a state or of new inputs (keys that are set). */
-  readonly pick: (props: Record<string, unknown>) => Record<string, unknown>;
+  /**
+   * The typed inputs of new inputs or of a state, each parsed by its own field of the schema (its
+   * defaults filled in), or an error naming every input that is not what the schema says. ONLY:
+   * the inputs this method reads (a refresh decodes only those, so an older state's input it does
+   * not use never fails it). For the code that runs; what the state records stays `pick`'s.
+   */
+  readonly decode: <K extends keyof Decoded<S> & string = keyof Decoded<S> & string>(
+    props: Record<string, unknown>,
+    only?: readonly K[],
+  ) => Pick<Decoded<S>, K>;
+  /** The inputs of a state or of new inputs (keys that are set), as given. */
+  readonly pick: <P extends object>(props: P) => Pick<P, Extract<keyof P, keyof S>>;
   /** What the provider recorded beside its inputs (and without inputs it no longer has). */
   readonly measured: (props: Record<string, unknown>) => Record<string, unknown>;
   /**
@@ -77,35 +91,56 @@ export interface ProviderInputs {
 export function providerInputs<S extends z.ZodRawShape>(
   schema: z.ZodObject<S>,
   o: { replaces: readonly (keyof S & string)[]; retired?: readonly string[] },
-): ProviderInputs {
-  const keys = Object.keys(schema.shape);
+): ProviderInputs<S> {
+  const keys = Object.keys(schema.shape) as (keyof S & string)[];
   const replaceKeys = [...o.replaces];
   const notMeasured = [...keys, ...(o.retired ?? [])];
+  const fields = (only: readonly string[]) =>
+    only.map((key): [string, z.ZodType] => [key, schema.shape[key] as z.ZodType]);
   return {
     keys,
     replaceKeys,
     check: (news) => {
       const failures: CheckFailure[] = [];
-      for (const [key, field] of Object.entries(schema.shape) as [string, z.ZodType][]) {
+      for (const [key, field] of fields(keys)) {
         if (holdsUnknown(news[key])) continue;
         const r = field.safeParse(news[key]);
-        if (r.success) continue;
-        for (const issue of r.error.issues)
-          failures.push({
-            property: key,
-            reason:
-              issue.path.length > 0 ? `${[key, ...issue.path.map(String)].join(".")}: ${issue.message}` : issue.message,
-          });
+        if (!r.success) failures.push(...fieldFailures(key, r.error));
       }
       return { inputs: news, failures };
     },
-    pick: (props) => pickKeys(props, keys),
+    decode: <K extends keyof Decoded<S> & string>(props: Record<string, unknown>, only?: readonly K[]) => {
+      const out: Record<string, unknown> = {};
+      const failures: CheckFailure[] = [];
+      for (const [key, field] of fields(only ?? keys)) {
+        const r = field.safeParse(props[key]);
+        if (r.success) {
+          if (r.data !== undefined) out[key] = r.data;
+        } else failures.push(...fieldFailures(key, r.error));
+      }
+      // Each reason names its input (a reason about the whole input says it first).
+      const named = failures.map((f) => (f.reason.startsWith(f.property) ? f.reason : `${f.property}: ${f.reason}`));
+      if (failures.length > 0) throw new Error(`the resource's inputs are not valid: ${named.join("; ")}`);
+      // Each key was parsed by its own field of the schema: the object is that schema's output.
+      return out as Pick<Decoded<S>, K>;
+    },
+    // Only keys the props have are kept: the props' own type holds for what is picked.
+    pick: <P extends object>(props: P) =>
+      pickKeys(props as Record<string, unknown>, keys) as Pick<P, Extract<keyof P, keyof S>>,
     measured: (props) => omitKeys(props, notMeasured),
     diff: (olds, news, d) => {
       const replaces = [...replaceKeys.filter((k) => stable(olds[k]) !== stable(news[k])), ...(d.extraReplaces ?? [])];
       return inputsDiff(olds, news, keys, replaces, d.stables);
     },
   };
+}
+
+/** The input KEY's failures, by property, with the path inside it in the reason. */
+function fieldFailures(key: string, error: z.ZodError): CheckFailure[] {
+  return error.issues.map((issue) => ({
+    property: key,
+    reason: issue.path.length > 0 ? `${[key, ...issue.path.map(String)].join(".")}: ${issue.message}` : issue.message,
+  }));
 }
 
 /** The KEYS of PROPS that are set. */

@@ -241,77 +241,19 @@ function parseQuant<T extends z.ZodType>(schema: T, q: unknown, method: string):
   return r.data;
 }
 
-function quantizerOf(q: z.infer<typeof QuantizationSchema> | undefined): Quantizer | null {
+function quantizerOf(q: Quantization | undefined): Quantizer | null {
   if (!q) return null;
   const method = q.quant_method;
   switch (method) {
-    case "compressed-tensors": {
-      const ct = parseQuant(CompressedTensorsSchema, q, method);
-      const groups = Object.values(ct.config_groups).flatMap((g) => (g.weights ? [{ ...g, weights: g.weights }] : []));
-      const w0 = groups[0]?.weights;
-      return {
-        label: w0 ? `${w0.type}${w0.num_bits} group ${w0.group_size ?? "per-channel"} (compressed-tensors)` : method,
-        bytesFor(name) {
-          if (ct.ignore.some((p) => matches(p, name))) return null;
-          const w = groups.find((g) => g.targets.some((t) => matches(t, name)))?.weights;
-          if (!w) return null;
-          // One BF16 scale per group (and a packed zero point per group when asymmetric).
-          const perGroup = 2 + (w.symmetric === false ? w.num_bits / 8 : 0);
-          return w.num_bits / 8 + (w.group_size ? perGroup / w.group_size : 0);
-        },
-      };
-    }
-    case "fp8": {
-      const f = parseQuant(
-        z.looseObject({
-          weight_block_size: z.array(count).length(2).nullish(),
-          modules_to_not_convert: z.array(z.string()).nullish(),
-        }),
-        q,
-        method,
-      );
-      const block = f.weight_block_size ? f.weight_block_size[0] * f.weight_block_size[1] : null;
-      return {
-        label: `fp8${block ? ` block ${f.weight_block_size?.join("x")}` : ""}`,
-        bytesFor: (name) =>
-          name === "lm_head" || (f.modules_to_not_convert ?? []).some((m) => name.includes(m))
-            ? null
-            : 1 + (block ? 4 / block : 0), // one float32 scale per block
-      };
-    }
+    case "compressed-tensors":
+      return compressedTensorsQuantizer(q);
+    case "fp8":
+      return fp8Quantizer(q);
     case "awq":
-    case "gptq": {
-      const a = parseQuant(
-        z.looseObject({
-          bits: count.optional(),
-          w_bit: count.optional(),
-          group_size: z.number().int().optional(),
-          q_group_size: count.optional(),
-        }),
-        q,
-        method,
-      );
-      const bits = a.bits ?? a.w_bit;
-      const group = a.group_size ?? a.q_group_size;
-      if (!bits) throw new ModelConfigError(`config.json's quantization_config (${method}) has no bits`);
-      const g = group && group > 0 ? group : null;
-      return {
-        label: `int${bits} group ${g ?? "per-channel"} (${method})`,
-        // An FP16 scale and a packed zero point per group; lm_head stays unquantized.
-        bytesFor: (name) => (name === "lm_head" ? null : bits / 8 + (g ? (2 + bits / 8) / g : 0)),
-      };
-    }
-    case "mxfp4": {
-      const m = parseQuant(z.looseObject({ modules_to_not_convert: z.array(z.string()).nullish() }), q, method);
-      return {
-        label: "mxfp4 (experts)",
-        // FP4 values and one E8M0 scale per 32; only the experts are converted.
-        bytesFor: (name) =>
-          name.includes(".experts.") && !(m.modules_to_not_convert ?? []).some((x) => name.includes(x))
-            ? 0.5 + 1 / 32
-            : null,
-      };
-    }
+    case "gptq":
+      return intQuantizer(q, method);
+    case "mxfp4":
+      return mxfp4Quantizer(q);
     default:
       throw new ModelConfigError(
         `config.json's quantization_config.quant_method ${JSON.stringify(method)} is not one gpuhost can size (compressed-tensors, fp8, awq, gptq, mxfp4)`,
@@ -319,8 +261,105 @@ function quantizerOf(q: z.infer<typeof QuantizationSchema> | undefined): Quantiz
   }
 }
 
+type Quantization = z.infer<typeof QuantizationSchema>;
+
+/** compressed-tensors: each config group's weights, by target; the ignored modules stay unquantized. */
+function compressedTensorsQuantizer(q: Quantization): Quantizer {
+  const method = "compressed-tensors";
+  const ct = parseQuant(CompressedTensorsSchema, q, method);
+  const groups = Object.values(ct.config_groups).flatMap((g) => (g.weights ? [{ ...g, weights: g.weights }] : []));
+  const w0 = groups[0]?.weights;
+  return {
+    label: w0 ? `${w0.type}${w0.num_bits} group ${w0.group_size ?? "per-channel"} (compressed-tensors)` : method,
+    bytesFor(name) {
+      if (ct.ignore.some((p) => matches(p, name))) return null;
+      const w = groups.find((g) => g.targets.some((t) => matches(t, name)))?.weights;
+      if (!w) return null;
+      // One BF16 scale per group (and a packed zero point per group when asymmetric).
+      const perGroup = 2 + (w.symmetric === false ? w.num_bits / 8 : 0);
+      return w.num_bits / 8 + (w.group_size ? perGroup / w.group_size : 0);
+    },
+  };
+}
+
+/** fp8: one byte a weight, one float32 scale per block where blocks are given. */
+function fp8Quantizer(q: Quantization): Quantizer {
+  const f = parseQuant(
+    z.looseObject({
+      weight_block_size: z.array(count).length(2).nullish(),
+      modules_to_not_convert: z.array(z.string()).nullish(),
+    }),
+    q,
+    "fp8",
+  );
+  const block = f.weight_block_size ? f.weight_block_size[0] * f.weight_block_size[1] : null;
+  return {
+    label: `fp8${block ? ` block ${f.weight_block_size?.join("x")}` : ""}`,
+    bytesFor: (name) =>
+      name === "lm_head" || (f.modules_to_not_convert ?? []).some((m) => name.includes(m))
+        ? null
+        : 1 + (block ? 4 / block : 0), // one float32 scale per block
+  };
+}
+
+/** awq and gptq: integer weights of their bits, in groups. */
+function intQuantizer(q: Quantization, method: "awq" | "gptq"): Quantizer {
+  const a = parseQuant(
+    z.looseObject({
+      bits: count.optional(),
+      w_bit: count.optional(),
+      group_size: z.number().int().optional(),
+      q_group_size: count.optional(),
+    }),
+    q,
+    method,
+  );
+  const bits = a.bits ?? a.w_bit;
+  const group = a.group_size ?? a.q_group_size;
+  if (!bits) throw new ModelConfigError(`config.json's quantization_config (${method}) has no bits`);
+  const g = group && group > 0 ? group : null;
+  return {
+    label: `int${bits} group ${g ?? "per-channel"} (${method})`,
+    // An FP16 scale and a packed zero point per group; lm_head stays unquantized.
+    bytesFor: (name) => (name === "lm_head" ? null : bits / 8 + (g ? (2 + bits / 8) / g : 0)),
+  };
+}
+
+/** mxfp4: the experts only. */
+function mxfp4Quantizer(q: Quantization): Quantizer {
+  const m = parseQuant(z.looseObject({ modules_to_not_convert: z.array(z.string()).nullish() }), q, "mxfp4");
+  return {
+    label: "mxfp4 (experts)",
+    // FP4 values and one E8M0 scale per 32; only the experts are converted.
+    bytesFor: (name) =>
+      name.includes(".experts.") && !(m.modules_to_not_convert ?? []).some((x) => name.includes(x))
+        ? 0.5 + 1 / 32
+        : null,
+  };
+}
+
 /** The facts of a parsed config.json object. */
 export function modelFacts(json: unknown): ModelFacts {
+  const c = textConfigOf(json);
+  const dtype = c.torch_dtype ?? c.dtype ?? "bfloat16";
+  const shape = { dtype, attention: attentionOf(c), moe: moeOf(c), quantizer: quantizerOf(c.quantization_config) };
+  const { moe, quantizer } = shape;
+  return {
+    architecture: c.architectures?.[0] ?? c.model_type ?? "unknown",
+    layers: c.num_hidden_layers,
+    hidden: c.hidden_size,
+    vocab: c.vocab_size,
+    tiedEmbeddings: c.tie_word_embeddings ?? false,
+    dtype,
+    attention: shape.attention.attention,
+    moe,
+    quantization: quantizer?.label ?? null,
+    parts: weightParts(c, shape),
+  };
+}
+
+/** The model's text config (a multimodal config's text_config, with the file's quantization), or the error naming the key. */
+function textConfigOf(json: unknown): TextConfig {
   const file = ConfigFileSchema.safeParse(json);
   if (!file.success) throw new ModelConfigError("config.json is not a JSON object of a Hugging Face model config");
   const raw = file.data.text_config
@@ -335,17 +374,26 @@ export function modelFacts(json: unknown): ModelFacts {
     const where = `${file.data.text_config ? "text_config." : ""}${i?.path.map(String).join(".") ?? ""}`;
     throw new ModelConfigError(`config.json's ${where}: ${i?.message ?? "invalid"}`);
   }
-  const c = parsed.data;
-  const dtype = c.torch_dtype ?? c.dtype ?? "bfloat16";
-  const { attention, params: attentionPerLayer, norms: attentionNorms } = attentionOf(c);
-  const moe = moeOf(c);
-  const quantizer = quantizerOf(c.quantization_config);
+  return parsed.data;
+}
+
+/** The weights by part: parameters held and read per token, each at its stored bytes (quantized or the dtype). */
+function weightParts(
+  c: TextConfig,
+  shape: {
+    dtype: ModelFacts["dtype"];
+    attention: ReturnType<typeof attentionOf>;
+    moe: ReturnType<typeof moeOf>;
+    quantizer: Quantizer | null;
+  },
+): WeightPart[] {
+  const { dtype, moe, quantizer } = shape;
+  const { params: attentionPerLayer, norms: attentionNorms } = shape.attention;
   const h = c.hidden_size;
   const layers = c.num_hidden_layers;
   const denseLayers = moe ? moe.denseLayers : layers;
   const sharedParams = moe ? moe.sharedExperts * moe.expertParams : 0;
   const tied = c.tie_word_embeddings ?? false;
-
   const part = (name: PartName, params: number, activeParams: number): WeightPart => {
     const module = moduleName(name, c, moe);
     const q = module === null || quantizer === null ? null : quantizer.bytesFor(module);
@@ -361,7 +409,7 @@ export function modelFacts(json: unknown): ModelFacts {
   // input_layernorm and post_attention_layernorm per layer, MLA's two, and the final norm.
   const normParams = layers * (2 * h + attentionNorms) + h;
   const denseMlpParams = denseLayers * 3 * h * c.intermediate_size;
-  const parts = [
+  return [
     part("embedding", c.vocab_size * h, h),
     part("attention", attentionParams, attentionParams),
     part("norms", normParams, normParams),
@@ -380,16 +428,4 @@ export function modelFacts(json: unknown): ModelFacts {
     // Tied: the head is the embedding matrix, held once but read whole each step.
     part("lmHead", tied ? 0 : c.vocab_size * h, c.vocab_size * h),
   ];
-  return {
-    architecture: c.architectures?.[0] ?? c.model_type ?? "unknown",
-    layers,
-    hidden: h,
-    vocab: c.vocab_size,
-    tiedEmbeddings: tied,
-    dtype,
-    attention,
-    moe,
-    quantization: quantizer?.label ?? null,
-    parts,
-  };
 }

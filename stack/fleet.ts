@@ -23,6 +23,8 @@ export interface FleetHost {
   timeScale: number;
 }
 
+type RouterConfig = NonNullable<GpuhostConfig["router"]>;
+
 /** The fleet's outputs, or null when the stack configures no router. */
 export function gpuFleet(
   config: GpuhostConfig,
@@ -33,22 +35,7 @@ export function gpuFleet(
   if (!r) return null;
   const on = hosts.find((h) => h.host.name === r.host);
   if (!on) throw new Error(`router.host ${r.host} names no host`);
-  const router = new Router(
-    "router",
-    {
-      connection: on.connection,
-      router: r,
-      apiKey,
-      hosts: hosts.map((h) => ({
-        name: h.host.name,
-        url: workerUrl(on.host, h.host, h.host.port ?? config.services.port),
-        generating: h.verification.generating,
-        failure: h.verification.gateFailure,
-      })),
-    },
-    // Only hosts whose gate ran in this update are workers: the router waits for every gate.
-    { dependsOn: hosts.map((h) => h.verification) },
-  );
+  const router = fleetRouter(config, r, on, hosts, apiKey);
   // The fleet is measured in the hosts' own clock, so that scaling efficiency compares like with
   // like; hosts on different clocks (simulated beside real) have no common one: wall time then.
   const scales = [...new Set(hosts.map((h) => h.timeScale))];
@@ -65,42 +52,8 @@ export function gpuFleet(
       apiKey,
       routerIdentity: router.identity,
       workers: router.workers,
-      hostFigures: Object.fromEntries(
-        hosts.map((h) => [
-          h.host.name,
-          pulumi
-            .all([
-              h.verification.sustainedOutputTokensPerSecond,
-              h.verification.verifiedAt,
-              h.verification.sweep,
-              h.activeService,
-            ])
-            .apply(([sustained, at, sweep, active]) => ({
-              sustainedOutputTokensPerSecond: typeof sustained === "number" ? sustained : null,
-              verifiedAt: typeof at === "string" ? at : null,
-              // A mixed fleet plans its split from its groups' own curves (the points the plan reads).
-              curve: r.groups && Array.isArray(sweep) ? sweep.map(curvePoint) : null,
-              activeService: active,
-            })),
-        ]),
-      ),
-      groups: r.groups && {
-        interactive: {
-          service: r.groups.interactive.service,
-          model: r.groups.interactive.servedModelName,
-          hosts: r.groups.interactive.hosts,
-          users: r.groups.interactive.users,
-          ttftP95Seconds: r.groups.interactive.ttftP95Seconds,
-          itlP95Seconds: r.groups.interactive.itlP95Seconds,
-          requestsPerUser: r.groups.interactive.requestsPerUser,
-        },
-        batch: {
-          service: r.groups.batch.service,
-          model: r.groups.batch.servedModelName,
-          hosts: r.groups.batch.hosts,
-          perHostConcurrency: r.groups.batch.perHostConcurrency,
-        },
-      },
+      hostFigures: hostFigures(hosts, Boolean(r.groups)),
+      groups: r.groups && groupsInput(r.groups),
       minHealthyHosts: r.minHealthyHosts,
       verifyPolicy: config.verification,
       benchPlan: config.benchmark,
@@ -114,7 +67,81 @@ export function gpuFleet(
     },
     { dependsOn: [router, router.configured] },
   );
-  const v = verification;
+  return fleetOutputs(router, verification);
+}
+
+/** The Router on ON's machine, in front of every host (those whose gate failed are left out, with why). */
+function fleetRouter(
+  config: GpuhostConfig,
+  r: RouterConfig,
+  on: FleetHost,
+  hosts: FleetHost[],
+  apiKey?: pulumi.Output<string>,
+): Router {
+  return new Router(
+    "router",
+    {
+      connection: on.connection,
+      router: r,
+      apiKey,
+      hosts: hosts.map((h) => ({
+        name: h.host.name,
+        url: workerUrl(on.host, h.host, h.host.port ?? config.services.port),
+        generating: h.verification.generating,
+        failure: h.verification.gateFailure,
+      })),
+    },
+    // Only hosts whose gate ran in this update are workers: the router waits for every gate.
+    { dependsOn: hosts.map((h) => h.verification) },
+  );
+}
+
+/** Each host's own measurement, by name; a mixed fleet's (GROUPED) with its sweep's curve. */
+function hostFigures(hosts: FleetHost[], grouped: boolean) {
+  return Object.fromEntries(
+    hosts.map((h) => [
+      h.host.name,
+      pulumi
+        .all([
+          h.verification.sustainedOutputTokensPerSecond,
+          h.verification.verifiedAt,
+          h.verification.sweep,
+          h.activeService,
+        ])
+        .apply(([sustained, at, sweep, active]) => ({
+          sustainedOutputTokensPerSecond: typeof sustained === "number" ? sustained : null,
+          verifiedAt: typeof at === "string" ? at : null,
+          // A mixed fleet plans its split from its groups' own curves (the points the plan reads).
+          curve: grouped && Array.isArray(sweep) ? sweep.map(curvePoint) : null,
+          activeService: active,
+        })),
+    ]),
+  );
+}
+
+/** router.groups as FleetVerification takes them: each group's served name as its model. */
+function groupsInput(g: NonNullable<RouterConfig["groups"]>) {
+  return {
+    interactive: {
+      service: g.interactive.service,
+      model: g.interactive.servedModelName,
+      hosts: g.interactive.hosts,
+      users: g.interactive.users,
+      ttftP95Seconds: g.interactive.ttftP95Seconds,
+      itlP95Seconds: g.interactive.itlP95Seconds,
+      requestsPerUser: g.interactive.requestsPerUser,
+    },
+    batch: {
+      service: g.batch.service,
+      model: g.batch.servedModelName,
+      hosts: g.batch.hosts,
+      perHostConcurrency: g.batch.perHostConcurrency,
+    },
+  };
+}
+
+/** What index.ts exports as `fleet`. */
+function fleetOutputs(router: Router, v: FleetVerification): pulumi.Output<FleetOutputs> {
   const outputs: { [K in keyof FleetOutputs]: pulumi.Input<FleetOutputs[K]> } = {
     routerEndpoint: router.endpoint,
     smgVersion: router.smgVersion,

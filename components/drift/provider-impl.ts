@@ -99,7 +99,7 @@ export interface ToolkitStateOutputs extends ToolkitStateInputs {
   repairActivation?: string;
 }
 
-const INPUT_KEYS = INPUTS.keys as readonly (keyof ToolkitStateInputs)[];
+const INPUT_KEYS = INPUTS.keys;
 
 export class ToolkitDriftError extends Error {
   /** `repaired`: the repair steps that ran before the host was probed again (onDrift "repair"). */
@@ -125,7 +125,7 @@ export class ToolkitDriftError extends Error {
 }
 
 function inputsOf(props: ToolkitStateInputs): ToolkitStateInputs {
-  return INPUTS.pick(props) as unknown as ToolkitStateInputs;
+  return INPUTS.pick(props);
 }
 
 function parsed(inputs: ToolkitStateInputs): {

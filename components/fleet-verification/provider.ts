@@ -162,29 +162,18 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
 }
 
 export async function create(inputs: Record<string, unknown>) {
-  const input = inputs as unknown as FleetVerificationInputs;
+  const input = INPUTS.decode(inputs);
   const { signal } = providerGuard();
   const say = (line: string) => process.stderr.write(`[FleetVerification ${input.router.url}] ${line}\n`);
   const { registered, leftOut } = input.workers;
-  const total = registered.length + leftOut.length;
-  const min = input.minHealthyHosts ?? total;
-  const why = leftOut.map((l) => `${l.name} (${l.reason})`).join("; ");
-  if (registered.length < min || registered.length === 0)
-    throw new Error(
-      `only ${registered.length} of ${total} hosts passed their gate, fewer than router.minHealthyHosts ${min}${why ? `; left out: ${why}` : ""}`,
-    );
-  if (leftOut.length) say(`left out: ${why}`);
-
+  requireEnoughHosts(input, say);
   // The router's machine first (a unit edited or stopped on the host): the worker list lives in its config.
   const repaired = input.routerHost ? await repairRouterHost(input.routerHost, say) : [];
-  const urls = registered.map((w) => w.url);
-  const registrations = await reconcileWorkers(input.router.url, urls, {
-    apiKey: input.apiKey,
-    deadlineMs: (input.readyDeadlineSeconds ?? 300) * 1000,
-    signal,
-    say,
-  });
-  const actions = [...repaired, ...registrations];
+  const registrations = await reconcileWorkers(
+    input.router.url,
+    registered.map((w) => w.url),
+    { apiKey: input.apiKey, deadlineMs: (input.readyDeadlineSeconds ?? 300) * 1000, signal, say },
+  );
   // A mixed fleet's split first: a group left with no host fails before any request, saying what it costs.
   const planned = input.groups
     ? planGroups(input.groups, {
@@ -199,7 +188,42 @@ export async function create(inputs: Record<string, unknown>) {
   for (const model of input.groups ? [input.groups.interactive.model, input.groups.batch.model] : [input.router.model])
     await verifyThrough(input, model, signal, say);
   const readinessSeconds = (performance.now() - started) / 1000;
+  const { measured, sent } = await measureThroughRouter(input, planned, signal, say);
+  const outs = {
+    ...pickInputs(inputs),
+    endpoint: input.router.url,
+    ...fleetOutputs(input, measured, sent, { reconciled: [...repaired, ...registrations], readinessSeconds }),
+  };
+  return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
+}
 
+/** Fewer hosts passed their gate than router.minHealthyHosts (default: every host), or none: the fleet is not measured. */
+function requireEnoughHosts(input: FleetVerificationInputs, say: Say): void {
+  const { registered, leftOut } = input.workers;
+  const total = registered.length + leftOut.length;
+  const min = input.minHealthyHosts ?? total;
+  const why = leftOut.map((l) => `${l.name} (${l.reason})`).join("; ");
+  if (registered.length < min || registered.length === 0)
+    throw new Error(
+      `only ${registered.length} of ${total} hosts passed their gate, fewer than router.minHealthyHosts ${min}${why ? `; left out: ${why}` : ""}`,
+    );
+  if (leftOut.length) say(`left out: ${why}`);
+}
+
+type Sent = FleetVerificationInputs["workers"]["registered"][number] & { requests: number };
+
+/**
+ * The fleet measured through the router (a mixed fleet's classes at once, else the host's plan for N
+ * workers), with each worker's share of the requests from SMG's own counters before and after. A
+ * failed verdict, or a worker the router lost during the run, fails: nothing is published.
+ */
+async function measureThroughRouter(
+  input: FleetVerificationInputs,
+  planned: PlannedGroups | null,
+  signal: AbortSignal,
+  say: Say,
+): Promise<{ measured: FleetMeasurement; sent: Sent[] }> {
+  const { registered } = input.workers;
   const before = await readRequestCounts(input.router.metricsUrl, signal);
   const measured = planned
     ? await measureMixed(input, planned, signal, say)
@@ -218,24 +242,30 @@ export async function create(inputs: Record<string, unknown>) {
       `the fleet benchmark measured ${registered.length} workers, but during it the router lost ${lostNote}: no figure or plan is published for a fleet that no longer serves; the next up measures again once the host generates (or leaves it out with its gate's diagnosis)`,
     );
   const after = await readRequestCounts(input.router.metricsUrl, signal);
+  return { measured, sent: registered.map((w) => ({ ...w, requests: (after[w.url] ?? 0) - (before[w.url] ?? 0) })) };
+}
 
-  const sent = registered.map((w) => ({ ...w, requests: (after[w.url] ?? 0) - (before[w.url] ?? 0) }));
+/** What a measured fleet publishes beside its inputs: each worker's share, the figures, the hosts' sum. */
+function fleetOutputs(
+  input: FleetVerificationInputs,
+  measured: FleetMeasurement,
+  sent: Sent[],
+  ready: { reconciled: unknown[]; readinessSeconds: number },
+) {
   const allSent = sent.reduce((s, w) => s + w.requests, 0);
-  const hostsSum = registered.reduce((s, w) => s + (input.hostFigures[w.name]?.sustainedOutputTokensPerSecond ?? 0), 0);
+  const hostFigure = (name: string) => input.hostFigures[name]?.sustainedOutputTokensPerSecond ?? null;
+  const hostsSum = input.workers.registered.reduce((s, w) => s + (hostFigure(w.name) ?? 0), 0);
   const { failure: _, ...figures } = measured;
-  const outs = {
-    ...pickInputs(inputs),
-    endpoint: input.router.url,
+  return {
     registered: sent.map((w) => ({
       name: w.name,
       url: w.url,
       requests: w.requests,
       share: allSent > 0 ? w.requests / allSent : null,
-      hostSustainedOutputTokensPerSecond: input.hostFigures[w.name]?.sustainedOutputTokensPerSecond ?? null,
+      hostSustainedOutputTokensPerSecond: hostFigure(w.name),
     })),
-    leftOut,
-    reconciled: actions,
-    readinessSeconds,
+    leftOut: input.workers.leftOut,
+    ...ready,
     ...figures,
     hostsSustainedOutputTokensPerSecond: hostsSum,
     // Every rate kept up with (healthy, no capacity figure), or a mixed fleet (its classes' load is
@@ -244,7 +274,6 @@ export async function create(inputs: Record<string, unknown>) {
     drift: [] as Drift[],
     verifiedAt: new Date().toISOString(),
   };
-  return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
 }
 
 type Say = (line: string) => void;
@@ -396,9 +425,8 @@ async function measureMixed(
 /** Nothing that defines the fleet changed: keep the measurement, re-plan for the workload. */
 export async function update(_id: string, olds: Record<string, unknown>, news: Record<string, unknown>) {
   const measured = INPUTS.measured(olds);
-  const workload = news.workload as Workload | undefined;
+  const { workload, groups, workers } = INPUTS.decode(news, ["workload", "groups", "workers"]);
   const mixed = olds.mixed as MixedFleetOutput | null | undefined;
-  const groups = news.groups as FleetVerificationInputs["groups"];
   if (mixed && groups) {
     const replanned = replanGroups(mixed, groups, workload);
     return {
@@ -411,7 +439,7 @@ export async function update(_id: string, olds: Record<string, unknown>, news: R
     };
   }
   const fleet = Number(olds.sustainedOutputTokensPerSecond);
-  const hosts = (news.workers as FleetVerificationInputs["workers"]).registered.length;
+  const hosts = workers.registered.length;
   return {
     outs: {
       ...measured,
@@ -427,7 +455,7 @@ export async function update(_id: string, olds: Record<string, unknown>, news: R
  * expected, what was found, how to repair), as ToolkitState's are, so `gpuhost drift` names them.
  */
 export async function read(id: string, props: Record<string, unknown>) {
-  const input = props as unknown as FleetVerificationInputs;
+  const input = INPUTS.decode(props, ["router", "apiKey", "workers", "groups", "routerHost"]);
   // The router's machine too (a unit edited or stopped there): the HTTP API cannot tell that.
   const machine = input.routerHost
     ? await probeRouterHost(input.routerHost).catch((e: Error): Drift[] => [

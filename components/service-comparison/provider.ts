@@ -95,68 +95,24 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
 
 /** Measure every service in turn, compare, leave the winner (or the configured one) active. */
 export async function create(inputs: Record<string, unknown>) {
-  const input = inputs as unknown as ServiceComparisonInputs;
-  const activateScript = fs.readFileSync(projectFile("components/services/scripts/activate.sh"), "utf8");
-  const all: ServiceName[] = ["autoregressive", "eagle3", "dflash"];
+  const input = INPUTS.decode(inputs);
   const say = (line: string) => process.stderr.write(`[ServiceComparison ${input.endpoint.url}] ${line}\n`);
   const { signal, onLeave } = providerGuard();
-
-  const connection = input.connection;
+  const { connection } = input;
   // The units this comparison started: what it measured (or failed on) and then left, it clears.
   const started = new Set<ServiceName>();
-  const units = (services: Iterable<ServiceName>) => [...services].map(unitOf);
-
-  const activate = async (service: ServiceName) => {
-    const stamp = input.stamps[service];
-    if (!stamp) throw new Error(`service ${service} is not configured on this host`);
-    const others = units(all.filter((s) => s !== service));
-    started.add(service);
-    const r = await execOnHost(connection, activateScript, [unitOf(service), stamp, ...others], {
-      timeoutMs: input.activateTimeoutSeconds * 1000,
-      scriptName: "activate.sh",
-    });
-    if (r.code !== 0)
-      throw new Error(`making ${service} the active service failed (exit ${r.code}): ${r.stderr.trim().slice(-2000)}`);
-    // activate.sh stopped the others; one that crashed stays "failed" after a stop, which the drift
-    // probe reads as "expected inactive, found failed" on every later `up`. Its failure is in this
-    // comparison's outcome (and its journal), so the state is cleared.
-    await resetFailed(connection, units([...started].filter((s) => s !== service)));
-  };
-
   const tunnel =
-    input.tunnel && input.connection.kind === "ssh"
-      ? await openTunnel(input.connection, input.tunnel.remoteHost, input.tunnel.remotePort)
+    input.tunnel && connection.kind === "ssh"
+      ? await openTunnel(connection, input.tunnel.remoteHost, input.tunnel.remotePort)
       : undefined;
   const off = onLeave(() => tunnel?.close());
-  const configured = all.filter((s) => input.stamps[s] !== undefined);
+  const configured = ALL_SERVICES.filter((s) => input.stamps[s] !== undefined);
   let completed = false;
   try {
     const url = tunnel ? `http://127.0.0.1:${tunnel.localPort}` : input.endpoint.url;
-    const run = gate.runComparison(
-      {
-        ...input.plan,
-        // The stack's plan as state holds it (JSON): parsed again, so every default is the schema's.
-        plan: gate.BenchPlanSchema.parse(input.plan.plan),
-        endpoint: { url, model: input.endpoint.model, apiKey: input.apiKey },
-        services: input.serviceKinds,
-        drafts: input.drafts,
-      },
-      {
-        activate,
-        identity: async (s) => input.stamps[s] ?? "",
-        unit: (s) => unitHooks(connection, unitOf(s)),
-        onProgress: say,
-      },
-    );
-    // Its own deadline: the gate's levels and readiness each have theirs, this bounds the whole.
-    const result = await gate.raceTimeout(
-      run,
-      [signal],
-      input.deadlineSeconds * 1000,
-      () => `the service comparison did not finish within its deadline of ${input.deadlineSeconds} s`,
-    );
+    const result = await compareOnHost(input, url, { started, signal, say });
     completed = true;
-    await nameFailedUnits(connection, units(configured.filter((s) => !started.has(s))), say);
+    await nameFailedUnits(connection, unitsOf(configured.filter((s) => !started.has(s))), say);
     if (!result.comparison)
       throw new Error(
         `no service could be measured: ${result.outcomes.map((o) => `${o.service}: ${o.failure ?? "no levels"}`).join("; ")}`,
@@ -170,11 +126,67 @@ export async function create(inputs: Record<string, unknown>) {
     await tunnel?.close();
     // Stopped half-way (its deadline, Ctrl-C, a failed activation): nothing was left deliberately
     // active, so every unit it started loses a failed state (harmless on one that is not failed).
-    if (!completed) await resetFailed(connection, units(started)).catch(() => undefined);
+    if (!completed) await resetFailed(connection, unitsOf(started)).catch(() => undefined);
   }
 }
 
+const ALL_SERVICES: ServiceName[] = ["autoregressive", "eagle3", "dflash"];
+
+interface Comparing {
+  /** The services this comparison made active so far (it adds each before activating it). */
+  started: Set<ServiceName>;
+  signal: AbortSignal;
+  say: (line: string) => void;
+}
+
+/** The gate's comparison of the services at URL (the host's as reached from here), within the whole's deadline. */
+async function compareOnHost(input: ServiceComparisonInputs, url: string, c: Comparing) {
+  const run = gate.runComparison(
+    {
+      ...input.plan,
+      endpoint: { url, model: input.endpoint.model, apiKey: input.apiKey },
+      services: input.serviceKinds,
+      drafts: input.drafts,
+    },
+    {
+      activate: activator(input, c.started),
+      identity: async (s) => input.stamps[s] ?? "",
+      unit: (s) => unitHooks(input.connection, unitOf(s)),
+      onProgress: c.say,
+    },
+  );
+  // Its own deadline: the gate's levels and readiness each have theirs, this bounds the whole.
+  return gate.raceTimeout(
+    run,
+    [c.signal],
+    input.deadlineSeconds * 1000,
+    () => `the service comparison did not finish within its deadline of ${input.deadlineSeconds} s`,
+  );
+}
+
+/** Makes a service the one active unit by the same activate.sh ServingService runs, noting it in STARTED. */
+function activator(input: ServiceComparisonInputs, started: Set<ServiceName>) {
+  const activateScript = fs.readFileSync(projectFile("components/services/scripts/activate.sh"), "utf8");
+  return async (service: ServiceName) => {
+    const stamp = input.stamps[service];
+    if (!stamp) throw new Error(`service ${service} is not configured on this host`);
+    const others = unitsOf(ALL_SERVICES.filter((s) => s !== service));
+    started.add(service);
+    const r = await execOnHost(input.connection, activateScript, [unitOf(service), stamp, ...others], {
+      timeoutMs: input.activateTimeoutSeconds * 1000,
+      scriptName: "activate.sh",
+    });
+    if (r.code !== 0)
+      throw new Error(`making ${service} the active service failed (exit ${r.code}): ${r.stderr.trim().slice(-2000)}`);
+    // activate.sh stopped the others; one that crashed stays "failed" after a stop, which the drift
+    // probe reads as "expected inactive, found failed" on every later `up`. Its failure is in this
+    // comparison's outcome (and its journal), so the state is cleared.
+    await resetFailed(input.connection, unitsOf([...started].filter((s) => s !== service)));
+  };
+}
+
 const unitOf = (service: ServiceName) => `sglang-${service}.service`;
+const unitsOf = (services: Iterable<ServiceName>) => [...services].map(unitOf);
 
 /** `systemctl reset-failed` for the units given (as arguments: nothing reaches the script's text). */
 async function resetFailed(connection: HostConnection, units: string[]): Promise<void> {

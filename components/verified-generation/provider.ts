@@ -120,13 +120,17 @@ export async function diff(_id: string, olds: Record<string, unknown>, news: Rec
   return typeof olds.hostKeyRefused === "string" ? { ...d, changes: true } : d;
 }
 
+/** The inputs that say how the service is reached from here (withHostAccess). */
+const HOST_ACCESS = ["endpoint", "apiKey", "hostAccess", "serviceStateCommand", "serviceLogsCommand"] as const;
+type HostAccessKey = (typeof HOST_ACCESS)[number];
+
 /**
  * Runs `fn` with the URL to use from here and the service hooks for the host: for SSH hosts through
  * a tunnel opened for the call and closed after it, with `systemctl show` / `journalctl` over the
  * connection; otherwise the endpoint as given and the argv hooks.
  */
 async function withHostAccess<T>(
-  input: VerifiedGenerationInputs,
+  input: Pick<VerifiedGenerationInputs, HostAccessKey>,
   gate: Gate,
   fn: (url: string, hooks: Record<string, unknown>) => Promise<T>,
 ): Promise<T> {
@@ -154,7 +158,7 @@ async function withHostAccess<T>(
 
 /** Verify, then benchmark, then plan. Fails with the gate's diagnosis, so `pulumi up` shows it. */
 export async function create(inputs: Record<string, unknown>) {
-  const input = inputs as unknown as VerifiedGenerationInputs;
+  const input = INPUTS.decode(inputs);
   const measure = withHostAccess(input, gate, (url, hostHooks) =>
     verifyAndMeasure(inputs, input, gate, url, hostHooks),
   );
@@ -237,7 +241,7 @@ async function checkHealth(
   props: Record<string, unknown>,
   gate: Gate,
 ): Promise<{ healthCheck: gate.HealthCheck; drift: Drift[]; notChecked?: string }> {
-  const input = props as unknown as VerifiedGenerationInputs;
+  const input = INPUTS.decode(props, [...HOST_ACCESS, "verifyPolicy", "timeScale", "speculative"]);
   const baseline = props.healthBaseline as gate.HealthBaseline;
   const policy = gate.VerifyPolicySchema.parse(input.verifyPolicy ?? {});
   const healthCheck = await withHostAccess(input, gate, (url) =>
@@ -264,14 +268,16 @@ export async function update(
   const sustained = Number(olds.sustainedOutputTokensPerSecond);
   const plan = gate.capacity(
     Number.isFinite(sustained) ? sustained : 0,
-    (news.workload as Record<string, unknown>) ?? {},
+    INPUTS.decode(news, ["workload"]).workload ?? {},
   );
   const { hostKeyRefused, ...measured } = pickMeasured(olds);
   // The refresh before this update was refused on the host key (the state's connection pinned another
   // one): its check runs now, with the connection the program gives. Refused again, this fails.
   const checked = typeof hostKeyRefused === "string" ? await checkGenerating(news, gate) : {};
   // The answers behind the figure are those of the recorded verification: the note travels with the re-plan.
-  const answers = (olds.capacity as { answers?: unknown } | undefined)?.answers;
+  const recorded = olds.capacity;
+  const answers =
+    typeof recorded === "object" && recorded !== null && "answers" in recorded ? recorded.answers : undefined;
   const capacity = typeof answers === "string" ? { ...plan, answers } : plan;
   return { outs: { ...measured, ...pickInputs(news), ...checked, capacity } };
 }
@@ -281,8 +287,8 @@ async function checkGenerating(
   props: Record<string, unknown>,
   gate: Gate,
 ): Promise<{ generating: boolean; generationCheck: unknown }> {
-  const input = props as unknown as VerifiedGenerationInputs;
-  const timeout = typeof props.refreshTimeoutSeconds === "number" ? props.refreshTimeoutSeconds : 60;
+  const input = INPUTS.decode(props, [...HOST_ACCESS, "verifyPolicy", "refreshTimeoutSeconds"]);
+  const timeout = input.refreshTimeoutSeconds ?? 60;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
     gate.checkGenerating({ url, model: input.endpoint.model, apiKey: input.apiKey }, input.verifyPolicy ?? {}, timeout),
   );

@@ -9,7 +9,7 @@ import type { BenchSummary } from "../run/bench";
 import { SERVICE_LABEL, type ServiceName } from "../plan/compare";
 import type { CompareResult } from "../plan/compare-run";
 import type { LevelSummary } from "../judge/levels";
-import { esc, fmt, panel, svgDocument, type Series } from "./svg";
+import { esc, fmt, panel, svgDocument, type PanelSpec, type Series } from "./svg";
 import { timeNote } from "./outputs";
 
 /** The x axis of a sweep: concurrency, or the request rate offered (open loop). */
@@ -24,88 +24,74 @@ type ChartLevel = Pick<LevelSummary, "level" | "outputTokensPerSecond"> &
     "ttftP50Seconds" | "ttftP99Seconds" | "itlP50Seconds" | "itlP99Seconds" | "e2eP50Seconds" | "e2eP99Seconds"
   >;
 
-export function benchChart(
-  summary: Pick<BenchSummary, "model" | "saturationConcurrency" | "sustainedOutputTokensPerSecond"> & {
-    sweep: ChartLevel[];
-  } & Partial<Pick<BenchSummary, "mode" | "sustainedLevel" | "saturated" | "timeScale">>,
-): string {
+type BenchChartSummary = Pick<BenchSummary, "model" | "saturationConcurrency" | "sustainedOutputTokensPerSecond"> & {
+  sweep: ChartLevel[];
+} & Partial<Pick<BenchSummary, "mode" | "sustainedLevel" | "saturated" | "timeScale">>;
+
+export function benchChart(summary: BenchChartSummary): string {
   const mode = summary.mode ?? summary.sweep[0]?.mode ?? "closed";
   const levels = [...summary.sweep].sort((a, b) => a.level - b.level);
   const xs = levels.map((l) => l.level);
-  const pick = (f: (l: (typeof levels)[number]) => number | null) =>
-    levels.flatMap((l) => {
-      const y = f(l);
-      return y === null ? [] : [{ x: l.level, y }];
-    });
-  const at =
-    mode === "open" ? (summary.saturated ? (summary.sustainedLevel ?? null) : null) : summary.saturationConcurrency;
-  const mark =
-    at === null
-      ? []
-      : [{ x: at, label: `saturation at ${at}${mode === "open" ? " req/s offered" : ""}`, color: "#ff7f0e" }];
-  const common = { width: 320, height: 250, xLabel: levelAxisLabel(mode), xs, markers: mark };
-  const row1 = { ...common, top: 80 };
-  const row2 = { ...common, top: 420 };
   const against = mode === "open" ? "request rate offered" : "concurrency";
   const time =
     summary.timeScale !== undefined && summary.timeScale !== 1
       ? `; simulated host time (time scale ${summary.timeScale})`
       : "";
+  const common = {
+    width: 320,
+    height: 250,
+    xLabel: levelAxisLabel(mode),
+    xs,
+    markers: saturationMarker(summary, mode),
+  };
   return svgDocument(
     880,
     730,
     `${summary.model}: throughput and latency vs ${against}`,
     headline(summary, mode, xs) + time,
-    [
-      panel({
-        ...row1,
-        left: 90,
-        title: "aggregate output tokens/s",
-        yLabel: "tokens/s",
-        series: [{ label: "output tok/s", color: "#1f77b4", points: pick((l) => l.outputTokensPerSecond) }],
-      }),
-      panel({
-        ...row1,
-        left: 520,
-        title: "time to first token",
-        yLabel: "seconds",
-        series: [
-          { label: "TTFT p50", color: "#2ca02c", points: pick((l) => l.ttftP50Seconds) },
-          { label: "TTFT p99", color: "#98df8a", dashed: true, points: pick((l) => l.ttftP99Seconds) },
-        ],
-      }),
-      panel({
-        ...row2,
-        left: 90,
-        title: "inter-token latency (per token)",
-        yLabel: "milliseconds",
-        series: [
-          {
-            label: "ITL p50",
-            color: "#9467bd",
-            points: pick((l) => (l.itlP50Seconds === null ? null : l.itlP50Seconds * 1000)),
-          },
-          {
-            label: "ITL p99",
-            color: "#c5b0d5",
-            dashed: true,
-            points: pick((l) => (l.itlP99Seconds === null ? null : l.itlP99Seconds * 1000)),
-          },
-        ],
-      }),
-      panel({
-        ...row2,
-        left: 520,
-        title: "end-to-end latency",
-        yLabel: "seconds",
-        series: [
-          { label: "E2E p50", color: "#d62728", points: pick((l) => l.e2eP50Seconds) },
-          { label: "E2E p99", color: "#ff9896", dashed: true, points: pick((l) => l.e2eP99Seconds) },
-        ],
-      }),
-    ],
+    benchPanels(levels, common),
   );
 }
+
+/** Where the sweep saturated (a closed sweep's concurrency; an open one's sustained rate, once it saturated). */
+function saturationMarker(summary: BenchChartSummary, mode: "open" | "closed") {
+  const at =
+    mode === "open" ? (summary.saturated ? (summary.sustainedLevel ?? null) : null) : summary.saturationConcurrency;
+  return at === null
+    ? []
+    : [{ x: at, label: `saturation at ${at}${mode === "open" ? " req/s offered" : ""}`, color: "#ff7f0e" }];
+}
+
+/** The bench chart's four panels: throughput and TTFT above, ITL and end-to-end latency below. */
+function benchPanels(levels: ChartLevel[], common: Omit<PanelSpec, "top" | "left" | "title" | "yLabel" | "series">) {
+  const pick = (f: (l: ChartLevel) => number | null) =>
+    levels.flatMap((l) => {
+      const y = f(l);
+      return y === null ? [] : [{ x: l.level, y }];
+    });
+  // A latency's median, solid, and its p99, dashed in a lighter shade of the same colour (UNIT: per second).
+  const percentiles = (name: string, colors: [string, string], keys: [LatencyKey, LatencyKey], unit = 1): Series[] =>
+    keys.map((key, i) => ({
+      label: `${name} ${i === 0 ? "p50" : "p99"}`,
+      color: colors[i],
+      ...(i === 0 ? {} : { dashed: true }),
+      points: pick((l) => (l[key] === null ? null : l[key] * unit)),
+    }));
+  const tokens = { label: "output tok/s", color: "#1f77b4", points: pick((l) => l.outputTokensPerSecond) };
+  const ttft = percentiles("TTFT", ["#2ca02c", "#98df8a"], ["ttftP50Seconds", "ttftP99Seconds"]);
+  const itl = percentiles("ITL", ["#9467bd", "#c5b0d5"], ["itlP50Seconds", "itlP99Seconds"], 1000);
+  const e2e = percentiles("E2E", ["#d62728", "#ff9896"], ["e2eP50Seconds", "e2eP99Seconds"]);
+  const row1 = { ...common, top: 80 };
+  const row2 = { ...common, top: 420 };
+  return [
+    panel({ ...row1, left: 90, title: "aggregate output tokens/s", yLabel: "tokens/s", series: [tokens] }),
+    panel({ ...row1, left: 520, title: "time to first token", yLabel: "seconds", series: ttft }),
+    panel({ ...row2, left: 90, title: "inter-token latency (per token)", yLabel: "milliseconds", series: itl }),
+    panel({ ...row2, left: 520, title: "end-to-end latency", yLabel: "seconds", series: e2e }),
+  ];
+}
+
+type LatencyKey = Exclude<keyof ChartLevel, "level" | "outputTokensPerSecond" | "mode">;
 
 /** The knee, or "not saturated up to C=N" with its lower bound: never the last level called saturation. */
 function headline(

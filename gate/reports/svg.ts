@@ -53,6 +53,28 @@ export function esc(s: string): string {
 }
 
 export function panel(p: PanelSpec): string {
+  const scale = panelScale(p);
+  return [
+    "<g>",
+    `<text x="${p.left + p.width / 2}" y="${p.top - 8}" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`,
+    `<rect x="${p.left}" y="${p.top}" width="${p.width}" height="${p.height}" fill="none" stroke="#999"/>`,
+    ...axes(p, scale),
+    ...(p.markers ?? []).flatMap((m, i) => markerLines(p, scale, m, i)),
+    ...p.series.flatMap((s, i) => seriesLines(p, scale, s, i)),
+    "</g>",
+  ].join("\n");
+}
+
+/** A panel's coordinates: x on a log2 scale over its levels, y from 0 to a round value over its largest point. */
+interface PanelScale {
+  xs: number[];
+  px: (x: number) => number;
+  py: (y: number) => number;
+  step: number;
+  ticks: number;
+}
+
+function panelScale(p: PanelSpec): PanelScale {
   const xs = [...new Set(p.xs)].filter((x) => x > 0).sort((a, b) => a - b);
   const lx = (x: number) => Math.log2(Math.max(x, 1e-9));
   const xMin = xs.length ? lx(xs[0]) : 0;
@@ -67,11 +89,12 @@ export function panel(p: PanelSpec): string {
   const ticks = Math.max(1, Math.ceil(top / step - 1e-9));
   const yMax = step * ticks;
   const py = (y: number) => p.top + p.height - (yMax > 0 ? (y / yMax) * p.height : 0);
-  const out: string[] = [
-    "<g>",
-    `<text x="${p.left + p.width / 2}" y="${p.top - 8}" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`,
-    `<rect x="${p.left}" y="${p.top}" width="${p.width}" height="${p.height}" fill="none" stroke="#999"/>`,
-  ];
+  return { xs, px, py, step, ticks };
+}
+
+/** The gridlines with their values, the x ticks with their levels, and both axes' labels. */
+function axes(p: PanelSpec, { xs, px, py, step, ticks }: PanelScale): string[] {
+  const out: string[] = [];
   for (let i = 0; i <= ticks; i++) {
     const y = step * i;
     out.push(
@@ -91,37 +114,40 @@ export function panel(p: PanelSpec): string {
   out.push(
     `<text x="${p.left + p.width / 2}" y="${p.top + p.height + 34}" text-anchor="middle" fill="#333">${esc(p.xLabel)}</text>`,
   );
-  (p.markers ?? []).forEach((m, i) => {
-    const x = px(m.x);
+  return out;
+}
+
+/** The I-th marker: a dashed vertical line and its label. */
+function markerLines(p: PanelSpec, { px }: PanelScale, m: Marker, i: number): string[] {
+  const x = px(m.x);
+  // Labels of markers stack upwards from the bottom; past the middle they sit left of the line.
+  const right = x < p.left + p.width * 0.6;
+  return [
+    `<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${p.top}" y2="${p.top + p.height}" stroke="${m.color}" stroke-dasharray="5 4"/>`,
+    `<text x="${(right ? x + 4 : x - 4).toFixed(1)}" y="${p.top + p.height - 8 - i * 15}" text-anchor="${right ? "start" : "end"}" fill="${m.color}" font-size="11">${esc(m.label)}</text>`,
+  ];
+}
+
+/** The I-th series: its line and points (each with its value on hover), and its legend entry. */
+function seriesLines(p: PanelSpec, { px, py }: PanelScale, s: Series, i: number): string[] {
+  const out: string[] = [];
+  if (s.points.length > 0) {
+    const d = s.points
+      .slice()
+      .sort((a, b) => a.x - b.x)
+      .map((q, j) => `${j === 0 ? "M" : "L"}${px(q.x).toFixed(1)},${py(q.y).toFixed(1)}`)
+      .join(" ");
     out.push(
-      `<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${p.top}" y2="${p.top + p.height}" stroke="${m.color}" stroke-dasharray="5 4"/>`,
+      `<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 3"' : ""}/>`,
     );
-    // Labels of markers stack upwards from the bottom; past the middle they sit left of the line.
-    const right = x < p.left + p.width * 0.6;
-    out.push(
-      `<text x="${(right ? x + 4 : x - 4).toFixed(1)}" y="${p.top + p.height - 8 - i * 15}" text-anchor="${right ? "start" : "end"}" fill="${m.color}" font-size="11">${esc(m.label)}</text>`,
-    );
-  });
-  p.series.forEach((s, i) => {
-    if (s.points.length > 0) {
-      const d = s.points
-        .slice()
-        .sort((a, b) => a.x - b.x)
-        .map((q, j) => `${j === 0 ? "M" : "L"}${px(q.x).toFixed(1)},${py(q.y).toFixed(1)}`)
-        .join(" ");
+    for (const q of s.points)
       out.push(
-        `<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 3"' : ""}/>`,
+        `<circle cx="${px(q.x).toFixed(1)}" cy="${py(q.y).toFixed(1)}" r="3" fill="${s.color}"><title>${esc(`${s.label} at ${q.x}: ${fmt(q.y)}`)}</title></circle>`,
       );
-      for (const q of s.points)
-        out.push(
-          `<circle cx="${px(q.x).toFixed(1)}" cy="${py(q.y).toFixed(1)}" r="3" fill="${s.color}"><title>${esc(`${s.label} at ${q.x}: ${fmt(q.y)}`)}</title></circle>`,
-        );
-    }
-    out.push(`<rect x="${p.left + 10}" y="${p.top + 10 + i * 17}" width="11" height="11" fill="${s.color}"/>`);
-    out.push(`<text x="${p.left + 26}" y="${p.top + 20 + i * 17}">${esc(s.label)}</text>`);
-  });
-  out.push("</g>");
-  return out.join("\n");
+  }
+  out.push(`<rect x="${p.left + 10}" y="${p.top + 10 + i * 17}" width="11" height="11" fill="${s.color}"/>`);
+  out.push(`<text x="${p.left + 26}" y="${p.top + 20 + i * 17}">${esc(s.label)}</text>`);
+  return out;
 }
 
 export function svgDocument(width: number, height: number, title: string, subtitle: string, body: string[]): string {

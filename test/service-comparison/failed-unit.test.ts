@@ -66,6 +66,10 @@ async function compare(port: number, serviceKinds: string[]) {
     // The gate's default deadline (1,800 s) stands; the comparison's own bounds this test if it waits.
     plan: {
       plan: BenchPlanSchema.parse({ concurrency: [1], requestsPerConcurrency: 1, repeats: 1 }),
+      // What the stack's config gives (the provider decodes its inputs as the engine's check does).
+      timeScale: 1,
+      job: {},
+      acceptanceFloor: 1.5,
       auto: false,
       restore: "autoregressive",
       verifyPolicy: {},

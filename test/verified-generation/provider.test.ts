@@ -242,6 +242,28 @@ describe("VerifiedGeneration provider", () => {
     expect(dead.inputs).toEqual(inputs(host.url));
   });
 
+  it("inputs decoded once by the schema: a bad one fails create naming it; a refresh decodes only the inputs it reads", async () => {
+    // A port nothing listens on: a request there would fail differently from the inputs' error.
+    const srv = net.createServer();
+    await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
+    await new Promise((resolve) => srv.close(resolve));
+    await expect(create(inputs(url, { endpoint: { url, model: 7 } }))).rejects.toThrow(
+      /^the resource's inputs are not valid: endpoint\.model: /,
+    );
+    await expect(create(inputs(url, { timeScale: "fast" }))).rejects.toThrow(/not valid: timeScale: /);
+    // An older state whose plan holds a knob the schema no longer has: the refresh reads the
+    // service (gone here), not the plan, so it records the finding instead of failing.
+    const state = { ...inputs(url, { benchPlan: { retiredKnob: 1 } }), generating: true, drift: [] };
+    const refreshed = await read("id", state);
+    expect(refreshed.props.generating).toBe(false);
+    expect(refreshed.props.generationCheck).toBe("connection refused");
+    // An input the refresh does read is judged: named, not used as it is.
+    await expect(read("id", { ...state, endpoint: { url: 5, model: "tiny" } })).rejects.toThrow(
+      /not valid: endpoint\.url: /,
+    );
+  });
+
   it("check: reports bad knobs by path, a missing compiled gate, and missing identity", async () => {
     const bad = await check(
       {},
