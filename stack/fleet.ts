@@ -9,7 +9,7 @@ import { FleetVerification } from "../components/fleet-verification";
 import type { FleetOutputs } from "./outputs";
 import type { HostConnectionInput } from "../components/host/script";
 import type { VerifiedGeneration } from "../components/verified-generation";
-import { workerUrl } from "../components/router/render";
+import { urlSeenFrom } from "../components/services/endpoint";
 import { Router } from "../components/router/router";
 
 export interface FleetHost {
@@ -40,15 +40,16 @@ export function gpuFleet(
   // like; hosts on different clocks (simulated beside real) have no common one: wall time then.
   const scales = [...new Set(hosts.map((h) => h.timeScale))];
   const timeScale = scales.length === 1 ? scales[0] : 1;
-  // From where `pulumi up` runs: this machine for a simulated or local router, else its address.
-  const reach = (url: string) =>
-    on.host.connection.kind === "ssh" ? url.replace("127.0.0.1", on.host.connection.host) : url;
+  // The router as seen from where `pulumi up` runs: this machine for a simulated or local router.
+  const seen = (port: number) => urlSeenFrom("here", on.host, r.bind, port);
   const verification = new FleetVerification(
     "fleet-verified",
     {
-      router: pulumi
-        .all([router.endpoint, router.metricsEndpoint, on.model])
-        .apply(([url, metricsUrl, model]) => ({ url: reach(url), metricsUrl: reach(metricsUrl), model })),
+      router: on.model.apply((model) => ({
+        url: seen(r.port),
+        metricsUrl: `${seen(r.prometheusPort)}/metrics`,
+        model,
+      })),
       apiKey,
       routerIdentity: router.identity,
       workers: router.workers,
@@ -86,7 +87,7 @@ function fleetRouter(
       apiKey,
       hosts: hosts.map((h) => ({
         name: h.host.name,
-        url: workerUrl(on.host, h.host, h.host.port ?? config.services.port),
+        url: urlSeenFrom(on.host, h.host, config.services.host, h.host.port ?? config.services.port),
         generating: h.verification.generating,
         failure: h.verification.gateFailure,
       })),

@@ -76,19 +76,3 @@ export function routerIdentity(unit: string, launchConfig: Record<string, unknow
     .update(launcherText())
     .digest("hex");
 }
-
-/**
- * A worker's URL as the router reaches it: on this machine (simulated, local, or the router's own
- * host) its loopback; another SSH host at its address, on the serving port.
- */
-export function workerUrl(
-  router: { name: string; connection: { kind: string } },
-  worker: { name: string; connection: { kind: string; host?: unknown } },
-  port: number,
-): string {
-  const sameMachine =
-    worker.name === router.name || (router.connection.kind !== "ssh" && worker.connection.kind !== "ssh");
-  if (sameMachine || typeof worker.connection.host !== "string") return `http://127.0.0.1:${port}`;
-  const host = worker.connection.host.includes(":") ? `[${worker.connection.host}]` : worker.connection.host;
-  return `http://${host}:${port}`;
-}

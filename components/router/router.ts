@@ -15,11 +15,12 @@ import { type HostConnectionInput, hostScript } from "../host/script";
 import { keyedApiKeyHash } from "../services/stamp-key";
 import type { RouterConfig } from "./schema";
 import { configureStep, hostCheck, installStep, keyFileStdin, keyFileStep, type RouterHostCheck } from "./steps";
+import { urlOnHost } from "../services/endpoint";
 
 /** One host behind the router, with its gate's outcome in this update. */
 export interface RouterHost {
   name: string;
-  /** The host's serving URL as the router reaches it (render.ts workerUrl). */
+  /** The host's serving URL as the router reaches it (services/endpoint.ts urlSeenFrom). */
   url: string;
   /** VerifiedGeneration's `generating`: true once its gate passed. */
   generating: pulumi.Input<boolean | undefined>;
@@ -111,9 +112,8 @@ export class Router extends pulumi.ComponentResource {
       { parent: this, dependsOn: [install, ...(keyFile ? [keyFile] : [])], deleteBeforeReplace: true },
     );
 
-    const seen = router.bind === "localhost" || router.bind === "0.0.0.0" ? "127.0.0.1" : router.bind;
-    this.endpoint = pulumi.output(`http://${seen}:${router.port}`);
-    this.metricsEndpoint = pulumi.output(`http://${seen}:${router.prometheusPort}/metrics`);
+    this.endpoint = pulumi.output(urlOnHost(router.bind, router.port));
+    this.metricsEndpoint = pulumi.output(`${urlOnHost(router.bind, router.prometheusPort)}/metrics`);
     this.smgVersion = install.stdout.apply((out) => /^smgVersion=(.*)$/m.exec(out)?.[1]?.trim() ?? "");
     this.registerOutputs({
       endpoint: this.endpoint,

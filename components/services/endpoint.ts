@@ -1,6 +1,7 @@
-// Where the service is, in the one way every part asks: as seen on the host (ServingService's
-// `endpoint` output), and as the gate reaches it from where `pulumi up` runs (VerifiedGeneration,
-// ServiceComparison). No Pulumi import.
+// Where a service is, in the one way every part asks: as seen on its host (ServingService's and the
+// Router's `endpoint` outputs), as the gate reaches it from where `pulumi up` runs (VerifiedGeneration,
+// ServiceComparison: through a tunnel to an SSH host), and as another machine reaches it (the router
+// its workers, `pulumi up` the router: urlSeenFrom). No Pulumi import.
 
 /**
  * The service's URL as seen on the host: a wildcard bind (0.0.0.0) and `localhost` are reached at
@@ -30,4 +31,28 @@ export function gateTunnel(
 ): { remoteHost: string; remotePort: number } | undefined {
   if (connection.kind !== "ssh") return undefined;
   return { remoteHost: new URL(urlOnHost(bindHost, port)).hostname, remotePort: port };
+}
+
+/** A machine as the URL helpers know it: a host entry's name and how it is reached. */
+export interface Machine {
+  name: string;
+  connection: { kind: string; host?: unknown };
+}
+
+/** Binds that mean "every address of the machine" (or its loopback): reached from elsewhere at its address. */
+const MACHINE_WIDE = new Set(["0.0.0.0", "::", "localhost", "127.0.0.1"]);
+
+/**
+ * A service bound to BINDHOST:PORT on machine ON, as seen from FROM (another host entry, or "here":
+ * where `pulumi up` runs). A machine seen from itself, and machines that are all this one (simulated
+ * and local hosts), see the URL on the host; an SSH host seen from elsewhere is reached at its
+ * address (bracketed when IPv6), or at the one address its service is bound to.
+ */
+export function urlSeenFrom(from: Machine | "here", on: Machine, bindHost: string, port: number): string {
+  const thisMachine = (m: Machine | "here") => m === "here" || m.connection.kind !== "ssh";
+  const same = (from !== "here" && from.name === on.name) || (thisMachine(from) && thisMachine(on));
+  const address = on.connection.host;
+  if (same || typeof address !== "string") return urlOnHost(bindHost, port);
+  const host = MACHINE_WIDE.has(bindHost) ? address : bindHost;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }

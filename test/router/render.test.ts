@@ -4,16 +4,11 @@
 import { describe, expect, it } from "vitest";
 import { hostConfig, parseConfig } from "../../stack/config";
 import { fleetWorkers } from "../../components/router/router";
-import {
-  renderRouterUnit,
-  ROUTER_UNIT,
-  routerIdentity,
-  routerLaunchConfig,
-  workerUrl,
-} from "../../components/router/render";
+import { renderRouterUnit, ROUTER_UNIT, routerIdentity, routerLaunchConfig } from "../../components/router/render";
 import { RouterSchema } from "../../components/router/schema";
 import { stackConfig } from "../config/stacks";
 import { systemdAnalyzeAvailable, verifyUnit } from "../services/systemd-analyze";
+import { urlSeenFrom } from "../../components/services/endpoint";
 
 const router = RouterSchema.parse({ host: "a" });
 
@@ -90,10 +85,10 @@ describe("workers", () => {
   const sim = (name: string) => ({ name, connection: { kind: "simulated" } });
   const ssh = (name: string, host: string) => ({ name, connection: { kind: "ssh", host } });
   it("are reached on loopback on the router's machine, at their address over SSH", () => {
-    expect(workerUrl(sim("r"), sim("w"), 31412)).toBe("http://127.0.0.1:31412");
-    expect(workerUrl(ssh("r", "10.0.0.1"), ssh("r", "10.0.0.1"), 30000)).toBe("http://127.0.0.1:30000");
-    expect(workerUrl(ssh("r", "10.0.0.1"), ssh("w", "10.0.0.2"), 30000)).toBe("http://10.0.0.2:30000");
-    expect(workerUrl(sim("r"), ssh("w", "fd00::2"), 30000)).toBe("http://[fd00::2]:30000");
+    expect(urlSeenFrom(sim("r"), sim("w"), "127.0.0.1", 31412)).toBe("http://127.0.0.1:31412");
+    expect(urlSeenFrom(ssh("r", "10.0.0.1"), ssh("r", "10.0.0.1"), "127.0.0.1", 30000)).toBe("http://127.0.0.1:30000");
+    expect(urlSeenFrom(ssh("r", "10.0.0.1"), ssh("w", "10.0.0.2"), "127.0.0.1", 30000)).toBe("http://10.0.0.2:30000");
+    expect(urlSeenFrom(sim("r"), ssh("w", "fd00::2"), "127.0.0.1", 30000)).toBe("http://[fd00::2]:30000");
   });
 
   it("are exactly the hosts whose gate passed; the others are named with their reason", () => {
