@@ -54,7 +54,7 @@ export function gpuFleet(
       routerIdentity: router.identity,
       workers: router.workers,
       hostFigures: hostFigures(hosts, Boolean(r.groups)),
-      groups: r.groups && groupsInput(r.groups),
+      groups: r.groups,
       minHealthyHosts: r.minHealthyHosts,
       verifyPolicy: config.verification,
       benchPlan: config.benchmark,
@@ -118,27 +118,6 @@ function hostFigures(hosts: FleetHost[], grouped: boolean) {
         })),
     ]),
   );
-}
-
-/** router.groups as FleetVerification takes them: each group's served name as its model. */
-function groupsInput(g: NonNullable<RouterConfig["groups"]>) {
-  return {
-    interactive: {
-      service: g.interactive.service,
-      model: g.interactive.servedModelName,
-      hosts: g.interactive.hosts,
-      users: g.interactive.users,
-      ttftP95Seconds: g.interactive.ttftP95Seconds,
-      itlP95Seconds: g.interactive.itlP95Seconds,
-      requestsPerUser: g.interactive.requestsPerUser,
-    },
-    batch: {
-      service: g.batch.service,
-      model: g.batch.servedModelName,
-      hosts: g.batch.hosts,
-      perHostConcurrency: g.batch.perHostConcurrency,
-    },
-  };
 }
 
 /** What index.ts exports as `fleet`. */

@@ -31,30 +31,7 @@ import {
 } from "../../gate/plan/mixed-plan";
 import type { ClassResult, MixedTrafficResult } from "../../gate/run/mixed-run";
 import type { VerdictInput } from "../../gate/judge/verdict";
-import { GROUP_NAMES, type GroupName } from "../router/schema";
-import { SERVICE_KINDS } from "../services/schema";
-
-const service = z.enum(SERVICE_KINDS);
-
-/** The groups as FleetVerification takes them: each group's service, served name and host names. */
-export const FleetGroupsInputSchema = z.object({
-  interactive: z.object({
-    service,
-    model: z.string(),
-    hosts: z.array(z.string()).min(1),
-    users: z.number().int().positive(),
-    ttftP95Seconds: z.number().positive(),
-    itlP95Seconds: z.number().positive(),
-    requestsPerUser: z.number().int().positive(),
-  }),
-  batch: z.object({
-    service,
-    model: z.string(),
-    hosts: z.array(z.string()).min(1),
-    perHostConcurrency: z.number().int().positive().optional(),
-  }),
-});
-export type FleetGroupsInput = z.infer<typeof FleetGroupsInputSchema>;
+import { GROUP_NAMES, type GroupName, type RouterGroups } from "../router/schema";
 
 /** One point of a host's own sweep, as the split reads it. */
 export const CurvePointSchema = CurvesSchema.shape.services.element.shape.sweep.element;
@@ -137,7 +114,7 @@ interface Worker {
 
 /** The demand the stack's groups and workload describe. */
 export function groupDemand(
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   workload: Workload | undefined,
 ): { interactive: InteractiveDemand; batch: BatchDemand } {
   const w = GateModule.WorkloadSchema.parse(workload ?? {});
@@ -157,7 +134,7 @@ export function groupDemand(
 
 /** Per service of the groups, the first registered host's own sweep that has one; a service without any fails. */
 export function groupCurves(
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   registered: Worker[],
   curveOf: (host: string) => ServiceCurve["sweep"] | null | undefined,
 ): ServiceCurve[] {
@@ -177,7 +154,7 @@ export function groupCurves(
 
 /** The configured groups' prediction: as degradedPlan judges them with DOWN hosts out, and the fewest hosts the curves call for. */
 function predict(
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   curves: ServiceCurve[],
   demand: { interactive: InteractiveDemand; batch: BatchDemand },
   down: HostsDown,
@@ -203,7 +180,7 @@ function predict(
 
 /** The groups before any request: their curves, the configured split and what it can promise. */
 export interface PlannedGroups {
-  groups: FleetGroupsInput;
+  groups: RouterGroups;
   registered: Worker[];
   leftOut: Worker[];
   demand: { interactive: InteractiveDemand; batch: BatchDemand };
@@ -218,7 +195,7 @@ export interface PlannedGroups {
  * host that passed its gate (its class cannot be served), with what the fleet can no longer promise.
  */
 export function planGroups(
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   ctx: {
     registered: Worker[];
     leftOut: Worker[];
@@ -298,7 +275,7 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
   const group = (g: GroupName, m: GroupMeasured, meets: boolean): GroupOutput => ({
     service: groups[g].service,
     activeService: activeServiceOf(inGroup(g, p.registered), ctx.activeServiceOf),
-    model: groups[g].model,
+    model: groups[g].servedModelName,
     workers: inGroup(g, p.registered).map((w) => w.name),
     leftOut: inGroup(g, p.leftOut).map((w) => w.name),
     measured: m,
@@ -328,13 +305,13 @@ async function runGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<M
     );
   return ctx.run({
     interactive: {
-      model: groups.interactive.model,
+      model: groups.interactive.servedModelName,
       concurrency: groups.interactive.users,
       requestsPerUser: groups.interactive.requestsPerUser,
       speculative: groups.interactive.service !== "autoregressive",
     },
     batch: {
-      model: groups.batch.model,
+      model: groups.batch.servedModelName,
       concurrency: perHost * urls("batch").length,
       speculative: groups.batch.service !== "autoregressive",
     },
@@ -381,7 +358,7 @@ function measuredOf(p: PlannedGroups, r: ClassResult): GroupMeasured {
 
 /** Each class against its objective: the interactive latencies, the batch throughput against the deadline. */
 function judge(
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   demand: { interactive: InteractiveDemand; batch: BatchDemand },
   i: GroupMeasured,
   b: GroupMeasured,
@@ -411,7 +388,7 @@ function judge(
 /** A workload change on a measured grouped fleet: the deadline judged again, the plan made again, nothing re-measured. */
 export function replanGroups(
   old: MixedFleetOutput,
-  groups: FleetGroupsInput,
+  groups: RouterGroups,
   workload: Workload | undefined,
 ): MixedFleetOutput {
   const demand = groupDemand(groups, workload);

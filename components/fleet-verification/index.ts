@@ -13,7 +13,8 @@ import type { FleetWorkers } from "../router";
 import type { Drift } from "../drift/schema";
 import { PROVIDER_VERSION, type FleetPlan, type SustainedInterval } from "./provider";
 import type { RouterHostCheck } from "./router-host";
-import type { FleetGroupsInput, MixedFleetOutput } from "./groups";
+import type { MixedFleetOutput } from "./groups";
+import type { RouterGroups } from "../router/schema";
 import type { ServiceCurve } from "../../gate/plan/mixed-plan";
 
 export { fleetPlan, sustainedInterval, type FleetPlan, type SustainedInterval } from "./provider";
@@ -38,7 +39,7 @@ export interface FleetVerificationArgs {
     >
   >;
   /** router.groups: each class on its own group of hosts under its own served name (groups.ts). */
-  groups?: pulumi.Input<FleetGroupsInput>;
+  groups?: pulumi.Input<RouterGroups>;
   minHealthyHosts?: number;
   verifyPolicy?: pulumi.Input<VerifyPolicy>;
   benchPlan?: pulumi.Input<BenchPlan>;

@@ -31,7 +31,6 @@ import {
 import { probeRouterHost, repairRouterHost, type RouterHostCheck } from "./router-host";
 import {
   CurvePointSchema,
-  FleetGroupsInputSchema,
   measureGroups,
   planGroups,
   replanGroups,
@@ -39,6 +38,7 @@ import {
   type PlannedGroups,
 } from "./groups";
 import { groupOf } from "../router/schema";
+import { RouterGroupsSchema } from "../router/schema";
 
 /**
  * 2: drift entries are structured (components/drift/schema.ts Drift); the sustained level's interval; host time.
@@ -78,7 +78,7 @@ export const FleetVerificationInputsSchema = z.object({
     }),
   ),
   /** router.groups: two classes, each on its own group of hosts under its own served name. */
-  groups: FleetGroupsInputSchema.optional(),
+  groups: RouterGroupsSchema.optional(),
   /** Default: every host. */
   minHealthyHosts: z.number().int().positive().optional(),
   verifyPolicy: GateModule.VerifyPolicySchema.optional(),
@@ -185,7 +185,9 @@ export async function create(inputs: Record<string, unknown>) {
     : null;
   // A real answer through the router for every name it serves (a mixed fleet: each group's).
   const started = performance.now();
-  for (const model of input.groups ? [input.groups.interactive.model, input.groups.batch.model] : [input.router.model])
+  for (const model of input.groups
+    ? [input.groups.interactive.servedModelName, input.groups.batch.servedModelName]
+    : [input.router.model])
     await verifyThrough(input, model, signal, say);
   const readinessSeconds = (performance.now() - started) / 1000;
   const { measured, sent } = await measureThroughRouter(input, planned, signal, say);
@@ -385,7 +387,7 @@ async function measureMixed(
     activeServiceOf: (host) => input.hostFigures[host]?.activeService,
     run: (classes) => {
       say(
-        `both classes at once through the router: ${classes.interactive.concurrency} interactive users on ${groups.interactive.model}, ${classes.batch.concurrency} batch requests in flight on ${groups.batch.model}`,
+        `both classes at once through the router: ${classes.interactive.concurrency} interactive users on ${groups.interactive.servedModelName}, ${classes.batch.concurrency} batch requests in flight on ${groups.batch.servedModelName}`,
       );
       return GateModule.runMixedTraffic({
         url: input.router.url,

@@ -127,14 +127,14 @@ function inputs(hosts: Record<string, { url: string }>, leftOut: string[], over:
     groups: {
       interactive: {
         service: "eagle3",
-        model: "tiny-interactive",
+        servedModelName: "tiny-interactive",
         hosts: ["i1", "i2", "i3"],
         users: 2,
         ttftP95Seconds: 5,
         itlP95Seconds: 0.5,
         requestsPerUser: 3,
       },
-      batch: { service: "autoregressive", model: "tiny", hosts: ["b1"], perHostConcurrency: 4 },
+      batch: { service: "autoregressive", servedModelName: "tiny", hosts: ["b1"], perHostConcurrency: 4 },
     },
     minHealthyHosts: 1,
     verifyPolicy: { deadlineSeconds: 60 },
@@ -307,14 +307,14 @@ describe("a mixed fleet's judging, fed measurements written here (no router)", (
   const groups = {
     interactive: {
       service: "eagle3" as const,
-      model: "i",
+      servedModelName: "i",
       hosts: ["i1"],
       users: 2,
       ttftP95Seconds: 1,
       itlP95Seconds: 0.01,
       requestsPerUser: 2,
     },
-    batch: { service: "autoregressive" as const, model: "b", hosts: ["b1"] },
+    batch: { service: "autoregressive" as const, servedModelName: "b", hosts: ["b1"] },
   };
   const workers = [
     { name: "i1", url: "http://i1" },
