@@ -11,7 +11,6 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
-import { levelsOf } from "./bench";
 import { certificateText } from "./certificate";
 import {
   compareServices,
@@ -30,7 +29,7 @@ import { verdictOf } from "./verdict";
 import { verify, type GateHooks } from "../readiness/verify";
 import { answerAgreement, type AnswerAgreement, type AnswerCertificate } from "../readiness/answers";
 import { VerifyPolicySchema } from "../schema";
-import { WorkloadShapeSchema, type WorkloadShape } from "./workload";
+import { levelsOf, requestsOf } from "./workload";
 
 export interface CompareHooks {
   /** Make `service` the one running service (its unit started, the others stopped). */
@@ -76,20 +75,6 @@ export type Judgement = Pick<
 function judgementOf(opts: CompareOptions): Judgement {
   const { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification } = opts.plan;
   return { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification };
-}
-
-/**
- * The comparison's workload from the plan: the same i-th request on every service, of the plan's
- * length, mix and thinking, in the plan's loop (rates: open).
- */
-export function planShape(plan: BenchPlan): WorkloadShape {
-  return WorkloadShapeSchema.parse({
-    outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
-    ignoreEos: plan.ignoreEos,
-    mode: levelsOf(plan).mode,
-    ...(plan.mix ? { mix: plan.mix } : {}),
-    thinking: plan.thinking,
-  });
 }
 
 export interface ServiceOutcome {
@@ -225,8 +210,8 @@ async function measureService(
   }
   const judgement = judgementOf(opts);
   const measured = await measureSweep(opts.endpoint, ready.model, {
-    shape: planShape(opts.plan),
-    levels: levelsOf(opts.plan).levels,
+    ...levelsOf(opts.plan),
+    requests: requestsOf(opts.plan),
     requestsPerLevel: opts.plan.requestsPerConcurrency,
     repeats: opts.plan.repeats,
     requestTimeoutSeconds: opts.plan.requestTimeoutSeconds,

@@ -293,25 +293,34 @@ export function levelRuns(level: LevelSamples, slo: Slo): SweepRun[] {
   );
 }
 
+/** A measured level summarised with its runs' samples (the comparison keeps them; the sweep's one summary). */
+export function sweepLevelOf(level: LevelSamples, judgement: LevelJudgement): SweepLevel {
+  const mode = level.mode ?? "closed";
+  const value = mode === "open" ? level.requestRate : level.concurrency;
+  if (value === undefined)
+    throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
+  const { slo } = judgement;
+  return summarizeSweepLevel(
+    mode,
+    value,
+    levelRuns(level, slo),
+    slo,
+    level.acceptanceLength,
+    judgement,
+    level.evidence,
+  );
+}
+
+/** A summary without its runs' raw samples (they stay in the run's samples, not in reports). */
+export function withoutSamples(level: SweepLevel): LevelSummary {
+  return { ...level, runs: level.runs.map(({ samples: _samples, ...run }) => run) };
+}
+
 /** A level of bench() summarised (its raw samples stay in BenchSamples, not in the summary). */
 export function summarizeLevel(
   level: LevelSamples,
   errorBudget: number,
   judgement: Partial<Omit<LevelJudgement, "errorBudget">> = {},
 ): LevelSummary {
-  const { slo, rateShortfall, certification } = { ...DEFAULT_JUDGEMENT, ...judgement };
-  const mode = level.mode ?? "closed";
-  const value = mode === "open" ? level.requestRate : level.concurrency;
-  if (value === undefined)
-    throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
-  const summary = summarizeSweepLevel(
-    mode,
-    value,
-    levelRuns(level, slo),
-    slo,
-    level.acceptanceLength,
-    { errorBudget, rateShortfall, certification },
-    level.evidence,
-  );
-  return { ...summary, runs: summary.runs.map(({ samples: _samples, ...run }) => run) };
+  return withoutSamples(sweepLevelOf(level, { ...DEFAULT_JUDGEMENT, ...judgement, errorBudget }));
 }

@@ -12,7 +12,7 @@ import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../
 import { withTimeout } from "../transport/timers";
 import { makeSender } from "../measurement/load";
 import { summarizeSingle } from "../measurement/stats";
-import { BENCH_PROMPTS } from "../measurement/bench";
+import { BENCH_PROMPTS } from "../measurement/prompts";
 import { measureAcceptance, metricsAcceptance } from "./acceptance";
 import { probeRequestBody } from "./probe";
 import type { HealthPolicy, VerifyPolicy } from "../schema";
