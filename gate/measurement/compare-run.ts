@@ -187,6 +187,22 @@ async function measureService(
   say: (line: string) => void,
 ): Promise<ServiceOutcome> {
   const out: ServiceOutcome = { service, measured: true, failure: null, acceptanceLength: null, sweep: [] };
+  const model = await readyToMeasure(opts, service, unit, say, out);
+  if (model !== null) await sweepService(opts, service, model, say, out);
+  return out;
+}
+
+/**
+ * The gate (verify) and, for a speculative service, its acceptance against the floor: the model to
+ * measure, or null with the failure set on OUT.
+ */
+async function readyToMeasure(
+  opts: CompareOptions,
+  service: ServiceName,
+  unit: Pick<GateHooks, "unit" | "serviceState" | "serviceLogs">,
+  say: (line: string) => void,
+  out: ServiceOutcome,
+): Promise<string | null> {
   const ready = await verify(opts.endpoint, opts.verifyPolicy, {
     ...unit,
     onPhase: (phase, detail) => say(`${SERVICE_LABEL[service]}: ${phase}: ${detail}`),
@@ -195,7 +211,7 @@ async function measureService(
   if (!ready.ready || !ready.model) {
     out.failure = `not ready: ${ready.diagnosis ?? ready.phase}`;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
-    return out;
+    return null;
   }
   const draft = opts.drafts[service];
   if (draft) {
@@ -205,11 +221,23 @@ async function measureService(
     say(`${SERVICE_LABEL[service]}: acceptance ${out.acceptanceLength?.toFixed(2) ?? "n/a"} tokens per step`);
     if (out.failure) {
       say(`${SERVICE_LABEL[service]}: ${out.failure}`);
-      return out;
+      return null;
     }
   }
+  return ready.model;
+}
+
+/** The plan's sweep on a ready service, judged by the one verdict; a run nothing of which may be used sets the failure. */
+async function sweepService(
+  opts: CompareOptions,
+  service: ServiceName,
+  model: string,
+  say: (line: string) => void,
+  out: ServiceOutcome,
+): Promise<void> {
   const judgement = judgementOf(opts);
-  const measured = await measureSweep(opts.endpoint, ready.model, {
+  const draft = opts.drafts[service];
+  const measured = await measureSweep(opts.endpoint, model, {
     ...levelsOf(opts.plan),
     requests: requestsOf(opts.plan),
     requestsPerLevel: opts.plan.requestsPerConcurrency,
@@ -244,7 +272,6 @@ async function measureService(
     out.failure = measured.serverGone ?? verdict.failure;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
   }
-  return out;
 }
 
 /**
