@@ -156,14 +156,10 @@ export function summarizeBench(
   });
   const gone = meta.serverGone ?? null;
   const servedModels = servedModelsOf(samples);
-  const others = servedModels.filter((m) => m !== meta.model);
   return {
     model: meta.model,
     servedModels,
-    modelMismatch:
-      others.length === 0
-        ? null
-        : `the server answered as ${others.map((m) => JSON.stringify(m)).join(", ")}, not the model asked for (${JSON.stringify(meta.model)}): it ignores the request's model, so these figures are the served model's`,
+    modelMismatch: modelMismatch(meta.model, servedModels),
     startedAt: meta.startedAt,
     complete: meta.complete,
     stopReason: meta.stopReason ?? gone,
@@ -188,6 +184,14 @@ export function summarizeBench(
     timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
   };
+}
+
+/** Why the figures are another model's: the responses named one other than the model asked for; null when none did. */
+function modelMismatch(model: string, servedModels: string[]): string | null {
+  const others = servedModels.filter((m) => m !== model);
+  return others.length === 0
+    ? null
+    : `the server answered as ${others.map((m) => JSON.stringify(m)).join(", ")}, not the model asked for (${JSON.stringify(model)}): it ignores the request's model, so these figures are the served model's`;
 }
 
 /** The distinct `model` names the responses carried (O(n) over the samples, once per summary). */
