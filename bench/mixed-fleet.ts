@@ -99,7 +99,11 @@ async function curve(service: Service): Promise<ServiceCurve> {
   try {
     await waitReady(s.url);
     const m = await measureSweep({ url: s.url }, BATCH, {
-      shape: WorkloadShapeSchema.parse({ outputTokens: { distribution: "fixed", tokens } }),
+      mode: "closed",
+      requests: {
+        kind: "shape",
+        shape: WorkloadShapeSchema.parse({ outputTokens: { distribution: "fixed", tokens } }),
+      },
       levels: LEVELS,
       requestsPerLevel: Number(values["requests-per-level"]),
       repeats: 1,

@@ -7,6 +7,18 @@
 export const PROMPT_CATEGORIES = ["chat", "code", "long-context"] as const;
 export type PromptCategory = (typeof PROMPT_CATEGORIES)[number];
 
+/** Prompts that ask for long answers; ignore_eos keeps the length exact anyway. */
+export const BENCH_PROMPTS = [
+  "Write a detailed technical essay on how large language model inference servers batch requests.",
+  "Explain, step by step and at length, how a CPU executes a program from power-on to a running shell.",
+  "Write a long story about a lighthouse keeper who discovers a map of forgotten islands.",
+  "Describe in depth the history of numerical weather prediction and its main algorithms.",
+  "Write an extensive guide to brewing coffee with every common method, with reasons for each step.",
+  "Explain the mathematics of attention in transformers thoroughly, with worked examples.",
+  "Write a comprehensive tutorial on writing a compiler for a small language.",
+  "Describe, in great detail, the life cycle of stars and the elements they produce.",
+];
+
 export const CHAT_PROMPTS = [
   "I am planning a three-day walking trip in the hills with two friends in late autumn. What should we pack, and how should we plan each day so that nobody is out after dark?",
   "My team keeps missing sprint deadlines even though everyone works long hours. How would you find out what is going wrong, and what would you change first?",

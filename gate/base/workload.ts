@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { drawLength, seededRandom } from "../../seeded-draws";
-import { PROMPT_CATEGORIES, shippedPrompt, type PromptCategory } from "./prompts";
+import { BENCH_PROMPTS, PROMPT_CATEGORIES, shippedPrompt, type PromptCategory } from "./prompts";
 
 const lengthDistribution = z
   .discriminatedUnion("distribution", [
@@ -125,6 +125,46 @@ export function requestAt(
     prompt: source.prompts[i % source.prompts.length],
     maxTokens: source.maxTokens,
     extraBody: source.extraBody,
+  };
+}
+
+/**
+ * A plan's loop and levels: its offered rates (open loop) where it has any, else its concurrencies
+ * (closed): the one reading of both, for bench(), its summary and the comparison.
+ */
+export function levelsOf(plan: { rate?: readonly number[]; concurrency: readonly number[] }): {
+  mode: "open" | "closed";
+  levels: number[];
+} {
+  return plan.rate ? { mode: "open", levels: [...plan.rate] } : { mode: "closed", levels: [...plan.concurrency] };
+}
+
+/**
+ * What a plan's sweep sends (the one reading, for bench(), the comparison and the mixed fleet's
+ * classes): the plan's prompt mix, or without one the long-answer prompts; each of sweepMaxTokens,
+ * thinking and ignore_eos as the plan says.
+ */
+export function requestsOf(plan: {
+  mix?: PromptMix;
+  sweepMaxTokens: number;
+  thinking: boolean | null;
+  ignoreEos: boolean;
+}): RequestSource {
+  if (plan.mix) {
+    const shape = WorkloadShapeSchema.parse({
+      mix: plan.mix,
+      outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
+      thinking: plan.thinking,
+      ignoreEos: plan.ignoreEos,
+    });
+    return { kind: "shape", shape };
+  }
+  const thinking = plan.thinking === null ? {} : { chat_template_kwargs: { thinking: plan.thinking } };
+  return {
+    kind: "prompts",
+    prompts: BENCH_PROMPTS,
+    maxTokens: plan.sweepMaxTokens,
+    extraBody: { ...(plan.ignoreEos ? { ignore_eos: true } : {}), ...thinking },
   };
 }
 

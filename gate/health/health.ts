@@ -12,7 +12,7 @@ import { baseUrl, describeError, fetchText, makeAgent, type Endpoint } from "../
 import { withTimeout } from "../transport/timers";
 import { makeSender } from "../run/load";
 import { summarizeSingle } from "../judge/stats";
-import { BENCH_PROMPTS } from "../run/bench";
+import { BENCH_PROMPTS } from "../base/prompts";
 import { measureAcceptance, metricsAcceptance } from "../readiness/acceptance";
 import { probeRequestBody } from "../readiness/probe";
 import type { HealthPolicy, VerifyPolicy } from "../base/schema";
@@ -283,6 +283,25 @@ export async function recordHealth(
   };
 }
 
+/** What checkHealth is told: the policies, the time scale, the speculative floor, the stop. */
+interface CheckOptions {
+  policy: VerifyPolicy;
+  health: HealthPolicy;
+  timeScale: number;
+  speculative?: Speculative;
+  signal?: AbortSignal;
+}
+
+/** One check under way: what each figure is measured against, and where its finding or its miss goes. */
+interface HealthRun {
+  endpoint: Endpoint & { model: string };
+  baseline: HealthBaseline;
+  opts: CheckOptions;
+  out: HealthCheck;
+  /** Why a figure could not be measured, one entry each: the check's "not checked". */
+  missed: string[];
+}
+
 /**
  * The check of a refresh: each figure against the baseline. A figure that cannot be measured makes
  * the check "not checked" (its reason), while the others are still compared and reported.
@@ -290,21 +309,8 @@ export async function recordHealth(
 export async function checkHealth(
   endpoint: Endpoint & { model: string },
   baseline: HealthBaseline,
-  opts: {
-    policy: VerifyPolicy;
-    health: HealthPolicy;
-    timeScale: number;
-    speculative?: Speculative;
-    signal?: AbortSignal;
-  },
+  opts: CheckOptions,
 ): Promise<HealthCheck> {
-  const { health } = opts;
-  // The reference is the one recorded: a changed prompt in the config is compared from the next verification on.
-  const reference = {
-    ...health,
-    referencePrompt: baseline.referencePrompt,
-    referenceMaxTokens: baseline.referenceMaxTokens,
-  };
   const floor = opts.speculative?.acceptanceFloor ?? baseline.acceptanceFloor;
   const out: HealthCheck = {
     answerMatches: null,
@@ -321,6 +327,24 @@ export async function checkHealth(
     notChecked: null,
   };
   const missed: string[] = [];
+  const run: HealthRun = { endpoint, baseline, opts, out, missed };
+  await referenceHealth(run);
+  await decodeHealth(run);
+  if (opts.speculative) await acceptanceHealth(run, floor);
+  await answerHealth(endpoint, opts.policy, out, missed, opts.signal);
+  if (missed.length > 0) out.notChecked = missed.join("; ");
+  return out;
+}
+
+/** The greedy answer to the reference prompt against the recorded one. */
+async function referenceHealth({ endpoint, baseline, opts, out, missed }: HealthRun): Promise<void> {
+  const { health } = opts;
+  // The reference is the one recorded: a changed prompt in the config is compared from the next verification on.
+  const reference = {
+    ...health,
+    referencePrompt: baseline.referencePrompt,
+    referenceMaxTokens: baseline.referenceMaxTokens,
+  };
   try {
     const now = await referenceAnswer(endpoint, opts.policy, reference, opts.signal);
     out.answer = now.answer;
@@ -335,46 +359,55 @@ export async function checkHealth(
   } catch (e) {
     missed.push(`reference answer: ${describeError(e)}`);
   }
-  // The same probe as the baseline's (bestDecodeProbe), so like is compared with like. A baseline
-  // too fast to time leaves the speed unchecked by design (no figure, no finding, not "not checked").
+}
+
+/**
+ * The single-stream decode speed against the verified one, by the same probe as the baseline's
+ * (bestDecodeProbe), so like is compared with like. A baseline too fast to time leaves the speed
+ * unchecked by design (no figure, no finding, not "not checked").
+ */
+async function decodeHealth({ endpoint, baseline, opts, out, missed }: HealthRun): Promise<void> {
+  const { health } = opts;
   const base = baseline.decodeTokensPerSecond;
-  if (base !== null) {
-    try {
-      const floorRate = base * health.tokensPerSecondFloorFraction;
-      // A probe under the floor is run again (DECODE_PROBE_ATTEMPTS in all) and the best one kept: a
-      // moment of contention (another client, a busy CPU on the host) slows one short probe while
-      // nothing changed; a regression in the kernels or the build slows every one.
-      const best = await bestDecodeProbe(endpoint, health, opts.timeScale, floorRate, opts.signal);
-      out.decodeTokensPerSecond = best;
-      if (best !== null && best < floorRate)
-        out.findings.push({
-          field: "health.decodeTokensPerSecond",
-          expected: `at least ${floorRate.toFixed(1)} tok/s (${health.tokensPerSecondFloorFraction} of the verified ${base.toFixed(1)} tok/s, one stream)`,
-          found: `${best.toFixed(1)} tok/s`,
-        });
-    } catch (e) {
-      missed.push(`decode probe: ${describeError(e)}`);
-    }
+  if (base === null) return;
+  try {
+    const floorRate = base * health.tokensPerSecondFloorFraction;
+    // A probe under the floor is run again (DECODE_PROBE_ATTEMPTS in all) and the best one kept: a
+    // moment of contention (another client, a busy CPU on the host) slows one short probe while
+    // nothing changed; a regression in the kernels or the build slows every one.
+    const best = await bestDecodeProbe(endpoint, health, opts.timeScale, floorRate, opts.signal);
+    out.decodeTokensPerSecond = best;
+    if (best !== null && best < floorRate)
+      out.findings.push({
+        field: "health.decodeTokensPerSecond",
+        expected: `at least ${floorRate.toFixed(1)} tok/s (${health.tokensPerSecondFloorFraction} of the verified ${base.toFixed(1)} tok/s, one stream)`,
+        found: `${best.toFixed(1)} tok/s`,
+      });
+  } catch (e) {
+    missed.push(`decode probe: ${describeError(e)}`);
   }
-  if (opts.speculative) {
-    try {
-      const found = await probeAcceptance(endpoint, health, opts.signal);
-      out.acceptanceLength = found;
-      const base = baseline.acceptanceLength;
-      const least = Math.max(floor ?? 1, base === null ? 0 : base * health.acceptanceBaselineFraction);
-      if (found < least)
-        out.findings.push({
-          field: "health.acceptanceLength",
-          expected: `at least ${least.toFixed(2)} tokens per verify step (floor ${floor ?? "none"}${base === null ? "" : `, ${health.acceptanceBaselineFraction} of the verified ${base.toFixed(2)}`})`,
-          found: `${found.toFixed(2)} tokens per verify step: speculation this poor is slower than none; the draft model, the kernels or the weights changed`,
-        });
-    } catch (e) {
-      missed.push(`acceptance: ${describeError(e)}`);
-    }
+}
+
+/** A speculative service's acceptance against its floor and a fraction of the verified one. */
+async function acceptanceHealth(
+  { endpoint, baseline, opts, out, missed }: HealthRun,
+  floor: number | null,
+): Promise<void> {
+  const { health } = opts;
+  try {
+    const found = await probeAcceptance(endpoint, health, opts.signal);
+    out.acceptanceLength = found;
+    const base = baseline.acceptanceLength;
+    const least = Math.max(floor ?? 1, base === null ? 0 : base * health.acceptanceBaselineFraction);
+    if (found < least)
+      out.findings.push({
+        field: "health.acceptanceLength",
+        expected: `at least ${least.toFixed(2)} tokens per verify step (floor ${floor ?? "none"}${base === null ? "" : `, ${health.acceptanceBaselineFraction} of the verified ${base.toFixed(2)}`})`,
+        found: `${found.toFixed(2)} tokens per verify step: speculation this poor is slower than none; the draft model, the kernels or the weights changed`,
+      });
+  } catch (e) {
+    missed.push(`acceptance: ${describeError(e)}`);
   }
-  await answerHealth(endpoint, opts.policy, out, missed, opts.signal);
-  if (missed.length > 0) out.notChecked = missed.join("; ");
-  return out;
 }
 
 /** The answer score against the verified one (answer-health.ts), when the verification checked answers. */

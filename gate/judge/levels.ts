@@ -16,7 +16,7 @@
  * on schedule says nothing about the server, and is never its capacity.
  */
 import { BenchPlanSchema } from "../base/schema";
-import { certify, clientFellBehind, type Certificate, type LevelEvidence } from "./certificate";
+import { certify, clientFellBehind, type Certificate, type KeptSchedule, type LevelEvidence } from "./certificate";
 import { type Certification } from "../base/schema";
 import { goodput, meanInterval, perTokenLatencies, type MeanInterval } from "./goodput";
 import { type Slo } from "../base/schema";
@@ -220,35 +220,11 @@ export function summarizeSweepLevel(
   const counts = { requests: all.length, errors: all.length - ok.length };
   const duration = runs.reduce((a, r) => a + r.durationSeconds, 0);
   const throughput = meanInterval(runs.map((r) => r.outputTokensPerSecond));
-  const open = mode === "open";
-  const meanOf = (values: (number | null)[]) =>
-    values.some((v) => v === null) || values.length === 0
-      ? null
-      : values.reduce<number>((a, v) => a + (v ?? 0), 0) / values.length;
-  const planned = open ? meanOf(runs.map((r) => r.plannedRequestsPerSecond)) : null;
-  const sent = open ? meanOf(runs.map((r) => r.sentRequestsPerSecond)) : null;
-  const achieved = open ? meanOf(runs.map((r) => r.achievedRequestsPerSecond)) : null;
-  const lags = Float64Array.from(dispatchLags(all)).sort();
-  const lagP99 = open ? percentile(lags, 99) : null;
-  // The schedule as the client kept it: judged here (clientLimited) and in the certificate's load check.
-  const schedule = {
-    planned,
-    sent,
-    lagP50: open ? percentile(lags, 50) : null,
-    lagP99,
-    runSeconds: runs.length > 0 ? duration / runs.length : 0,
-  };
+  const { figures, schedule } = loadFigures(mode, level, runs, judgement.rateShortfall);
   return {
     mode,
     level,
-    concurrency: open ? (duration > 0 ? all.reduce((a, s) => a + s.e2eSeconds, 0) / duration : 0) : level,
-    offeredRequestsPerSecond: open ? level : null,
-    achievedRequestsPerSecond: achieved,
-    keptUp: sent === null || achieved === null ? null : achieved >= sent * (1 - judgement.rateShortfall),
-    plannedRequestsPerSecond: planned,
-    sentRequestsPerSecond: sent,
-    dispatchLagP99Seconds: lagP99,
-    clientLimited: open ? clientFellBehind(schedule, judgement.rateShortfall) : null,
+    ...figures,
     ...counts,
     errorRate: errorRate(counts),
     withinErrorBudget: withinErrorBudget(counts, judgement.errorBudget),
@@ -275,6 +251,62 @@ export function summarizeSweepLevel(
   };
 }
 
+/** What a level's loop says of its load: the concurrency, and an open loop's rates and schedule. */
+type LoadFigures = Pick<
+  LevelSummary,
+  | "concurrency"
+  | "offeredRequestsPerSecond"
+  | "achievedRequestsPerSecond"
+  | "keptUp"
+  | "plannedRequestsPerSecond"
+  | "sentRequestsPerSecond"
+  | "dispatchLagP99Seconds"
+  | "clientLimited"
+>;
+
+/**
+ * The load a level's runs applied: a closed loop's is its concurrency; an open loop's the rates
+ * planned, sent and achieved (means over the runs), the requests in flight they produced (Little's
+ * law), and the schedule as the client kept it, judged here (clientLimited) and by the certificate.
+ */
+function loadFigures(
+  mode: "closed" | "open",
+  level: number,
+  runs: SweepRun[],
+  rateShortfall: number,
+): { figures: LoadFigures; schedule: KeptSchedule } {
+  const all = runs.flatMap((r) => r.samples);
+  const duration = runs.reduce((a, r) => a + r.durationSeconds, 0);
+  const open = mode === "open";
+  const meanOf = (values: (number | null)[]) =>
+    values.some((v) => v === null) || values.length === 0
+      ? null
+      : values.reduce<number>((a, v) => a + (v ?? 0), 0) / values.length;
+  const planned = open ? meanOf(runs.map((r) => r.plannedRequestsPerSecond)) : null;
+  const sent = open ? meanOf(runs.map((r) => r.sentRequestsPerSecond)) : null;
+  const achieved = open ? meanOf(runs.map((r) => r.achievedRequestsPerSecond)) : null;
+  const lags = Float64Array.from(dispatchLags(all)).sort();
+  const lagP99 = open ? percentile(lags, 99) : null;
+  const schedule: KeptSchedule = {
+    planned,
+    sent,
+    lagP50: open ? percentile(lags, 50) : null,
+    lagP99,
+    runSeconds: runs.length > 0 ? duration / runs.length : 0,
+  };
+  const figures: LoadFigures = {
+    concurrency: open ? (duration > 0 ? all.reduce((a, s) => a + s.e2eSeconds, 0) / duration : 0) : level,
+    offeredRequestsPerSecond: open ? level : null,
+    achievedRequestsPerSecond: achieved,
+    keptUp: sent === null || achieved === null ? null : achieved >= sent * (1 - rateShortfall),
+    plannedRequestsPerSecond: planned,
+    sentRequestsPerSecond: sent,
+    dispatchLagP99Seconds: lagP99,
+    clientLimited: open ? clientFellBehind(schedule, rateShortfall) : null,
+  };
+  return { figures, schedule };
+}
+
 /** The runs of a level as bench() keeps them (one window when `runs` is absent). */
 export function levelRuns(level: LevelSamples, slo: Slo): SweepRun[] {
   const windows = level.runs ?? [
@@ -295,25 +327,34 @@ export function levelRuns(level: LevelSamples, slo: Slo): SweepRun[] {
   );
 }
 
+/** A measured level summarised with its runs' samples (the comparison keeps them; the sweep's one summary). */
+export function sweepLevelOf(level: LevelSamples, judgement: LevelJudgement): SweepLevel {
+  const mode = level.mode ?? "closed";
+  const value = mode === "open" ? level.requestRate : level.concurrency;
+  if (value === undefined)
+    throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
+  const { slo } = judgement;
+  return summarizeSweepLevel(
+    mode,
+    value,
+    levelRuns(level, slo),
+    slo,
+    level.acceptanceLength,
+    judgement,
+    level.evidence,
+  );
+}
+
+/** A summary without its runs' raw samples (they stay in the run's samples, not in reports). */
+export function withoutSamples(level: SweepLevel): LevelSummary {
+  return { ...level, runs: level.runs.map(({ samples: _samples, ...run }) => run) };
+}
+
 /** A level of bench() summarised (its raw samples stay in BenchSamples, not in the summary). */
 export function summarizeLevel(
   level: LevelSamples,
   errorBudget: number,
   judgement: Partial<Omit<LevelJudgement, "errorBudget">> = {},
 ): LevelSummary {
-  const { slo, rateShortfall, certification } = { ...DEFAULT_JUDGEMENT, ...judgement };
-  const mode = level.mode ?? "closed";
-  const value = mode === "open" ? level.requestRate : level.concurrency;
-  if (value === undefined)
-    throw new Error(`a ${mode}-loop level needs its ${mode === "open" ? "requestRate" : "concurrency"}`);
-  const summary = summarizeSweepLevel(
-    mode,
-    value,
-    levelRuns(level, slo),
-    slo,
-    level.acceptanceLength,
-    { errorBudget, rateShortfall, certification },
-    level.evidence,
-  );
-  return { ...summary, runs: summary.runs.map(({ samples: _samples, ...run }) => run) };
+  return withoutSamples(sweepLevelOf(level, { ...DEFAULT_JUDGEMENT, ...judgement, errorBudget }));
 }

@@ -139,15 +139,29 @@ function splitByBudget<L extends Parameters<typeof answerless>[0] & Parameters<t
   };
 }
 
-export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
-  const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.concurrency, opts.errorBudget);
-  const failedNote =
+/** Why levels of a concurrency sweep are left out: over the error budget, or without a visible answer. */
+function closedExclusions(failedLevels: number[], answerlessLevels: number[], budget: string): string {
+  return (
     (failedLevels.length > 0
       ? `; C=${failedLevels.join(", C=")} broke the error budget of ${budget} and are excluded`
       : "") +
     (answerlessLevels.length > 0
       ? `; C=${answerlessLevels.join(", C=")} produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
-      : "");
+      : "")
+  );
+}
+
+/** Where the walk up a concurrency sweep stops: the level whose figure is sustained, and why. */
+interface KneePoint {
+  level: LevelFigures;
+  saturated: boolean;
+  why: string;
+  undetermined?: true;
+}
+
+export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
+  const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.concurrency, opts.errorBudget);
+  const failedNote = closedExclusions(failedLevels, answerlessLevels, budget);
   if (ok.length === 0) {
     return {
       saturated: false,
@@ -164,7 +178,8 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
           : `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
     };
   }
-  const at = (l: LevelFigures, saturated: boolean, why: string): Knee => ({
+  const { level: l, saturated, why, undetermined } = walkToKnee(ok, opts);
+  return {
     saturated,
     saturationConcurrency: saturated ? l.concurrency : null,
     sustainedOutputTokensPerSecond: l.outputTokensPerSecond,
@@ -174,50 +189,47 @@ export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Kn
     verdict: `${why}${failedNote}`,
     mode: "closed",
     sustainedLevel: l.concurrency,
-  });
+    ...(undetermined ? { undetermined } : {}),
+  };
+}
+
+/**
+ * Up the counted levels (in order): the knee is the last level before TTFT p95 crosses its bound,
+ * or the first whose step to the next adds less than minGain per doubling (no later level clearly
+ * higher); an interval that holds the threshold claims nothing; none: not saturated at the last.
+ */
+function walkToKnee(ok: readonly LevelFigures[], opts: KneeOptions): KneePoint {
   const bound = opts.maxTtftP95Seconds;
   for (let i = 0; i < ok.length; i++) {
     const level = ok[i];
     if (bound !== undefined && level.ttftP95Seconds !== null && level.ttftP95Seconds > bound) {
       const knee = i > 0 ? ok[i - 1] : level;
-      return at(
-        knee,
-        true,
-        `saturation at C=${knee.concurrency}: TTFT p95 crosses ${bound} s at C=${level.concurrency} (${level.ttftP95Seconds.toFixed(2)} s)`,
-      );
+      const why = `saturation at C=${knee.concurrency}: TTFT p95 crosses ${bound} s at C=${level.concurrency} (${level.ttftP95Seconds.toFixed(2)} s)`;
+      return { level: knee, saturated: true, why };
     }
-    if (i + 1 < ok.length) {
-      const next = ok[i + 1];
-      const gain = gainPerDoubling(level, next);
-      const [low, high] = gainRange(level, next);
-      // A later level clearly higher than this one: whatever this step says, this is no knee.
-      const laterHigher = ok.slice(i + 2).some((later) => gainRange(level, later)[0] >= opts.minGain);
-      if (laterHigher || low >= opts.minGain) continue;
-      if (high < opts.minGain) {
-        return at(
-          level,
-          true,
-          `saturation at C=${level.concurrency}: going to C=${next.concurrency} adds ${(gain * 100).toFixed(1)} % per doubling (< ${(opts.minGain * 100).toFixed(0)} %)`,
-        );
-      }
-      // The intervals hold the threshold: neither a knee nor a rise can be claimed.
-      const best = ok.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
-      return {
-        ...at(
-          best,
-          false,
-          `knee undetermined, run more repeats: from C=${level.concurrency} (${tps(level)}) to C=${next.concurrency} (${tps(next)}) the gain per doubling lies between ${pct(low)} and ${pct(high)}, which cannot be told from the ${(opts.minGain * 100).toFixed(0)} % threshold; the sustained figure is the best level's mean (C=${best.concurrency}), not a knee`,
-        ),
-        undetermined: true,
-      };
+    if (i + 1 >= ok.length) continue;
+    const next = ok[i + 1];
+    const gain = gainPerDoubling(level, next);
+    const [low, high] = gainRange(level, next);
+    // A later level clearly higher than this one: whatever this step says, this is no knee.
+    const laterHigher = ok.slice(i + 2).some((later) => gainRange(level, later)[0] >= opts.minGain);
+    if (laterHigher || low >= opts.minGain) continue;
+    if (high < opts.minGain) {
+      const why = `saturation at C=${level.concurrency}: going to C=${next.concurrency} adds ${(gain * 100).toFixed(1)} % per doubling (< ${(opts.minGain * 100).toFixed(0)} %)`;
+      return { level, saturated: true, why };
     }
+    // The intervals hold the threshold: neither a knee nor a rise can be claimed.
+    const best = ok.reduce((a, b) => (b.outputTokensPerSecond > a.outputTokensPerSecond ? b : a));
+    return {
+      level: best,
+      saturated: false,
+      why: `knee undetermined, run more repeats: from C=${level.concurrency} (${tps(level)}) to C=${next.concurrency} (${tps(next)}) the gain per doubling lies between ${pct(low)} and ${pct(high)}, which cannot be told from the ${(opts.minGain * 100).toFixed(0)} % threshold; the sustained figure is the best level's mean (C=${best.concurrency}), not a knee`,
+      undetermined: true,
+    };
   }
   const last = ok[ok.length - 1];
-  return at(
-    last,
-    false,
-    `not saturated up to C=${last.concurrency}: throughput still rises; ${last.outputTokensPerSecond.toFixed(1)} tok/s there is a lower bound`,
-  );
+  const why = `not saturated up to C=${last.concurrency}: throughput still rises; ${last.outputTokensPerSecond.toFixed(1)} tok/s there is a lower bound`;
+  return { level: last, saturated: false, why };
 }
 
 /** The fields of an open-loop level these rules read (LevelSummary has them all). */
@@ -250,13 +262,7 @@ const fixed = (v: number | null | undefined, digits: number) => (v == null ? "n/
  */
 export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
   const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.level, opts.errorBudget);
-  const failedNote =
-    (failedLevels.length > 0
-      ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`
-      : "") +
-    (answerlessLevels.length > 0
-      ? `; ${answerlessLevels.join(", ")} req/s offered produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
-      : "");
+  const failedNote = rateExclusions(failedLevels, answerlessLevels, budget);
   const none = (verdict: string): Knee => ({
     saturated: false,
     saturationConcurrency: null,
@@ -274,17 +280,7 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
     );
   const limited = ok.filter((l) => l.clientLimited === true);
   const offered = ok.filter((l) => l.clientLimited !== true);
-  const clientNote =
-    limited.length === 0
-      ? ""
-      : `; at ${limited
-          .map(
-            (l) =>
-              `${l.level} req/s offered the client fell behind its schedule (sent ${fixed(l.sentRequestsPerSecond, 2)} of ${fixed(l.plannedRequestsPerSecond, 2)} req/s planned, dispatch lag p99 ${fixed(l.dispatchLagP99Seconds, 3)} s)`,
-          )
-          .join(
-            ", at ",
-          )}: the client's lag, not the server's capacity, so ${limited.length > 1 ? "they are" : "it is"} excluded; offer ${limited.length > 1 ? "those rates" : "that rate"} from several clients`;
+  const clientNote = clientLimitedNote(limited);
   const clientLimitedLevels = limited.map((l) => l.level);
   const behind = offered.filter((l) => l.keptUp === false);
   if (behind.length === 0) {
@@ -317,6 +313,28 @@ export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<Kn
     sustainedLevel: best.level,
     clientLimitedLevels,
   };
+}
+
+/** Why rate levels are left out: over the error budget, or without a visible answer. */
+function rateExclusions(failedLevels: number[], answerlessLevels: number[], budget: string): string {
+  return (
+    (failedLevels.length > 0
+      ? `; ${failedLevels.join(", ")} req/s offered broke the error budget of ${budget} and ${failedLevels.length > 1 ? "are" : "is"} excluded`
+      : "") +
+    (answerlessLevels.length > 0
+      ? `; ${answerlessLevels.join(", ")} req/s offered produced no visible answer (reasoning used every request's budget) and ${answerlessLevels.length > 1 ? "are" : "is"} excluded`
+      : "")
+  );
+}
+
+/** The rates the client could not offer on schedule, each with its figures: excluded, never capacity. */
+function clientLimitedNote(limited: readonly RateFigures[]): string {
+  if (limited.length === 0) return "";
+  const each = limited.map(
+    (l) =>
+      `${l.level} req/s offered the client fell behind its schedule (sent ${fixed(l.sentRequestsPerSecond, 2)} of ${fixed(l.plannedRequestsPerSecond, 2)} req/s planned, dispatch lag p99 ${fixed(l.dispatchLagP99Seconds, 3)} s)`,
+  );
+  return `; at ${each.join(", at ")}: the client's lag, not the server's capacity, so ${limited.length > 1 ? "they are" : "it is"} excluded; offer ${limited.length > 1 ? "those rates" : "that rate"} from several clients`;
 }
 
 /**

@@ -11,7 +11,6 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { acceptanceFailure, measureAcceptance } from "../readiness/acceptance";
-import { levelsOf } from "../run/bench";
 import { certificateText } from "../judge/certificate";
 import {
   compareServices,
@@ -30,7 +29,7 @@ import { verdictOf } from "../judge/verdict";
 import { verify, type GateHooks } from "../readiness/verify";
 import { answerAgreement, type AnswerAgreement, type AnswerCertificate } from "../readiness/answers";
 import { VerifyPolicySchema } from "../base/schema";
-import { WorkloadShapeSchema, type WorkloadShape } from "../base/workload";
+import { levelsOf, requestsOf } from "../base/workload";
 
 export interface CompareHooks {
   /** Make `service` the one running service (its unit started, the others stopped). */
@@ -76,20 +75,6 @@ export type Judgement = Pick<
 function judgementOf(opts: CompareOptions): Judgement {
   const { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification } = opts.plan;
   return { errorBudget, kneeMinGain, kneeMaxTtftP95Seconds, rateShortfall, certification };
-}
-
-/**
- * The comparison's workload from the plan: the same i-th request on every service, of the plan's
- * length, mix and thinking, in the plan's loop (rates: open).
- */
-export function planShape(plan: BenchPlan): WorkloadShape {
-  return WorkloadShapeSchema.parse({
-    outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
-    ignoreEos: plan.ignoreEos,
-    mode: levelsOf(plan).mode,
-    ...(plan.mix ? { mix: plan.mix } : {}),
-    thinking: plan.thinking,
-  });
 }
 
 export interface ServiceOutcome {
@@ -202,6 +187,22 @@ async function measureService(
   say: (line: string) => void,
 ): Promise<ServiceOutcome> {
   const out: ServiceOutcome = { service, measured: true, failure: null, acceptanceLength: null, sweep: [] };
+  const model = await readyToMeasure(opts, service, unit, say, out);
+  if (model !== null) await sweepService(opts, service, model, say, out);
+  return out;
+}
+
+/**
+ * The gate (verify) and, for a speculative service, its acceptance against the floor: the model to
+ * measure, or null with the failure set on OUT.
+ */
+async function readyToMeasure(
+  opts: CompareOptions,
+  service: ServiceName,
+  unit: Pick<GateHooks, "unit" | "serviceState" | "serviceLogs">,
+  say: (line: string) => void,
+  out: ServiceOutcome,
+): Promise<string | null> {
   const ready = await verify(opts.endpoint, opts.verifyPolicy, {
     ...unit,
     onPhase: (phase, detail) => say(`${SERVICE_LABEL[service]}: ${phase}: ${detail}`),
@@ -210,7 +211,7 @@ async function measureService(
   if (!ready.ready || !ready.model) {
     out.failure = `not ready: ${ready.diagnosis ?? ready.phase}`;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
-    return out;
+    return null;
   }
   const draft = opts.drafts[service];
   if (draft) {
@@ -220,13 +221,25 @@ async function measureService(
     say(`${SERVICE_LABEL[service]}: acceptance ${out.acceptanceLength?.toFixed(2) ?? "n/a"} tokens per step`);
     if (out.failure) {
       say(`${SERVICE_LABEL[service]}: ${out.failure}`);
-      return out;
+      return null;
     }
   }
+  return ready.model;
+}
+
+/** The plan's sweep on a ready service, judged by the one verdict; a run nothing of which may be used sets the failure. */
+async function sweepService(
+  opts: CompareOptions,
+  service: ServiceName,
+  model: string,
+  say: (line: string) => void,
+  out: ServiceOutcome,
+): Promise<void> {
   const judgement = judgementOf(opts);
-  const measured = await measureSweep(opts.endpoint, ready.model, {
-    shape: planShape(opts.plan),
-    levels: levelsOf(opts.plan).levels,
+  const draft = opts.drafts[service];
+  const measured = await measureSweep(opts.endpoint, model, {
+    ...levelsOf(opts.plan),
+    requests: requestsOf(opts.plan),
     requestsPerLevel: opts.plan.requestsPerConcurrency,
     repeats: opts.plan.repeats,
     requestTimeoutSeconds: opts.plan.requestTimeoutSeconds,
@@ -259,7 +272,6 @@ async function measureService(
     out.failure = measured.serverGone ?? verdict.failure;
     say(`${SERVICE_LABEL[service]}: ${out.failure}`);
   }
-  return out;
 }
 
 /**

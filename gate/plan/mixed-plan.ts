@@ -116,10 +116,19 @@ function batchCapacity(c: ServiceCurve): { tokensPerSecond: number; level: numbe
 const fmt = (v: number) => Math.round(v).toLocaleString("en-US");
 
 /** The fewest hosts for both classes, each on its own service, beside the homogeneous fleets. */
+/** One service's figures for each class: what a host carries, and so how many hosts each class needs. */
+interface ServiceFit {
+  service: string;
+  users: number | null;
+  interactiveHosts: number | null;
+  tput: ReturnType<typeof batchCapacity>;
+  batchHosts: number | null;
+}
+
 export function mixedPlan(curves: ServiceCurve[], interactive: InteractiveDemand, batch: BatchDemand): MixedPlan {
   const seconds = batch.deadlineDays * 86_400;
   const totalTokens = batch.completions * batch.outputTokensPerCompletion;
-  const per = curves.map((c) => {
+  const per = curves.map((c): ServiceFit => {
     const users = interactiveCapacity(c, interactive);
     const tput = batchCapacity(c);
     return {
@@ -130,37 +139,9 @@ export function mixedPlan(curves: ServiceCurve[], interactive: InteractiveDemand
       batchHosts: tput === null ? null : Math.ceil(totalTokens / (tput.tokensPerSecond * seconds)),
     };
   });
-  // Fewest hosts first; among equals the larger per-host figure (more headroom).
-  const pickI = per
-    .filter((p) => p.interactiveHosts !== null)
-    .sort((a, b) => a.interactiveHosts! - b.interactiveHosts! || b.users! - a.users!)[0];
-  const pickB = per
-    .filter((p) => p.batchHosts !== null)
-    .sort((a, b) => a.batchHosts! - b.batchHosts! || b.tput!.tokensPerSecond - a.tput!.tokensPerSecond)[0];
   const objective = `TTFT p95 <= ${interactive.ttftP95Seconds} s and ITL p95 <= ${interactive.itlP95Seconds * 1000} ms/token`;
-  const others = (service: string, f: (p: (typeof per)[number]) => string) =>
-    per
-      .filter((p) => p.service !== service)
-      .map(f)
-      .join(", ");
-  const interactiveChoice: GroupChoice | null = pickI
-    ? {
-        service: pickI.service,
-        hosts: pickI.interactiveHosts!,
-        perHostConcurrency: Math.ceil(interactive.users / pickI.interactiveHosts!),
-        perHost: pickI.users!,
-        why: `${pickI.service} holds ${pickI.users} users per host within ${objective} (${others(pickI.service, (p) => `${p.service} ${p.users ?? "none"}`)}); ${pickI.interactiveHosts} host(s) give ${pickI.users! * pickI.interactiveHosts!} slots for ${interactive.users} users`,
-      }
-    : null;
-  const batchChoice: GroupChoice | null = pickB
-    ? {
-        service: pickB.service,
-        hosts: pickB.batchHosts!,
-        perHostConcurrency: pickB.tput!.level,
-        perHost: pickB.tput!.tokensPerSecond,
-        why: `${pickB.service} sustains ${fmt(pickB.tput!.tokensPerSecond)} tok/s per host at ${pickB.tput!.level} concurrent (${others(pickB.service, (p) => `${p.service} ${p.tput ? fmt(p.tput.tokensPerSecond) : "none"}`)}); ${pickB.batchHosts} host(s) finish ${fmt(totalTokens)} tokens in ${(totalTokens / (pickB.tput!.tokensPerSecond * pickB.batchHosts! * 86_400)).toFixed(1)} of ${batch.deadlineDays} days`,
-      }
-    : null;
+  const interactiveChoice = interactiveGroup(per, interactive, objective);
+  const batchChoice = batchGroup(per, batch, totalTokens);
   const hosts = interactiveChoice && batchChoice ? interactiveChoice.hosts + batchChoice.hosts : null;
   const homogeneous: Homogeneous[] = per.map((p) => ({
     service: p.service,
@@ -178,6 +159,46 @@ export function mixedPlan(curves: ServiceCurve[], interactive: InteractiveDemand
     homogeneous,
     savedHosts,
     verdict: splitVerdict(interactiveChoice, batchChoice, hosts, best, savedHosts, objective),
+  };
+}
+
+/** The other services' figures, for a choice's reason. */
+const othersThan = (per: ServiceFit[], service: string, f: (p: ServiceFit) => string) =>
+  per
+    .filter((p) => p.service !== service)
+    .map(f)
+    .join(", ");
+
+/** The interactive group: the service needing the fewest hosts (among equals the most users per host). */
+function interactiveGroup(per: ServiceFit[], interactive: InteractiveDemand, objective: string): GroupChoice | null {
+  const pick = per
+    .filter((p) => p.interactiveHosts !== null)
+    .sort((a, b) => a.interactiveHosts! - b.interactiveHosts! || b.users! - a.users!)[0];
+  if (!pick) return null;
+  const others = othersThan(per, pick.service, (p) => `${p.service} ${p.users ?? "none"}`);
+  return {
+    service: pick.service,
+    hosts: pick.interactiveHosts!,
+    perHostConcurrency: Math.ceil(interactive.users / pick.interactiveHosts!),
+    perHost: pick.users!,
+    why: `${pick.service} holds ${pick.users} users per host within ${objective} (${others}); ${pick.interactiveHosts} host(s) give ${pick.users! * pick.interactiveHosts!} slots for ${interactive.users} users`,
+  };
+}
+
+/** The batch group: the service needing the fewest hosts (among equals the most tok/s per host). */
+function batchGroup(per: ServiceFit[], batch: BatchDemand, totalTokens: number): GroupChoice | null {
+  const pick = per
+    .filter((p) => p.batchHosts !== null)
+    .sort((a, b) => a.batchHosts! - b.batchHosts! || b.tput!.tokensPerSecond - a.tput!.tokensPerSecond)[0];
+  if (!pick) return null;
+  const tput = pick.tput!;
+  const others = othersThan(per, pick.service, (p) => `${p.service} ${p.tput ? fmt(p.tput.tokensPerSecond) : "none"}`);
+  return {
+    service: pick.service,
+    hosts: pick.batchHosts!,
+    perHostConcurrency: tput.level,
+    perHost: tput.tokensPerSecond,
+    why: `${pick.service} sustains ${fmt(tput.tokensPerSecond)} tok/s per host at ${tput.level} concurrent (${others}); ${pick.batchHosts} host(s) finish ${fmt(totalTokens)} tokens in ${(totalTokens / (tput.tokensPerSecond * pick.batchHosts! * 86_400)).toFixed(1)} of ${batch.deadlineDays} days`,
   };
 }
 

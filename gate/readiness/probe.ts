@@ -91,6 +91,27 @@ class Answer {
   }
 }
 
+/** One probe's request and what decides when its reading may stop. */
+interface Probe {
+  dispatcher: Dispatcher;
+  url: string;
+  body: Record<string, unknown>;
+  apiKey?: string;
+  signal: AbortSignal;
+  answer: Answer;
+  /** Enough seen: the answer started (and holds the known answer, when one is asked for). */
+  enough: () => boolean;
+  /** Read to the end whatever was seen (a stability probe that must see usage). */
+  toEnd: boolean;
+}
+
+/** The HTTP exchange as read: its status, its content type and the start of its body. */
+interface Exchange {
+  status: number;
+  contentType: string;
+  raw: string;
+}
+
 export async function probeGeneration(
   dispatcher: Dispatcher,
   base: string,
@@ -102,40 +123,69 @@ export async function probeGeneration(
   const t0 = performance.now();
   const want = policy.knownAnswer !== undefined && !opts.sampling ? policy.knownAnswer.toLowerCase() : null;
   const answer = new Answer(t0);
-  // Enough seen: the answer started (and holds the known answer, when one is asked for).
-  const enough = () => answer.ttfa !== null && (want === null || answer.content.toLowerCase().includes(want));
-  // A benchmark follows that counts tokens from usage: a stability probe reads to the end to see it.
-  const toEnd = policy.requireUsage && opts.sampling;
-  // Stopping early aborts only this request; the caller's signal stays untouched.
-  const local = armTimeout([opts.signal], null);
-  let status = 0;
-  let contentType = "";
-  let raw = "";
+  const exchange = await readExchange({
+    dispatcher,
+    url,
+    body: probeRequestBody(model, policy, opts.sampling),
+    apiKey: opts.apiKey,
+    signal: opts.signal,
+    answer,
+    enough: () => answer.ttfa !== null && (want === null || answer.content.toLowerCase().includes(want)),
+    // A benchmark follows that counts tokens from usage: a stability probe reads to the end to see it.
+    toEnd: policy.requireUsage && opts.sampling,
+  });
+  if ("ok" in exchange) return exchange;
+  const response = `HTTP ${exchange.status} ${truncate(exchange.raw)}`;
+  const failure =
+    judgeExchange(url, exchange, answer, response) ??
+    judgeAnswer(url, policy, answer, policy.requireUsage && opts.sampling, response);
+  if (failure !== null) return failure;
+  const result = probeResult(answer, t0);
+  if (want !== null && !answer.content.toLowerCase().includes(want)) {
+    return fail(
+      "wrong-answer",
+      false,
+      "wrong answer",
+      `the known-answer probe (POST ${url}) expected ${JSON.stringify(policy.knownAnswer)} in the content, got ${JSON.stringify(truncate(answer.content, 200))}`,
+      response,
+    );
+  }
+  return { ok: true, result, response: `HTTP 200 ${truncate(JSON.stringify({ content: result.content }))}` };
+}
+
+/**
+ * Sends the probe and reads its answer: an event stream until enough is seen (then only this
+ * request is aborted; the caller's signal stays untouched), any other body whole. A failure before
+ * enough was seen is the connection's outcome, naming the stream's last words when it was cut.
+ */
+async function readExchange(p: Probe): Promise<Exchange | ProbeOutcome> {
+  const { answer, enough, toEnd, url } = p;
+  const local = armTimeout([p.signal], null);
+  const ex: Exchange = { status: 0, contentType: "", raw: "" };
   // The stream's own last words, for a diagnosis when it is cut (a crash mid-generation).
-  let events = 0;
-  let lastEvent: string | null = null;
+  const seen = { events: 0, last: null as string | null };
   try {
     const res = await request(url, {
       method: "POST",
-      dispatcher,
+      dispatcher: p.dispatcher,
       signal: local.signal,
-      headers: headers(opts.apiKey, true),
-      body: JSON.stringify(probeRequestBody(model, policy, opts.sampling)),
+      headers: headers(p.apiKey, true),
+      body: JSON.stringify(p.body),
     });
-    status = res.statusCode;
-    contentType = String(res.headers["content-type"] ?? "");
-    if (status !== 200 || !contentType.includes("text/event-stream")) {
-      raw = await res.body.text();
+    ex.status = res.statusCode;
+    ex.contentType = String(res.headers["content-type"] ?? "");
+    if (ex.status !== 200 || !ex.contentType.includes("text/event-stream")) {
+      ex.raw = await res.body.text();
     } else {
       const parser = new SseParser();
       const onData = (payload: string) => {
-        events++;
-        lastEvent = payload;
+        seen.events++;
+        seen.last = payload;
         onEvent(answer, payload);
       };
       const body = res.body as AsyncIterable<Buffer>;
       for await (const chunk of body) {
-        if (raw.length < 2000) raw += chunk.toString("utf8");
+        if (ex.raw.length < 2000) ex.raw += chunk.toString("utf8");
         parser.push(chunk, onData);
         if ((enough() && !toEnd) || answer.streamError !== null) break;
       }
@@ -153,49 +203,71 @@ export async function probeGeneration(
         message: fatal ?? `POST ${url}: ${describeError(err)}`,
         // Cut mid-stream: what the server said last, not an earlier request's answer.
         response:
-          status === 0
+          ex.status === 0
             ? null
-            : `HTTP ${status}, the stream was cut (${describeError(err)}) after ${events} event(s)${lastEvent === null ? "" : `; last event: ${truncate(lastEvent, 300)}`}`,
+            : `HTTP ${ex.status}, the stream was cut (${describeError(err)}) after ${seen.events} event(s)${seen.last === null ? "" : `; last event: ${truncate(seen.last, 300)}`}`,
         error: err,
       };
     }
   } finally {
     local.clear();
   }
-  const response = `HTTP ${status} ${truncate(raw)}`;
-  if (status !== 200) {
+  return ex;
+}
+
+const invalid = (url: string, why: string, response: string, retryable = true): ProbeOutcome =>
+  fail(
+    "invalid",
+    retryable,
+    "invalid completion",
+    `POST ${url} answered HTTP 200 but no valid generation: ${why}`,
+    response,
+  );
+
+/**
+ * The exchange itself: a status other than 200, an HTML page, a body neither a stream nor JSON.
+ * A server that ignores `stream` answers one JSON completion: it is read into ANSWER, judged the same way.
+ */
+function judgeExchange(url: string, ex: Exchange, answer: Answer, response: string): ProbeOutcome | null {
+  if (ex.status !== 200) {
     // 4xx other than timeout/rate-limit means the request itself is wrong (model name, key): waiting cannot fix it.
-    const retryable = status >= 500 || status === 408 || status === 429;
-    return fail("http", retryable, `HTTP ${status}`, `POST ${url} answered ${response}`, response);
+    const retryable = ex.status >= 500 || ex.status === 408 || ex.status === 429;
+    return fail("http", retryable, `HTTP ${ex.status}`, `POST ${url} answered ${response}`, response);
   }
-  const invalid = (why: string, retryable = true) =>
-    fail(
-      "invalid",
-      retryable,
-      "invalid completion",
-      `POST ${url} answered HTTP 200 but no valid generation: ${why}`,
+  if (/text\/html/i.test(ex.contentType) || /^\s*</.test(ex.raw))
+    return invalid(
+      url,
+      "the body is an HTML page, not the OpenAI API (a login page or a proxy in front of it?)",
       response,
+      false,
     );
-  if (/text\/html/i.test(contentType) || /^\s*</.test(raw))
-    return invalid("the body is an HTML page, not the OpenAI API (a login page or a proxy in front of it?)", false);
-  if (!contentType.includes("text/event-stream")) {
-    // A server that ignores `stream` answers one JSON completion: judge that the same way.
-    let json: ChatCompletion | null;
-    try {
-      json = JSON.parse(raw) as ChatCompletion | null;
-    } catch {
-      return invalid("the body is neither an event stream nor JSON");
-    }
-    const choice = json?.choices?.[0];
-    if (json === null || !choice) return invalid("no choices[0]");
-    answer.add(choice.message?.content, choice.message?.reasoning_content);
-    answer.usage = json.usage ?? null;
-    answer.finishReason = choice.finish_reason ?? null;
-    answer.done = true;
+  if (ex.contentType.includes("text/event-stream")) return null;
+  let json: ChatCompletion | null;
+  try {
+    json = JSON.parse(ex.raw) as ChatCompletion | null;
+  } catch {
+    return invalid(url, "the body is neither an event stream nor JSON", response);
   }
-  if (answer.streamError !== null) return invalid(answer.streamError);
+  const choice = json?.choices?.[0];
+  if (json === null || !choice) return invalid(url, "no choices[0]", response);
+  answer.add(choice.message?.content, choice.message?.reasoning_content);
+  answer.usage = json.usage ?? null;
+  answer.finishReason = choice.finish_reason ?? null;
+  answer.done = true;
+  return null;
+}
+
+/** The generation: an error event, an odd finish, reasoning without an answer, usage missing or zero. */
+function judgeAnswer(
+  url: string,
+  policy: VerifyPolicy,
+  answer: Answer,
+  toEnd: boolean,
+  response: string,
+): ProbeOutcome | null {
+  if (answer.streamError !== null) return invalid(url, answer.streamError, response);
   if (answer.finishReason !== null && answer.finishReason !== "stop" && answer.finishReason !== "length")
-    return invalid(`finish_reason is ${JSON.stringify(answer.finishReason)}`);
+    return invalid(url, `finish_reason is ${JSON.stringify(answer.finishReason)}`, response);
   if (answer.ttfa === null) {
     if (answer.reasoning.trim() !== "" && answer.finishReason === "length") {
       return fail(
@@ -206,11 +278,14 @@ export async function probeGeneration(
         response,
       );
     }
-    if (!answer.done && answer.finishReason === null) return invalid("the stream ended before any answer");
+    if (!answer.done && answer.finishReason === null)
+      return invalid(url, "the stream ended before any answer", response);
     return invalid(
+      url,
       answer.reasoning.trim() !== ""
         ? "the completion has reasoning but no visible content"
         : "the completion has no visible content",
+      response,
     );
   }
   if (toEnd && answer.usage === null)
@@ -222,27 +297,24 @@ export async function probeGeneration(
       response,
     );
   const completionTokens = answer.usage ? Number(answer.usage.completion_tokens) : null;
-  if (completionTokens !== null && !(completionTokens > 0)) return invalid("usage.completion_tokens is 0");
-  const result: ProbeResult = {
+  if (completionTokens !== null && !(completionTokens > 0))
+    return invalid(url, "usage.completion_tokens is 0", response);
+  return null;
+}
+
+/** The figures of a probe that answered (its answer judged above). */
+function probeResult(answer: Answer, t0: number): ProbeResult {
+  const completionTokens = answer.usage ? Number(answer.usage.completion_tokens) : null;
+  return {
     completionTokens: completionTokens !== null && Number.isFinite(completionTokens) ? completionTokens : null,
     reasoningTokens: answer.usage ? reasoningTokensOf(answer.usage) : null,
     finishReason: answer.finishReason,
     content: truncate(answer.content, 200),
     reasoningCharacters: answer.reasoning.length,
     timeToFirstTokenSeconds: answer.ttft,
-    timeToFirstAnswerSeconds: answer.ttfa,
+    timeToFirstAnswerSeconds: answer.ttfa!,
     latencySeconds: (performance.now() - t0) / 1000,
   };
-  if (want !== null && !answer.content.toLowerCase().includes(want)) {
-    return fail(
-      "wrong-answer",
-      false,
-      "wrong answer",
-      `the known-answer probe (POST ${url}) expected ${JSON.stringify(policy.knownAnswer)} in the content, got ${JSON.stringify(truncate(answer.content, 200))}`,
-      response,
-    );
-  }
-  return { ok: true, result, response: `HTTP 200 ${truncate(JSON.stringify({ content: result.content }))}` };
 }
 
 function onEvent(answer: Answer, payload: string): void {

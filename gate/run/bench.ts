@@ -10,28 +10,16 @@ import { describeError, fetchText, type Endpoint } from "../transport/http";
 import { abortReason, armTimeout, TimeoutError, withTimeout } from "../transport/timers";
 import type { ModelList } from "../transport/wire";
 import { readAcceptanceLength } from "../readiness/acceptance";
-import { summarizeLevel, type LevelSamples, type LevelSummary } from "../judge/levels";
-import { hostNow, openSession, runSweep, sessionSender, type LoadRequest, type Send, type Session } from "./load";
+import { summarizeLevel, withoutSamples, type LevelSamples, type LevelSummary } from "../judge/levels";
+import { hostNow, measureSweep, openSession, sessionSender, type LoadRequest, type Send, type Session } from "./load";
 import { judgeLevels } from "../judge/saturation";
-import { readCounters } from "./server-counters";
-import { type CounterRead } from "../base/samples";
+import type { CounterRead } from "../base/samples";
+import { BENCH_PROMPTS } from "../base/prompts";
 import { summarizeSingle, type SingleRequestSummary } from "../judge/stats";
 import type { RequestSample } from "../base/samples";
-import { WorkloadShapeSchema, type RequestSource } from "../base/workload";
+import { levelsOf, requestsOf } from "../base/workload";
 
 export const WARMUP_PROMPT = "Say just 'OK'";
-
-/** Prompts that ask for long answers; ignore_eos keeps the length exact anyway. */
-export const BENCH_PROMPTS = [
-  "Write a detailed technical essay on how large language model inference servers batch requests.",
-  "Explain, step by step and at length, how a CPU executes a program from power-on to a running shell.",
-  "Write a long story about a lighthouse keeper who discovers a map of forgotten islands.",
-  "Describe in depth the history of numerical weather prediction and its main algorithms.",
-  "Write an extensive guide to brewing coffee with every common method, with reasons for each step.",
-  "Explain the mathematics of attention in transformers thoroughly, with worked examples.",
-  "Write a comprehensive tutorial on writing a compiler for a small language.",
-  "Describe, in great detail, the life cycle of stars and the elements they produce.",
-];
 
 export type BenchProgress =
   | { kind: "stage"; stage: "models" | "warmup" | "single" | "sweep"; detail: string; sinceStart: RunTotals }
@@ -168,14 +156,10 @@ export function summarizeBench(
   });
   const gone = meta.serverGone ?? null;
   const servedModels = servedModelsOf(samples);
-  const others = servedModels.filter((m) => m !== meta.model);
   return {
     model: meta.model,
     servedModels,
-    modelMismatch:
-      others.length === 0
-        ? null
-        : `the server answered as ${others.map((m) => JSON.stringify(m)).join(", ")}, not the model asked for (${JSON.stringify(meta.model)}): it ignores the request's model, so these figures are the served model's`,
+    modelMismatch: modelMismatch(meta.model, servedModels),
     startedAt: meta.startedAt,
     complete: meta.complete,
     stopReason: meta.stopReason ?? gone,
@@ -200,6 +184,14 @@ export function summarizeBench(
     timeScale: meta.timeScale ?? 1,
     plan: meta.plan,
   };
+}
+
+/** Why the figures are another model's: the responses named one other than the model asked for; null when none did. */
+function modelMismatch(model: string, servedModels: string[]): string | null {
+  const others = servedModels.filter((m) => m !== model);
+  return others.length === 0
+    ? null
+    : `the server answered as ${others.map((m) => JSON.stringify(m)).join(", ")}, not the model asked for (${JSON.stringify(model)}): it ignores the request's model, so these figures are the served model's`;
 }
 
 /** The distinct `model` names the responses carried (O(n) over the samples, once per summary). */
@@ -323,7 +315,6 @@ interface Stage {
   model: string;
   send: Send;
   sendWarmup: Send;
-  sendUncounted: Send;
   count: (s: RequestSample) => RequestSample;
   watch: Session["watch"];
 }
@@ -344,7 +335,6 @@ function stageOf(run: Run, endpoint: Endpoint, model: string): Stage {
     model,
     send: (r, onChunk) => sendRaw(r, onChunk).then(count),
     sendWarmup: (r, onChunk) => warmupRaw(r, onChunk).then(count),
-    sendUncounted: sendRaw,
     count,
     watch: run.watch,
   };
@@ -415,41 +405,30 @@ async function singlesStage(st: Stage, samples: BenchSamples): Promise<string | 
   return null;
 }
 
-/** The sweep (closed-loop concurrencies or open-loop rates), the one runSweep, into SAMPLES. */
+/** The sweep (closed-loop concurrencies or open-loop rates), by the one measureSweep, into SAMPLES. */
 async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples): Promise<void> {
-  const { run, watch } = st;
+  const { run } = st;
   const { plan, mode, signal } = run;
   const label = (level: number) => (mode === "closed" ? `concurrency ${level}` : `${level} req/s offered`);
-  samples.sweep = await runSweep({
+  const { readCounters } = run.hooks;
+  const measured = await measureSweep(endpoint, st.model, {
     mode,
     levels: run.levels,
+    requests: requestsOf(plan),
     requestsPerLevel: plan.requestsPerConcurrency,
     repeats: plan.repeats,
-    seed: 1,
-    requests: sweepRequests(plan),
-    send: st.sendUncounted,
-    onSample: st.count,
-    spread: {
-      threads: plan.clientThreads,
-      endpoint,
-      requestTimeoutSeconds: plan.requestTimeoutSeconds,
-      singleStreamTokensPerSecond: singleStreamSpeed(samples),
-      certification: plan.certification,
-    },
-    clock: run.clock,
+    requestTimeoutSeconds: plan.requestTimeoutSeconds,
+    timeScale: run.clock.timeScale,
+    judgement: plan,
+    acceptanceFloor: run.hooks.acceptanceFloor ?? null,
+    clientThreads: plan.clientThreads,
     signal,
-    readAcceptance: () => readAcceptanceLength(run.agent, run.base, endpoint.apiKey, signal),
-    readCounters: () =>
-      run.hooks.readCounters
-        ? run.hooks.readCounters(st.model, signal)
-        : readCounters(run.agent, run.base, st.model, endpoint.apiKey, signal),
+    session: run,
+    ...(readCounters ? { readCounters: () => readCounters(st.model, signal) } : {}),
     // The sweep runs only after a warmup that succeeded (warmupStage stops the run otherwise).
     warm: samples.warmup?.error === null,
-    model: st.model,
-    acceptanceFloor: run.hooks.acceptanceFloor ?? null,
-    watch,
-    maxInFlight: run.connections,
-    onBracket: (again) => (samples.bracket = again),
+    singleStreamTokensPerSecond: singleStreamSpeed(samples),
+    onSample: st.count,
     onStart: (level, total) =>
       run.progress({
         kind: "stage",
@@ -467,13 +446,11 @@ async function sweepStage(st: Stage, endpoint: Endpoint, samples: BenchSamples):
         elapsedSeconds: hostNow(run.clock),
         sinceStart: run.totals,
       }),
-    onLevel: (level) =>
-      run.progress({
-        kind: "level",
-        // the plan's slo, rateShortfall and certification are the level's judgement
-        summary: summarizeLevel(level, plan.errorBudget, plan),
-      }),
+    // the plan's error budget, slo, rateShortfall and certification are the level's judgement
+    onLevel: (level) => run.progress({ kind: "level", summary: withoutSamples(level) }),
   });
+  samples.sweep = measured.samples;
+  if (measured.bracket !== null) samples.bracket = measured.bracket;
 }
 
 /**
@@ -502,34 +479,6 @@ export async function bench(
     deadline.clear();
     void run.agent.destroy().catch(() => undefined);
   }
-}
-
-/**
- * A plan's loop and levels: its offered rates (open loop) where it has any, else its concurrencies
- * (closed): the one reading of both, for bench() and the comparison.
- */
-export function levelsOf(plan: Pick<BenchPlan, "rate" | "concurrency">): { mode: "open" | "closed"; levels: number[] } {
-  return plan.rate ? { mode: "open", levels: [...plan.rate] } : { mode: "closed", levels: [...plan.concurrency] };
-}
-
-/** The sweep's requests: the long-answer prompts, or the plan's prompt mix; thinking as the plan says. */
-function sweepRequests(plan: BenchPlan): RequestSource {
-  const thinking = plan.thinking === null ? {} : { chat_template_kwargs: { thinking: plan.thinking } };
-  if (plan.mix) {
-    const shape = WorkloadShapeSchema.parse({
-      mix: plan.mix,
-      outputTokens: { distribution: "fixed", tokens: plan.sweepMaxTokens },
-      thinking: plan.thinking,
-      ignoreEos: plan.ignoreEos,
-    });
-    return { kind: "shape", shape };
-  }
-  return {
-    kind: "prompts",
-    prompts: BENCH_PROMPTS,
-    maxTokens: plan.sweepMaxTokens,
-    extraBody: { ...(plan.ignoreEos ? { ignore_eos: true } : {}), ...thinking },
-  };
 }
 
 /** The fastest single request's decode speed (tokens per host second, first token to last), or null: "auto"'s first guess. */

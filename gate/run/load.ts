@@ -24,8 +24,7 @@ import { sleep, withTimeout } from "../transport/timers";
 import { readAcceptanceLength } from "../readiness/acceptance";
 import {
   levelName,
-  levelRuns,
-  summarizeSweepLevel,
+  sweepLevelOf,
   type LevelJudgement,
   type LevelSamples,
   type RunWindow,
@@ -46,7 +45,7 @@ import { readCounters } from "./server-counters";
 import { type CounterRead } from "../base/samples";
 import { streamChat } from "./stream";
 import { type RequestSample } from "../base/samples";
-import { poissonArrivals, requestAt, type RequestSource, type WorkloadShape } from "../base/workload";
+import { poissonArrivals, requestAt, type RequestSource } from "../base/workload";
 
 /** What one request asks for. */
 export interface LoadRequest {
@@ -726,8 +725,13 @@ async function settledCounters(
 }
 
 export interface MeasureOptions {
-  shape: WorkloadShape;
-  levels: number[];
+  mode: "closed" | "open";
+  /** Concurrencies (closed loop) or request rates per host second (open loop): levelsOf(plan). */
+  levels: readonly number[];
+  /** The i-th request of a run, the same on every service: requestsOf(plan), or a workload shape. */
+  requests: RequestSource;
+  /** Open loop: run r's arrivals are drawn from seed + r (absent: 1). */
+  seed?: number;
   requestsPerLevel: number;
   repeats: number;
   requestTimeoutSeconds: number;
@@ -740,12 +744,29 @@ export interface MeasureOptions {
   clientThreads?: ClientThreadsSetting;
   signal?: AbortSignal;
   onLevel?: (level: SweepLevel) => void;
+  /**
+   * A run that measured before its sweep (bench()): its session (pool, host clock, server watch),
+   * kept open here; absent: one opened for the sweep and closed with it.
+   */
+  session?: Session;
+  /** The server's counters where they are not at the endpoint's /metrics (a fleet); absent: the endpoint's. */
+  readCounters?: () => Promise<CounterRead>;
+  /** A warmup request succeeded before the sweep (absent: true; the comparison's gate checks generation first). */
+  warm?: boolean;
+  /** One request alone, output tokens per host second: "auto"'s first guess; absent: the first level measured. */
+  singleStreamTokensPerSecond?: number | null;
+  onSample?: SweepLoad["onSample"];
+  onStart?: SweepLoad["onStart"];
+  onRequest?: SweepLoad["onRequest"];
 }
 
-/** The sweep alone, for a caller that verified the server itself (the comparison). */
+/** A sweep measured: its levels summarised, and raw for a caller that keeps samples (bench()). */
 export interface MeasuredSweep {
   /** Levels with their runs' samples. */
   sweep: SweepLevel[];
+  /** The levels as measured, and the first measured again after the last (null: not bracketed). */
+  samples: LevelSamples[];
+  bracket: LevelSamples | null;
   /** The server went away mid-run (the sweep stopped there), or null. */
   serverGone: string | null;
 }
@@ -793,58 +814,73 @@ export function sessionSender(
   return makeSender({ endpoint, base, model, agent, clock, signal, requestTimeoutSeconds });
 }
 
+/**
+ * The one builder of a sweep, for bench() and the comparison alike: the load runSweep runs, from
+ * the options and the session, each level summarised once with the judgement as it ends.
+ */
 export async function measureSweep(endpoint: Endpoint, model: string, opts: MeasureOptions): Promise<MeasuredSweep> {
-  const mode = opts.shape.mode;
   const signal = opts.signal ?? new AbortController().signal;
-  const session = openSession(endpoint, mode, opts.levels, opts.timeScale, signal);
-  const { base, connections, agent, clock, watch } = session;
-  const summarize = (l: LevelSamples) =>
-    summarizeSweepLevel(
-      mode,
-      l.concurrency ?? l.requestRate ?? 0,
-      levelRuns(l, opts.judgement.slo),
-      opts.judgement.slo,
-      l.acceptanceLength,
-      opts.judgement,
-      l.evidence,
-    );
+  const session = opts.session ?? openSession(endpoint, opts.mode, opts.levels, opts.timeScale, signal);
+  const sweep: SweepLevel[] = [];
+  let bracket: LevelSamples | null = null;
   try {
-    const levels = await runSweep({
-      mode,
-      levels: opts.levels,
-      requestsPerLevel: opts.requestsPerLevel,
-      repeats: opts.repeats,
-      seed: opts.shape.seed,
-      requests: { kind: "shape", shape: opts.shape },
-      send: sessionSender(session, endpoint, model, signal, opts.requestTimeoutSeconds),
-      clock,
-      signal,
-      readAcceptance: () =>
-        withTimeout(
-          [signal],
-          10_000,
-          () => "no answer within 10 s",
-          (s) => readAcceptanceLength(agent, base, endpoint.apiKey, s),
-        ).catch(() => null),
-      readCounters: () => readCounters(agent, base, model, endpoint.apiKey, signal),
-      // The comparison runs the readiness gate on each service before it measures: its generation
-      // checks are the warmup.
-      warm: true,
-      model,
-      acceptanceFloor: opts.acceptanceFloor ?? null,
-      onLevel: (l) => opts.onLevel?.(summarize(l)),
-      watch,
-      maxInFlight: connections,
-      spread: {
-        threads: opts.clientThreads ?? "auto",
-        endpoint,
-        requestTimeoutSeconds: opts.requestTimeoutSeconds,
-        // The comparison sends no single requests: "auto" starts from the first level measured.
-        singleStreamTokensPerSecond: null,
+    const samples = await runSweep({
+      ...sweepLoad(endpoint, model, session, signal, opts),
+      onLevel: (l) => {
+        const summary = sweepLevelOf(l, opts.judgement);
+        sweep.push(summary);
+        opts.onLevel?.(summary);
       },
+      onBracket: (again) => (bracket = again),
     });
-    return { sweep: levels.map(summarize), serverGone: watch.gone };
+    return { sweep, samples, bracket, serverGone: session.watch.gone };
   } finally {
-    void agent.destroy().catch(() => undefined);
+    if (opts.session === undefined) void session.agent.destroy().catch(() => undefined);
   }
+}
+
+/** The sweep's load on SESSION: its levels and requests, its sender and reads, its client threads. */
+function sweepLoad(
+  endpoint: Endpoint,
+  model: string,
+  session: Session,
+  signal: AbortSignal,
+  opts: MeasureOptions,
+): Omit<SweepLoad, "onLevel" | "onBracket"> {
+  const { base, agent } = session;
+  return {
+    mode: opts.mode,
+    levels: opts.levels,
+    requestsPerLevel: opts.requestsPerLevel,
+    repeats: opts.repeats,
+    seed: opts.seed ?? 1,
+    requests: opts.requests,
+    send: sessionSender(session, endpoint, model, signal, opts.requestTimeoutSeconds),
+    clock: session.clock,
+    signal,
+    readAcceptance: () =>
+      withTimeout(
+        [signal],
+        10_000,
+        () => "no answer within 10 s",
+        (s) => readAcceptanceLength(agent, base, endpoint.apiKey, s),
+      ).catch(() => null),
+    readCounters: opts.readCounters ?? (() => readCounters(agent, base, model, endpoint.apiKey, signal)),
+    warm: opts.warm ?? true,
+    model,
+    acceptanceFloor: opts.acceptanceFloor ?? null,
+    watch: session.watch,
+    maxInFlight: session.connections,
+    spread: {
+      threads: opts.clientThreads ?? "auto",
+      endpoint,
+      requestTimeoutSeconds: opts.requestTimeoutSeconds,
+      singleStreamTokensPerSecond: opts.singleStreamTokensPerSecond ?? null,
+      // auto spreads only after one thread was measured to be the limit, by the stack's certification
+      certification: opts.judgement.certification,
+    },
+    onSample: opts.onSample,
+    onStart: opts.onStart,
+    onRequest: opts.onRequest,
+  };
 }

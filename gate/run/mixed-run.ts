@@ -24,12 +24,12 @@
  */
 import type { Agent } from "undici";
 import { baseUrl, makeAgent } from "../transport/http";
-import { BENCH_PROMPTS } from "./bench";
 import { watchClient, type ClientEvidence, type LevelEvidence } from "../judge/certificate";
 import { perTokenLatencies } from "../judge/goodput";
 import {
   runSummary,
   summarizeSweepLevel,
+  withoutSamples,
   type LevelJudgement,
   type LevelSummary,
   type RunWindow,
@@ -39,6 +39,7 @@ import { readCounters, summedCounters } from "./server-counters";
 import { type CounterRead } from "../base/samples";
 import { latencyStats, percentile } from "../judge/stats";
 import type { RequestSample } from "../base/samples";
+import { requestsOf } from "../base/workload";
 
 export interface TrafficClass {
   /** The served model name the class asks for: the router sends it to the hosts serving that name. */
@@ -131,12 +132,8 @@ function classLoops(o: MixedTrafficOptions, clock: HostClock, signal: AbortSigna
     repeats: 1,
     seed: 1,
     maxInFlight: c.concurrency,
-    requests: {
-      kind: "prompts" as const,
-      prompts: BENCH_PROMPTS,
-      maxTokens: c.maxTokens,
-      extraBody: { ignore_eos: true },
-    },
+    // A class's requests as a plan's sweep without a mix: the long-answer prompts, exactly max_tokens.
+    requests: requestsOf({ sweepMaxTokens: c.maxTokens, thinking: null, ignoreEos: true }),
     clock,
     signal,
     send: send(i, c.model),
@@ -285,7 +282,7 @@ function classResult(
     outputTokensPerSecond,
     ttftP95Seconds: stats.ttftP95Seconds,
     itlPerTokenP95Seconds: percentile(perTokenLatencies(counted), 95),
-    level: { ...level, outputTokensPerSecond, runs: level.runs.map(({ samples: _samples, ...r }) => r) },
+    level: { ...withoutSamples(level), outputTokensPerSecond },
     servedBy: servedBy(o, c.model, e.before, e.after),
   };
 }

@@ -1,11 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { goodput, meanInterval, meetsSlo, perTokenLatency } from "../../gate/judge/goodput";
 import { SloSchema } from "../../gate/base/schema";
-import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/base/prompts";
+import { BENCH_PROMPTS, CHARS_PER_TOKEN, longContextPrompt } from "../../gate/base/prompts";
 import type { RequestSample } from "../../gate/base/samples";
 import { summarizeSweepLevel, runSummary } from "../../gate/judge/levels";
 import { toHostTime } from "../../gate/run/load";
-import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/base/workload";
+import {
+  levelsOf,
+  pickCategory,
+  poissonArrivals,
+  requestAt,
+  requestsOf,
+  shapedRequest,
+  WorkloadShapeSchema,
+} from "../../gate/base/workload";
+import { BenchPlanSchema } from "../../gate/base/schema";
 import { drawLength, seededRandom } from "../../seeded-draws";
 import { classifyContent } from "../../simulator/text";
 
@@ -144,5 +153,35 @@ describe("goodput and confidence intervals (hand-computed)", () => {
     expect(level.requests).toBe(4);
     const host = toHostTime(sample({ ttftSeconds: 0.01, e2eSeconds: 0.11, itlSeconds: [0.001] }), 100);
     expect([host.ttftSeconds, host.e2eSeconds, host.itlSeconds[0]]).toEqual([1, 11, 0.1]);
+  });
+});
+
+describe("a plan's sweep: one reading for bench() and the comparison", () => {
+  it("levelsOf: the rates (open loop) where the plan has any, else the concurrencies", () => {
+    expect(levelsOf(BenchPlanSchema.parse({ concurrency: [1, 4] }))).toEqual({ mode: "closed", levels: [1, 4] });
+    expect(levelsOf(BenchPlanSchema.parse({ concurrency: [1, 4], rate: [2, 8] }))).toEqual({
+      mode: "open",
+      levels: [2, 8],
+    });
+  });
+
+  it("requestsOf: without a mix the long-answer prompts, exactly max_tokens, thinking as the plan says", () => {
+    const r = requestsOf(BenchPlanSchema.parse({ sweepMaxTokens: 64, thinking: false }));
+    expect(r).toEqual({
+      kind: "prompts",
+      prompts: BENCH_PROMPTS,
+      maxTokens: 64,
+      extraBody: { ignore_eos: true, chat_template_kwargs: { thinking: false } },
+    });
+    expect(requestAt(r, BENCH_PROMPTS.length + 1).prompt).toBe(BENCH_PROMPTS[1]);
+  });
+
+  it("requestsOf: with a mix the shape's draws, the plan's length on every request", () => {
+    const r = requestsOf(BenchPlanSchema.parse({ sweepMaxTokens: 64, mix: { code: 1 }, ignoreEos: false }));
+    expect(r.kind).toBe("shape");
+    const first = requestAt(r, 0);
+    expect(first.maxTokens).toBe(64);
+    expect(first.extraBody).toEqual({});
+    expect(BENCH_PROMPTS).not.toContain(first.prompt);
   });
 });

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../stack/config";
 import { GpuServingHost } from "../../components/gpu-serving-host";
 import { simulatedPlatform } from "../../sim-host/host";
-import { planShape } from "../../gate/plan/compare-run";
+import { levelsOf } from "../../gate/base/workload";
 import { BenchPlanSchema } from "../../gate/base/schema";
 import { named, recordResources } from "./harness";
 
@@ -42,7 +42,7 @@ describe("the stack's benchmark settings reach the service comparison (mocks)", 
       slo: config.benchmark.slo,
     });
     expect(plan.timeScale).toBe(4);
-    expect(planShape(BenchPlanSchema.parse(plan.plan)).mode).toBe("open");
+    expect(levelsOf(BenchPlanSchema.parse(plan.plan)).mode).toBe("open");
   });
 
   it("VerifiedGeneration measures in the same host time as the comparison", () => {
