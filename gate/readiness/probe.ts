@@ -8,9 +8,10 @@
 import { request, type Dispatcher } from "undici";
 import { describeError, errorKind, fatalNetworkError, headers, truncate } from "../transport/http";
 import type { VerifyPolicy } from "../base/schema";
+import { readChunk, reasoningTokensOf } from "../base/chunks";
 import { SseParser } from "../transport/sse";
 import { armTimeout } from "../transport/timers";
-import type { ChatCompletion, ChatCompletionChunk, Usage } from "../transport/wire";
+import type { ChatCompletion, Usage } from "../transport/wire";
 
 export interface ProbeResult {
   /** usage.completion_tokens when the response ran to its end (the probe stops early otherwise). */
@@ -318,26 +319,15 @@ function probeResult(answer: Answer, t0: number): ProbeResult {
 }
 
 function onEvent(answer: Answer, payload: string): void {
-  if (payload === "[DONE]") {
-    answer.done = true;
-    return;
+  const e = readChunk(payload);
+  if (e.kind === "done") answer.done = true;
+  else if (e.kind === "broken") answer.streamError = e.error;
+  else {
+    if (e.usage) answer.usage = e.usage;
+    if (!e.delta) return;
+    answer.add(e.delta.content, e.delta.reasoning_content);
+    if (e.finishReason) answer.finishReason = e.finishReason;
   }
-  let json: ChatCompletionChunk | null;
-  try {
-    json = JSON.parse(payload) as ChatCompletionChunk | null;
-  } catch {
-    answer.streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
-    return;
-  }
-  if (json?.error !== undefined && json?.error !== null) {
-    answer.streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
-    return;
-  }
-  if (json?.usage) answer.usage = json.usage;
-  const choice = json?.choices?.[0];
-  if (!choice) return;
-  answer.add(choice.delta?.content, choice.delta?.reasoning_content);
-  if (choice.finish_reason) answer.finishReason = String(choice.finish_reason);
 }
 
 function fail(
@@ -348,11 +338,4 @@ function fail(
   response: string,
 ): ProbeOutcome {
   return { ok: false, kind, retryable, summary, message, response, error: null };
-}
-
-export function reasoningTokensOf(usage: Usage | null | undefined): number | null {
-  const direct = usage?.reasoning_tokens;
-  if (typeof direct === "number") return direct;
-  const detailed = usage?.completion_tokens_details?.reasoning_tokens;
-  return typeof detailed === "number" ? detailed : null;
 }

@@ -12,9 +12,9 @@
  */
 import { request, type Dispatcher } from "undici";
 import { describeError, headers, truncate } from "../transport/http";
-import { reasoningTokensOf } from "../readiness/probe";
+import { nonEmpty, readChunk, reasoningTokensOf } from "../base/chunks";
 import { SseParser } from "../transport/sse";
-import type { ChatCompletionChunk, Usage } from "../transport/wire";
+import type { Usage } from "../transport/wire";
 import type { RequestSample } from "../base/samples";
 
 export interface StreamRequest {
@@ -114,28 +114,16 @@ class StreamReader {
   }
 
   private onEvent(payload: string): void {
-    if (payload === "[DONE]") {
-      this.done = true;
-      return;
+    const e = readChunk(payload);
+    if (e.kind === "done") this.done = true;
+    else if (e.kind === "broken") this.streamError = e.error;
+    else {
+      if (e.usage) this.usage = e.usage;
+      if (e.model !== null) this.sample.servedModel = e.model;
+      if (!e.delta) return;
+      if (nonEmpty(e.delta.content) || nonEmpty(e.delta.reasoning_content)) this.onOutput(e.delta);
+      if (e.finishReason) this.sample.finishReason = e.finishReason;
     }
-    let json: ChatCompletionChunk;
-    try {
-      json = JSON.parse(payload) as ChatCompletionChunk;
-    } catch {
-      this.streamError = `unparseable SSE data: ${truncate(payload, 200)}`;
-      return;
-    }
-    if (json.error !== undefined && json.error !== null) {
-      this.streamError = `error event: ${truncate(JSON.stringify(json.error), 300)}`;
-      return;
-    }
-    if (json.usage) this.usage = json.usage;
-    if (typeof json.model === "string" && json.model.length > 0) this.sample.servedModel = json.model;
-    const choice = json.choices?.[0];
-    if (choice === undefined) return;
-    const delta = choice.delta;
-    if (delta && (nonEmpty(delta.content) || nonEmpty(delta.reasoning_content))) this.onOutput(delta);
-    if (choice.finish_reason) this.sample.finishReason = choice.finish_reason;
   }
 
   private onOutput(delta: { content?: unknown; reasoning_content?: unknown }): void {
@@ -227,10 +215,6 @@ function perTokenItl(arrivals: { gapSeconds: number; events: number }[], tokensP
     for (let i = Math.max(1, Math.round(tokens)); i > 0; i--) out.push(each);
   }
   return out;
-}
-
-function nonEmpty(v: unknown): boolean {
-  return typeof v === "string" && v.length > 0;
 }
 
 function lengthOf(v: unknown): number {
