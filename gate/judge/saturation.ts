@@ -159,25 +159,38 @@ interface KneePoint {
   undetermined?: true;
 }
 
+/** A sweep that supports no figure: nothing saturated, nothing sustained, the verdict says why. */
+function noFigure(
+  mode: Knee["mode"],
+  failedLevels: Knee["failedLevels"],
+  answerlessLevels: Knee["answerlessLevels"],
+  verdict: string,
+): Knee {
+  return {
+    saturated: false,
+    saturationConcurrency: null,
+    sustainedOutputTokensPerSecond: 0,
+    sustainedConcurrency: null,
+    failedLevels,
+    answerlessLevels,
+    mode,
+    sustainedLevel: null,
+    verdict,
+  };
+}
+
 export function findKnee(levels: readonly LevelFigures[], opts: KneeOptions): Knee {
   const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.concurrency, opts.errorBudget);
   const failedNote = closedExclusions(failedLevels, answerlessLevels, budget);
-  if (ok.length === 0) {
-    return {
-      saturated: false,
-      saturationConcurrency: null,
-      sustainedOutputTokensPerSecond: 0,
-      sustainedConcurrency: null,
+  if (ok.length === 0)
+    return noFigure(
+      "closed",
       failedLevels,
       answerlessLevels,
-      mode: "closed",
-      sustainedLevel: null,
-      verdict:
-        answerlessLevels.length > 0
-          ? `no level produced a visible answer within the error budget of ${budget}: no throughput can be claimed${failedNote}`
-          : `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
-    };
-  }
+      answerlessLevels.length > 0
+        ? `no level produced a visible answer within the error budget of ${budget}: no throughput can be claimed${failedNote}`
+        : `no level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
+    );
   const { level: l, saturated, why, undetermined } = walkToKnee(ok, opts);
   return {
     saturated,
@@ -263,17 +276,7 @@ const fixed = (v: number | null | undefined, digits: number) => (v == null ? "n/
 export function findRateSaturation(levels: readonly RateFigures[], opts: Pick<KneeOptions, "errorBudget">): Knee {
   const { failedLevels, answerlessLevels, ok, budget } = splitByBudget(levels, (l) => l.level, opts.errorBudget);
   const failedNote = rateExclusions(failedLevels, answerlessLevels, budget);
-  const none = (verdict: string): Knee => ({
-    saturated: false,
-    saturationConcurrency: null,
-    sustainedOutputTokensPerSecond: 0,
-    sustainedConcurrency: null,
-    failedLevels,
-    answerlessLevels,
-    verdict: `${verdict}${failedNote}`,
-    mode: "open",
-    sustainedLevel: null,
-  });
+  const none = (verdict: string): Knee => noFigure("open", failedLevels, answerlessLevels, `${verdict}${failedNote}`);
   if (ok.length === 0)
     return none(
       `no rate level kept the error budget of ${budget}: no throughput can be claimed${levels.length === 0 ? " (no level ran)" : ""}`,
