@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { goodput, meanInterval, meetsSlo, perTokenLatency, SloSchema } from "../../gate/measurement/goodput";
 import { CHARS_PER_TOKEN, longContextPrompt } from "../../gate/measurement/prompts";
 import type { RequestSample } from "../../gate/measurement/stream";
+import { requestSample } from "./samples";
 import { summarizeSweepLevel, runSummary } from "../../gate/measurement/levels";
 import { toHostTime } from "../../gate/measurement/load";
 import { pickCategory, poissonArrivals, shapedRequest, WorkloadShapeSchema } from "../../gate/measurement/workload";
@@ -9,24 +10,7 @@ import { drawLength, seededRandom } from "../../seeded-draws";
 import { classifyContent } from "../../simulator/text";
 
 function sample(over: Partial<RequestSample>): RequestSample {
-  return {
-    maxTokens: 101,
-    startedAtSeconds: 0,
-    ttftSeconds: 1,
-    ttfaSeconds: 1,
-    itlSeconds: [],
-    e2eSeconds: 11,
-    completionTokens: 101,
-    promptTokens: 10,
-    reasoningTokens: null,
-    finishReason: "length",
-    outputChunks: 101,
-    reasoningChunks: 0,
-    answerChunks: 101,
-    outputCharacters: 404,
-    error: null,
-    ...over,
-  };
+  return requestSample(101, { ttftSeconds: 1, ttfaSeconds: 1, e2eSeconds: 11, ...over });
 }
 
 describe("workload shapes", () => {
