@@ -15,14 +15,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { driftMain } from "../../cli/drift";
-import {
-  clearPendingCommand,
-  engineEnv,
-  pendingOperations,
-  pendingOperationsWarning,
-  pulumiBin,
-  runPulumi,
-} from "../../engine/pulumi";
+import { clearPendingCommand, pendingOperations, pendingOperationsWarning } from "../../engine/pulumi";
+import { engineEnv, pulumiBin, runPulumi } from "../../engine/pulumi";
 import { driftProcess, fixtureWorkspace } from "../support/engine";
 import { killAll, leftBehind, startUntil } from "../support/processes";
 
