@@ -5,7 +5,8 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { testTempDir } from "../support/temp-dir";
 import {
   afterRepair,
   driftItems,
@@ -21,15 +22,7 @@ import { exitCodeOfOutcome } from "../../components/drift/outcome";
 import type { DriftReport } from "../../components/drift/report";
 import { parseLastUpdate, stackLocks } from "../../engine/pulumi";
 
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-guard-"));
-  dirs.push(d);
-  return d;
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
-});
+const tempDir = () => testTempDir("guard");
 
 const DAY = Date.parse("2026-12-04T10:00:00Z");
 const HOUR = 3_600_000;

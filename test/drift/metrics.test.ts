@@ -4,22 +4,14 @@
 // against the real filesystem (a temporary file in DIR renamed over the old one); driftMain with a
 // stand-in engine (mocked: the tests say so) for the file a failed check writes.
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { testTempDir } from "../support/temp-dir";
 import { driftMain } from "../../cli/drift";
 import { driftExposition, textfileName, writeTextfile } from "../../components/drift/metrics";
 import type { DriftReport } from "../../components/drift/report";
 
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-textfile-"));
-  dirs.push(d);
-  return d;
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
-});
+const tempDir = () => testTempDir("textfile");
 
 const CURAND = "files./usr/local/cuda-13.0/include/curand.h";
 const drifted: DriftReport = {

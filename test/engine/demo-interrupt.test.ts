@@ -9,23 +9,13 @@
  * not be refused as locked, and no process the run started may be left.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { testEngineOptions, writeFixtureProject } from "../support/engine";
+import { PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { fixtureWorkspace } from "../support/engine";
 import { killAll, leftBehind, startUntil } from "../support/processes";
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-demo-interrupt-"));
-const evidence = path.join(work, "evidence");
-const opts = testEngineOptions(work, 240_000);
-const stack = "demo-interrupt-test";
-
-async function pulumi(...args: string[]) {
-  const r = await runPulumi([...args, "--stack", stack], opts);
-  if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
+const { work, evidence, opts, stack, pulumi, setUp } = fixtureWorkspace("demo-interrupt", "orphan-program", 240_000);
 
 const started = () => {
   const file = path.join(evidence, "started");
@@ -42,16 +32,7 @@ function demo() {
   return startUntil(process.execPath, ["-e", driver], { cwd: work, env }, () => started() > before);
 }
 
-beforeAll(async () => {
-  fs.mkdirSync(evidence);
-  writeFixtureProject(
-    work,
-    "gpuhost-demo-interrupt-test",
-    path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "orphan-program.js"),
-  );
-  await ensureStack(stack, opts);
-  await pulumi("config", "set", "evidenceDir", evidence);
-}, 120_000);
+beforeAll(setUp, 120_000);
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true });

@@ -14,16 +14,14 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { driftMain } from "../../cli/drift";
 import { execOnHost } from "../../components/host/exec";
-import { type EngineOptions, lastUpdate, PROJECT_ROOT, runPulumi, stackLocks } from "../../engine/pulumi";
+import { type EngineOptions, lastUpdate, runPulumi, stackLocks } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
 import { simulatedConnection } from "../../sim-host/platform";
 import { promtool, SKIP_PROMTOOL } from "../support/promtool";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, type TestStack, disposeStack } from "../support/stack";
+import { simHostRoot } from "../support/sim-stack";
 
-// A simulated host's root must lie under the project's .gpuhost/ (#12.6).
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(simHosts, "textfile-"));
+const hostRoot = simHostRoot("textfile");
 const CURAND_H = "/usr/local/cuda-13.0/include/curand.h";
 const textDir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-textfile-"));
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-drift-state-"));
@@ -82,15 +80,7 @@ beforeAll(async () => {
   );
 }, 120_000);
 
-afterAll(async () => {
-  try {
-    await stack?.dispose();
-  } finally {
-    fs.rmSync(hostRoot, { recursive: true, force: true });
-    fs.rmSync(textDir, { recursive: true, force: true });
-    fs.rmSync(stateDir, { recursive: true, force: true });
-  }
-}, 300_000);
+afterAll(() => disposeStack(stack, hostRoot, textDir, stateDir), 300_000);
 
 describe("gpuhost drift --textfile under the real engine", () => {
   it("a stack that does not exist: exit 12 (the engine's 6); the file says success 0 and why", async () => {

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { PROJECT_ROOT, ensureStack, runPulumi } from "../../engine/pulumi";
-import { pluginSets, testEngineOptions, writeFixtureProject } from "../support/engine";
+import { PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { fixtureWorkspace, pluginSets } from "../support/engine";
 
 /** The oldest CLI engine/setup.sh accepts (its PULUMI_MIN_VERSION). */
 const minVersion = /^PULUMI_MIN_VERSION="([\d.]+)"$/m.exec(
@@ -22,25 +22,9 @@ const atLeast = (have: string, min: string) => {
 };
 
 describe.each(pluginSets())("the real Pulumi engine (%s)", (plugins) => {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-engine-"));
-  const evidence = path.join(work, "evidence");
-  const opts = testEngineOptions(work, 240_000, plugins);
-  const stack = "engine-test";
+  const { work, evidence, opts, pulumi, setUp } = fixtureWorkspace("engine", "program", 240_000, plugins);
 
-  async function pulumi(...args: string[]) {
-    const r = await runPulumi([...args, "--stack", stack], opts);
-    if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-    return r;
-  }
-
-  beforeAll(async () => {
-    fs.mkdirSync(evidence);
-    // The program is the compiled fixture (npm test compiles before vitest runs).
-    const program = path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "program.js");
-    writeFixtureProject(work, "gpuhost-engine-test", program);
-    await ensureStack(stack, opts);
-    await pulumi("config", "set", "evidenceDir", evidence);
-  }, 120_000);
+  beforeAll(setUp, 120_000);
 
   afterAll(() => fs.rmSync(work, { recursive: true, force: true }));
 

@@ -12,33 +12,15 @@
  *   clears it, and that command clears it.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { driftMain } from "../../cli/drift";
-import {
-  PROJECT_ROOT,
-  clearPendingCommand,
-  engineEnv,
-  ensureStack,
-  pendingOperations,
-  pendingOperationsWarning,
-  pulumiBin,
-  runPulumi,
-} from "../../engine/pulumi";
-import { driftProcess, testEngineOptions, writeFixtureProject } from "../support/engine";
+import { clearPendingCommand, pendingOperations, pendingOperationsWarning } from "../../engine/pulumi";
+import { engineEnv, pulumiBin, runPulumi } from "../../engine/pulumi";
+import { driftProcess, fixtureWorkspace } from "../support/engine";
 import { killAll, leftBehind, startUntil } from "../support/processes";
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-orphans-"));
-const evidence = path.join(work, "evidence");
-const opts = testEngineOptions(work, 240_000);
-const stack = "orphans-test";
-
-async function pulumi(...args: string[]) {
-  const r = await runPulumi([...args, "--stack", stack], opts);
-  if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
+const { work, evidence, opts, stack, pulumi, setUp } = fixtureWorkspace("orphans", "orphan-program", 240_000);
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 
@@ -46,16 +28,7 @@ const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "ut
 const start = (cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: () => boolean) =>
   startUntil(cmd, args, { cwd: work, env }, ready);
 
-beforeAll(async () => {
-  fs.mkdirSync(evidence);
-  writeFixtureProject(
-    work,
-    "gpuhost-orphans-test",
-    path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", "orphan-program.js"),
-  );
-  await ensureStack(stack, opts);
-  await pulumi("config", "set", "evidenceDir", evidence);
-}, 120_000);
+beforeAll(setUp, 120_000);
 
 afterAll(async () => {
   fs.rmSync(path.join(evidence, "hang-reads"), { force: true });

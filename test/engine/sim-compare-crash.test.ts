@@ -7,51 +7,26 @@
  * unit the comparison started and left is not "failed": a second `up` and a refresh find no drift
  * (before, every later `up` failed on "expected inactive, found failed"). Nothing is mocked.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { execOnHost } from "../../components/host/exec";
 import { ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
-import { freeLocalPort } from "../../ports";
-import { projectRoot } from "../../project-files";
-import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack } from "../support/stack";
-import { simulatedConnection } from "../../sim-host/platform";
+import { createTestStack, disposeStack, type TestStack } from "../support/stack";
+import { sglangUnitStates, simComparisonSettings, simHostRoot } from "../support/sim-stack";
 
-fs.mkdirSync(path.join(projectRoot(), ".gpuhost", "sim-hosts"), { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(projectRoot(), ".gpuhost", "sim-hosts", "compare-crash-"));
-const UNITS = ["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"];
+const hostRoot = simHostRoot("compare-crash");
 let s: TestStack | undefined;
 
-afterAll(async () => {
-  await s?.dispose();
-  fs.rmSync(hostRoot, { recursive: true, force: true });
-}, 300_000);
-
-async function unitStates(): Promise<string[]> {
-  const r = await execOnHost(
-    simulatedConnection(hostRoot),
-    `for u in ${UNITS.join(" ")}; do systemctl is-active "$u" || true; done`,
-    [],
-    { timeoutMs: 60_000 },
-  );
-  return r.stdout.trim().split("\n");
-}
+afterAll(() => disposeStack(s, hostRoot), 300_000);
 
 it("an EAGLE-3 unit that crashes at load: named within seconds, compared without it, and not left failed", async () => {
   s = await createTestStack(
     "sim",
-    [
-      { path: "gpuhost:hosts[0].connection.root", value: hostRoot },
-      { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
-      { path: "gpuhost:services.compare", value: "true" },
+    await simComparisonSettings(hostRoot, [
       // 1 GB of weights cannot fit in 1 % of the simulated GPU's 24 GiB: CUDA out of memory at load.
       { path: "gpuhost:services.eagle3.memFractionStatic", value: "0.01", type: "float" },
       { path: "gpuhost:simulator.faults[0]", value: "late-port" },
-      { path: "gpuhost:simulator.timeScale", value: "40" },
       // The gate's default deadline: a comparison that waited for it would not end within this test.
       { path: "gpuhost:verification.deadlineSeconds", value: "1800" },
-      ...SHORT_COMPARISON_BENCHMARK,
-    ],
+    ]),
     400_000,
   );
   await s.ok("up", "--yes", "--skip-preview");
@@ -64,7 +39,11 @@ it("an EAGLE-3 unit that crashes at load: named within seconds, compared without
   // RestartSec (15 s by default) and a second or two: far from the 1,800 s deadline.
   expect(after).toBeLessThan(60);
   for (const x of c.services.filter((x) => x.service !== "eagle3")) expect(x.failure).toBeNull();
-  expect(await unitStates()).toEqual(["active", "inactive", "inactive"]);
+  expect(await sglangUnitStates(hostRoot)).toEqual({
+    "sglang-autoregressive.service": "active",
+    "sglang-eagle3.service": "inactive",
+    "sglang-dflash.service": "inactive",
+  });
 }, 400_000);
 
 it("a second pulumi up and a refresh find nothing to repair", async () => {

@@ -6,61 +6,24 @@
  * diff), and a refresh finds no drift (the probe expects the unit the comparison left active).
  * Time scale 40 and short requests keep it to a couple of minutes. Nothing is mocked.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { execOnHost } from "../../components/host/exec";
 import { ServiceComparisonOutputsSchema } from "../../gate/reports/outputs";
-import { freeLocalPort } from "../../ports";
-import { projectRoot } from "../../project-files";
-import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack } from "../support/stack";
-import { simulatedConnection } from "../../sim-host/platform";
+import { createTestStack, disposeStack, type TestStack } from "../support/stack";
+import { SGLANG_UNITS, sglangUnitStates, simComparisonSettings, simHostRoot } from "../support/sim-stack";
 
-// A simulated host's root must lie under the project's .gpuhost/ (the config refuses anything else).
-fs.mkdirSync(path.join(projectRoot(), ".gpuhost", "sim-hosts"), { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(projectRoot(), ".gpuhost", "sim-hosts", "compare-"));
-const UNITS = ["sglang-autoregressive.service", "sglang-eagle3.service", "sglang-dflash.service"];
+const hostRoot = simHostRoot("compare");
 let s: TestStack | undefined;
 
-afterAll(async () => {
-  await s?.dispose();
-  fs.rmSync(hostRoot, { recursive: true, force: true });
-}, 300_000);
+afterAll(() => disposeStack(s, hostRoot), 300_000);
 
 function summary(out: string): string {
   return out.slice(out.lastIndexOf("Resources:"));
 }
 
-async function unitStates(): Promise<Record<string, string>> {
-  const r = await execOnHost(
-    simulatedConnection(hostRoot),
-    `for u in ${UNITS.join(" ")}; do echo "$u=$(systemctl is-active "$u" || true)"; done`,
-    [],
-    { timeoutMs: 60_000 },
-  );
-  if (r.code !== 0) throw new Error(r.stderr);
-  return Object.fromEntries(
-    r.stdout
-      .trim()
-      .split("\n")
-      .map((l): [string, string] => {
-        const [unit, state] = l.split("=");
-        return [unit, state];
-      }),
-  );
-}
-
 it("pulumi up compares the three services, records the table and leaves the winner active", async () => {
   s = await createTestStack(
     "sim",
-    [
-      { path: "gpuhost:hosts[0].connection.root", value: hostRoot },
-      { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
-      { path: "gpuhost:services.compare", value: "true" },
-      { path: "gpuhost:services.active", value: "auto" },
-      { path: "gpuhost:simulator.timeScale", value: "40" },
-      ...SHORT_COMPARISON_BENCHMARK,
-    ],
+    await simComparisonSettings(hostRoot, [{ path: "gpuhost:services.active", value: "auto" }]),
     400_000,
   );
   await s.ok("up", "--yes", "--skip-preview");
@@ -89,8 +52,8 @@ it("pulumi up compares the three services, records the table and leaves the winn
   expect(c.activeService).toBe(c.recommended);
   expect(host.activeService).toBe(c.recommended);
   expect(host.activeUnit).toBe(`sglang-${c.recommended}.service`);
-  const states = await unitStates();
-  for (const u of UNITS) expect(states[u], u).toBe(u === host.activeUnit ? "active" : "inactive");
+  const states = await sglangUnitStates(hostRoot);
+  for (const u of SGLANG_UNITS) expect(states[u], u).toBe(u === host.activeUnit ? "active" : "inactive");
   expect(host.generating).toBe(true);
   expect(host.benchComplete).toBe(true);
   if (c.recommended !== "autoregressive") expect(host.acceptanceLength).toBeGreaterThan(1.5);

@@ -19,12 +19,10 @@ import { simulatedConnection } from "../../sim-host/platform";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import type { StackOutputs } from "../../stack/outputs";
 import { driftJson, type StateExport } from "../support/engine";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, type TestStack, disposeStack } from "../support/stack";
+import { simHostRoot } from "../support/sim-stack";
 
-// A simulated host's root must lie under the project's .gpuhost/ (#12.6).
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(simHosts, "drift-"));
+const hostRoot = simHostRoot("drift");
 const apiKey = `sim-drift-${randomBytes(16).toString("hex")}`;
 const host = simulatedConnection(hostRoot);
 
@@ -126,15 +124,7 @@ beforeAll(async () => {
   );
 }, 120_000);
 
-afterAll(async () => {
-  try {
-    // Whatever failed above: destroy (stops the simulator), then the project and its state dir go.
-    await stack?.dispose();
-  } finally {
-    // The simulated services' supervisors also end when their state folder vanishes.
-    fs.rmSync(hostRoot, { recursive: true, force: true });
-  }
-}, 300_000);
+afterAll(() => disposeStack(stack, hostRoot), 300_000);
 
 describe("drift on a simulated host under the real engine", () => {
   let clean: Record<string, string>;

@@ -29,13 +29,12 @@ import { fleetTable } from "../../cli/fleet-table";
 import { streamChat } from "../../gate/run/stream";
 import { makeAgent } from "../../gate/transport/http";
 import { parseConfig } from "../../stack/config";
-import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
+import { createTestStack, onSimulatedHost, type TestStack, upChanges, disposeStack } from "../support/stack";
+import { simHostRoot, simFleetSettings } from "../support/sim-stack";
 import { smgVenv } from "../support/smg";
 import { driftJson } from "../support/engine";
 
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const base = fs.mkdtempSync(path.join(simHosts, "fleet-"));
+const base = simHostRoot("fleet");
 const roots = [1, 2, 3].map((i) => path.join(base, `h${i}`));
 const apiKey = `sim-fleet-${randomBytes(16).toString("hex")}`;
 const ROUTER_UNIT = "gpuhost-router.service";
@@ -126,13 +125,7 @@ beforeAll(async () => {
   stack = await createTestStack(
     "sim-fleet",
     [
-      ...roots.flatMap((root, i) => [
-        { path: `gpuhost:hosts[${i}].connection.root`, value: root },
-        { path: `gpuhost:hosts[${i}].port`, value: String(ports[i]) },
-      ]),
-      { path: "gpuhost:router.port", value: String(ports[3]) },
-      { path: "gpuhost:router.prometheusPort", value: String(ports[4]) },
-      { path: "gpuhost:router.minHealthyHosts", value: "2" },
+      ...simFleetSettings(roots, ports, 2),
       { path: "gpuhost:hosts[2].simulatorFaults[0]", value: "silent" },
       { path: "gpuhost:verification.deadlineSeconds", value: "30" },
       // Three simulators, SMG, the engine and the provider share this machine's two cores with
@@ -150,13 +143,7 @@ beforeAll(async () => {
   );
 }, 600_000);
 
-afterAll(async () => {
-  try {
-    await stack?.dispose();
-  } finally {
-    fs.rmSync(base, { recursive: true, force: true });
-  }
-}, 600_000);
+afterAll(() => disposeStack(stack, base), 600_000);
 
 describe("sim-fleet under the real engine and the real SMG", () => {
   it("comes up with the two hosts whose gate passed; the third is left out, named with the gate's diagnosis", async () => {

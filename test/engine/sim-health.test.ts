@@ -15,14 +15,12 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { driftMain } from "../../cli/drift";
 import { VERIFIED_GENERATION_TYPE } from "../../components/drift/report";
-import { type EngineOptions, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
+import { type EngineOptions, runPulumi } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
-import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack } from "../support/stack";
+import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack, disposeStack } from "../support/stack";
+import { simHostRoot } from "../support/sim-stack";
 
-// A simulated host's root must lie under the project's .gpuhost/ (#12.6).
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(simHosts, "health-"));
+const hostRoot = simHostRoot("health");
 // Where the simulated host's units (the SGLang stand-in among them) read their faults while they run.
 const faultsFile = path.join(hostRoot, "run", "gpuhost-sim", "faults");
 const textDir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-health-textfile-"));
@@ -103,10 +101,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   try {
-    await stack?.dispose();
+    await disposeStack(stack, hostRoot, textDir);
   } finally {
-    fs.rmSync(hostRoot, { recursive: true, force: true });
-    fs.rmSync(textDir, { recursive: true, force: true });
     process.stdout.write(`[sim-health] ${timings.join("; ")}\n`);
   }
 }, 300_000);

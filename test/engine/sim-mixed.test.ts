@@ -11,23 +11,20 @@
  * stopped is named by `gpuhost drift` under its group, and its class is then served by the group's
  * other host alone. Nothing is mocked.
  */
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../engine/pulumi";
 import { freeLocalPort as freePort } from "../../ports";
 import type { FleetOutputs } from "../../stack/outputs";
 import { fleetTable } from "../../cli/fleet-table";
 import { listWorkers } from "../../components/fleet-verification/router-api";
 import { runMixedTraffic } from "../../gate/index";
 import { DEFAULT_JUDGEMENT } from "../../gate/judge/levels";
-import { createTestStack, onSimulatedHost, type TestStack, upChanges } from "../support/stack";
+import { createTestStack, onSimulatedHost, type TestStack, upChanges, disposeStack } from "../support/stack";
+import { simHostRoot, simFleetSettings } from "../support/sim-stack";
 import { smgVenv } from "../support/smg";
 import { driftJson } from "../support/engine";
 
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const base = fs.mkdtempSync(path.join(simHosts, "mixed-"));
+const base = simHostRoot("mixed");
 const roots = [1, 2, 3, 4].map((i) => path.join(base, `h${i}`));
 let stack: TestStack | undefined;
 
@@ -45,27 +42,12 @@ beforeAll(async () => {
   const ports = await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()));
   stack = await createTestStack(
     "sim-mixed",
-    [
-      ...roots.flatMap((root, i) => [
-        { path: `gpuhost:hosts[${i}].connection.root`, value: root },
-        { path: `gpuhost:hosts[${i}].port`, value: String(ports[i]) },
-      ]),
-      { path: "gpuhost:router.port", value: String(ports[4]) },
-      { path: "gpuhost:router.prometheusPort", value: String(ports[5]) },
-      { path: "gpuhost:router.minHealthyHosts", value: "3" },
-      { path: "gpuhost:hosts[1].simulatorFaults[0]", value: "jit-crash" },
-    ],
+    [...simFleetSettings(roots, ports, 3), { path: "gpuhost:hosts[1].simulatorFaults[0]", value: "jit-crash" }],
     600_000,
   );
 }, 600_000);
 
-afterAll(async () => {
-  try {
-    await stack?.dispose();
-  } finally {
-    fs.rmSync(base, { recursive: true, force: true });
-  }
-}, 600_000);
+afterAll(() => disposeStack(stack, base), 600_000);
 
 describe("sim-mixed under the real engine and the real SMG", () => {
   // The story host's model load (330-630 s: 33-63 s at the stack's time scale, in each of the two ups

@@ -13,11 +13,10 @@ import { PROJECT_ROOT } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
 import { lockedPins } from "../../components/serving-env/lock";
 import { driftJson } from "../support/engine";
-import { createTestStack, type TestStack } from "../support/stack";
+import { createTestStack, type TestStack, disposeStack } from "../support/stack";
+import { simHostRoot } from "../support/sim-stack";
 
-const simHosts = path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts");
-fs.mkdirSync(simHosts, { recursive: true });
-const hostRoot = fs.mkdtempSync(path.join(simHosts, "venv-drift-"));
+const hostRoot = simHostRoot("venv-drift");
 const LOCK = path.join(PROJECT_ROOT, "requirements/sglang-0.5.23.lock.txt");
 const nvcc = lockedPins(fs.readFileSync(LOCK, "utf8")).get("nvidia-cuda-nvcc")!.version;
 const site = path.join(hostRoot, "opt/gpuhost/venv/lib/python3.11/site-packages");
@@ -49,13 +48,7 @@ beforeAll(async () => {
   );
 }, 120_000);
 
-afterAll(async () => {
-  try {
-    await stack?.dispose();
-  } finally {
-    fs.rmSync(hostRoot, { recursive: true, force: true });
-  }
-}, 300_000);
+afterAll(() => disposeStack(stack, hostRoot), 300_000);
 
 describe("a foreign CUDA wheel in the venv under the real engine", () => {
   it("pulumi up provisions the host with the hash lock", async () => {

@@ -15,6 +15,7 @@ import type { ClassResult } from "../../gate/run/mixed-run";
 import type { Certificate } from "../../gate/judge/certificate";
 import { DEFAULT_JUDGEMENT, runSummary, summarizeSweepLevel } from "../../gate/judge/levels";
 import type { RequestSample } from "../../gate/base/samples";
+import { failedSample, requestSample } from "../gate/samples";
 import type { RunningRouter } from "../support/smg";
 import { groupFleet } from "../support/group-fleet";
 import type { Drift } from "../../components/drift/schema";
@@ -328,23 +329,7 @@ describe("a mixed fleet's judging, fed measurements written here (no router)", (
   });
   // A class's level as the one summary makes it (levels.ts), from samples written here; its
   // certificate is written here too: this block judges, the router tests above measure.
-  const sample = (error: string | null): RequestSample => ({
-    maxTokens: 128,
-    startedAtSeconds: 0,
-    ttftSeconds: error ? null : 0.1,
-    ttfaSeconds: error ? null : 0.1,
-    itlSeconds: [],
-    e2eSeconds: 1,
-    completionTokens: error ? 0 : 128,
-    promptTokens: 10,
-    reasoningTokens: null,
-    finishReason: error ? null : "length",
-    outputChunks: error ? 0 : 128,
-    outputCharacters: error ? 0 : 512,
-    reasoningChunks: 0,
-    answerChunks: error ? 0 : 128,
-    error,
-  });
+  const sample = (error: string | null): RequestSample => (error ? failedSample(128, error) : requestSample(128));
   const certified: Certificate = { certified: true, checks: [{ name: "reconciled", ok: true, detail: "fine" }] };
   const levelOf = (requests: number, failed: number, certificate: Certificate) => {
     const samples = Array.from({ length: requests }, (_, k) => sample(k < failed ? "HTTP 500: overloaded" : null));

@@ -14,8 +14,8 @@ import {
   workerDrift,
   workerRequestCounts,
 } from "../../components/fleet-verification/router-api";
-import { loadProfile, startSimulator, type RunningSimulator } from "../../simulator/index";
-import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import { loadProfile, type RunningSimulator } from "../../simulator/index";
+import { type RunningRouter, startSimulatorsBehindRouter, stopSimulatorsBehindRouter } from "../support/smg";
 
 const KEY = "fleet-provider-key-0123456789abcdef";
 const sims: RunningSimulator[] = [];
@@ -56,17 +56,11 @@ function inputs(over: Record<string, unknown> = {}): Record<string, unknown> {
 }
 
 beforeAll(async () => {
-  const venv = smgVenv();
-  for (let i = 0; i < 2; i++)
-    sims.push(await startSimulator({ profile: "tiny", port: 0, timeScale: 20, apiKey: KEY, log: () => undefined }));
-  router = await startRouter({ venv, workerUrls: sims.map((s) => s.url), apiKey: KEY });
-  await waitForHealthyWorkers(router.url, 2);
+  const tiny = { profile: "tiny", port: 0, timeScale: 20, apiKey: KEY, log: () => undefined };
+  ({ router } = await startSimulatorsBehindRouter(sims, tiny, { apiKey: KEY }));
 }, 600_000);
 
-afterAll(async () => {
-  await router?.stop();
-  await Promise.all(sims.map((s) => s.close()));
-});
+afterAll(() => stopSimulatorsBehindRouter(router, sims));
 
 describe("FleetVerification against the real SMG", () => {
   let outs: Record<string, unknown> = {};
@@ -182,20 +176,12 @@ describe("FleetVerification with benchmark.rate, and a worker that dies during t
     });
 
   beforeAll(async () => {
-    const venv = smgVenv();
-    for (let i = 0; i < 2; i++)
-      slow.push(
-        await startSimulator({ profile, port: 0, timeScale: 10, apiKey: KEY, log: () => undefined, onExit: () => {} }),
-      );
+    const sim = { profile, port: 0, timeScale: 10, apiKey: KEY, log: () => undefined, onExit: () => {} };
     // Round robin: the fleet's rate is shared evenly, so two hosts' capacity is twice one's.
-    slowRouter = await startRouter({ venv, workerUrls: slow.map((s) => s.url), apiKey: KEY, policy: "round_robin" });
-    await waitForHealthyWorkers(slowRouter.url, 2);
+    ({ router: slowRouter } = await startSimulatorsBehindRouter(slow, sim, { apiKey: KEY, policy: "round_robin" }));
   }, 600_000);
 
-  afterAll(async () => {
-    await slowRouter?.stop();
-    await Promise.all(slow.map((s) => s.close()));
-  });
+  afterAll(() => stopSimulatorsBehindRouter(slowRouter, slow));
 
   it("rates are the host's times the workers, and the fleet that falls behind at the top one measures its throughput", async () => {
     const r = await create(slowInputs({ rate: [1, 3.5], requestsPerConcurrency: 1 }));

@@ -5,6 +5,7 @@
  */
 import type { CliIo } from "../../cli/verify";
 import { create, PROVIDER_VERSION } from "../../components/verified-generation/provider";
+import { cliFlags } from "../support/cli-flags";
 
 export interface CapturedIo extends CliIo {
   /** Everything written to stdout so far. */
@@ -25,13 +26,16 @@ export function io(): CapturedIo {
   };
 }
 
-/** `gpuhost bench` against ENDPOINT at the given levels and output length (the sweep's, then the single requests'), then MORE options. */
+/**
+ * `gpuhost bench` against ENDPOINT at the given levels and output length (the sweep's, then the single
+ * requests'), then RUN's other flags (written as for cliFlags), then MORE options.
+ */
 export function benchArgv(
   endpoint: string,
-  run: { concurrency: string; maxTokens: string },
+  run: { concurrency: string; maxTokens: string } & Record<string, string>,
   ...more: string[]
 ): string[] {
-  return ["--endpoint", endpoint, "--concurrency", run.concurrency, "--max-tokens", run.maxTokens, ...more];
+  return ["--endpoint", endpoint, ...cliFlags(run), ...more];
 }
 
 /** VerifiedGeneration's create (its provider function, no engine) against `url`, identities made up. */

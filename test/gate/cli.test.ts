@@ -91,16 +91,13 @@ describe("gpuhost bench", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-bench-"));
     const o = io();
     const code = await benchMain(
-      benchArgv(
-        sim.url,
-        { concurrency: "2,4", maxTokens: "64" },
-        "--prompts",
-        "2",
-        "--json",
-        path.join(dir, "b.json"),
-        "--chart",
-        path.join(dir, "b.svg"),
-      ),
+      benchArgv(sim.url, {
+        concurrency: "2,4",
+        maxTokens: "64",
+        prompts: "2",
+        json: path.join(dir, "b.json"),
+        chart: path.join(dir, "b.svg"),
+      }),
       o,
     );
     expect(code).toBe(0);

@@ -24,30 +24,14 @@ import {
 } from "../../gate/judge/certificate";
 import { CertificationSchema } from "../../gate/base/schema";
 import type { RequestSample } from "../../gate/base/samples";
+import { requestSample } from "./samples";
 import { io } from "./cli-fixture";
 import { loadServersClosedAfterEach } from "./load-servers";
 
 const start = loadServersClosedAfterEach();
 const POLICY = CertificationSchema.parse({});
 
-const sample = (over: Partial<RequestSample>): RequestSample => ({
-  maxTokens: 256,
-  startedAtSeconds: 0,
-  ttftSeconds: 0.1,
-  ttfaSeconds: 0.1,
-  itlSeconds: [],
-  e2eSeconds: 1,
-  completionTokens: 256,
-  promptTokens: 10,
-  reasoningTokens: null,
-  finishReason: "length",
-  outputChunks: 256,
-  reasoningChunks: 0,
-  answerChunks: 256,
-  outputCharacters: 1024,
-  error: null,
-  ...over,
-});
+const sample = (over: Partial<RequestSample>): RequestSample => requestSample(256, over);
 
 describe("received: the tokens claimed against what the client received", () => {
   it("an honest stream passes, the counts named; speculative chunks of up to maxTokensPerChunk tokens pass", () => {

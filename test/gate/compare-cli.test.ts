@@ -6,6 +6,7 @@ import { commandArgv, compareMain } from "../../cli/compare";
 import type { SweepLevel } from "../../gate/judge/levels";
 import { startSimulator } from "../../simulator/index";
 import { io } from "./cli-fixture";
+import { cliFlags } from "../support/cli-flags";
 
 /** `--json` (compareJson) as far as these tests read it: each service's sweep, runs without samples. */
 interface CompareJson {
@@ -35,30 +36,19 @@ describe("gpuhost compare", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "gpuhost-compare-cli-"));
     const o = io();
     const code = await compareMain(
-      [
-        "--endpoint",
-        sim.url,
-        "--services",
-        "autoregressive",
-        "--activate-command",
-        "true {unit}",
-        "--concurrency",
-        "2,4",
-        "--max-tokens",
-        "64",
-        "--repeats",
-        "2",
-        "--thinking",
-        "off",
-        "--cache",
-        path.join(dir, "cache.json"),
-        "--json",
-        path.join(dir, "c.json"),
-        "--csv",
-        path.join(dir, "c.csv"),
-        "--chart",
-        path.join(dir, "c.svg"),
-      ],
+      cliFlags({
+        endpoint: sim.url,
+        services: "autoregressive",
+        activateCommand: "true {unit}",
+        concurrency: "2,4",
+        maxTokens: "64",
+        repeats: "2",
+        thinking: "off",
+        cache: path.join(dir, "cache.json"),
+        json: path.join(dir, "c.json"),
+        csv: path.join(dir, "c.csv"),
+        chart: path.join(dir, "c.svg"),
+      }),
       o,
     );
     expect(o.err()).toContain("[compare] autoregressive: concurrency 4:");

@@ -14,6 +14,7 @@ import {
   type RequestSample,
 } from "../../gate/index";
 import { SseParser } from "../../gate/transport/sse";
+import { requestSample } from "./samples";
 import { benchChart } from "../../gate/reports/chart";
 
 function feed(chunks: Buffer[]): string[] {
@@ -45,24 +46,8 @@ describe("SseParser", () => {
   });
 });
 
-const sample = (over: Partial<RequestSample>): RequestSample => ({
-  maxTokens: 100,
-  startedAtSeconds: 0,
-  ttftSeconds: 0.1,
-  ttfaSeconds: 0.1,
-  itlSeconds: [0.01, 0.02],
-  e2eSeconds: 1,
-  completionTokens: 100,
-  promptTokens: 10,
-  reasoningTokens: null,
-  finishReason: "length",
-  outputChunks: 3,
-  reasoningChunks: 0,
-  answerChunks: 3,
-  outputCharacters: 12,
-  error: null,
-  ...over,
-});
+const sample = (over: Partial<RequestSample>): RequestSample =>
+  requestSample(100, { itlSeconds: [0.01, 0.02], outputChunks: 3, answerChunks: 3, outputCharacters: 12, ...over });
 
 describe("statistics", () => {
   it("percentile interpolates linearly (numpy's default) and is null on no data", () => {

@@ -15,28 +15,12 @@ import {
   WorkloadShapeSchema,
 } from "../../gate/base/workload";
 import { BenchPlanSchema } from "../../gate/base/schema";
+import { requestSample } from "./samples";
 import { drawLength, seededRandom } from "../../seeded-draws";
 import { classifyContent } from "../../simulator/text";
 
 function sample(over: Partial<RequestSample>): RequestSample {
-  return {
-    maxTokens: 101,
-    startedAtSeconds: 0,
-    ttftSeconds: 1,
-    ttfaSeconds: 1,
-    itlSeconds: [],
-    e2eSeconds: 11,
-    completionTokens: 101,
-    promptTokens: 10,
-    reasoningTokens: null,
-    finishReason: "length",
-    outputChunks: 101,
-    reasoningChunks: 0,
-    answerChunks: 101,
-    outputCharacters: 404,
-    error: null,
-    ...over,
-  };
+  return requestSample(101, { ttftSeconds: 1, ttfaSeconds: 1, e2eSeconds: 11, ...over });
 }
 
 describe("workload shapes", () => {

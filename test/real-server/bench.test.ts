@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import { benchMain } from "../../cli/bench";
 import type { RequestSample } from "../../gate/base/samples";
 import { benchArgv, io } from "../gate/cli-fixture";
+import { cliFlags } from "../support/cli-flags";
 import {
   metric,
   MODEL_ALIAS,
@@ -87,19 +88,12 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const code = await benchMain(
       benchArgv(
         t.url,
-        { concurrency: "1,2", maxTokens: "128" },
-        "--prompts",
-        "2",
-        "--requests-per-concurrency",
-        "2",
+        { concurrency: "1,2", maxTokens: "128", prompts: "2", requestsPerConcurrency: "2" },
         // A CPU llama-server on the shared 2-core machine runs at its neighbours' pace: C=1 read 11
         // tok/s, then 6 when measured again after the sweep, and the bracket rightly called it a
         // changing server. This test proves the counts and the timings; the bracket is proved in
         // test/gate/client-evidence.test.ts.
-        "--change-tolerance",
-        "0.9",
-        "--json",
-        json,
+        ...cliFlags({ changeTolerance: "0.9", json }),
       ),
       out,
     );
@@ -195,16 +189,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const json = tmpFile("bench.json");
     const out = io();
     const code = await benchMain(
-      benchArgv(
-        t.url,
-        { concurrency: "1", maxTokens: "400" },
-        "--prompts",
-        "1",
-        "--requests-per-concurrency",
-        "1",
-        "--json",
-        json,
-      ),
+      benchArgv(t.url, { concurrency: "1", maxTokens: "400", prompts: "1", requestsPerConcurrency: "1", json }),
       out,
     );
     const r = JSON.parse(fs.readFileSync(json, "utf8")) as BenchJson;
@@ -227,7 +212,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const s = await server({ parallel: 1, contextTokens: 256 });
     const out = io();
     await benchMain(
-      benchArgv(s.url, { concurrency: "1", maxTokens: "400" }, "--prompts", "1", "--requests-per-concurrency", "1"),
+      benchArgv(s.url, { concurrency: "1", maxTokens: "400", prompts: "1", requestsPerConcurrency: "1" }),
       out,
     );
     expect(out.out()).toMatch(/1 cut short/);
@@ -239,16 +224,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const json = tmpFile("bench.json");
     const out = io();
     const run = benchMain(
-      benchArgv(
-        s.url,
-        { concurrency: "1,2,4", maxTokens: "256,16" },
-        "--prompts",
-        "1",
-        "--requests-per-concurrency",
-        "2",
-        "--json",
-        json,
-      ),
+      benchArgv(s.url, { concurrency: "1,2,4", maxTokens: "256,16", prompts: "1", requestsPerConcurrency: "2", json }),
       out,
     );
     const until = performance.now() + 240_000;
@@ -267,11 +243,13 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
     const s = await server();
     const out = io();
     const code = await benchMain(
-      [
-        ...benchArgv(s.url, { concurrency: "1", maxTokens: "16" }, "--prompts", "1", "--requests-per-concurrency", "1"),
-        "--model",
-        "Qwen/Qwen3-8B",
-      ],
+      benchArgv(s.url, {
+        concurrency: "1",
+        maxTokens: "16",
+        prompts: "1",
+        requestsPerConcurrency: "1",
+        model: "Qwen/Qwen3-8B",
+      }),
       out,
     );
     expect(code).not.toBe(0);

@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { verifyMain } from "../../cli/verify";
 import { compareMain } from "../../cli/compare";
 import { io } from "../gate/cli-fixture";
+import { cliFlags } from "../support/cli-flags";
 import {
   freePort,
   metricAbove,
@@ -144,39 +145,26 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
     onCleanup(async () => fs.rmSync(dir, { recursive: true, force: true }));
     const out = io();
     const code = await compareMain(
-      [
-        "--endpoint",
-        tap.url,
-        "--activate-command",
-        `${process.execPath} ${path.join(__dirname, "activate.mjs")} ${controlUrl}`,
-        "--services",
-        "autoregressive",
-        "--concurrency",
-        "1,2",
-        "--max-tokens",
-        "48",
-        "--mix",
-        "chat=1",
-        "--thinking",
-        "off",
-        ...["--answer-threshold", "0.3"],
-        "--repeats",
-        "2",
+      cliFlags({
+        endpoint: tap.url,
+        activateCommand: `${process.execPath} ${path.join(__dirname, "activate.mjs")} ${controlUrl}`,
+        services: "autoregressive",
+        concurrency: "1,2",
+        maxTokens: "48",
+        mix: "chat=1",
+        thinking: "off",
+        answerThreshold: "0.3",
+        repeats: "2",
         // Two requests of 48 tokens per level on a shared CPU: repeats 53 and 83 tok/s apart were
         // rightly "unstable" at the default 25 %. This test proves the activation, the gate and the
         // recommendation; the tolerance itself is proved in test/gate/client-evidence.test.ts.
-        ...["--change-tolerance", "0.9"],
-        "--requests-per-concurrency",
-        "2",
-        "--completions",
-        "1000",
-        "--tokens",
-        "48",
-        "--cache",
-        path.join(dir, "cache.json"),
-        "--json",
-        path.join(dir, "compare.json"),
-      ],
+        changeTolerance: "0.9",
+        requestsPerConcurrency: "2",
+        completions: "1000",
+        tokens: "48",
+        cache: path.join(dir, "cache.json"),
+        json: path.join(dir, "compare.json"),
+      }),
       out,
     );
     expect(code, out.err() + out.out()).toBe(0);

@@ -3,8 +3,13 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSimulator, type RunningSimulator } from "../../simulator/index";
-import { type RunningRouter, smgVenv, startRouter, waitForHealthyWorkers } from "../support/smg";
+import type { RunningSimulator } from "../../simulator/index";
+import {
+  type RunningRouter,
+  startRouter,
+  startSimulatorsBehindRouter,
+  stopSimulatorsBehindRouter,
+} from "../support/smg";
 
 const KEY = "fleet-test-key-0123456789abcdef";
 let venv = "";
@@ -13,18 +18,11 @@ let router: RunningRouter;
 const auth = { Authorization: `Bearer ${KEY}` };
 
 beforeAll(async () => {
-  venv = smgVenv();
-  for (let i = 0; i < 2; i++)
-    sims.push(await startSimulator({ profile: "tiny", port: 0, timeScale: 20, apiKey: KEY, log: () => undefined }));
-  router = await startRouter({ venv, workerUrls: sims.map((s) => s.url), apiKey: KEY });
-  // SMG registers its startup workers in the background once they answer (the simulators load first).
-  await waitForHealthyWorkers(router.url, 2);
+  const tiny = { profile: "tiny", port: 0, timeScale: 20, apiKey: KEY, log: () => undefined };
+  ({ venv, router } = await startSimulatorsBehindRouter(sims, tiny, { apiKey: KEY }));
 }, 600_000);
 
-afterAll(async () => {
-  await router?.stop();
-  await Promise.all(sims.map((s) => s.close()));
-});
+afterAll(() => stopSimulatorsBehindRouter(router, sims));
 
 describe("smg 1.13.0 behind our launcher, in front of two simulators", () => {
   it("is the pinned release", () => {

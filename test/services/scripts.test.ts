@@ -2,10 +2,10 @@
 // recording stub here (named so): the real systemd is exercised by the test-host suite.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { shellcheckFindings } from "../support/run";
+import { removeSandbox, scriptSandbox } from "../support/script-sandbox";
 import { renderInvocation } from "../../components/host/invocation";
 import { ROOT } from "../config/stacks";
 
@@ -16,9 +16,7 @@ let stubs: string;
 let marker: string;
 
 beforeEach(() => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
-  stubs = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stubs-"));
-  marker = path.join(os.tmpdir(), `gpuhost-pwned-${process.pid}-${Date.now()}`);
+  ({ root, stubs, marker } = scriptSandbox());
   // Recording systemctl stub: logs each call; is-active answers from a state file.
   fs.writeFileSync(
     path.join(stubs, "systemctl"),
@@ -26,11 +24,7 @@ beforeEach(() => {
     { mode: 0o755 },
   );
 });
-afterEach(() => {
-  fs.rmSync(root, { recursive: true, force: true });
-  fs.rmSync(stubs, { recursive: true, force: true });
-  fs.rmSync(marker, { force: true });
-});
+afterEach(() => removeSandbox({ root, stubs, marker }));
 
 /** Runs a script exactly as hostScript renders it (base64 inside, each argument quoted). */
 function run(script: string, args: string[], env: Record<string, string> = {}, input?: string) {

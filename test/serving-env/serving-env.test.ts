@@ -2,7 +2,6 @@
 // bash on a temporary simulated root exactly as hostScript renders them.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../stack/config";
@@ -19,6 +18,7 @@ import {
   torchCudaRelease,
 } from "../../components/serving-env/lock";
 import { ROOT } from "../config/stacks";
+import { removeSandbox, scriptSandbox } from "../support/script-sandbox";
 
 const SCRIPTS = path.join(ROOT, "components/serving-env/scripts");
 const envOf = (environment: Record<string, unknown> = {}) =>
@@ -144,9 +144,7 @@ describe("host scripts on a simulated root", () => {
   let stubs: string;
   let marker: string;
   beforeEach(() => {
-    root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-sim-"));
-    stubs = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-stubs-"));
-    marker = path.join(os.tmpdir(), `gpuhost-pwned-${process.pid}-${Date.now()}`);
+    ({ root, stubs, marker } = scriptSandbox());
     // Stubs (named so) that record any attempt to install: the simulated path must never reach them.
     for (const tool of ["pip", "pip3", "python3", "useradd"]) {
       fs.writeFileSync(path.join(stubs, tool), `#!/bin/sh\necho "${tool} $*" >> "${root}/installs.log"\nexit 1\n`, {
@@ -155,7 +153,7 @@ describe("host scripts on a simulated root", () => {
     }
   });
   afterEach(() => {
-    for (const d of [root, stubs, marker]) fs.rmSync(d, { recursive: true, force: true });
+    removeSandbox({ root, stubs, marker });
   });
   const run = (script: string, args: string[]) => {
     const cmd = renderInvocation({

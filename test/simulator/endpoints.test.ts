@@ -1,18 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type ApiError,
-  type ChatCompletion,
-  closeAll,
-  derivedProfile,
-  json,
-  post,
-  type ServerInfo,
-  type SpeculativeGenerated,
-  sleep,
-  startTestSim,
-  type Truth,
-  waitHealthy,
-} from "./helpers";
+import type { ApiError, ChatCompletion, ServerInfo, SpeculativeGenerated, Truth } from "./helpers";
+import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
 
 afterEach(closeAll);
 

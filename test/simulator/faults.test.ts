@@ -1,20 +1,8 @@
 import OpenAI from "openai";
 import * as net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type ApiError,
-  type ChatCompletion,
-  closeAll,
-  derivedProfile,
-  type Generated,
-  json,
-  type ModelList,
-  post,
-  sleep,
-  startTestSim,
-  type Truth,
-  waitHealthy,
-} from "./helpers";
+import type { ApiError, ChatCompletion, Generated, ModelList, Truth } from "./helpers";
+import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
 
 afterEach(closeAll);
 

@@ -7,17 +7,8 @@ import * as http from "node:http";
 import * as net from "node:net";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type ApiError,
-  closeAll,
-  derivedProfile,
-  json,
-  post,
-  sleep,
-  startTestSim,
-  type Truth,
-  waitHealthy,
-} from "./helpers";
+import type { ApiError, Truth } from "./helpers";
+import { closeAll, derivedProfile, json, post, sleep, startTestSim, waitHealthy } from "./helpers";
 
 afterEach(closeAll);
 

@@ -18,7 +18,14 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { driftMain } from "../../cli/drift";
 import type { DriftReport } from "../../components/drift/report";
-import { type EngineOptions, PROJECT_ROOT, pulumiBin, runPulumi } from "../../engine/pulumi";
+import {
+  type EngineOptions,
+  type EngineResult,
+  ensureStack,
+  PROJECT_ROOT,
+  pulumiBin,
+  runPulumi,
+} from "../../engine/pulumi";
 
 export const TEST_PASSPHRASE = `gpuhost-test-${randomBytes(16).toString("hex")}`;
 
@@ -131,4 +138,44 @@ export async function driftJson(
   const report = JSON.parse(out) as DriftReport & { exitCode: number };
   if (report.exitCode !== code) throw new Error(`gpuhost drift exited ${code} but its report says ${report.exitCode}`);
   return { report, fields: report.hosts.flatMap((h) => h.drift.map((d) => d.field)), pulumiCode };
+}
+
+/** A throwaway project running one of test/engine/fixture's programs, its stack, and where the program leaves its evidence. */
+export interface FixtureWorkspace {
+  work: string;
+  /** The folder the program writes what it did into (its `evidenceDir` config). */
+  evidence: string;
+  opts: EngineOptions;
+  stack: string;
+  /** Runs pulumi on the stack and throws (with the output) unless it exits 0. */
+  pulumi: (...args: string[]) => Promise<EngineResult>;
+  /** The project file, the stack and its evidenceDir: the test's beforeAll. */
+  setUp: () => Promise<void>;
+}
+
+/**
+ * A fresh folder gpuhost-NAME-* for the project gpuhost-NAME-test whose program is the compiled
+ * fixture PROGRAM (dist/test/engine/fixture/PROGRAM.js), on the stack NAME-test.
+ */
+export function fixtureWorkspace(name: string, program: string, timeoutMs: number, set?: PluginSet): FixtureWorkspace {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), `gpuhost-${name}-`));
+  const evidence = path.join(work, "evidence");
+  const opts = testEngineOptions(work, timeoutMs, set);
+  const stack = `${name}-test`;
+  const pulumi = async (...args: string[]) => {
+    const r = await runPulumi([...args, "--stack", stack], opts);
+    if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+    return r;
+  };
+  const setUp = async () => {
+    fs.mkdirSync(evidence);
+    writeFixtureProject(
+      work,
+      `gpuhost-${name}-test`,
+      path.join(PROJECT_ROOT, "dist", "test", "engine", "fixture", `${program}.js`),
+    );
+    await ensureStack(stack, opts);
+    await pulumi("config", "set", "evidenceDir", evidence);
+  };
+  return { work, evidence, opts, stack, pulumi, setUp };
 }

@@ -7,6 +7,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { projectRoot } from "../../project-files";
+import { type RunningSimulator, type SimulatorOptions, startSimulator } from "../../simulator/index";
 
 /** The cached venv holding smg (built on first use: about a minute, once per machine). */
 export function smgVenv(): string {
@@ -126,4 +127,29 @@ export async function waitForHealthyWorkers(url: string, n: number, timeoutMs = 
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error(`the router did not count ${n} healthy workers within ${timeoutMs} ms: ${JSON.stringify(last)}`);
+}
+
+/**
+ * COUNT simulators started with SIM, pushed into SIMS as they come up (so an afterAll can close the
+ * ones a failed start left), behind the real SMG started by our launcher with ROUTER's key and policy;
+ * resolves once SMG holds every one of them healthy (it registers its startup workers in the
+ * background once they answer, and the simulators load first).
+ */
+export async function startSimulatorsBehindRouter(
+  sims: RunningSimulator[],
+  sim: SimulatorOptions,
+  router: { apiKey: string; policy?: string },
+  count = 2,
+): Promise<{ venv: string; router: RunningRouter }> {
+  const venv = smgVenv();
+  for (let i = 0; i < count; i++) sims.push(await startSimulator(sim));
+  const r = await startRouter({ venv, workerUrls: sims.map((s) => s.url), ...router });
+  await waitForHealthyWorkers(r.url, count);
+  return { venv, router: r };
+}
+
+/** Stops ROUTER (where it was started), then SIMS. */
+export async function stopSimulatorsBehindRouter(router: RunningRouter | undefined, sims: RunningSimulator[]) {
+  await router?.stop();
+  await Promise.all(sims.map((s) => s.close()));
 }

@@ -47,6 +47,19 @@ export function simHostNamed(name: string): StackSetting[] {
   ];
 }
 
+/**
+ * A test's afterAll: destroys STACK where beforeAll got as far as making it (which also stops the
+ * simulator), then removes FOLDERS whatever the destroy did (the simulated services' supervisors end
+ * when their state folder vanishes).
+ */
+export async function disposeStack(stack: TestStack | undefined, ...folders: string[]): Promise<void> {
+  try {
+    await stack?.dispose();
+  } finally {
+    for (const f of folders) fs.rmSync(f, { recursive: true, force: true });
+  }
+}
+
 /** A comparison's benchmark short enough for an engine test: four levels, short answers, one prompt each. */
 export const SHORT_COMPARISON_BENCHMARK: StackSetting[] = [
   { path: "gpuhost:benchmark.concurrency[0]", value: "1" },

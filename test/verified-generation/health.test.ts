@@ -12,11 +12,12 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { create, diff, PROVIDER_VERSION, read } from "../../components/verified-generation/provider";
+import { create, diff, read } from "../../components/verified-generation/provider";
 import { outcomeOf, parseRefreshOutput, VERIFIED_GENERATION_TYPE } from "../../components/drift/report";
 import { driftExposition } from "../../components/drift/metrics";
 import { answerDifference, DECODE_PROBE_ATTEMPTS, type HealthBaseline } from "../../gate/health/health";
 import { startSimulator } from "../../simulator/index";
+import { verificationInputs } from "./inputs";
 import { loadProfile, withSpeculative } from "../../simulator/profile";
 
 let closers: (() => Promise<void>)[] = [];
@@ -50,24 +51,13 @@ async function sim(speculative: boolean, timeScale = 10) {
 
 const SPECULATIVE = { algorithm: "EAGLE3", draftModelPath: "sim/tiny-eagle3", acceptanceFloor: 1.5 };
 
+/** With the health check's own deadline, at time scale 10. */
 function inputs(url: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    providerVersion: PROVIDER_VERSION,
-    endpoint: { url, model: "tiny" },
-    serviceIdentity: "sglang-tiny.service@abc",
-    toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
-    environmentLock: "sglang==0.5.6",
+  return verificationInputs(url, {
     verifyPolicy: { deadlineSeconds: 20, health: { timeoutSeconds: 10 } },
-    benchPlan: {
-      singleRequestMaxTokens: [64],
-      singleRequestPrompts: 1,
-      concurrency: [2],
-      sweepMaxTokens: 64,
-      requestsPerConcurrency: 1,
-    },
     timeScale: 10,
     ...over,
-  };
+  });
 }
 
 /** The engine's streamed refresh events for one VerifiedGeneration whose read returned PROPS. */

@@ -13,6 +13,7 @@ import { VerifiedGenerationOutputsSchema } from "../../gate/reports/outputs";
 import { check, create, diff, PROVIDER_VERSION, read, update } from "../../components/verified-generation/provider";
 import { startSimulator } from "../../simulator/index";
 import { tinyVariant } from "../gate/sim-fixture";
+import { verificationInputs } from "./inputs";
 import { derivedProfile } from "../simulator/helpers";
 import { neverAnswering } from "../gate/misbehaving-servers";
 import { fingerprint } from "../../components/host-key/probe";
@@ -49,25 +50,15 @@ async function sim(faults: string[] = [], profile = "tiny") {
   };
 }
 
+/** Two levels (C=2, 4), an activation and a workload to plan for. */
 function inputs(url: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    providerVersion: PROVIDER_VERSION,
-    endpoint: { url, model: "tiny" },
-    serviceIdentity: "sglang-tiny.service@abc",
+  const base = verificationInputs(url);
+  return verificationInputs(url, {
     activation: "20261202T080000.000000001Z-42",
-    toolkitFingerprint: "cuda-toolkit-13-0=13.0.2-1",
-    environmentLock: "sglang==0.5.6",
-    verifyPolicy: { deadlineSeconds: 20 },
-    benchPlan: {
-      singleRequestMaxTokens: [64],
-      singleRequestPrompts: 1,
-      concurrency: [2, 4],
-      sweepMaxTokens: 64,
-      requestsPerConcurrency: 1,
-    },
+    benchPlan: { ...(base.benchPlan as object), concurrency: [2, 4] },
     workload: { completions: 900_000, outputTokensPerCompletion: 2000 },
     ...over,
-  };
+  });
 }
 
 describe("VerifiedGeneration provider", () => {
