@@ -170,26 +170,23 @@ function onProcessInterrupts(controller: AbortController, io: CliIo, options: Ru
     if (!options.interruptIsStop) io.stderr.write(`\n${name}: stopping (again to quit at once)\n`);
     controller.abort(new Interrupted(name));
   };
-  const onInt = onSignal("SIGINT");
-  const onTerm = onSignal("SIGTERM");
-  const onHup = onSignal("SIGHUP");
   // A write that fails because the output is gone (EIO: the terminal closed, maybe before its SIGHUP
   // is handled; EPIPE: the reader left) is a hangup too, not a crash that would leave the engine.
   const onGone = () => {
     quietWriteErrors();
     if (!controller.signal.aborted) controller.abort(new Interrupted("SIGHUP"));
   };
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  process.on("SIGHUP", onHup);
-  process.stdout.on("error", onGone);
-  process.stderr.on("error", onGone);
+  // One table, walked to listen and again to stop listening: a handler cannot be left behind.
+  const handlers: [NodeJS.EventEmitter, string, () => void][] = [
+    [process, "SIGINT", onSignal("SIGINT")],
+    [process, "SIGTERM", onSignal("SIGTERM")],
+    [process, "SIGHUP", onSignal("SIGHUP")],
+    [process.stdout, "error", onGone],
+    [process.stderr, "error", onGone],
+  ];
+  for (const [emitter, event, handler] of handlers) emitter.on(event, handler);
   return () => {
-    process.off("SIGINT", onInt);
-    process.off("SIGTERM", onTerm);
-    process.off("SIGHUP", onHup);
-    process.stdout.off("error", onGone);
-    process.stderr.off("error", onGone);
+    for (const [emitter, event, handler] of handlers) emitter.off(event, handler);
   };
 }
 
