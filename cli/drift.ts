@@ -375,6 +375,14 @@ class CheckSession {
       throw new Error("--repair needs a named stack, and its check to have run");
     const file = stateFile(name, deps.stateDir);
     const items = driftItems(report);
+    // A dead process's lock: the update would fail on it and use up a repair (the warning said what removes it).
+    if (this.dead.length > 0) {
+      err(`gpuhost drift: not repaired: ${deadLockWarning(name, this.dead)}\n`);
+      return {
+        report,
+        metrics: { ran: false, held: "dead-lock", today: repairsToday(state, this.now()), limit: args.maxRepairs },
+      };
+    }
     const held = repairHold(state, items, this.now(), args.maxRepairs);
     if (held) {
       err(

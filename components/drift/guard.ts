@@ -99,7 +99,11 @@ export function driftItems(report: DriftReport): string[] {
 }
 
 /** Why --repair did not run the update: the day's repairs are used up, or it ran for this drift already. */
-export type RepairHold = "daily-limit" | "same-drift";
+/**
+ * Why --repair did not run the update: today's repairs used up, this very drift repaired before, or
+ * a lock a dead process left on the stack (the update would only fail on it, using up a repair).
+ */
+export type RepairHold = "daily-limit" | "same-drift" | "dead-lock";
 
 /** Whether --repair may run the update for ITEMS today (NOWMS) with at most LIMIT a day: undefined when it may. */
 export function repairHold(

@@ -203,7 +203,7 @@ function repairMetrics(registers: Registry[], stack: string, repair: RepairMetri
   if (repair.held)
     gauge(
       "gpuhost_drift_repair_held",
-      "1 when drift was found and --repair did not run the update (reason: daily-limit, or same-drift: it ran for this very drift before)",
+      "1 when drift was found and --repair did not run the update (reason: daily-limit; same-drift: it ran for this very drift before; dead-lock: a lock a dead process left, which the update would fail on)",
       ["stack", "reason"],
     ).set({ stack, reason: repair.held }, 1);
   gauge("gpuhost_drift_repairs_today", "Repairs --repair ran today (UTC)").set({ stack }, repair.today);

@@ -4,6 +4,7 @@
 // under --expect-no-changes: 7); driftMain runs them through a stand-in engine (mocked: the tests
 // say so), the real engine's answers are test/engine/drift-textfile.test.ts's.
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { DRIFT, driftMain } from "../../cli/drift";
@@ -164,6 +165,35 @@ describe("gpuhost drift's exit status for each ending, with the engine's recorde
       expect(table, `cli/README.md's gpuhost drift table, status ${code}`).toMatch(
         new RegExp(`^\\| ${code} +\\|`, "m"),
       );
+    }
+  });
+});
+
+describe("--repair on a stack a dead process left locked (stand-in engine)", () => {
+  it("does not run the update, which would only fail on the lock: it names the lock and pulumi cancel, and uses no repair", async () => {
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-drift-deadlock-"));
+    const ran: string[][] = [];
+    let err = "";
+    let out = "";
+    try {
+      const code = await driftMain(["--stack", "prod", "--repair", "--json"], {
+        out: (t) => void (out += t),
+        err: (t) => void (err += t),
+        stateDir,
+        runPulumi: (args) => {
+          ran.push(args);
+          return Promise.resolve({ code: 7, stdout: refresh({ drift: true }), stderr: "" });
+        },
+        stackLocks: () => [],
+        deadLocks: () => [{ file: "/x/lock.json", pid: 4242, username: "ops", hostname: "build-1" }],
+      });
+      expect(code, out + err).toBe(1);
+      expect(ran.map((a) => a[0])).toEqual(["refresh"]);
+      expect(err).toMatch(/not repaired: stack prod is locked by a process that is gone \(pid 4242/);
+      expect(err).toContain("pulumi cancel");
+      expect(JSON.parse(out).repair).toMatchObject({ ran: false, held: "dead-lock", today: 0 });
+    } finally {
+      fs.rmSync(stateDir, { recursive: true, force: true });
     }
   });
 });
