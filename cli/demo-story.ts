@@ -136,6 +136,8 @@ export interface StoryOptions {
   certification?: BenchPlanInput["certification"];
   /** Requests per level per concurrency (default 1): more makes a level last longer on the wall clock. */
   requestsPerConcurrency?: number;
+  /** Every model load takes this many host seconds (the demo: the profile's 330-660 s, the story's wait). */
+  loadSeconds?: number;
 }
 
 export async function rehearseStory(o: StoryOptions): Promise<CompareResult> {
@@ -167,7 +169,7 @@ async function storyHost(o: StoryOptions) {
     sglangArgv(serverArgsFor(kind, { ...services, port }, { apiKey: false })).map(String);
   const which = o.profile ?? "seeds";
   const profile = STORY_PROFILES[which];
-  const host = new SwitchableSimHost({ profile, timeScale: o.timeScale });
+  const host = new SwitchableSimHost({ profile, timeScale: o.timeScale, loadSeconds: o.loadSeconds });
   const endpoint = { url: `http://127.0.0.1:${port}`, model: services.servedModelName ?? services.modelPath };
   // Loading 548 GB takes 330-660 s of host time; the gate's deadline is in wall time.
   const verifyPolicy = { deadlineSeconds: 900 / o.timeScale + 60, thinkingToggle: true, probeTimeoutSeconds: 60 };

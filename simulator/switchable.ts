@@ -21,6 +21,8 @@ export interface SwitchableHostOptions {
   profile: string;
   timeScale: number;
   faults?: string[];
+  /** Every model load takes this many simulated seconds (GPUHOST_SIM_LOAD_SECONDS); absent: the profile's range. */
+  loadSeconds?: number;
   log?: (line: string) => void;
 }
 
@@ -47,6 +49,7 @@ export class SwitchableSimHost {
       GPUHOST_SIM_PROFILE: this.opts.profile,
       GPUHOST_SIM_FAULTS: (this.opts.faults ?? []).join(","),
       GPUHOST_SIM_TIME_SCALE: String(this.opts.timeScale),
+      ...(this.opts.loadSeconds === undefined ? {} : { GPUHOST_SIM_LOAD_SECONDS: String(this.opts.loadSeconds) }),
     };
     const chosen = profileFor(args, env);
     if (this.opts.separateProcess !== false) {

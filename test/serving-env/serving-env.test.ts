@@ -2,6 +2,7 @@
 // bash on a temporary simulated root exactly as hostScript renders them.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../stack/config";
@@ -242,4 +243,49 @@ describe("host scripts on a simulated root", () => {
       "prewarm=skipped",
     );
   });
+});
+
+describe("python-env.sh on this machine's real Python (as root, as on a host)", () => {
+  const asRoot = process.getuid?.() === 0;
+  it.skipIf(!asRoot && process.env.GPUHOST_SKIP_TESTHOST === "1")(
+    "a venv whose pip an interrupted run broke is made anew, not failed on at every later run",
+    () => {
+      expect(asRoot, "python-env.sh's real path runs as root (GPUHOST_SKIP_TESTHOST=1 skips it knowingly)").toBe(true);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-venv-"));
+      try {
+        const venv = path.join(dir, "venv");
+        const python = spawnSync("sh", ["-c", "command -v python3"], { encoding: "utf8" }).stdout.trim();
+        expect(spawnSync(python, ["-m", "venv", venv]).status).toBe(0);
+        // What a killed `python -m venv` (its ensurepip) or pip upgrading itself can leave: a pip that cannot start.
+        const [site] = fs.readdirSync(path.join(venv, "lib")).map((v) => path.join(venv, "lib", v, "site-packages"));
+        fs.rmSync(path.join(site, "pip", "__main__.py"));
+        const pipStarts = () => spawnSync(path.join(venv, "bin", "python3"), ["-m", "pip", "--version"]).status === 0;
+        expect(pipStarts()).toBe(false);
+        const r = spawnSync(
+          "bash",
+          [
+            path.join(SCRIPTS, "python-env.sh"),
+            venv,
+            python,
+            "13.0",
+            `sha256:${"0".repeat(64)}`,
+            // An index with nothing in it: the install after the venv is remade fails here, offline.
+            "--index-url",
+            `file://${dir}/empty-index`,
+            "--",
+            "torch==2.14.1+cu130",
+          ],
+          { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 120_000 },
+        );
+        expect(r.stderr).toContain(`the venv's pip does not start (an interrupted install?): recreating ${venv}`);
+        expect(pipStarts()).toBe(true);
+        // Nothing was installed (the index is empty), so no lock is recorded: the next run tries again.
+        expect(r.status).not.toBe(0);
+        expect(fs.existsSync(path.join(venv, "gpuhost-env.lock"))).toBe(false);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    180_000,
+  );
 });

@@ -91,6 +91,12 @@ fi
 
 if [[ ! -x "$venv/bin/python3" ]]; then
   "$python" -m venv "$venv"
+elif ! "$venv/bin/python3" -m pip --version >/dev/null 2>&1; then
+  # A venv whose pip does not start: a run interrupted while venv's ensurepip (or pip upgrading
+  # itself) wrote it. It would fail every later run, so it is made anew (the lock is written last:
+  # nothing recorded is lost).
+  echo "python-env: the venv's pip does not start (an interrupted install?): recreating $venv" >&2
+  "$python" -m venv --clear "$venv"
 fi
 if [[ "$require_hashes" == yes ]]; then
   hash_lock="$(mktemp)"
