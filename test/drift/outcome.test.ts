@@ -191,7 +191,11 @@ describe("--repair on a stack a dead process left locked (stand-in engine)", () 
       expect(ran.map((a) => a[0])).toEqual(["refresh"]);
       expect(err).toMatch(/not repaired: stack prod is locked by a process that is gone \(pid 4242/);
       expect(err).toContain("pulumi cancel");
-      expect((JSON.parse(out) as { repair: unknown }).repair).toMatchObject({ ran: false, held: "dead-lock", today: 0 });
+      expect((JSON.parse(out) as { repair: unknown }).repair).toMatchObject({
+        ran: false,
+        held: "dead-lock",
+        today: 0,
+      });
     } finally {
       fs.rmSync(stateDir, { recursive: true, force: true });
     }
