@@ -231,7 +231,7 @@ export function compareMain(argv: string[], io: CliIo = defaultIo()): Promise<nu
         restore: service(values.restore),
         cacheFile: values.cache,
       },
-      commandHooks(values, signal, io),
+      comparisonHooks(values, signal, io),
     );
     writeReports(values, result);
     const ceiling =
@@ -292,7 +292,7 @@ function compareJob(values: CompareValues) {
 }
 
 /** The user's commands as the comparison's hooks: each run as argv, its output hashed as the unit's identity. */
-function commandHooks(values: CompareValues, signal: AbortSignal, io: CliIo): CompareHooks {
+function comparisonHooks(values: CompareValues, signal: AbortSignal, io: CliIo): CompareHooks {
   const unit = (s: ServiceName) => `sglang-${s}.service`;
   const activate = values["activate-command"];
   const identity = values["identity-command"];

@@ -112,6 +112,11 @@ interface Worker {
   url: string;
 }
 
+/** The workers among WS that belong to group G. */
+function workersIn(groups: RouterGroups, g: GroupName, ws: Worker[]): Worker[] {
+  return ws.filter((w) => groups[g].hosts.includes(w.name));
+}
+
 /** The demand the stack's groups and workload describe. */
 export function groupDemand(
   groups: RouterGroups,
@@ -204,18 +209,17 @@ export function planGroups(
   },
 ): PlannedGroups {
   const demand = groupDemand(groups, ctx.workload);
-  const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
   const down = {
-    interactive: inGroup("interactive", ctx.leftOut).length,
-    batch: inGroup("batch", ctx.leftOut).length,
+    interactive: workersIn(groups, "interactive", ctx.leftOut).length,
+    batch: workersIn(groups, "batch", ctx.leftOut).length,
   };
-  const empty = GROUP_NAMES.find((g) => inGroup(g, ctx.registered).length === 0);
+  const empty = GROUP_NAMES.find((g) => workersIn(groups, g, ctx.registered).length === 0);
   // With a group empty there is no curve of its service to judge by: its class is simply not served.
   const curves = empty ? [] : groupCurves(groups, ctx.registered, ctx.curveOf);
   const { configured, predicted, plan } = predict(groups, curves, demand, down);
   if (empty)
     throw new Error(
-      `the ${empty} group has no host that passed its gate (left out: ${inGroup(empty, ctx.leftOut)
+      `the ${empty} group has no host that passed its gate (left out: ${workersIn(groups, empty, ctx.leftOut)
         .map((w) => w.name)
         .join(", ")}): ${predicted.verdict}`,
     );
@@ -257,7 +261,6 @@ export interface MeasuredGroups {
  */
 export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext): Promise<MeasuredGroups> {
   const { groups, demand, predicted, plan, curves } = p;
-  const inGroup = (g: GroupName, ws: Worker[]) => ws.filter((w) => groups[g].hosts.includes(w.name));
   if (p.leftOut.length > 0) ctx.say(`hosts left out of their groups: ${predicted.verdict}`);
   const result = await runGroups(p, ctx);
   const verdict = GateModule.mixedVerdictOf(
@@ -274,10 +277,10 @@ export async function measureGroups(p: PlannedGroups, ctx: GroupsMeasureContext)
   const judged = judge(groups, demand, i, b);
   const group = (g: GroupName, m: GroupMeasured, meets: boolean): GroupOutput => ({
     service: groups[g].service,
-    activeService: activeServiceOf(inGroup(g, p.registered), ctx.activeServiceOf),
+    activeService: activeServiceOf(workersIn(groups, g, p.registered), ctx.activeServiceOf),
     model: groups[g].servedModelName,
-    workers: inGroup(g, p.registered).map((w) => w.name),
-    leftOut: inGroup(g, p.leftOut).map((w) => w.name),
+    workers: workersIn(groups, g, p.registered).map((w) => w.name),
+    leftOut: workersIn(groups, g, p.leftOut).map((w) => w.name),
     measured: m,
     meets,
   });

@@ -194,7 +194,7 @@ export async function create(inputs: Record<string, unknown>) {
   const outs = {
     ...pickInputs(inputs),
     endpoint: input.router.url,
-    ...fleetOutputs(input, measured, sent, { reconciled: [...repaired, ...registrations], readinessSeconds }),
+    ...verifiedFleetOutputs(input, measured, sent, { reconciled: [...repaired, ...registrations], readinessSeconds }),
   };
   return { id: `fleet@${input.router.url}#${randomBytes(4).toString("hex")}`, outs };
 }
@@ -248,7 +248,7 @@ async function measureThroughRouter(
 }
 
 /** What a measured fleet publishes beside its inputs: each worker's share, the figures, the hosts' sum. */
-function fleetOutputs(
+function verifiedFleetOutputs(
   input: FleetVerificationInputs,
   measured: FleetMeasurement,
   sent: Sent[],

@@ -237,7 +237,7 @@ async function verifyAndMeasure(
  * The health check of a refresh, on a service that still generates: its findings become drift
  * (diff replaces on it, so the next `up` re-gates), a figure it could not measure `notChecked`.
  */
-async function checkHealth(
+async function readHealth(
   props: Record<string, unknown>,
   gate: Gate,
 ): Promise<{ healthCheck: gate.HealthCheck; drift: Drift[]; notChecked?: string }> {
@@ -273,7 +273,7 @@ export async function update(
   const { hostKeyRefused, ...measured } = pickMeasured(olds);
   // The refresh before this update was refused on the host key (the state's connection pinned another
   // one): its check runs now, with the connection the program gives. Refused again, this fails.
-  const checked = typeof hostKeyRefused === "string" ? await checkGenerating(news, gate) : {};
+  const checked = typeof hostKeyRefused === "string" ? await readGenerating(news, gate) : {};
   // The answers behind the figure are those of the recorded verification: the note travels with the re-plan.
   const recorded = olds.capacity;
   const answers =
@@ -283,7 +283,7 @@ export async function update(
 }
 
 /** One tiny generation through the host access `props` name: whether the service still generates. */
-async function checkGenerating(
+async function readGenerating(
   props: Record<string, unknown>,
   gate: Gate,
 ): Promise<{ generating: boolean; generationCheck: unknown }> {
@@ -307,12 +307,12 @@ export async function read(
 ): Promise<{ id: string; props: Record<string, unknown>; inputs: Record<string, unknown> }> {
   try {
     const { hostKeyRefused: _stale, notChecked: _unchecked, healthCheck: _last, ...rest } = props;
-    const generation = await checkGenerating(props, gate);
+    const generation = await readGenerating(props, gate);
     // Health is checked on a service that still generates and has a baseline (one verified since
     // health existed and with it enabled); one that stopped generating is already drift.
     const enabled = gate.VerifyPolicySchema.parse(props.verifyPolicy ?? {}).health.enabled;
     const health =
-      generation.generating && enabled && props.healthBaseline ? await checkHealth(props, gate) : { drift: [] };
+      generation.generating && enabled && props.healthBaseline ? await readHealth(props, gate) : { drift: [] };
     return { id, props: { ...rest, ...generation, ...health }, inputs: pickInputs(props) };
   } catch (e) {
     const refusal = hostKeyRefusalOf(e);

@@ -252,7 +252,7 @@ async function sweepService(
     },
     acceptanceFloor: draft ? (draft.acceptanceFloor ?? opts.acceptanceFloor) : null,
     clientThreads: opts.plan.clientThreads,
-    onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${levelLine(l)}`),
+    onLevel: (l) => say(`${SERVICE_LABEL[service]}: ${sweepLevelLine(l)}`),
   });
   out.sweep = measured.sweep;
   // The one verdict (verdict.ts), from the sweep as the comparison judges it. A run nothing of which
@@ -306,7 +306,7 @@ export function answerVerdicts(
 }
 
 /** One line per level as it ends: throughput, goodput, TTFT, acceptance, and what it counts for. */
-function levelLine(l: SweepLevel): string {
+function sweepLevelLine(l: SweepLevel): string {
   const name = l.mode === "closed" ? `concurrency ${l.level}` : levelName(l);
   const ci = l.throughput.halfWidth !== null ? ` ± ${l.throughput.halfWidth.toFixed(1)}` : "";
   const accept = l.acceptanceLength !== null ? `, accept ${l.acceptanceLength.toFixed(2)}` : "";

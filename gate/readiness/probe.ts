@@ -139,7 +139,7 @@ export async function probeGeneration(
   const response = `HTTP ${exchange.status} ${truncate(exchange.raw)}`;
   const failure =
     judgeExchange(url, exchange, answer, response) ??
-    judgeAnswer(url, policy, answer, policy.requireUsage && opts.sampling, response);
+    judgeProbeAnswer(url, policy, answer, policy.requireUsage && opts.sampling, response);
   if (failure !== null) return failure;
   const result = probeResult(answer, t0);
   if (want !== null && !answer.content.toLowerCase().includes(want)) {
@@ -259,7 +259,7 @@ function judgeExchange(url: string, ex: Exchange, answer: Answer, response: stri
 }
 
 /** The generation: an error event, an odd finish, reasoning without an answer, usage missing or zero. */
-function judgeAnswer(
+function judgeProbeAnswer(
   url: string,
   policy: VerifyPolicy,
   answer: Answer,
