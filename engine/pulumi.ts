@@ -119,6 +119,7 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
       `gpuhost: removed ${repaired.length} empty or torn metadata file(s) a killed pulumi left in the file backend (the engine could not load the stack with them): ${repaired.join(", ")}\n`,
     );
   }
+  const startedAt = Date.now();
   return new Promise((resolve, reject) => {
     // umask 077 for the CLI and everything it starts: a file backend's state, backups and history
     // hold encrypted secrets and the hosts' addresses, readable by this user alone.
@@ -175,6 +176,9 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
         stderr += line;
         opts.onOutput?.(line);
       }
+      // Where a run's time goes (docs/development.md): one line per engine command.
+      if (process.env.GPUHOST_ENGINE_LOG)
+        fs.appendFileSync(process.env.GPUHOST_ENGINE_LOG, `${Date.now() - startedAt}\t${code}\t${args.join(" ")}\n`);
       resolve({ code: code ?? 1, stdout, stderr });
     });
   });
