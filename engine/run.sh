@@ -72,6 +72,10 @@ ensure_node() {
 ensure_node
 # npm puts node_modules/.bin on PATH for its scripts; do the same when this file is run directly.
 export PATH="$ROOT/node_modules/.bin:$PATH"
+# Node's on-disk compile cache (Node >= 22.1) for every node this starts: the engine's program and
+# plugins, the simulated host's shims, the simulators. A no-op `pulumi up` on the sim stack starts
+# about 18 node processes; the cache took its CPU time from 5.6 s to 5.2 s (4 runs each, quiet).
+export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$CACHE_ROOT/node-compile-cache}"
 cd "$ROOT"
 
 mode="${1:-}"

@@ -8,6 +8,7 @@
  */
 import * as path from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
+import { type CpuSample, cpuLine, cpuSample } from "./run-cpu";
 
 /** One failure: where, what, how long it took, its message. */
 export interface Failure {
@@ -83,6 +84,12 @@ const text = (errors: ReadonlyArray<ReportedError> | undefined) =>
  * details and summary and is the log's last lines.
  */
 export default class FailureSummary implements Reporter {
+  private started: CpuSample | undefined;
+
+  onInit(): void {
+    this.started = cpuSample();
+  }
+
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandled: ReadonlyArray<ReportedError>): void {
     const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
     const failures: Failure[] = [];
@@ -103,6 +110,7 @@ export default class FailureSummary implements Reporter {
       }
     }
     for (const e of unhandled) failures.push({ where: "unhandled error", name: "", message: text([e]) });
-    console.log(`\n${summarize(counts, failures)}`);
+    const cpu = this.started ? `${cpuLine(this.started, cpuSample())}\n` : "";
+    console.log(`\n${cpu}${summarize(counts, failures)}`);
   }
 }
