@@ -93,9 +93,10 @@ describe("an open-loop level speaks in rates: kept up is no capacity, fallen beh
   // One request at a time, about 50 ms each: some 20 requests per wall second, 2 per host second at
   // time scale 10. 0.5 host req/s (5 per wall second) it keeps up with; 4 (40 per wall second) it cannot.
   const slow = { serial: true, tokens: 6, chunkMs: 10 };
+  // Ten host seconds of arrivals per level (a second of wall time): 5 requests at 0.5, 40 at 4.
   const plan = (rate: [number, ...number[]]) => ({
     rate,
-    requestsPerConcurrency: 2,
+    requestsPerConcurrency: 1,
     singleRequestMaxTokens: [],
     warmupMaxTokens: 4,
     sweepMaxTokens: 6,
