@@ -115,9 +115,11 @@ describe("the gate ends on a unit that ended after it was started", () => {
       port,
     });
     cleanups.push(() => sim.close());
+    // The holder never answers: each GET /v1/models waits out its timeout before the service check
+    // runs; 1 s each (10 and 5 by default) brings that next check within seconds.
     const result = await verify(
       { url: `http://127.0.0.1:${port}`, model: "tiny" },
-      { deadlineSeconds: LONG_DEADLINE_S },
+      { deadlineSeconds: LONG_DEADLINE_S, modelsTimeoutSeconds: 1, serviceCheckIntervalSeconds: 1 },
       { unit: UNIT, serviceState: sim.serviceState, serviceLogs: sim.serviceLogs },
     );
     expect(result.ready).toBe(false);
@@ -171,7 +173,7 @@ describe("the gate ends on a unit that ended after it was started", () => {
     let checks = 0;
     const result = await verify(
       { url: `http://127.0.0.1:${port}`, model: "tiny" },
-      { deadlineSeconds: LONG_DEADLINE_S, serviceCheckIntervalSeconds: 1 },
+      { deadlineSeconds: LONG_DEADLINE_S, serviceCheckIntervalSeconds: 0.3 },
       {
         unit: UNIT,
         serviceState: async () => ({ activeState: ++checks <= 3 ? "active" : "inactive", restarts: 0 }),
@@ -190,11 +192,11 @@ describe("the gate ends on a unit that ended after it was started", () => {
     const port = await closedPort();
     const result = await verify(
       { url: `http://127.0.0.1:${port}`, model: "tiny" },
-      { deadlineSeconds: 2 },
+      { deadlineSeconds: 1 },
       { unit: UNIT, serviceState: async () => ({ activeState: "active", restarts: 0 }), serviceLogs: async () => "" },
     );
     expect(result.ready).toBe(false);
-    expect(result.diagnosis!.split("\n")[0]).toContain("the deadline of 2 s passed");
+    expect(result.diagnosis!.split("\n")[0]).toContain("the deadline of 1 s passed");
   });
 });
 

@@ -69,9 +69,11 @@ it("a serving port another process holds: the gate names the unit and quotes the
     ].join("\n"),
   );
   await sh(`systemctl daemon-reload && systemctl start ${UNIT}`);
+  // The holder never answers: each GET /v1/models waits out its timeout before the service check
+  // runs; 1 s each (10 and 5 by default) brings that next check within seconds of the exit.
   const result = await verify(
     { url: `http://127.0.0.1:${port}`, model: "tiny" },
-    { deadlineSeconds: 1800 },
+    { deadlineSeconds: 1800, modelsTimeoutSeconds: 1, serviceCheckIntervalSeconds: 1 },
     unitHooks(connection, UNIT),
   );
   expect(result.ready).toBe(false);
