@@ -42,8 +42,9 @@ describe("verify against the simulator", () => {
   });
 
   it("late-port: waits through connection refused, ready only after the port opened", async () => {
+    // Half a second of refused connections: several attempts at the gate's 100-250 ms retries.
     sim = await startSim({
-      profile: tinyVariant({ load: { minSeconds: 1.5, maxSeconds: 1.5, warmupSeconds: 0.02 } }),
+      profile: tinyVariant({ load: { minSeconds: 0.5, maxSeconds: 0.5, warmupSeconds: 0.02 } }),
       faults: ["late-port"],
     });
     const { result, readyAt } = await gate(sim, 10);
@@ -97,13 +98,13 @@ describe("verify against the simulator", () => {
   it("jit-crash without a service check: not ready at the deadline, with the last error", async () => {
     sim = await startSim({ faults: ["jit-crash"], timeScale: 10 });
     const t0 = performance.now();
-    const result = await verify({ url: sim.url, model: "tiny" }, { deadlineSeconds: 3 });
+    const result = await verify({ url: sim.url, model: "tiny" }, { deadlineSeconds: 1.5 });
     const wall = (performance.now() - t0) / 1000;
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");
-    expect(result.diagnosis).toContain("the deadline of 3 s passed");
+    expect(result.diagnosis).toContain("the deadline of 1.5 s passed");
     expect(result.lastError).toMatch(/ECONNREFUSED|socket|reset|closed/i);
-    expect(wall).toBeLessThan(3 + 1);
+    expect(wall).toBeLessThan(1.5 + 1);
   });
 
   it("oom-at-load: not ready, diagnosis carries CUDA out of memory", async () => {
@@ -126,12 +127,12 @@ describe("verify against the simulator", () => {
 
   it("slow-first-request beyond the deadline: not ready, and the diagnosis names the request that never answered", async () => {
     sim = await startSim({ faults: ["slow-first-request"], timeScale: 1 });
-    const { result, wall } = await gate(sim, 2);
+    const { result, wall } = await gate(sim, 1);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");
     expect(result.diagnosis).toContain(`POST ${sim.url}/v1/chat/completions (probe)`);
     expect(result.diagnosis).toContain("never answered");
-    expect(wall).toBeLessThan(2 + 1);
+    expect(wall).toBeLessThan(1 + 1);
   });
 
   it("thinking-budget: reasoning that spends all of max_tokens is no answer: not ready, at once, saying why", async () => {
@@ -172,11 +173,11 @@ describe("verify against the simulator", () => {
       profile: tinyVariant({ faultSettings: { resetMidStream: { afterTokens: 2, everyNth: 1 } } }),
       faults: ["reset-mid-stream"],
     });
-    const { result, wall } = await gate(sim, 2);
+    const { result, wall } = await gate(sim, 1);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");
     expect(result.lastError).toMatch(/socket|reset|closed|terminated/i);
-    expect(wall).toBeLessThan(3);
+    expect(wall).toBeLessThan(2);
   });
 
   it("overload-500: one probe is below the threshold, ready", async () => {
@@ -190,20 +191,20 @@ describe("verify against the simulator", () => {
       profile: tinyVariant({ faultSettings: { overload500: { threshold: 0 } } }),
       faults: ["overload-500"],
     });
-    const { result, wall } = await gate(sim, 2);
+    const { result, wall } = await gate(sim, 1);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("generate");
     expect(result.diagnosis).toContain("HTTP 500");
-    expect(wall).toBeLessThan(3);
+    expect(wall).toBeLessThan(2);
   });
 
   it("silent: accepts connections, never answers: not ready, phase models, the unanswered request named", async () => {
     sim = await startSim({ faults: ["silent"] });
-    const { result, wall } = await gate(sim, 2);
+    const { result, wall } = await gate(sim, 1);
     expect(result.ready).toBe(false);
     expect(result.phase).toBe("models");
     expect(result.diagnosis).toContain(`GET ${sim.url}/v1/models was sent`);
-    expect(wall).toBeLessThan(3);
+    expect(wall).toBeLessThan(2);
   });
 
   it("nothing listening: not ready in phase connect, connection refused", async () => {
