@@ -233,8 +233,8 @@ describe("reconcileWorkers against routers that misbehave", () => {
   it("a worker that stays Pending: fails by its deadline, naming the worker and its state", async () => {
     const r = await fakeRouter(() => [{ id: "w1", url: "http://h1:1", status: "pending", is_healthy: false }]);
     try {
-      await expect(reconcileWorkers(r.url, ["http://h1:1"], { deadlineMs: 1500 })).rejects.toThrow(
-        /within 2 s: http:\/\/h1:1: pending in the router/,
+      await expect(reconcileWorkers(r.url, ["http://h1:1"], { deadlineMs: 1000 })).rejects.toThrow(
+        /within 1 s: http:\/\/h1:1: pending in the router/,
       );
     } finally {
       await r.close();
