@@ -296,7 +296,8 @@ describe("gpuhost bench against servers whose counters agree with their lies (is
       expect(level.certificate!.checks.find((c) => c.name === "steady")!.detail).toMatch(
         /^the server slowed down during the run \(C=4: [\d,]+ -> [\d,]+ tok\/s\): a changing server, not a knee$/,
       );
-    expect(json.saturationVerdict).toMatch(/^no level was certified \(C=4, .*the server slowed down during the run/);
+    // C=4 may be named with a check a loaded machine failed beside steady ("C=4 not certified: client: ...")
+    expect(json.saturationVerdict).toMatch(/^no level was certified \(C=4\b.*the server slowed down during the run/);
     expect(json.saturationVerdict).not.toMatch(/saturation at/);
   }, 60_000);
 
