@@ -89,7 +89,7 @@ describe("open loop", () => {
       ],
       o,
     );
-    expect(code).toBe(0);
+    expect(code, o.out()).toBe(0);
     expect(o.err()).toContain(
       "gpuhost compare: --output-tokens is spelled --max-tokens now, as in gpuhost bench; taking it as --max-tokens\n",
     );
