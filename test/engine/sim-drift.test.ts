@@ -43,15 +43,28 @@ async function ok(args: string[]): Promise<EngineResult> {
 /** The events of `pulumi up --json` this test reads. */
 interface UpEvent {
   summaryEvent?: { result: string; resourceChanges: Record<string, number> };
-  resOutputsEvent?: { metadata?: { op: string; urn: string; diffs?: string[] } };
+  resOutputsEvent?: {
+    metadata?: {
+      op: string;
+      urn: string;
+      type?: string;
+      diffs?: string[];
+      new?: { outputs?: Record<string, unknown> };
+    };
+  };
 }
 
 /**
- * `pulumi up --json`: the streamed events' summary, e.g. { same: 16, update: 1 }, and what changed
- * (resource name and the keys its diff named) so a failed expectation says why.
+ * `pulumi up --json`: the streamed events' summary, e.g. { same: 16, update: 1 }, what changed
+ * (resource name and the keys its diff named) so a failed expectation says why, and the stack's
+ * outputs as the up left them (what `pulumi stack output --json` would print, without a command of
+ * its own). REFRESH false skips the refresh the project runs before each up (`refresh: always`): for
+ * the up right after a repair, whose state the drift report's own refresh checks beside it.
  */
-async function up(): Promise<{ changes: Record<string, number>; changed: string[] }> {
-  const r = await ok(["up", "--yes", "--skip-preview", "--json"]);
+async function up(
+  refresh = true,
+): Promise<{ changes: Record<string, number>; changed: string[]; outputs: StackOutputs }> {
+  const r = await ok(["up", "--yes", "--skip-preview", "--json", ...(refresh ? [] : ["--refresh=false"])]);
   const events = r.stdout
     .split("\n")
     .filter((l) => l.startsWith("{"))
@@ -59,11 +72,13 @@ async function up(): Promise<{ changes: Record<string, number>; changed: string[
   const summary = events.find((e) => e.summaryEvent)?.summaryEvent;
   if (!summary) throw new Error(`pulumi up printed no summary:\n${r.stdout.slice(-3000)}`);
   expect(summary.result).toBe("succeeded");
-  const changed = events
-    .map((e) => e.resOutputsEvent?.metadata)
-    .filter((m): m is NonNullable<typeof m> => !!m && !["same", "refresh", "read"].includes(m.op))
+  const metadata = events.map((e) => e.resOutputsEvent?.metadata).filter((m): m is NonNullable<typeof m> => !!m);
+  const changed = metadata
+    .filter((m) => !["same", "refresh", "read"].includes(m.op))
     .map((m) => `${m.op} ${m.urn.slice(m.urn.lastIndexOf("::") + 2)} [${(m.diffs ?? []).join(",")}]`);
-  return { changes: summary.resourceChanges, changed };
+  const outputs = metadata.filter((m) => m.type === "pulumi:pulumi:Stack").at(-1)?.new?.outputs;
+  if (!outputs) throw new Error(`pulumi up printed no stack outputs:\n${r.stdout.slice(-3000)}`);
+  return { changes: summary.resourceChanges, changed, outputs: outputs as unknown as StackOutputs };
 }
 
 /** `gpuhost drift --json` for this stack (the real refresh), and the refresh's own exit status. */
@@ -124,15 +139,17 @@ beforeAll(async () => {
   );
 }, 120_000);
 
-afterAll(() => disposeStack(stack, hostRoot), 300_000);
+/** Set once the last test's destroy succeeded: then the stack's folder only has to go, not be destroyed again. */
+let destroyed = false;
+
+afterAll(() => (destroyed ? disposeStack(undefined, hostRoot, stack!.dir) : disposeStack(stack, hostRoot)), 300_000);
 
 describe("drift on a simulated host under the real engine", () => {
   let clean: Record<string, string>;
 
   it("pulumi up provisions the host and the gate passes", async () => {
-    const { changes } = await up();
+    const { changes, outputs } = await up();
     expect(changes.create).toBeGreaterThan(10);
-    const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout) as StackOutputs;
     expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
     expect(outputs.gpuHosts["sim-1"].drift).toEqual([]);
     expect(await isListening(port)).toBe(true);
@@ -296,8 +313,7 @@ describe("drift on a simulated host under the real engine", () => {
             expect.stringMatching(/replace\S* sim-1-verified /),
           ]),
         );
-        const outputs = JSON.parse((await ok(["stack", "output", "--json"])).stdout) as StackOutputs;
-        expect(outputs.gpuHosts["sim-1"].generating).toBe(true);
+        expect(repair.outputs.gpuHosts["sim-1"].generating).toBe(true);
       } else {
         expect(repair.changes, repair.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown, update: 1 });
         expect(repair.changed).toEqual([expect.stringMatching(/^update sim-1-toolkit-state /)]);
@@ -310,7 +326,9 @@ describe("drift on a simulated host under the real engine", () => {
       // The service runs with the configured key.
       expect(await modelsStatus(apiKey)).toBe(200);
 
-      const next = await up();
+      // The next up changes nothing: the drift report's refresh just below finds the host as the
+      // state says, so this up needs no refresh of its own before it compares.
+      const next = await up(false);
       expect(next.changes, next.changed.join("; ")).toEqual({ same: expect.any(Number) as unknown });
       const after = await driftReport();
       expect(after.report.exitCode, JSON.stringify(after.report)).toBe(0);
@@ -320,6 +338,7 @@ describe("drift on a simulated host under the real engine", () => {
 
   it("pulumi destroy stops the simulator and removes the unit files", async () => {
     await ok(["destroy", "--yes", "--skip-preview"]);
+    destroyed = true;
     expect(await isListening(port)).toBe(false);
     const units = fs.readdirSync(path.join(hostRoot, UNIT_DIR)).filter((f) => f.endsWith(".service"));
     expect(units).toEqual([]);
