@@ -29,8 +29,15 @@ describe("a reverted rollout on the sim stack", () => {
     expect(first.generating).toBe(true);
 
     // Config B: the gate passes, the benchmark breaks its error budget: `up` fails.
-    await s.ok("config", "set", "--path", "gpuhost:simulator.faults[0]", "overload-500");
-    const failed = await s.run("up", "--yes", "--skip-preview");
+    // (set by the up itself, which saves --config into the stack's config as `config set` would)
+    const failed = await s.run(
+      "up",
+      "--yes",
+      "--skip-preview",
+      "--config-path",
+      "--config",
+      "gpuhost:simulator.faults[0]=overload-500",
+    );
     expect(failed.code, failed.stdout + failed.stderr).not.toBe(0);
     expect(failed.stdout + failed.stderr).toMatch(/error budget/);
 
