@@ -6,13 +6,17 @@
  * the same `up` verifies (and measures) again instead of returning while the model still loads.
  */
 import * as crypto from "node:crypto";
+import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { acceptsConnections, freeLocalPort } from "../../ports";
-import { type TestStack, createTestStack, simHostNamed } from "../support/stack";
+import { PROJECT_ROOT } from "../../engine/pulumi";
+import { type TestStack, createTestStack, disposeStack, simHostNamed } from "../support/stack";
 
 const stacks: TestStack[] = [];
+/** The simulated hosts' folders (.gpuhost/sim-hosts/NAME of the checkout): gone with the stacks. */
+const hostRoots: string[] = [];
 afterAll(async () => {
-  await Promise.all(stacks.map((s) => s.dispose()));
+  await Promise.all(stacks.map((s) => disposeStack(s, ...hostRoots)));
 }, 300_000);
 
 describe("a reverted rollout on the sim stack", () => {
@@ -24,13 +28,21 @@ describe("a reverted rollout on the sim stack", () => {
       { path: "gpuhost:services.port", value: String(port) },
     ]);
     stacks.push(s);
+    hostRoots.push(path.join(PROJECT_ROOT, ".gpuhost", "sim-hosts", host));
     await s.ok("up", "--yes", "--skip-preview");
     const first = (await s.outputs()).gpuHosts[host];
     expect(first.generating).toBe(true);
 
     // Config B: the gate passes, the benchmark breaks its error budget: `up` fails.
-    await s.ok("config", "set", "--path", "gpuhost:simulator.faults[0]", "overload-500");
-    const failed = await s.run("up", "--yes", "--skip-preview");
+    // (set by the up itself, which saves --config into the stack's config as `config set` would)
+    const failed = await s.run(
+      "up",
+      "--yes",
+      "--skip-preview",
+      "--config-path",
+      "--config",
+      "gpuhost:simulator.faults[0]=overload-500",
+    );
     expect(failed.code, failed.stdout + failed.stderr).not.toBe(0);
     expect(failed.stdout + failed.stderr).toMatch(/error budget/);
 
