@@ -31,7 +31,12 @@ describe.runIf(enabled)("testhost stack: pulumi up/refresh/destroy over SSH on a
   const MODEL_CONFIG = "/var/lib/sglang/.cache/huggingface/hub/models--sim--tiny-reasoner/snapshots/e2e/config.json";
 
   beforeAll(async () => {
-    f = await startTestHostFixture("e2e", { toolkit: { removeOnDestroy: true } });
+    // RestartSec=2, not 15: through its SSH tunnel the gate tells the crash by the unit's restart
+    // (a dead port behind a tunnel reads as a reset, not a refusal), so the crash case waited 15 s
+    f = await startTestHostFixture("e2e", {
+      toolkit: { removeOnDestroy: true },
+      services: { restart: { restartSec: 2 } },
+    });
     const config = await fs.readFile(path.join(__dirname, "..", "physics", "fixtures", "llama-3.1-8b.config.json"));
     await f.host.execOk(`mkdir -p ${path.dirname(MODEL_CONFIG)} && cat > ${MODEL_CONFIG}`, {
       input: config.toString("utf8"),
