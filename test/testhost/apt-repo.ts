@@ -13,7 +13,7 @@
  * their sha256, the stand-in nvcc and the scripts below); the keyring package, the index and the
  * signatures are made per serve because the sources entry names the port the repository is served on.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, promises as fs } from "node:fs";
 import * as path from "node:path";
 import * as toolkitDescription from "../../components/cuda-catalog/catalog";
@@ -218,6 +218,23 @@ export async function buildToolkitDebs(
   });
 }
 
+/**
+ * The Packages stanzas of the cached toolkit .debs, as `dpkg-scanpackages --multiversion .` in
+ * their folder writes them (Filename: ./NAME.deb, the layout of the served repository), made once
+ * per cache: hashing 691 MB of .debs three ways took about 50 s of every suite's start under load.
+ * The cache's .debs never change once complete (a changed description is a new cache folder).
+ */
+async function packagesOfDebs(debDir: string): Promise<string> {
+  const file = path.join(path.dirname(debDir), "debs.Packages");
+  if (existsSync(file)) return (await fs.readFile(file, "utf8")).trimEnd();
+  const scanned = (await run("dpkg-scanpackages", ["--multiversion", "."], { cwd: debDir })).stdout.trimEnd();
+  // another suite may be writing it too: each writes its own file and renames it into place
+  const partial = `${file}.${process.pid}-${randomBytes(4).toString("hex")}`;
+  await fs.writeFile(partial, scanned);
+  await fs.rename(partial, file);
+  return scanned;
+}
+
 async function runBuffer(cmd: string, args: string[]): Promise<Buffer> {
   const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) =>
@@ -266,11 +283,15 @@ export async function serveAptRepo(
     const list = path.join(trees, "cuda-keyring", CUDA_SOURCES_LIST);
     await fs.mkdir(path.dirname(list), { recursive: true });
     await fs.writeFile(list, `${sourcesLine}\n`, { mode: 0o644 });
-    await buildDeb(path.join(trees, "cuda-keyring"), dir);
+    // built apart and indexed alone: the toolkit's stanzas come from the cache (packagesOfDebs)
+    const keyringDir = path.join(trees, "out");
+    await fs.mkdir(keyringDir);
+    await buildDeb(path.join(trees, "cuda-keyring"), keyringDir);
+    const keyringStanza = (await run("dpkg-scanpackages", ["--multiversion", "."], { cwd: keyringDir })).stdout;
+    for (const f of await fs.readdir(keyringDir)) await fs.rename(path.join(keyringDir, f), path.join(dir, f));
     await fs.rm(trees, { recursive: true, force: true });
 
-    const packages = await run("dpkg-scanpackages", ["--multiversion", "."], { cwd: dir });
-    await fs.writeFile(path.join(dir, "Packages"), packages.stdout);
+    await fs.writeFile(path.join(dir, "Packages"), `${await packagesOfDebs(debs.debDir)}\n\n${keyringStanza}`);
     await run("gzip", ["-9kn", "Packages"], { cwd: dir });
     const release = await run(
       "apt-ftparchive",

@@ -37,8 +37,8 @@ describe.runIf(enabled)("testhost stack: secrets on the host", () => {
   const allArgv = () => sh("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done");
 
   beforeAll(async () => {
-    f = await startTestHostFixture("security");
-    await f.stack.pulumiOk("config", "set", "--secret", "gpuhost:apiKey", oldKey);
+    // the key set with the SSH key, in one engine command
+    f = await startTestHostFixture("security", {}, { secrets: { apiKey: oldKey } });
   }, 30 * 60_000);
 
   afterAll(async () => {

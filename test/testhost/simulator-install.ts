@@ -3,7 +3,7 @@
  * sglang.launch_server execs), with its profiles and its two runtime packages (yaml, zod). The
  * host's Node.js is Debian bookworm's (18.x), so the simulator is compiled for ES2022 as the project is.
  */
-import { promises as fs } from "node:fs";
+import { existsSync, promises as fs, realpathSync } from "node:fs";
 import * as path from "node:path";
 import { run } from "./proc";
 
@@ -48,6 +48,28 @@ export async function buildSimulatorBundle(out: string): Promise<string> {
     });
   }
   return out;
+}
+
+/**
+ * The simulator as mounts of this checkout (harness `binds`), in the bundle's layout at
+ * /opt/gpuhost-sim: the project's own compile (dist/, ES2022 and commonjs as buildSimulatorBundle
+ * makes it; the end-to-end suites need it compiled anyway), its profiles and its two runtime
+ * packages. Nothing to compile or copy per host.
+ */
+export function simulatorBinds(): Array<{ path: string; from: string }> {
+  const dist = path.join(REPO, "dist");
+  for (const main of [SIMULATOR_MAIN, SIMULATOR_SGLANG]) {
+    const compiled = path.join(dist, path.relative(`${SIMULATOR_DIR}/dist`, main));
+    if (!existsSync(compiled)) throw new Error(`${compiled} is missing: compile the project first (npx tsc -p .)`);
+  }
+  return [
+    { path: `${SIMULATOR_DIR}/dist`, from: dist },
+    { path: `${SIMULATOR_DIR}/simulator/profiles`, from: path.join(REPO, "simulator/profiles") },
+    ...["yaml", "zod"].map((pkg) => ({
+      path: `${SIMULATOR_DIR}/node_modules/${pkg}`,
+      from: realpathSync(path.join(REPO, "node_modules", pkg)),
+    })),
+  ];
 }
 
 /** Copies a bundle into a test host's root filesystem (the container sees it at once). */

@@ -10,16 +10,16 @@ import * as path from "node:path";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { EngineOptions, EngineResult, ensureStack, PROJECT_ROOT, runPulumi } from "../../engine/pulumi";
 import { testEngineOptions } from "../support/engine";
-import { AptRepo, copyOntoHost, serveAptRepo } from "./apt-repo";
+import { AptRepo, serveAptRepo } from "./apt-repo";
 import { freeLocalPort } from "../../ports";
 import { bootTestHost, TestHost, TestHostOptions } from "./harness";
 import { PythonIndex, servePythonIndex } from "./python-index";
-import { buildSimulatorBundle, installSimulator, writeStandinSglangConfig } from "./simulator-install";
+import { simulatorBinds, writeStandinSglangConfig } from "./simulator-install";
 
 export const STACK = "testhost";
 /**
  * Where the stand-in package sources sit on the host: gpuhost takes them over https or file:// only
- * (never http://), so the harness copies them into the container instead of serving them on loopback.
+ * (never http://), so the fixture mounts them into the container instead of serving them on loopback.
  */
 export const APT_FILE_URL = "file:///srv/gpuhost-apt/";
 export const PYPI_FILE_URL = "file:///srv/gpuhost-pypi/simple/";
@@ -114,11 +114,14 @@ export interface FixtureOptions {
   stackParent?: string;
   /** Folders mounted into the test host, given the stack's folder (made before the host boots). */
   binds?: (stackDir: string) => NonNullable<TestHostOptions["binds"]>;
+  /** More secret `gpuhost:` values, set in the same engine command as the SSH key. */
+  secrets?: Record<string, string>;
 }
 
 /**
- * Serves the stand-in apt repository and Python index, boots a test host with the compiled simulator
- * and the stand-in sglang config on it, and creates the stack. `extra` is merged into the config.
+ * Serves the stand-in apt repository and Python index, boots a test host with them and the compiled
+ * simulator mounted (read-only) and the stand-in sglang config on it, and creates the stack. `extra`
+ * is merged into the config.
  */
 export async function startTestHostFixture(
   name: string,
@@ -134,21 +137,24 @@ export async function startTestHostFixture(
     cleanups.push(() => repo.close());
     const index = await servePythonIndex();
     cleanups.push(() => index.close());
-    const bundle = await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-simbundle-"));
-    cleanups.push(() => fs.rm(bundle, { recursive: true, force: true }));
-    await buildSimulatorBundle(bundle);
     const stackDir = await fs.mkdtemp(path.join(options.stackParent ?? os.tmpdir(), "gpuhost-testhost-stack-"));
     cleanups.push(() => fs.rm(stackDir, { recursive: true, force: true }));
-    const host = await bootTestHost({ name, binds: options.binds?.(stackDir) ?? [] });
+    // The package sources and the compiled simulator are mounted read-only, not copied: the
+    // repository alone is 691 MB of .debs, which every host used to copy before its first up.
+    const sources = [
+      { path: new URL(APT_FILE_URL).pathname, from: repo.dir },
+      { path: new URL("..", PYPI_FILE_URL).pathname, from: index.dir },
+    ];
+    // readable as the copies were (0755), so apt's sandboxed _apt user may read the repository
+    for (const s of sources) await fs.chmod(s.from, 0o755);
+    const binds = [...sources, ...simulatorBinds(), ...(options.binds?.(stackDir) ?? [])];
+    const host = await bootTestHost({ name, binds });
     cleanups.push(() => host.stop());
-    await installSimulator(bundle, host.rootDir);
-    await copyOntoHost(repo.dir, host.rootDir, APT_FILE_URL);
-    await copyOntoHost(index.dir, host.rootDir, new URL("..", PYPI_FILE_URL).href);
     await writeStandinSglangConfig(host.rootDir, { profiles: { default: "tiny" }, timeScale: 1, faults: [] });
     const servicePort = await freeLocalPort();
     const config = testHostConfig({ host, repo, index, servicePort });
     for (const [k, v] of Object.entries(extra)) config[k] = mergeObjects(config[k], v);
-    const stack = await createTestHostStack(config, host.privateKey, stackDir);
+    const stack = await createTestHostStack(config, host.privateKey, stackDir, options.secrets);
     return { host, repo, index, servicePort, stack, stop };
   } catch (err) {
     await stop();
@@ -160,6 +166,7 @@ export async function createTestHostStack(
   config: Record<string, unknown>,
   privateKey: string,
   dir?: string,
+  secrets: Record<string, string> = {},
 ): Promise<TestHostStack> {
   dir ??= await fs.mkdtemp(path.join(os.tmpdir(), "gpuhost-testhost-stack-"));
   const program = path.join(PROJECT_ROOT, "dist", "index.js");
@@ -199,7 +206,11 @@ export async function createTestHostStack(
   await ensureStack(STACK, opts);
   await setConfig(config);
   // set-all's key=value form: a value starting with "-----BEGIN" would read as a flag to `config set`
-  await pulumiOk("config", "set-all", "--secret", `gpuhost:sshPrivateKey=${privateKey}`);
+  const values = Object.entries({ ...secrets, sshPrivateKey: privateKey }).flatMap(([k, v]) => [
+    "--secret",
+    `gpuhost:${k}=${v}`,
+  ]);
+  await pulumiOk("config", "set-all", ...values);
   return {
     dir,
     opts,
