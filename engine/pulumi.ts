@@ -178,10 +178,16 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
       }
       // Where a run's time goes (docs/development.md): one line per engine command.
       if (process.env.GPUHOST_ENGINE_LOG)
-        fs.appendFileSync(process.env.GPUHOST_ENGINE_LOG, `${Date.now() - startedAt}\t${code}\t${args.join(" ")}\n`);
+        fs.appendFileSync(process.env.GPUHOST_ENGINE_LOG, `${Date.now() - startedAt}\t${code}\t${loggedArgs(args)}\n`);
       resolve({ code: code ?? 1, stdout, stderr });
     });
   });
+}
+
+/** ARGS for the engine log: a config command's keys and values left out, since they may be secrets. */
+export function loggedArgs(args: readonly string[]): string {
+  if (args[0] === "config") return `${args.slice(0, 2).join(" ")} (its arguments left out: they may be secrets)`;
+  return args.map((a, i) => (i > 0 && ["--config", "-c"].includes(args[i - 1]) ? `${a.split("=")[0]}=…` : a)).join(" ");
 }
 
 /** Selects STACK, creating it when it does not exist yet (the embedded one with the passphrase provider). */
