@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { PROJECT_ROOT } from "../../engine/pulumi";
 import { acceptsConnections as isListening, freeLocalPort as freePort } from "../../ports";
 import { pluginSets, type StateExport } from "../support/engine";
-import { TestStack, createTestStack, simHostNamed } from "../support/stack";
+import { SHORT_COMPARISON_BENCHMARK, TestStack, createTestStack, simHostNamed } from "../support/stack";
 
 const stacks: TestStack[] = [];
 afterAll(async () => {
@@ -26,11 +26,24 @@ function summary(out: string): string {
   return out.slice(out.lastIndexOf("Resources:"));
 }
 
+/**
+ * The simulator at time scale 40 and the comparison tests' short answers (one prompt of 256 and 512
+ * tokens, 512 in the sweep), the sim stack's four levels kept: what the outputs must show is the same,
+ * in a tenth of the simulated time (at the stack's own scale 4 the up waited ~90 s on the benchmark).
+ */
+const FAST_SIMULATOR = [
+  { path: "gpuhost:simulator.timeScale", value: "40" },
+  ...SHORT_COMPARISON_BENCHMARK.filter((x) => !x.path.startsWith("gpuhost:benchmark.concurrency")),
+];
+
 describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) => {
   const apiKey = `sk-${crypto.randomBytes(12).toString("hex")}`;
   const host = `e2e-${crypto.randomBytes(3).toString("hex")}`;
   let port = 0;
   let s: TestStack;
+  // `pulumi stack export` once for the two tests that read the state as the up left it.
+  let exported: Promise<string> | undefined;
+  const stateText = () => (exported ??= s.ok("stack", "export").then((r) => r.stdout));
 
   it("pulumi up provisions, verifies and benchmarks the simulated host", async () => {
     port = await freePort();
@@ -40,6 +53,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
         ...simHostNamed(host),
         { path: "gpuhost:services.port", value: String(port) },
         { path: "gpuhost:apiKey", value: apiKey, secret: true },
+        ...FAST_SIMULATOR,
       ],
       300_000,
       plugins,
@@ -73,7 +87,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
   }, 300_000);
 
   it("ToolkitState (whose repair may restart the unit) is ordered before VerifiedGeneration", async () => {
-    const state = JSON.parse((await s.ok("stack", "export")).stdout) as StateExport;
+    const state = JSON.parse(await stateText()) as StateExport;
     const resources = state.deployment.resources;
     const verified = resources.find((r) => r.type.endsWith("gpuhost:VerifiedGeneration"));
     const toolkitState = resources.find((r) => r.type.endsWith("gpuhost:ToolkitState"));
@@ -82,7 +96,7 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
   }, 60_000);
 
   it("the API key is in neither state nor outputs in plaintext", async () => {
-    const state = (await s.ok("stack", "export")).stdout;
+    const state = await stateText();
     expect(state).not.toContain(apiKey);
     expect(JSON.stringify(await s.outputs())).not.toContain(apiKey);
     // Not even on a command line: the key travels on the script's stdin, since a command line is
@@ -145,6 +159,7 @@ describe("a service that crashes on its first generation", () => {
       { path: "gpuhost:services.port", value: String(await freePort()) },
       { path: "gpuhost:simulator.faults[0]", value: "jit-crash" },
       { path: "gpuhost:verification.deadlineSeconds", value: "60" },
+      ...FAST_SIMULATOR,
     ]);
     stacks.push(s);
     const started = Date.now();
