@@ -25,7 +25,7 @@ import {
 import { freeLocalPort } from "../../ports";
 import { pluginSets } from "../support/engine";
 import { descendants, killAll, leftBehind } from "../support/processes";
-import { createTestStack, simHostNamed, type TestStack } from "../support/stack";
+import { createTestStack, SHORT_COMPARISON_BENCHMARK, simHostNamed, type TestStack } from "../support/stack";
 
 const stacks: TestStack[] = [];
 afterAll(async () => {
@@ -81,7 +81,13 @@ describe.each(pluginSets())("pending operations left by a killed up, under a pla
     const host = `po-${crypto.randomBytes(3).toString("hex")}`;
     const s = await createTestStack(
       "sim",
-      [...simHostNamed(host), { path: "gpuhost:services.port", value: String(await freeLocalPort()) }],
+      [
+        ...simHostNamed(host),
+        { path: "gpuhost:services.port", value: String(await freeLocalPort()) },
+        // Short single requests for the up after the cancel, which benchmarks. The time scale stays the
+        // stack's: the kill must land while VerifiedGeneration's create is under way.
+        ...SHORT_COMPARISON_BENCHMARK.filter((x) => x.path.startsWith("gpuhost:benchmark.singleRequest")),
+      ],
       300_000,
       plugins,
     );

@@ -31,11 +31,17 @@ async function answers(s: LlamaServer): Promise<AnswerCertificate> {
   return checkAnswers({ base: s.url, model: MODEL_ALIAS }, policy, AbortSignal.timeout(600_000));
 }
 
+/**
+ * The plain server's answers on the shipped set, measured once for the file: the score test reads
+ * them, the speculative test compares against them. Greedy answers of one server are one measurement;
+ * scoring the same 24 prompts twice cost minutes of two loaded CPU cores.
+ */
+let plain: Promise<AnswerCertificate> | undefined;
+const plainAnswers = () => (plain ??= suite.shared({ parallel: 2, contextTokens: 4096 }).then(answers));
+
 describe.skipIf(skip)("the answer check against llama.cpp's llama-server (a real server and model)", () => {
   it("SmolLM2-135M-Instruct on the shipped set: the score, measured and printed; above this test's own threshold", async () => {
-    const s = await server({ parallel: 2, contextTokens: 4096 });
-    await waitHealthy(s);
-    const cert = await answers(s);
+    const cert = await plainAnswers();
     console.log(`SmolLM2-135M-Instruct, shipped answer set: ${cert.note}`);
     for (const r of cert.records.filter((x) => !x.right))
       console.log(`  wrong: ${JSON.stringify(r.prompt)} -> ${JSON.stringify(r.answer.slice(0, 80))} (${r.why})`);
@@ -45,14 +51,13 @@ describe.skipIf(skip)("the answer check against llama.cpp's llama-server (a real
   }, 900_000);
 
   it("a speculative llama-server (--model-draft, the same GGUF) beside the plain one: greedy agreement and acceptance, measured", async () => {
-    const plain = await server({ parallel: 2, contextTokens: 4096 });
     const spec = await server({
       parallel: 2,
       contextTokens: 4096,
       args: ["--model-draft", install().model, "--spec-type", "draft-simple", "--spec-draft-n-max", "8"],
     });
-    await Promise.all([waitHealthy(plain), waitHealthy(spec)]);
-    const ar = await answers(plain);
+    await waitHealthy(spec);
+    const ar = await plainAnswers();
     const sp = await answers(spec);
     const agreement = answerAgreement(sp, ar);
     // The draft's acceptance from the server's own books (llama.cpp's /metrics with --metrics).

@@ -33,6 +33,10 @@ async function server(opts: LlamaServerOptions = {}): Promise<LlamaServer> {
   return s;
 }
 
+/** The file's two servers that no test kills: two slots, and one slot of 256 tokens of context. */
+const TWO_SLOTS: LlamaServerOptions = { parallel: 2 };
+const SHORT_CONTEXT: LlamaServerOptions = { parallel: 1, contextTokens: 256 };
+
 async function tap(upstream: string): Promise<Tap> {
   const t = await startTap(upstream);
   onCleanup(() => t.close());
@@ -80,7 +84,8 @@ const percentOff = (gpuhost: number, server: number) => ((gpuhost - server) / se
 
 describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real server and model)", () => {
   it("counts exactly the server's tokens, and its throughput is within 1 % of the server's own timings", async () => {
-    const s = await server({ parallel: 2 });
+    // Shared: the counters are read as differences over this test's run.
+    const s = await suite.shared(TWO_SLOTS);
     const t = await tap(s.url);
     const predictedBefore = await metric(s.url, "tokens_predicted_total");
     const json = tmpFile("bench.json");
@@ -184,7 +189,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
 
   it("a request cut at the server's context limit counts the tokens the server produced, never max_tokens", async () => {
     // 256 tokens of context for the one slot: a 400-token request stops early with finish_reason "length".
-    const s = await server({ parallel: 1, contextTokens: 256 });
+    const s = await suite.shared(SHORT_CONTEXT);
     const t = await tap(s.url);
     const json = tmpFile("bench.json");
     const out = io();
@@ -209,7 +214,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
   }, 300_000);
 
   it("a request cut at the context limit is reported as cut short, not as a full max_tokens request (issue 18 point 3)", async () => {
-    const s = await server({ parallel: 1, contextTokens: 256 });
+    const s = await suite.shared(SHORT_CONTEXT);
     const out = io();
     await benchMain(
       benchArgv(s.url, { concurrency: "1", maxTokens: "400", prompts: "1", requestsPerConcurrency: "1" }),
@@ -240,7 +245,7 @@ describe.skipIf(skip)("gpuhost bench against llama.cpp's llama-server (a real se
   }, 300_000);
 
   it("bench --model naming a model the server does not serve is refused, naming what it serves (issue 18 point 1)", async () => {
-    const s = await server();
+    const s = await suite.shared(TWO_SLOTS);
     const out = io();
     const code = await benchMain(
       benchArgv(s.url, {
@@ -262,7 +267,7 @@ describe.skipIf(skip)(
   "the official openai client against llama-server: what gpuhost relies on, and where it differs from SGLang",
   () => {
     it("lists the model, reports usage equal to its own timings, in streams when asked, and answers any model name with its own", async () => {
-      const s = await server();
+      const s = await suite.shared(TWO_SLOTS);
       const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120_000 });
       const models = await client.models.list();
       expect(models.data.map((m) => m.id)).toContain(MODEL_ALIAS);

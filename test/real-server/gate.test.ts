@@ -16,6 +16,7 @@ import {
   metricAbove,
   MODEL_ALIAS,
   realServerSuite,
+  smollm2AnswerFile,
   startLlamaServer,
   waitHealthy,
   type LlamaServer,
@@ -37,6 +38,13 @@ interface VerifyJson {
 /** SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md); non-thinking budgets (it does not think). */
 const SMOLLM2 = ["--answer-threshold", "0.3", "--thinking-off"];
 
+/** A folder removed after the test: the answer file and the comparison's outputs. */
+function testDir(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-real-gate-"));
+  onCleanup(async () => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real server and model)", () => {
@@ -47,9 +55,11 @@ describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real s
       const out = io();
       const gate = verifyMain(
         // SmolLM2-135M answers 11 of the 24 shipped prompts (docs/answers.md): its threshold, not the story's 0.85.
+        // The answer phase on four of them: the shipped set's score is answers.test.ts's subject.
         [
           ...["--endpoint", `http://127.0.0.1:${port}`, "--model", MODEL_ALIAS, "--deadline", "600", "--json"],
           ...SMOLLM2,
+          ...["--answers", smollm2AnswerFile(testDir())],
         ],
         out,
       );
@@ -77,7 +87,7 @@ describe.skipIf(skip)("gpuhost verify against llama.cpp's llama-server (a real s
         `verify: ready ${readyAfter.toFixed(2)} s after llama-server was started; probe answered ${JSON.stringify(r.probe!.content)}`,
       );
     },
-    600_000 /* the answer check: 24 answers of SmolLM2 on 2 CPU slots, minutes on a loaded machine */,
+    600_000 /* the answer check on 2 CPU slots, a minute on a loaded machine */,
   );
 
   it("names the server SIGKILLed during the gate's first generation within seconds, not at the deadline", async () => {
@@ -141,8 +151,7 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
     const tap = await startTap(`http://127.0.0.1:${port}`);
     onCleanup(() => tap.close());
 
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-real-compare-"));
-    onCleanup(async () => fs.rmSync(dir, { recursive: true, force: true }));
+    const dir = testDir();
     const out = io();
     const code = await compareMain(
       cliFlags({
@@ -154,6 +163,8 @@ describe.skipIf(skip)("gpuhost compare against llama.cpp's llama-server", () => 
         mix: "chat=1",
         thinking: "off",
         answerThreshold: "0.3",
+        // The gate's answer phase on four known-right facts: the shipped set is scored in answers.test.ts.
+        answers: smollm2AnswerFile(dir),
         repeats: "2",
         // Two requests of 48 tokens per level on a shared CPU: repeats 53 and 83 tok/s apart were
         // rightly "unstable" at the default 25 %. This test proves the activation, the gate and the

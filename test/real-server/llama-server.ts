@@ -8,7 +8,8 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, beforeAll } from "vitest";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { DEFAULT_ANSWER_ITEMS } from "../../gate/base/answer-set";
 
 /** The id the server lists and answers with (--alias), in the form SGLang's --served-model-name takes. */
 export const MODEL_ALIAS = "HuggingFaceTB/SmolLM2-135M-Instruct";
@@ -89,7 +90,9 @@ export async function startLlamaServer(
   opts: LlamaServerOptions = {},
 ): Promise<LlamaServer> {
   const port = opts.port ?? (await freePort());
-  const threads = Math.max(1, Math.min(os.availableParallelism(), 4));
+  // Half the cores (vitest runs two files at once), at most 4. Two threads on a loaded two-core machine
+  // wait on each other at every token: a 128-token answer then took over 300 s (one thread: seconds).
+  const threads = Math.max(1, Math.min(Math.floor(os.availableParallelism() / 2), 4));
   const child = spawn(
     install.serverBin,
     [
@@ -168,6 +171,22 @@ export async function startLlamaServer(
   };
 }
 
+/**
+ * Facts SmolLM2-135M answers right (docs/answers.md), taken from the shipped set: an answer file for the
+ * tests whose subject is the gate's phases or the comparison, not the model's score. The shipped set
+ * itself is scored against this server in answers.test.ts; 24 answers on two loaded CPU cores took
+ * minutes of each test's time.
+ */
+const KNOWN_RIGHT = [/capital of France/, /symbol for gold/, /Red Planet/, /days are in a week/];
+
+/** Writes KNOWN_RIGHT's items as a JSONL answer file (--answers) in DIR; returns its path. */
+export function smollm2AnswerFile(dir: string): string {
+  const items = KNOWN_RIGHT.map((re) => DEFAULT_ANSWER_ITEMS.find((i) => re.test(i.prompt))!);
+  const file = path.join(dir, "answers.jsonl");
+  fs.writeFileSync(file, items.map(({ prompt, expect }) => JSON.stringify({ prompt, expect })).join("\n") + "\n");
+  return file;
+}
+
 /** Polls /health until the server says it can generate (200; 503 while the model loads). Test setup, not the gate. */
 export async function waitHealthy(server: LlamaServer, timeoutMs = 120_000): Promise<void> {
   const until = performance.now() + timeoutMs;
@@ -220,6 +239,11 @@ export function realServerSuite(): {
   onCleanup: (cleanup: () => Promise<void>) => void;
   /** A server on a free port, stopped after the test (not yet waited for: see waitHealthy). */
   server: (opts?: LlamaServerOptions) => Promise<LlamaServer>;
+  /**
+   * A healthy server started once per file for these options and stopped after the file: for the
+   * tests that neither kill it nor read its absolute counters (a model load is seconds of two cores).
+   */
+  shared: (opts?: LlamaServerOptions) => Promise<LlamaServer>;
 } {
   const skip = process.env.GPUHOST_SKIP_REAL_SERVER === "1";
   let installed: RealServerInstall | undefined;
@@ -229,6 +253,11 @@ export function realServerSuite(): {
   }, 3_600_000);
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  const shared = new Map<string, Promise<LlamaServer>>();
+  afterAll(async () => {
+    // One that failed to start has nothing to stop.
+    for (const s of shared.values()) await (await s.catch(() => undefined))?.stop();
   });
   const install = (): RealServerInstall => {
     if (!installed)
@@ -243,6 +272,21 @@ export function realServerSuite(): {
       const s = await startLlamaServer(install(), opts);
       cleanups.push(() => s.stop());
       return s;
+    },
+    shared: (opts = {}) => {
+      const key = JSON.stringify(opts);
+      if (!shared.has(key))
+        shared.set(
+          key,
+          startLlamaServer(install(), opts).then(async (s) => {
+            await waitHealthy(s).catch(async (err: unknown) => {
+              await s.stop();
+              throw err;
+            });
+            return s;
+          }),
+        );
+      return shared.get(key)!;
     },
   };
 }

@@ -72,6 +72,17 @@ export const SHORT_COMPARISON_BENCHMARK: StackSetting[] = [
   { path: "gpuhost:benchmark.singleRequestPrompts", value: "1" },
 ];
 
+/** SETTINGS in order: runs of untyped ones together, each typed one alone (set-all has no --type). */
+function settingGroups(settings: StackSetting[]): StackSetting[][] {
+  const groups: StackSetting[][] = [];
+  for (const s of settings) {
+    const last = groups.at(-1);
+    if (!s.type && last && !last[0].type) last.push(s);
+    else groups.push([s]);
+  }
+  return groups;
+}
+
 export async function createTestStack(
   base: string,
   settings: StackSetting[],
@@ -102,16 +113,19 @@ export async function createTestStack(
     if (r.code !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
     return r;
   };
-  for (const s of settings) {
-    await ok(
-      "config",
-      "set",
-      "--path",
-      s.path,
-      s.value,
-      ...(s.secret ? ["--secret"] : []),
-      ...(s.type ? ["--type", s.type] : []),
-    );
+  for (const group of settingGroups(settings)) {
+    if (group.length === 1 && group[0].type) {
+      const [s] = group;
+      await ok("config", "set", "--path", s.path, s.value, ...(s.secret ? ["--secret"] : []), "--type", s.type!);
+    } else {
+      // One CLI start for a run of untyped settings (`set-all --path` reads values as `set --path` does).
+      await ok(
+        "config",
+        "set-all",
+        "--path",
+        ...group.flatMap((s) => [s.secret ? "--secret" : "--plaintext", `${s.path}=${s.value}`]),
+      );
+    }
   }
   return {
     dir,
