@@ -27,6 +27,11 @@ import { driftJson } from "../support/engine";
 const base = simHostRoot("mixed");
 const roots = [1, 2, 3, 4].map((i) => path.join(base, `h${i}`));
 let stack: TestStack | undefined;
+/**
+ * Half the stack's 1,024-token answers: each host's sweep and the mixed run (which asks the sweeps'
+ * request shape) take half the wall time and tokens, and every class, level and share is still measured.
+ */
+const MAX_TOKENS = 512;
 
 /** `pulumi up`; the resources it changed (op and name). */
 const up = async () => (await upChanges(stack!)).changed;
@@ -42,7 +47,15 @@ beforeAll(async () => {
   const ports = await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()));
   stack = await createTestStack(
     "sim-mixed",
-    [...simFleetSettings(roots, ports, 3), { path: "gpuhost:hosts[1].simulatorFaults[0]", value: "jit-crash" }],
+    [
+      ...simFleetSettings(roots, ports, 3),
+      { path: "gpuhost:hosts[1].simulatorFaults[0]", value: "jit-crash" },
+      { path: "gpuhost:benchmark.sweepMaxTokens", value: String(MAX_TOKENS) },
+      // The story host's model load (330-630 s: 33-63 s at the stack's time scale, in each of the two
+      // ups that start a host) is no part of what this file proves; its serving behaviour, which the
+      // assertions read, is unchanged (test/sim-host/load-seconds.test.ts).
+      { path: "gpuhost:simulator.loadSeconds", value: "20" },
+    ],
     600_000,
   );
 }, 600_000);
@@ -50,11 +63,6 @@ beforeAll(async () => {
 afterAll(() => disposeStack(stack, base), 600_000);
 
 describe("sim-mixed under the real engine and the real SMG", () => {
-  // The story host's model load (330-630 s: 33-63 s at the stack's time scale, in each of the two ups
-  // that start a host) is no part of what this file proves; its serving behaviour, which the
-  // assertions read, is unchanged (test/sim-host/load-seconds.test.ts).
-  beforeAll(() => stack!.ok("config", "set", "--path", "gpuhost:simulator.loadSeconds", "20"), 60_000);
-
   it("comes up with the crashed host left out of its group; both classes at once, each on its own hosts, certified; the plan says what one interactive host can promise", async () => {
     await up();
     const outs = await stack!.outputs();
@@ -66,7 +74,7 @@ describe("sim-mixed under the real engine and the real SMG", () => {
     expect(m.interactive).toMatchObject({ service: "eagle3", workers: ["sim-mixed-1"], leftOut: ["sim-mixed-2"] });
     expect(m.batch).toMatchObject({ service: "autoregressive", workers: ["sim-mixed-3", "sim-mixed-4"] });
     // SMG's model registry alone: each name generated on its own group's hosts.
-    expect(m.interactive.measured.servedBy["sim-mixed-1"]).toBe(16 * 4 * 1024);
+    expect(m.interactive.measured.servedBy["sim-mixed-1"]).toBe(16 * 4 * MAX_TOKENS);
     expect(m.interactive.measured.servedBy["sim-mixed-3"] + m.interactive.measured.servedBy["sim-mixed-4"]).toBe(0);
     expect(m.batch.measured.servedBy["sim-mixed-1"]).toBe(0);
     expect(m.batch.measured.servedBy["sim-mixed-3"]).toBeGreaterThan(0);
@@ -104,11 +112,14 @@ describe("sim-mixed under the real engine and the real SMG", () => {
   }, 600_000);
 
   it("an interactive host's service stopped: gpuhost drift names it under its group, and its class stays within its group", async () => {
-    const url = (await fleet()).registered.find((w) => w.name === "sim-mixed-2")!.url;
+    // The stack's outputs, read once: drift's refresh is a preview and changes none of them.
+    const f = await fleet();
+    const at = (name: string) => f.registered.find((w) => w.name === name)!.url;
+    const url = at("sim-mixed-2");
     await onSimulatedHost(roots[1], "systemctl stop sglang-eagle3.service");
     // SMG's health checks (1 s apart, 2 failures) mark it unhealthy first.
     for (let i = 0; i < 120; i++) {
-      const w = (await listWorkers((await fleet()).routerEndpoint)).find((x) => x.url === url);
+      const w = (await listWorkers(f.routerEndpoint)).find((x) => x.url === url);
       if (!w?.isHealthy) break;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -118,8 +129,6 @@ describe("sim-mixed under the real engine and the real SMG", () => {
 
     // Its class stays within its group: both classes at once again, the interactive one served by the
     // group's other host alone, the batch group untouched.
-    const f = await fleet();
-    const at = (name: string) => f.registered.find((w) => w.name === name)!.url;
     const alive = ["sim-mixed-1", "sim-mixed-3", "sim-mixed-4"].map(at);
     const r = await runMixedTraffic({
       url: f.routerEndpoint,
