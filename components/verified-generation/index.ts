@@ -56,8 +56,6 @@ export interface VerifiedGenerationArgs {
   serviceStateCommand?: pulumi.Input<pulumi.Input<string>[]>;
   /** argv run locally for the unit's last log lines, e.g. ["ssh", "root@h", "journalctl -u sglang -n 50 --no-pager"]. */
   serviceLogsCommand?: pulumi.Input<pulumi.Input<string>[]>;
-  /** Timeout of the refresh's single generation, seconds (default 60). */
-  refreshTimeoutSeconds?: pulumi.Input<number>;
   /**
    * SSH hosts: reach the service through an SSH tunnel over this connection and read the unit's
    * state and logs over it; `url` then names the service as seen on the host. Stored as a secret.
@@ -215,7 +213,6 @@ export class VerifiedGeneration extends pulumi.dynamic.Resource {
       speculative: args.speculative,
       serviceStateCommand: args.serviceStateCommand,
       serviceLogsCommand: args.serviceLogsCommand,
-      refreshTimeoutSeconds: args.refreshTimeoutSeconds,
       hostAccess: args.hostAccess ? pulumi.secret(args.hostAccess) : undefined,
       failureIsOutcome: args.failureIsOutcome,
       // Declared so the engine fills them in as outputs.

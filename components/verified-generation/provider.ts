@@ -49,7 +49,6 @@ export const VerifiedGenerationInputsSchema = z.object({
   speculative: z.object({ algorithm: z.string(), draftModelPath: z.string(), acceptanceFloor: z.number() }).optional(),
   serviceStateCommand: z.array(z.string()).optional(),
   serviceLogsCommand: z.array(z.string()).optional(),
-  refreshTimeoutSeconds: z.number().positive().optional(),
   /**
    * For SSH hosts: the gate reaches the service through an SSH tunnel (the serving port is bound to
    * the host's loopback, or firewalled) and reads the unit's state and logs over the same connection.
@@ -282,13 +281,16 @@ export async function update(
   return { outs: { ...measured, ...pickInputs(news), ...checked, capacity } };
 }
 
+/** The refresh's one generation waits this long unless verification.refreshTimeoutSeconds says otherwise. */
+const REFRESH_TIMEOUT_SECONDS = 60;
+
 /** One tiny generation through the host access `props` name: whether the service still generates. */
 async function readGenerating(
   props: Record<string, unknown>,
   gate: Gate,
 ): Promise<{ generating: boolean; generationCheck: unknown }> {
-  const input = INPUTS.decode(props, [...HOST_ACCESS, "verifyPolicy", "refreshTimeoutSeconds"]);
-  const timeout = input.refreshTimeoutSeconds ?? 60;
+  const input = INPUTS.decode(props, [...HOST_ACCESS, "verifyPolicy"]);
+  const timeout = input.verifyPolicy?.refreshTimeoutSeconds ?? REFRESH_TIMEOUT_SECONDS;
   const result = await withHostAccess<{ generating: boolean; check: unknown }>(input, gate, (url) =>
     gate.checkGenerating({ url, model: input.endpoint.model, apiKey: input.apiKey }, input.verifyPolicy ?? {}, timeout),
   );

@@ -268,6 +268,11 @@ export const VerifyPolicySchema = z
     connectTimeoutSeconds: timerSeconds()
       .default(2)
       .describe("Timeout of one TCP connect attempt to the serving port."),
+    refreshTimeoutSeconds: timerSeconds()
+      .optional()
+      .describe(
+        "Timeout of the one tiny generation a refresh (`pulumi refresh`, `pulumi up`'s own refresh, `gpuhost drift`) sends to see that the service still generates; a host silent for this long reads as not generating. Unset: 60 s.",
+      ),
     modelsTimeoutSeconds: timerSeconds()
       .default(10)
       .describe("Timeout of one GET /v1/models attempt (a server that accepts and never answers is retried)."),

@@ -130,6 +130,8 @@ beforeAll(async () => {
       // The first up installs the router only once the silent host's gate has waited this out (its
       // critical path); the hosts that answer were ready in 4 to 5 s at a load of 23 on two cores.
       { path: "gpuhost:verification.deadlineSeconds", value: "15" },
+      // The second up's refresh asks the silent host for one generation: 10 s, not the default 60.
+      { path: "gpuhost:verification.refreshTimeoutSeconds", value: "10" },
       // Three simulators, SMG, the engine and the provider share this machine's two cores with
       // whatever else runs: in a fresh-clone run beside a CPU competitor the provider's event loop
       // stood still 56 to 79 % of every fleet level at 26 % of a core, which the certificate rightly

@@ -233,6 +233,25 @@ describe("VerifiedGeneration provider", () => {
     expect(dead.inputs).toEqual(inputs(host.url));
   });
 
+  it("read: a host that accepts and never answers reads as not generating after verification.refreshTimeoutSeconds, not the default 60 s", async () => {
+    const silent = await neverAnswering();
+    try {
+      const state = {
+        ...inputs(silent.url, { verifyPolicy: { refreshTimeoutSeconds: 1 } }),
+        generating: true,
+        drift: [],
+      };
+      const t0 = Date.now();
+      const refreshed = await read("id", state);
+      expect(refreshed.props.generating).toBe(false);
+      expect(String(refreshed.props.generationCheck)).toMatch(/1 s|timed? ?out/i);
+      // Far below the default's 60 s: the knob, not the default, bounded it (generous for a loaded machine).
+      expect(Date.now() - t0).toBeLessThan(30_000);
+    } finally {
+      await silent.close();
+    }
+  });
+
   it("inputs decoded once by the schema: a bad one fails create naming it; a refresh decodes only the inputs it reads", async () => {
     // A port nothing listens on: a request there would fail differently from the inputs' error.
     const srv = net.createServer();
