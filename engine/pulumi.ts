@@ -176,12 +176,16 @@ export function runPulumi(args: string[], opts: EngineOptions = {}): Promise<Eng
         stderr += line;
         opts.onOutput?.(line);
       }
-      // Where a run's time goes (docs/development.md): one line per engine command.
-      if (process.env.GPUHOST_ENGINE_LOG)
-        fs.appendFileSync(process.env.GPUHOST_ENGINE_LOG, `${Date.now() - startedAt}\t${code}\t${loggedArgs(args)}\n`);
+      logEngineCommand(args, Date.now() - startedAt, code);
       resolve({ code: code ?? 1, stdout, stderr });
     });
   });
+}
+
+/** Where a run's time goes (docs/development.md): with GPUHOST_ENGINE_LOG set, one line per engine command. */
+function logEngineCommand(args: readonly string[], ms: number, code: number | null): void {
+  const log = process.env.GPUHOST_ENGINE_LOG;
+  if (log) fs.appendFileSync(log, `${ms}\t${code}\t${loggedArgs(args)}\n`);
 }
 
 /** ARGS for the engine log: a config command's keys and values left out, since they may be secrets. */
