@@ -5,13 +5,10 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     // Engine and test-host suites drive real processes (pulumi, systemd-nspawn); they set their own
-    // per-test timeouts. Three files at once on two cores: with two, a fresh-clone run beside a
-    // CPU-bound job kept 1.16 cores busy (1,750 s); with three, 1.41 cores and 1,504 s, green
-    // (docs/development.md): one file's waits overlap the others' work, and the run's share of a
-    // busy machine grows.
+    // per-test timeouts. Files run in parallel only up to the machine's two cores.
     testTimeout: 60_000,
     hookTimeout: 600_000,
-    maxWorkers: 3,
+    maxWorkers: 2,
     // Longest files first (the last run's spans, else test/support/durations.json): the long engine and
     // test-host files then overlap the short ones instead of running alone at the end.
     sequence: { sequencer: LongestFirstSequencer },
