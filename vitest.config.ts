@@ -12,8 +12,9 @@ export default defineConfig({
     // Longest files first (the last run's spans, else test/support/durations.json): the long engine and
     // test-host files then overlap the short ones instead of running alone at the end.
     sequence: { sequencer: LongestFirstSequencer },
-    // Fails any test that holds its worker's event loop for long (test/support/event-loop-guard.ts).
-    setupFiles: ["./test/support/event-loop-guard.ts"],
+    // Fails any test that holds its worker's event loop for long (test/support/event-loop-guard.ts);
+    // counts each file's CPU, all it started included (test/support/file-cpu.ts).
+    setupFiles: ["./test/support/event-loop-guard.ts", "./test/support/file-cpu.ts"],
     // The console report, a JSON one, and last a plain summary: the counts and every failure's
     // cause in a few lines, so a log's tail (all CI shows) holds them all.
     reporters: ["default", "json", "./test/support/report-summary.ts"],

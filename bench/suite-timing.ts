@@ -5,6 +5,9 @@
  *
  *   npm run tsx -- bench/suite-timing.ts [REPORT.json] [--top N] [--write-durations]
  *
+ * Where the run left `.gpuhost/vitest-file-cpu.json` beside the report (the closing summary writes it),
+ * the files that used the most CPU follow.
+ *
  * `--write-durations` also writes each file's span into test/support/durations.json, the snapshot
  * the suite's sequencer (test/support/longest-first.ts) orders a fresh clone's run by, longest first.
  *
@@ -95,7 +98,27 @@ function main(): void {
     const slow = f.slowest === null ? "" : `; longest test ${f.slowest.seconds.toFixed(0)} s: ${f.slowest.title}`;
     console.log(`${f.seconds.toFixed(0).padStart(6)} s  ${f.file} (${f.tests} tests${slow})`);
   }
+  printCpu(path.join(path.dirname(file), "vitest-file-cpu.json"), files, top);
   if (args.includes("--write-durations")) writeDurations(file);
+}
+
+/**
+ * The files that used the most CPU (the run's closing summary writes CPU_JSON beside the report: each
+ * file's own cgroup, test/support/file-cpu.ts), each with its span: CPU near the span is a file that
+ * computes, far below it one that waits.
+ */
+function printCpu(cpuJson: string, files: FileTiming[], top: number): void {
+  if (!fs.existsSync(cpuJson)) return;
+  const cpu = JSON.parse(fs.readFileSync(cpuJson, "utf8")) as Record<string, number>;
+  const span = new Map(files.map((f) => [f.file, f.seconds]));
+  const rows = Object.entries(cpu).sort((a, b) => b[1] - a[1]);
+  const total = rows.reduce((s, [, c]) => s + c, 0);
+  console.log(`\nmost CPU of ${rows.length} files (${total.toFixed(0)} s in all, from ${cpuJson}):`);
+  for (const [f, c] of rows.slice(0, top)) {
+    const s = span.get(f);
+    const share = s === undefined || s <= 0 ? "" : `, ${(c / s).toFixed(2)} cores over its span of ${s.toFixed(0)} s`;
+    console.log(`${c.toFixed(0).padStart(6)} s  ${f}${share}`);
+  }
 }
 
 /** The snapshot of each file's span (whole seconds, sorted by path) the sequencer falls back on. */

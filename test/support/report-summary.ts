@@ -6,9 +6,10 @@
  * order, briefly. Hook errors are included: a failed beforeAll skips its tests and vitest's JSON
  * report leaves its error out.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
-import { type CpuSample, cpuLine, cpuSample } from "./run-cpu";
+import { type CpuSample, cpuLine, cpuSample, fileCpuSeconds } from "./run-cpu";
 
 /** One failure: where, what, how long it took, its message. */
 export interface Failure {
@@ -74,6 +75,29 @@ export function summarize(counts: Counts, failures: Failure[]): string {
   return out.join("\n");
 }
 
+/** Where the closing summary leaves each file's CPU seconds (bench/suite-timing.ts reads it beside the JSON report). */
+export const FILE_CPU_JSON = path.join(".gpuhost", "vitest-file-cpu.json");
+
+/**
+ * The files that used the most CPU, in one line, after writing every file's seconds to FILE_CPU_JSON;
+ * nothing when the run counted none (not contained, or no writable cgroup hierarchy).
+ */
+function fileCpuLine(modules: ReadonlyArray<TestModule>, top = 5): string {
+  const seconds = fileCpuSeconds(modules.map((m) => m.moduleId));
+  if (seconds.size === 0) return "";
+  const rows = [...seconds]
+    .map(([f, s]): [string, number] => [path.relative(process.cwd(), f), s])
+    .sort((a, b) => b[1] - a[1]);
+  try {
+    fs.mkdirSync(path.dirname(FILE_CPU_JSON), { recursive: true });
+    fs.writeFileSync(FILE_CPU_JSON, `${JSON.stringify(Object.fromEntries(rows), null, 1)}\n`);
+  } catch {
+    // The line below still says it.
+  }
+  const named = rows.slice(0, top).map(([f, s]) => `${f} ${s.toFixed(0)} s`);
+  return `the most CPU (every file's in ${FILE_CPU_JSON}): ${named.join(", ")}\n`;
+}
+
 type ReportedError = { name?: string; message?: string };
 const text = (errors: ReadonlyArray<ReportedError> | undefined) =>
   (errors ?? []).map((e) => `${e.name ?? "Error"}: ${e.message ?? JSON.stringify(e)}`).join("\n");
@@ -110,7 +134,7 @@ export default class FailureSummary implements Reporter {
       }
     }
     for (const e of unhandled) failures.push({ where: "unhandled error", name: "", message: text([e]) });
-    const cpu = this.started ? `${cpuLine(this.started, cpuSample())}\n` : "";
+    const cpu = this.started ? `${cpuLine(this.started, cpuSample())}\n${fileCpuLine(modules)}` : "";
     console.log(`\n${cpu}${summarize(counts, failures)}`);
   }
 }

@@ -1,5 +1,9 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { cpuLine, cpuSample } from "./run-cpu";
+import { fileCgroupName } from "./file-key";
+import { cpuLine, cpuSample, fileCpuSeconds, runCgroupDir } from "./run-cpu";
 
 describe("a run's CPU line", () => {
   it("says the wall, the run's CPU and cores, and the machine's busy share", () => {
@@ -24,5 +28,33 @@ describe("a run's CPU line", () => {
     expect(b.machineTotalTicks).toBeGreaterThan(a.machineTotalTicks);
     expect(b.machineBusyTicks).toBeGreaterThan(a.machineBusyTicks);
     if (a.runUsec !== undefined) expect(b.runUsec).toBeGreaterThan(a.runUsec);
+  });
+});
+
+describe("each file's CPU", () => {
+  it("sums the cgroups a file's workers made and leaves out a file that made none", () => {
+    const run = fs.mkdtempSync(path.join(os.tmpdir(), "run-cg-"));
+    const cgroup = (file: string, pid: number, usec: number) => {
+      const dir = path.join(run, fileCgroupName(file, pid));
+      fs.mkdirSync(dir);
+      fs.writeFileSync(path.join(dir, "cpu.stat"), `usage_usec ${usec}\nuser_usec 1\nsystem_usec 2\n`);
+    };
+    cgroup("/p/test/a.test.ts", 10, 2_500_000);
+    cgroup("/p/test/a.test.ts", 11, 500_000);
+    cgroup("/p/test/b.test.ts", 12, 1_000_000);
+    fs.mkdirSync(path.join(run, "gpuhost-run-nested"));
+    const got = fileCpuSeconds(["/p/test/a.test.ts", "/p/test/b.test.ts", "/p/test/c.test.ts"], run);
+    expect(Object.fromEntries(got)).toEqual({ "/p/test/a.test.ts": 3, "/p/test/b.test.ts": 1 });
+    fs.rmSync(run, { recursive: true });
+  });
+
+  it("in a contained run, counts this very file's work in a cgroup of its own (test/support/file-cpu.ts)", () => {
+    const run = runCgroupDir();
+    if (run === undefined) return; // not contained (a bare `vitest run`): nothing is counted, by design
+    const file = expect.getState().testPath!;
+    const before = fileCpuSeconds([file]).get(file) ?? 0;
+    const until = Date.now() + 300;
+    while (Date.now() < until) Math.sqrt(Math.random());
+    expect(fileCpuSeconds([file]).get(file)).toBeGreaterThan(before + 0.2);
   });
 });

@@ -6,6 +6,7 @@
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
+import { fileKey } from "./file-key";
 
 export interface CpuSample {
   atMs: number;
@@ -15,24 +16,40 @@ export interface CpuSample {
   machineTotalTicks: number;
 }
 
-/** The cpu.stat of this process's cgroup when it is a contained run's own (engine/contain.sh names it gpuhost-run-...). */
-function runCgroupUsec(): number | undefined {
+/** The cgroup-v2 hierarchies' mount points: unified, or a hybrid machine's /sys/fs/cgroup/unified. */
+const CGROUP_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
+
+/**
+ * The folder of the contained run's own cgroup that this process is in (engine/contain.sh names it
+ * gpuhost-run-...; the outermost where runs nest, as the contain test's do), or undefined outside one.
+ */
+export function runCgroupDir(): string | undefined {
   let rel: string | undefined;
   try {
     rel = /^0::(.*)$/m.exec(fs.readFileSync("/proc/self/cgroup", "utf8"))?.[1];
   } catch {
     return undefined;
   }
-  if (!rel?.includes("/gpuhost-run-")) return undefined;
-  for (const root of ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]) {
-    try {
-      const usec = /^usage_usec (\d+)$/m.exec(fs.readFileSync(`${root}${rel}/cpu.stat`, "utf8"))?.[1];
-      if (usec) return Number(usec);
-    } catch {
-      // not this hierarchy
-    }
+  const at = rel?.indexOf("/gpuhost-run-") ?? -1;
+  if (rel === undefined || at < 0) return undefined;
+  const end = rel.indexOf("/", at + 1);
+  const runRel = end < 0 ? rel : rel.slice(0, end);
+  return CGROUP_ROOTS.map((root) => `${root}${runRel}`).find((dir) => fs.existsSync(`${dir}/cpu.stat`));
+}
+
+/** The usage_usec of the cgroup in DIR, or undefined when it cannot be read. */
+export function cgroupUsec(dir: string): number | undefined {
+  try {
+    const usec = /^usage_usec (\d+)$/m.exec(fs.readFileSync(`${dir}/cpu.stat`, "utf8"))?.[1];
+    return usec === undefined ? undefined : Number(usec);
+  } catch {
+    return undefined;
   }
-  return undefined;
+}
+
+function runCgroupUsec(): number | undefined {
+  const dir = runCgroupDir();
+  return dir === undefined ? undefined : cgroupUsec(dir);
 }
 
 /** The machine's busy and total ticks from /proc/stat's first line (busy: all but idle and iowait). */
@@ -67,4 +84,35 @@ export function cpuLine(a: CpuSample, b: CpuSample, cores: number = os.cpus().le
     parts.push(`the machine's cores were ${busy.toFixed(0)} % busy (others' work included)`);
   }
   return `${parts.join("; ")}`;
+}
+
+/**
+ * The CPU seconds each of FILES used, from the cgroups test/support/file-cpu.ts made for them below
+ * the run's (a file run twice, or in two workers, sums its cgroups); none for a file with no cgroup.
+ */
+export function fileCpuSeconds(
+  files: readonly string[],
+  run: string | undefined = runCgroupDir(),
+): Map<string, number> {
+  const out = new Map<string, number>();
+  if (run === undefined) return out;
+  let dirs: string[];
+  try {
+    dirs = fs.readdirSync(run).filter((d) => d.startsWith("gpuhost-file-"));
+  } catch {
+    return out;
+  }
+  for (const file of files) {
+    const prefix = `gpuhost-file-${fileKey(file)}-`;
+    let usec = 0;
+    let seen = false;
+    for (const d of dirs.filter((x) => x.startsWith(prefix))) {
+      const u = cgroupUsec(`${run}/${d}`);
+      if (u === undefined) continue;
+      usec += u;
+      seen = true;
+    }
+    if (seen) out.set(file, usec / 1e6);
+  }
+  return out;
 }
