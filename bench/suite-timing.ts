@@ -116,7 +116,7 @@ function printCpu(cpuJson: string, files: FileTiming[], top: number): void {
   console.log(`\nmost CPU of ${rows.length} files (${total.toFixed(0)} s in all, from ${cpuJson}):`);
   for (const [f, c] of rows.slice(0, top)) {
     const s = span.get(f);
-    const share = s === undefined || s <= 0 ? "" : `, ${(c / s).toFixed(2)} cores over its span of ${s.toFixed(0)} s`;
+    const share = s === undefined || s < 1 ? "" : `, ${(c / s).toFixed(2)} cores over its span of ${s.toFixed(0)} s`;
     console.log(`${c.toFixed(0).padStart(6)} s  ${f}${share}`);
   }
 }
