@@ -20,6 +20,7 @@ import {
 } from "../../components/serving-env/lock";
 import { ROOT } from "../config/stacks";
 import { removeSandbox, scriptSandbox } from "../support/script-sandbox";
+import { run as runChild } from "../support/run";
 
 const SCRIPTS = path.join(ROOT, "components/serving-env/scripts");
 const envOf = (environment: Record<string, unknown> = {}) =>
@@ -249,19 +250,23 @@ describe("python-env.sh on this machine's real Python (as root, as on a host)", 
   const asRoot = process.getuid?.() === 0;
   it.skipIf(!asRoot && process.env.GPUHOST_SKIP_TESTHOST === "1")(
     "a venv whose pip an interrupted run broke is made anew, not failed on at every later run",
-    () => {
+    async () => {
       expect(asRoot, "python-env.sh's real path runs as root (GPUHOST_SKIP_TESTHOST=1 skips it knowingly)").toBe(true);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-venv-"));
       try {
         const venv = path.join(dir, "venv");
-        const python = spawnSync("sh", ["-c", "command -v python3"], { encoding: "utf8" }).stdout.trim();
-        expect(spawnSync(python, ["-m", "venv", venv]).status).toBe(0);
+        // Each child asynchronously (test/support/run.ts): making a venv and recreating it took 40 s of
+        // a loaded machine, which spawnSync spent with the worker's event loop stopped.
+        const python = (await runChild("sh", ["-c", "command -v python3"])).stdout.trim();
+        expect((await runChild(python, ["-m", "venv", venv], { timeout: 120_000 })).status).toBe(0);
         // What a killed `python -m venv` (its ensurepip) or pip upgrading itself can leave: a pip that cannot start.
         const [site] = fs.readdirSync(path.join(venv, "lib")).map((v) => path.join(venv, "lib", v, "site-packages"));
         fs.rmSync(path.join(site, "pip", "__main__.py"));
-        const pipStarts = () => spawnSync(path.join(venv, "bin", "python3"), ["-m", "pip", "--version"]).status === 0;
-        expect(pipStarts()).toBe(false);
-        const r = spawnSync(
+        const pipStarts = async () =>
+          (await runChild(path.join(venv, "bin", "python3"), ["-m", "pip", "--version"], { timeout: 60_000 }))
+            .status === 0;
+        expect(await pipStarts()).toBe(false);
+        const r = await runChild(
           "bash",
           [
             path.join(SCRIPTS, "python-env.sh"),
@@ -275,10 +280,10 @@ describe("python-env.sh on this machine's real Python (as root, as on a host)", 
             "--",
             "torch==2.14.1+cu130",
           ],
-          { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 120_000 },
+          { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 120_000 },
         );
         expect(r.stderr).toContain(`the venv's pip does not start (an interrupted install?): recreating ${venv}`);
-        expect(pipStarts()).toBe(true);
+        expect(await pipStarts()).toBe(true);
         // Nothing was installed (the index is empty), so no lock is recorded: the next run tries again.
         expect(r.status).not.toBe(0);
         expect(fs.existsSync(path.join(venv, "gpuhost-env.lock"))).toBe(false);
