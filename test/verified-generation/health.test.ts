@@ -311,8 +311,10 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     const got = await read("id", props);
     expect(got.props.drift).toEqual([]);
     const probes = seen.slice(seen.indexOf(DECODE_TOKENS));
-    expect(probes.length).toBe(3);
-    expect(probes[2]).toBeGreaterThan(probes[1]);
+    // Three on a quiet machine; a loaded one can make a stretched probe take the window too, and then
+    // it is stretched once more: each probe after the first longer than the one before it.
+    expect(probes.length).toBeGreaterThanOrEqual(3);
+    for (let i = 2; i < probes.length; i++) expect(probes[i]).toBeGreaterThan(probes[i - 1]);
     expect((got.props.healthCheck as { decodeTokensPerSecond: number | null }).decodeTokensPerSecond).toBeGreaterThan(
       100,
     );
