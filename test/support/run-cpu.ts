@@ -21,7 +21,8 @@ const CGROUP_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
 
 /**
  * The folder of the contained run's own cgroup that this process is in (engine/contain.sh names it
- * gpuhost-run-...; the outermost where runs nest, as the contain test's do), or undefined outside one.
+ * gpuhost-run-...; the nearest where runs nest, as the contain tests' do, so a run started inside a
+ * test file counts, and keeps, its own), or undefined outside one.
  */
 export function runCgroupDir(): string | undefined {
   let rel: string | undefined;
@@ -30,7 +31,7 @@ export function runCgroupDir(): string | undefined {
   } catch {
     return undefined;
   }
-  const at = rel?.indexOf("/gpuhost-run-") ?? -1;
+  const at = rel?.lastIndexOf("/gpuhost-run-") ?? -1;
   if (rel === undefined || at < 0) return undefined;
   const end = rel.indexOf("/", at + 1);
   const runRel = end < 0 ? rel : rel.slice(0, end);
