@@ -17,6 +17,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { relativeTestPath, SNAPSHOT, spansOfReport } from "../test/support/durations";
+import { FILE_CPU_JSON } from "../test/support/report-summary";
 
 interface AssertionResult {
   title: string;
@@ -98,7 +99,7 @@ function main(): void {
     const slow = f.slowest === null ? "" : `; longest test ${f.slowest.seconds.toFixed(0)} s: ${f.slowest.title}`;
     console.log(`${f.seconds.toFixed(0).padStart(6)} s  ${f.file} (${f.tests} tests${slow})`);
   }
-  printCpu(path.join(path.dirname(file), "vitest-file-cpu.json"), files, top);
+  printCpu(path.join(path.dirname(file), path.basename(FILE_CPU_JSON)), files, top);
   if (args.includes("--write-durations")) writeDurations(file);
 }
 

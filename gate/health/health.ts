@@ -144,12 +144,12 @@ export const MIN_DECODE_WINDOW_SECONDS = 0.25;
 /** The most tokens a probe is stretched to (decodeProbeTokens' own bound) to reach that window. */
 const MAX_DECODE_PROBE_TOKENS = 1024;
 /** Stretches of one probe at most: each from the window the last one took. */
-const STRETCHES = 3;
+export const DECODE_PROBE_STRETCHES = 3;
 
 /**
  * One short single-stream generation (ignore_eos): its decode tokens per second in host time. A
  * probe whose decode took under MIN_DECODE_WINDOW_SECONDS of wall time runs again, stretched to
- * reach it (STRETCHES times at most); null when even MAX_DECODE_PROBE_TOKENS decode faster than that (a decode too fast to time
+ * reach it (DECODE_PROBE_STRETCHES times at most); null when even MAX_DECODE_PROBE_TOKENS decode faster than that (a decode too fast to time
  * here is no slowdown). Throws with the reason when the probe fails.
  */
 export async function decodeProbe(
@@ -182,11 +182,15 @@ export async function decodeProbe(
     };
     let tokens = health.decodeProbeTokens;
     let got = await once(tokens);
-    // Stretched from the last window, STRETCHES times at most: a first probe that a stall of this
+    // Stretched from the last window, DECODE_PROBE_STRETCHES times at most: a first probe that a stall of this
     // process made look slow was stretched too little, and the stretched one, undisturbed, fell
     // under the window again (a fresh-clone run beside a CPU competitor read the simulator's decode
     // as too fast to time).
-    for (let i = 0; i < STRETCHES && got.window < MIN_DECODE_WINDOW_SECONDS && tokens < MAX_DECODE_PROBE_TOKENS; i++) {
+    for (
+      let i = 0;
+      i < DECODE_PROBE_STRETCHES && got.window < MIN_DECODE_WINDOW_SECONDS && tokens < MAX_DECODE_PROBE_TOKENS;
+      i++
+    ) {
       const stretch = (1.5 * MIN_DECODE_WINDOW_SECONDS) / Math.max(got.window, 1e-3);
       tokens = Math.min(MAX_DECODE_PROBE_TOKENS, Math.ceil(tokens * stretch));
       got = await once(tokens);

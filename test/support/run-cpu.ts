@@ -17,7 +17,7 @@ export interface CpuSample {
 }
 
 /** The cgroup-v2 hierarchies' mount points: unified, or a hybrid machine's /sys/fs/cgroup/unified. */
-const CGROUP_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
+export const CGROUP_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
 
 /**
  * The folder of the contained run's own cgroup that this process is in (engine/contain.sh names it

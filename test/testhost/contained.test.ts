@@ -13,6 +13,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { alive, killAll, leftBehind, startUntil } from "../support/processes";
+import { CGROUP_ROOTS } from "../support/run-cpu";
 import type { ContainedParts } from "./contained-parts.fixture";
 import { requireTestHost } from "./harness";
 
@@ -27,7 +28,7 @@ afterEach(() => killAll(started.splice(0)));
 function cgroupOf(pid: number): string | null {
   const rel = /^0::(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/cgroup`, "utf8"))?.[1];
   if (!rel) return null;
-  const dir = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"].map((r) => r + rel).find((d) => fs.existsSync(d));
+  const dir = CGROUP_ROOTS.map((r) => r + rel).find((d) => fs.existsSync(d));
   return dir ?? null;
 }
 

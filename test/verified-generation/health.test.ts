@@ -15,7 +15,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, diff, read } from "../../components/verified-generation/provider";
 import { outcomeOf, parseRefreshOutput, VERIFIED_GENERATION_TYPE } from "../../components/drift/report";
 import { driftExposition } from "../../components/drift/metrics";
-import { answerDifference, DECODE_PROBE_ATTEMPTS, type HealthBaseline } from "../../gate/health/health";
+import {
+  answerDifference,
+  DECODE_PROBE_ATTEMPTS,
+  DECODE_PROBE_STRETCHES,
+  type HealthBaseline,
+} from "../../gate/health/health";
 import { startSimulator } from "../../simulator/index";
 import { verificationInputs } from "./inputs";
 import { loadProfile, withSpeculative } from "../../simulator/profile";
@@ -314,6 +319,7 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     // Three on a quiet machine; a loaded one can make a stretched probe take the window too, and then
     // it is stretched once more: each probe after the first longer than the one before it.
     expect(probes.length).toBeGreaterThanOrEqual(3);
+    expect(probes.length).toBeLessThanOrEqual(1 + DECODE_PROBE_STRETCHES);
     for (let i = 2; i < probes.length; i++) expect(probes[i]).toBeGreaterThan(probes[i - 1]);
     expect((got.props.healthCheck as { decodeTokensPerSecond: number | null }).decodeTokensPerSecond).toBeGreaterThan(
       100,
