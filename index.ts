@@ -10,8 +10,11 @@ import { driftCheckOf } from "./stack/drift-check";
 import { gpuFleet } from "./stack/fleet";
 import { servingHosts } from "./stack/hosts";
 import { warnPendingOperations } from "./stack/pending-operations";
+import { useNodeSourceMaps } from "./stack/stack-traces";
 import { projectRoot } from "./project-files";
 
+// Before any resource is declared: the SDK takes a stack trace for each (stack/stack-traces.ts).
+useNodeSourceMaps();
 const { config, apiKey, secret } = loadConfig();
 // Before any resource: what an earlier, killed update left (read now, it is not this update's).
 warnPendingOperations();
