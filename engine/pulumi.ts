@@ -194,13 +194,14 @@ export function loggedArgs(args: readonly string[]): string {
   return args.map((a, i) => (i > 0 && ["--config", "-c"].includes(args[i - 1]) ? `${a.split("=")[0]}=…` : a)).join(" ");
 }
 
-/** Selects STACK, creating it when it does not exist yet (the embedded one with the passphrase provider). */
+/**
+ * Selects STACK, creating it when it does not exist yet (the embedded one with the passphrase
+ * provider): one CLI start, not a failing `select` and an `init`.
+ */
 export async function ensureStack(stack: string, opts: EngineOptions = {}): Promise<void> {
-  const sel = await runPulumi(["stack", "select", stack], opts);
-  if (sel.code === 0) return;
   const provider = opts.embedded ? ["--secrets-provider", "passphrase"] : [];
-  const init = await runPulumi(["stack", "init", stack, ...provider], opts);
-  if (init.code !== 0) throw new Error(`pulumi stack init ${stack} failed:\n${init.stdout}${init.stderr}`);
+  const r = await runPulumi(["stack", "select", "--create", stack, ...provider], opts);
+  if (r.code !== 0) throw new Error(`pulumi stack select --create ${stack} failed:\n${r.stdout}${r.stderr}`);
 }
 
 /** The stacks the project ships for rehearsal (stacks/Pulumi.<name>.yaml), every host simulated. */
