@@ -749,16 +749,53 @@ export async function pendingOperations(
  * none when the stack has no deployment yet). Throws on anything that is not such a document.
  */
 export function parsePendingOperations(exported: string): PendingOperation[] {
-  const state = JSON.parse(exported) as {
-    deployment?: { pending_operations?: { type?: string; resource?: { urn?: string } }[] | null };
-  } | null;
+  const state = JSON.parse(exported) as { deployment?: DeploymentPart } | null;
   if (typeof state !== "object" || state === null || Array.isArray(state)) {
     throw new Error("pulumi stack export did not print a deployment");
   }
-  return (state.deployment?.pending_operations ?? []).map((op) => ({
+  return pendingOf(state.deployment);
+}
+
+/** What a deployment (an export's `deployment`, a checkpoint's `latest`) says of its pending operations. */
+interface DeploymentPart {
+  pending_operations?: { type?: string; resource?: { urn?: string } }[] | null;
+}
+
+function pendingOf(deployment: DeploymentPart | null | undefined): PendingOperation[] {
+  return (deployment?.pending_operations ?? []).map((op) => ({
     type: op.type ?? "unknown",
     urn: op.resource?.urn ?? "(no urn)",
   }));
+}
+
+/**
+ * The pending operations of a file backend's state file (the checkpoint the CLI writes, whose
+ * `latest` is what `pulumi stack export` prints as `deployment`; none when the stack has no
+ * deployment yet). Throws on anything that is not such a file.
+ */
+export function parseCheckpointPendingOperations(checkpoint: string): PendingOperation[] {
+  const state = JSON.parse(checkpoint) as { checkpoint?: { latest?: DeploymentPart | null } } | null;
+  if (typeof state !== "object" || state === null || typeof state.checkpoint !== "object" || !state.checkpoint) {
+    throw new Error("not a Pulumi checkpoint");
+  }
+  return pendingOf(state.checkpoint.latest);
+}
+
+/**
+ * STACK's state file in the file backend ENV selects, as the CLI keeps it: `.pulumi/stacks/<project>/
+ * <stack>.json` (`.json.gz` where the backend compresses its state), or `.pulumi/stacks/<stack>.json`
+ * in a backend from before projects. Undefined for any other backend, where there is no such file,
+ * or where more than one is there (the CLI alone knows which it reads). STACK: organization/project/stack.
+ */
+export function fileBackendStateFile(stack: string, env: NodeJS.ProcessEnv): string | undefined {
+  const root = fileBackendRoot(currentBackend(env));
+  const [, project, short] = stack.split("/");
+  if (root === undefined || !project || !short) return undefined;
+  const stacks = path.join(root, ".pulumi", "stacks");
+  const found = [path.join(stacks, project, short), path.join(stacks, short)]
+    .flatMap((base) => [`${base}.json`, `${base}.json.gz`])
+    .filter((f) => fs.statSync(f, { throwIfNoEntry: false })?.isFile());
+  return found.length === 1 ? found[0] : undefined;
 }
 
 /** How many history entries lastUpdate reads: enough to reach past a few refreshes since the last up. */

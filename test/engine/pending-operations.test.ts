@@ -4,7 +4,8 @@
  * `pulumi preview` and `pulumi up` (the CLI alone, no gpuhost command around it) warn in their own
  * output, naming the stack, the pending create and the command that clears it; the up succeeds and
  * the create stays pending (Pulumi.yaml's `refresh: always` keeps the engine's own warning away, and
- * no update clears a pending create); after that command, the next `up` warns no more.
+ * no update clears a pending create); after that command, the next `up` warns no more. On this file
+ * backend the program reads the state file itself: what it reads is checked against the CLI's export.
  */
 import { spawn } from "node:child_process";
 import * as crypto from "node:crypto";
@@ -23,6 +24,7 @@ import {
   runPulumi,
 } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
+import { readPendingOperationsFromFile } from "../../stack/pending-operations";
 import { pluginSets } from "../support/engine";
 import { descendants, killAll, leftBehind } from "../support/processes";
 import { createTestStack, SHORT_COMPARISON_BENCHMARK, simHostNamed, type TestStack } from "../support/stack";
@@ -100,6 +102,9 @@ describe.each(pluginSets())("pending operations left by a killed up, under a pla
     expect(ops, killed).toEqual(
       expect.arrayContaining([{ type: "creating", urn: expect.stringMatching(`::${host}-verified$`) as string }]),
     );
+    // What the program reads on a file backend, without a CLI: the same as the CLI's export.
+    const qualified = `organization/gpuhost/${s.stack}`;
+    expect(readPendingOperationsFromFile(qualified, engineEnv(s.opts))?.ops).toEqual(ops);
     const warning = pendingOperationsWarning(s.stack, ops)!;
     expect(warning).toContain(`stack ${s.stack} has ${ops.length} pending operation(s)`);
     expect(warning).toContain(`creating ${host}-verified`);
@@ -138,6 +143,7 @@ describe.each(pluginSets())("pending operations left by a killed up, under a pla
     const cleared = await runPulumi(args, s.opts);
     expect(cleared.code, cleared.stdout + cleared.stderr).toBe(0);
     expect(await pendingOperations(s.stack, s.opts)).toEqual([]);
+    expect(readPendingOperationsFromFile(qualified, engineEnv(s.opts))?.ops).toEqual([]);
 
     const clean = await s.ok("up", "--yes", "--skip-preview");
     expect(clean.stdout + clean.stderr).not.toMatch(/pending operation/);

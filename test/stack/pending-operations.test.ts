@@ -7,14 +7,20 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import * as zlib from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
-import { parsePendingOperations, pendingOperationsWarning } from "../../engine/pulumi";
+import {
+  parseCheckpointPendingOperations,
+  parsePendingOperations,
+  pendingOperationsWarning,
+} from "../../engine/pulumi";
 import {
   earlierOperations,
   exportEnv,
   findPulumiCli,
   parentPidOfStat,
   readPendingOperations,
+  readPendingOperationsFromFile,
   stackArgument,
 } from "../../stack/pending-operations";
 
@@ -160,5 +166,62 @@ describe("readPendingOperations against stand-in CLIs written in the test", () =
     const hangs = cli("hangs", "exec sleep 30");
     expect(readPendingOperations(hangs, "org/p/s", env, 500)).toMatch(/ETIMEDOUT/);
     expect(readPendingOperations(path.join(work, "missing", "pulumi"), "org/p/s", env)).toMatch(/ENOENT/);
+  });
+});
+
+describe("readPendingOperationsFromFile", () => {
+  const creating = { type: "creating", resource: { urn: urn("command:local:Command", "h-unit") } };
+  const checkpoint = (ops: unknown[] | null) =>
+    JSON.stringify({ version: 3, checkpoint: { stack: "dev", latest: { resources: [], pending_operations: ops } } });
+  /** A file backend at WORK/NAME holding FILES (relative to its .pulumi/stacks); its environment. */
+  const backend = (name: string, files: Record<string, string | Buffer>): NodeJS.ProcessEnv => {
+    const root = path.join(work, name);
+    for (const [rel, body] of Object.entries(files)) {
+      const f = path.join(root, ".pulumi", "stacks", rel);
+      fs.mkdirSync(path.dirname(f), { recursive: true });
+      fs.writeFileSync(f, body);
+    }
+    return { PULUMI_BACKEND_URL: `file://${root}` };
+  };
+  const want = [{ type: "creating", urn: urn("command:local:Command", "h-unit") }];
+
+  it("reads the state file of the stack's project, compressed or not, and a backend's from before projects", () => {
+    const plain = backend("b-plain", { "gpuhost/dev.json": checkpoint([creating]) });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", plain)?.ops).toEqual(want);
+    const gz = backend("b-gz", { "gpuhost/dev.json.gz": zlib.gzipSync(checkpoint([creating])) });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", gz)?.ops).toEqual(want);
+    const legacy = backend("b-legacy", { "dev.json": checkpoint([creating]) });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", legacy)).toEqual({
+      ops: want,
+      file: path.join(work, "b-legacy", ".pulumi", "stacks", "dev.json"),
+    });
+    const none = backend("b-none", { "gpuhost/dev.json": checkpoint(null) });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", none)?.ops).toEqual([]);
+  });
+
+  it("leaves to the CLI what it cannot read alone: another backend, no file, two files, another stack, garbage", () => {
+    const env = backend("b-other", { "gpuhost/dev.json": checkpoint([creating]) });
+    expect(
+      readPendingOperationsFromFile("organization/gpuhost/dev", { PULUMI_BACKEND_URL: "https://api.pulumi.com" }),
+    ).toBeUndefined();
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", env)?.ops).toEqual(want); // so the others could pass
+    expect(readPendingOperationsFromFile("organization/gpuhost/prod", env)).toBeUndefined();
+    expect(readPendingOperationsFromFile("organization/other/dev", env)).toBeUndefined();
+    const both = backend("b-both", {
+      "gpuhost/dev.json": checkpoint([]),
+      "gpuhost/dev.json.gz": zlib.gzipSync(checkpoint([creating])),
+    });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", both)).toBeUndefined();
+    const garbage = backend("b-garbage", { "gpuhost/dev.json": "{ torn" });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", garbage)).toBeUndefined();
+    const exported = backend("b-export", { "gpuhost/dev.json": JSON.stringify({ version: 3, deployment: {} }) });
+    expect(readPendingOperationsFromFile("organization/gpuhost/dev", exported)).toBeUndefined();
+  });
+
+  it("parses only a checkpoint", () => {
+    expect(parseCheckpointPendingOperations(checkpoint([creating]))).toEqual(want);
+    expect(parseCheckpointPendingOperations('{"version": 3, "checkpoint": {"stack": "dev"}}')).toEqual([]);
+    expect(() => parseCheckpointPendingOperations('{"version": 3}')).toThrow(/not a Pulumi checkpoint/);
+    expect(() => parseCheckpointPendingOperations("null")).toThrow(/not a Pulumi checkpoint/);
   });
 });
