@@ -161,4 +161,28 @@ describe("the model's own health as drift under the real engine", () => {
     expect(r.code, r.out).toBe(0);
     expect(r.text).not.toMatch(/^gpuhost_drift\{/m);
   }, 400_000);
+
+  /** A test's teardown does not destroy a simulated stack (test/support/stack.ts): it stops what runs. */
+  it("the teardown stops the simulated services without the engine, and removes the stack's folder", async () => {
+    const units = path.join(hostRoot, "run", "gpuhost-sim", "systemd");
+    const pids = fs
+      .readdirSync(units)
+      .flatMap((u) => ["supervisor.pid", "main.pid"].map((f) => path.join(units, u, f)))
+      .filter((f) => fs.existsSync(f))
+      .map((f) => Number(fs.readFileSync(f, "utf8")));
+    const running = (pid: number) => {
+      try {
+        return !/^\S+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
+      } catch {
+        return false;
+      }
+    };
+    // The active service and its supervisor at least (inactive units' pid files name ended processes).
+    expect(pids.filter(running).length, pids.join(" ")).toBeGreaterThanOrEqual(2);
+    await stack!.dispose();
+    const dir = stack!.dir;
+    stack = undefined; // disposed: afterAll has only the folders left
+    expect(pids.filter(running)).toEqual([]);
+    expect(fs.existsSync(dir)).toBe(false);
+  }, 60_000);
 });
