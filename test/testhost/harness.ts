@@ -14,6 +14,7 @@ import * as path from "node:path";
 import { z } from "zod";
 import type { SshConnection } from "../../components/host/connection";
 import { freeLocalPort } from "../../ports";
+import { TEST_SSHD_KEX } from "../support/sshd";
 import { run, RunResult, withLock } from "./proc";
 import { ensureRootfsTarball, RootfsRecipe } from "./rootfs";
 
@@ -57,6 +58,10 @@ export const TestHostOptionsSchema = z.object({
     .describe(
       "Folders of this machine mounted into the container at the same path, or `from` another (read-only unless said): what a unit inside runs from this machine's checkout.",
     ),
+  defaultKex: z
+    .boolean()
+    .default(false)
+    .describe("sshd offers OpenSSH's own key exchanges, not the suite's X25519 alone (TEST_SSHD_KEX: why)."),
 });
 export type TestHostOptions = z.input<typeof TestHostOptionsSchema> & { recipe?: Partial<RootfsRecipe> };
 
@@ -191,7 +196,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
     await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
     const extracted = Date.now();
     const port = await freeLocalPort();
-    const hostKey = await configureSsh(rootDir, privateKeyPath, port);
+    const hostKey = await configureSsh(rootDir, privateKeyPath, port, opts.defaultKex);
     const knownHosts = path.join(work, "known_hosts");
     await fs.writeFile(knownHosts, `[127.0.0.1]:${port} ${hostKey}\n`, { mode: 0o600 });
 
@@ -263,7 +268,12 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
 }
 
 /** A client key pair, sshd host key, and a drop-in making sshd listen on our port on loopback only. */
-async function configureSsh(rootDir: string, privateKeyPath: string, port: number): Promise<string> {
+async function configureSsh(
+  rootDir: string,
+  privateKeyPath: string,
+  port: number,
+  defaultKex: boolean,
+): Promise<string> {
   await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "gpuhost-testhost", "-f", privateKeyPath]);
   const sshDir = path.join(rootDir, "root/.ssh");
   await fs.mkdir(sshDir, { recursive: true, mode: 0o700 });
@@ -280,6 +290,7 @@ async function configureSsh(rootDir: string, privateKeyPath: string, port: numbe
       "HostKey /etc/ssh/ssh_host_ed25519_key",
       "PermitRootLogin prohibit-password",
       "PasswordAuthentication no",
+      ...(defaultKex ? [] : [TEST_SSHD_KEX]),
       "",
     ].join("\n"),
   );
