@@ -1,6 +1,7 @@
-// probe.sh on its own: shellcheck-clean, usage errors, JSON that survives hostile paths, and the
-// parser's refusals.
+// probe.sh on its own: shellcheck-clean, usage errors, JSON that survives hostile paths, its
+// hasher (openssl, else sha256sum), and the parser's refusals.
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -38,6 +39,50 @@ describe("probe.sh", () => {
       expect(observed.files["/missing.h"]).toBeNull();
       expect(observed.cudaHome).toEqual({ dir: "/nowhere", nvcc: null, version: null });
       expect(observed.cudaLink).toBeNull();
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("hashes with openssl where it gives the right digest, else with sha256sum: the same digests", () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-probe-"));
+    try {
+      const files = { "/lib/big.so": Buffer.alloc(3_000_000, 7), "/inc/a.h": Buffer.from("#pragma once\n") };
+      for (const [f, body] of Object.entries(files)) {
+        fs.mkdirSync(path.join(root, path.dirname(f)), { recursive: true });
+        fs.writeFileSync(path.join(root, f), body);
+      }
+      const want = Object.fromEntries(
+        Object.entries(files).map(([f, body]) => [f, createHash("sha256").update(body).digest("hex")]),
+      );
+      const log = path.join(root, "openssl-calls");
+      /** The probe with `openssl` first on PATH being BODY (sh), each call logged. */
+      const probeWith = (body: string) => {
+        const bin = fs.mkdtempSync(path.join(root, "bin-"));
+        fs.writeFileSync(path.join(bin, "openssl"), `#!/bin/sh\necho call >>"${log}"\n${body}\n`, { mode: 0o755 });
+        fs.rmSync(log, { force: true });
+        const args = [
+          probeScriptPath(),
+          "--cuda-home",
+          "/nowhere",
+          ...Object.keys(files).flatMap((f) => ["--file", f]),
+        ];
+        const out = execFileSync("bash", args, {
+          env: { ...process.env, GPUHOST_ROOT: root, PATH: `${bin}:/usr/bin:/bin` },
+        }).toString();
+        const calls = fs.existsSync(log) ? fs.readFileSync(log, "utf8").split("\n").filter(Boolean).length : 0;
+        return { files: parseProbeOutput(out).files, calls };
+      };
+      // The real openssl behind the logging wrapper: the self-check, then one call a file.
+      const real = probeWith('exec /usr/bin/openssl "$@"');
+      expect(real.files).toEqual(want);
+      expect(real.calls).toBe(1 + Object.keys(files).length);
+      // An openssl that answers a wrong digest, or fails: asked once, and sha256sum hashes.
+      for (const liar of ["echo 0000 '*stdin'", "exit 127"]) {
+        const r = probeWith(liar);
+        expect(r.files, liar).toEqual(want);
+        expect(r.calls, liar).toBe(1);
+      }
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }

@@ -151,15 +151,25 @@ while IFS=$'\t' read -r pkg version status; do
   packages_json+="${packages_json:+,}$key:$REPLY"
 done <<<"$pkg_out"
 
+# SHA-256 of stdin, as hex. OpenSSL's uses the CPU's SHA extensions where it has them: a quarter of
+# sha256sum's CPU (0.34 against 1.33 s for a 420 MB library), and every refresh hashes the toolkit's
+# libraries, hundreds of MB each. The same digest: sha256sum where openssl is missing or answers
+# anything but the digest of nothing.
+if [[ $(openssl dgst -sha256 -r </dev/null 2>/dev/null) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 "* ]]; then
+  sha256_stdin() { openssl dgst -sha256 -r; }
+else
+  sha256_stdin() { sha256sum; }
+fi
+
 # Hash every required file and every unit file. Content is fed on stdin, so no file name is
-# ever parsed back from sha256sum's output (it escapes names holding backslashes or newlines).
+# ever parsed back from the hasher's output (sha256sum escapes names holding backslashes or newlines).
 declare -A sha=()
 declare -A resolved=()
 for f in "${files[@]}" "${units[@]}"; do
   resolve "$f"
   resolved[$f]=$REPLY
   if [[ -n $REPLY && -f "$ROOT$REPLY" && -z ${sha[$ROOT$REPLY]:-} ]]; then
-    if read -r hash _ < <(sha256sum <"$ROOT$REPLY" 2>/dev/null); then sha[$ROOT$REPLY]=$hash; fi
+    if read -r hash _ < <(sha256_stdin <"$ROOT$REPLY" 2>/dev/null); then sha[$ROOT$REPLY]=$hash; fi
   fi
 done
 file_hash() { # REPLY: JSON of the sha256 of host path $1, null when absent
