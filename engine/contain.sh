@@ -13,8 +13,9 @@
 #     and a container's payload lives in a cgroup below it; the kernel's cgroup.kill takes them all;
 #   - always: kills any process still carrying this run's GPUHOST_RUN_ID in its environment (all
 #     that is left to a user without cgroups, and a second net);
-#   - removes the run's own temporary folder (TMPDIR points into it for the run: every mkdtemp of the
-#     suite lands there) and the port reservations of processes that are gone.
+#   - unmounts what is still mounted in the run's own temporary folder (a test host's root) and
+#     removes the folder (TMPDIR points into it for the run: every mkdtemp of the suite lands there),
+#     and the port reservations of processes that are gone.
 # Port reservations stay in the folder every run shares (GPUHOST_PORT_RESERVATIONS, read by ports.ts),
 # so two runs side by side still never hand out the same port.
 set -euo pipefail
@@ -55,7 +56,12 @@ watch() {
       sleep 0.25
     done
   fi
-  # --one-file-system: a mount left inside (none is expected) is never followed into.
+  # A test host's overlay root (test/testhost/harness.ts) that a killed run left mounted: detached
+  # first, innermost first, so the removal below reaches its folder.
+  while read -r _ mnt _; do
+    case "$mnt" in "$run_tmp"/*) umount -l "$mnt" 2>/dev/null || true ;; esac
+  done < <(tac /proc/self/mounts)
+  # --one-file-system: a mount left inside that would not go is never followed into.
   rm -rf --one-file-system "$run_tmp" 2>/dev/null || true
   if [ -d "$ports" ]; then
     for f in "$ports"/*; do

@@ -2,9 +2,10 @@
  * The harness itself, on a real booted Debian host: SSH, systemd as PID 1, journald, teardown.
  * Fails loudly where nspawn cannot run, unless GPUHOST_SKIP_TESTHOST=1 (see README.md).
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootTestHost, requireTestHost, TestHost } from "./harness";
+import { ensureRootfsTree } from "./rootfs";
 
 const enabled = requireTestHost();
 
@@ -97,13 +98,21 @@ describe.runIf(enabled)("test host harness (real systemd-nspawn Debian host)", (
 
 describe.runIf(enabled)("test host teardown", () => {
   it(
-    "stops the nspawn process it started and removes the tree",
+    "stops the nspawn process it started, unmounts its overlay root and removes it; the cached tree below stays as it was",
     async () => {
       const host = await bootTestHost({ name: "teardown" });
       const root = host.rootDir;
       expect(existsSync(`${root}/etc/os-release`)).toBe(true);
+      const mounts = () => readFileSync("/proc/self/mounts", "utf8");
+      expect(mounts()).toContain(` ${root} overlay `);
+      // A change of this host's own: it lands above the tree every host shares.
+      writeFileSync(`${root}/etc/gpuhost-teardown-marker`, `${process.pid}\n`);
       await host.stop();
       expect(existsSync(root)).toBe(false);
+      expect(mounts()).not.toContain(` ${root} `);
+      const tree = await ensureRootfsTree();
+      expect(existsSync(`${tree}/etc/os-release`)).toBe(true);
+      expect(existsSync(`${tree}/etc/gpuhost-teardown-marker`)).toBe(false);
       const r = await host.exec("true", { timeoutMs: 10_000 });
       expect(r.code).toBe(255); // nobody answers on that port any more
     },

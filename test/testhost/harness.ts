@@ -16,7 +16,7 @@ import type { SshConnection } from "../../components/host/connection";
 import { freeLocalPort } from "../../ports";
 import { TEST_SSHD_KEX } from "../support/sshd";
 import { run, RunResult, withLock } from "./proc";
-import { ensureRootfsTarball, RootfsRecipe } from "./rootfs";
+import { ensureRootfsTree, RootfsRecipe } from "./rootfs";
 
 export const SKIP_ENV = "GPUHOST_SKIP_TESTHOST";
 
@@ -74,9 +74,12 @@ export interface TestHost {
   /** The host's sshd public key (`ssh-ed25519 AAAA...`), made fresh per boot: what a stack pins. */
   hostKey: string;
   machineName: string;
-  /** Where boot time went: extracting the tarball, until SSH answered, until systemd settled. */
-  timings: { extractSeconds: number; sshSeconds: number; settledSeconds: number };
-  /** The container's root directory on this machine: files written here are files on the host. */
+  /** Where boot time went: mounting its root (an overlay of the cached tree), until SSH answered, until systemd settled. */
+  timings: { rootSeconds: number; sshSeconds: number; settledSeconds: number };
+  /**
+   * The container's root directory on this machine (an overlay: the cached tree below, this host's
+   * own changes above): files written here are files on the host.
+   */
   rootDir: string;
   /** Runs a shell command on the host over SSH (as a real client would); never throws on exit code. */
   exec(cmd: string, opts?: { timeoutMs?: number; input?: string }): Promise<RunResult>;
@@ -84,7 +87,7 @@ export interface TestHost {
   execOk(cmd: string, opts?: { timeoutMs?: number; input?: string }): Promise<RunResult>;
   /** ssh arguments (before the remote command) for tools that spawn their own client. */
   sshArgs: string[];
-  /** Powers the container off (SIGTERM to our nspawn PID, SIGKILL after a bound) and removes its tree. */
+  /** Powers the container off (SIGTERM to our nspawn PID, SIGKILL after a bound), unmounts its root and removes its folder. */
   stop(): Promise<void>;
 }
 
@@ -177,7 +180,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
   const opts = TestHostOptionsSchema.parse(input);
   const unavailable = testHostUnavailableReason();
   if (unavailable) throw new Error(`[testhost] ${unavailable}`);
-  const { tarball } = await ensureRootfsTarball(input.recipe ?? {});
+  const tree = await ensureRootfsTree(input.recipe ?? {});
   await ensureNspawnRunDir();
 
   const suffix = `${process.pid}-${randomBytes(3).toString("hex")}`;
@@ -186,14 +189,26 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
   const rootDir = path.join(work, "root");
   const privateKeyPath = path.join(work, "id_ed25519");
   let child: ChildProcess | undefined;
+  let mounted = false;
   const cleanup = async () => {
     if (child) await stopNspawn(child, opts.stopTimeoutMs);
-    await fs.rm(work, { recursive: true, force: true });
+    if (mounted) await unmountRoot(rootDir);
+    // --one-file-system: a root that would not unmount is never followed into (its tree is the cache's).
+    await run("rm", ["-rf", "--one-file-system", work], { allowFailure: true, timeoutMs: 120_000 });
   };
   try {
-    await fs.mkdir(rootDir);
     const t0 = Date.now();
-    await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", rootDir], { timeoutMs: 5 * 60_000 });
+    // The cached tree below, this host's changes above (engine/contain.sh unmounts what a killed run left).
+    for (const d of ["root", "upper", "overlay-work"]) await fs.mkdir(path.join(work, d));
+    await run("mount", [
+      "-t",
+      "overlay",
+      "overlay",
+      "-o",
+      `lowerdir=${tree},upperdir=${path.join(work, "upper")},workdir=${path.join(work, "overlay-work")}`,
+      rootDir,
+    ]);
+    mounted = true;
     const extracted = Date.now();
     const port = await freeLocalPort();
     const hostKey = await configureSsh(rootDir, privateKeyPath, port, opts.defaultKex);
@@ -233,7 +248,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
       run("ssh", [...sshArgs, cmd], { allowFailure: true, timeoutMs: o.timeoutMs ?? 300_000, input: o.input });
     const phases = await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
     const timings = {
-      extractSeconds: (extracted - t0) / 1000,
+      rootSeconds: (extracted - t0) / 1000,
       sshSeconds: (phases.sshAt - extracted) / 1000,
       settledSeconds: (phases.settledAt - phases.sshAt) / 1000,
     };
@@ -329,6 +344,12 @@ async function waitForBoot(
     await new Promise((res) => setTimeout(res, 300));
   }
   throw new Error(`[testhost] SSH did not answer within ${boundMs} ms (last: ${last})\n${tail()}`);
+}
+
+/** Unmounts a host's overlay root: lazily where it is still busy (a process of the container not reaped yet). */
+async function unmountRoot(rootDir: string): Promise<void> {
+  const r = await run("umount", [rootDir], { allowFailure: true });
+  if (r.code !== 0) await run("umount", ["-l", rootDir], { allowFailure: true });
 }
 
 async function stopNspawn(child: ChildProcess, boundMs: number): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * Measures the test host's two costs: the first run (debootstrap + cache tarball, into a fresh
- * cache folder) and a cached boot (extract + nspawn boot until SSH answers and systemd settles),
+ * cache folder) and a cached boot (its root an overlay of the cached tree, extracted once; nspawn boot until SSH answers and systemd settles),
  * plus teardown. Figures go in test/testhost/README.md.
  *   npx tsx test/testhost/measure-boot.ts [--cold] [--boots N]
  */
@@ -31,7 +31,7 @@ async function main(argv: string[]): Promise<void> {
     const t = host.timings;
     console.log(
       `cached boot ${i + 1}: ${booted.toFixed(1)} s to SSH + settled systemd ` +
-        `(extract ${t.extractSeconds.toFixed(1)} s, until SSH ${t.sshSeconds.toFixed(1)} s, until settled ${t.settledSeconds.toFixed(1)} s); ` +
+        `(root ${t.rootSeconds.toFixed(1)} s, until SSH ${t.sshSeconds.toFixed(1)} s, until settled ${t.settledSeconds.toFixed(1)} s); ` +
         `teardown ${((Date.now() - t1) / 1000).toFixed(1)} s`,
     );
   }

@@ -136,6 +136,39 @@ export async function ensureRootfsTarball(input: Partial<RootfsRecipe> = {}): Pr
   });
 }
 
+/**
+ * The recipe's tree, extracted once from its cached tarball into the cache folder beside it
+ * (`<tarball name>.tree`), for test hosts to boot on an overlay of it (harness.ts): each boot then
+ * writes only what it changes, where extracting the tarball for every host cost about 6 s of CPU
+ * (tar 5.0 s, zstd 1.2 s) and removing the copy more. The tree is only ever read: it is a lower
+ * layer. Extracted under a lock into a partial folder and renamed, so no boot sees half a tree.
+ */
+export async function ensureRootfsTree(input: Partial<RootfsRecipe> = {}): Promise<string> {
+  const { tarball } = await ensureRootfsTarball(input);
+  const tree = tarball.replace(/\.tar\.zst$/, ".tree");
+  if (existsSync(tree)) return tree;
+  return withLock(`${tree}.lock`, 10 * 60_000, async () => {
+    if (existsSync(tree)) return tree;
+    const dir = path.dirname(tree);
+    // A partial extraction a killed run left: never renamed, so never used.
+    for (const f of await fs.readdir(dir)) {
+      if (f.startsWith(`${path.basename(tree)}.partial-`))
+        await fs.rm(path.join(dir, f), { recursive: true, force: true });
+    }
+    const partial = `${tree}.partial-${process.pid}`;
+    await fs.mkdir(partial);
+    try {
+      await run("tar", ["--numeric-owner", "-I", "zstd -T0", "-xpf", tarball, "-C", partial], {
+        timeoutMs: 5 * 60_000,
+      });
+      await fs.rename(partial, tree);
+    } finally {
+      await fs.rm(partial, { recursive: true, force: true });
+    }
+    return tree;
+  });
+}
+
 /** Makes a freshly bootstrapped tree a clean template that many containers can be copied from. */
 async function postBuild(root: string, recipe: RootfsRecipe): Promise<void> {
   // downloaded .debs are only dead weight in the cache
