@@ -10,12 +10,11 @@
  * The engine passes the program nothing about the state. On a file backend the program reads the
  * stack's state file itself, as the CLI would (a CLI start cost 0.3 s of CPU in every `up` and
  * preview); elsewhere it asks the CLI that runs it: `pulumi stack export` of this stack, by its fully
- * qualified name. Either is read before the program
- * registers any resource, and blocks it meanwhile: a checkpoint written later in the update holds
- * this update's own steps in flight as pending operations too, which must not be reported as left
- * by an earlier one. It needs no secrets (it does not decrypt), and a file backend does not lock the
- * stack for it. Whatever goes wrong (no CLI found, export failed or too slow) costs a debug line,
- * never the update.
+ * qualified name. Either is read before the program registers any resource, and blocks it
+ * meanwhile: a checkpoint written later in the update holds this update's own steps in flight as
+ * pending operations too, which must not be reported as left by an earlier one. Neither needs
+ * secrets (nothing is decrypted), and a file backend does not lock the stack for them. Whatever goes
+ * wrong (no CLI found, export failed or too slow) costs a debug line, never the update.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
