@@ -1,6 +1,6 @@
 /**
- * A real Debian host for end-to-end tests: the cached root filesystem extracted to a temp dir and
- * booted with systemd-nspawn (systemd as PID 1, journald, sshd, apt, dpkg), reachable over SSH on
+ * A real Debian host for end-to-end tests: an overlay of the cached root filesystem (extracted once)
+ * in a temp dir, booted with systemd-nspawn (systemd as PID 1, journald, sshd, apt, dpkg), reachable over SSH on
  * 127.0.0.1. It shares the host's loopback, so servers the test runs on 127.0.0.1 (apt repository,
  * Python index) are reachable from inside, and ports a test host's services bind are shared too.
  *
@@ -34,7 +34,10 @@ export const TestHostOptionsSchema = z.object({
     .positive()
     .default(20_000)
     .describe("Bound on a clean poweroff after SIGTERM before SIGKILL."),
-  workRoot: z.string().default(os.tmpdir()).describe("Where per-run trees are extracted (removed at teardown)."),
+  workRoot: z
+    .string()
+    .default(os.tmpdir())
+    .describe("Where each host's folder (its overlay root and its own changes) is made (removed at teardown)."),
   binds: z
     .array(
       z
@@ -107,6 +110,8 @@ export function testHostUnavailableReason(): string | null {
       return `${tool} is not installed (run .ci/testhost-prereqs.sh)`;
     }
   }
+  // Each host's root is an overlay of the cached tree.
+  if (!/\toverlay$/m.test(readFileSync("/proc/filesystems", "utf8"))) return "the kernel has no overlayfs";
   return null;
 }
 
@@ -209,7 +214,7 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
       rootDir,
     ]);
     mounted = true;
-    const extracted = Date.now();
+    const rootAt = Date.now();
     const port = await freeLocalPort();
     const hostKey = await configureSsh(rootDir, privateKeyPath, port, opts.defaultKex);
     const knownHosts = path.join(work, "known_hosts");
@@ -248,8 +253,8 @@ export async function bootTestHost(input: TestHostOptions = {}): Promise<TestHos
       run("ssh", [...sshArgs, cmd], { allowFailure: true, timeoutMs: o.timeoutMs ?? 300_000, input: o.input });
     const phases = await waitForBoot(child, exec, opts.bootTimeoutMs, path.join(work, "nspawn.log"));
     const timings = {
-      rootSeconds: (extracted - t0) / 1000,
-      sshSeconds: (phases.sshAt - extracted) / 1000,
+      rootSeconds: (rootAt - t0) / 1000,
+      sshSeconds: (phases.sshAt - rootAt) / 1000,
       settledSeconds: (phases.settledAt - phases.sshAt) / 1000,
     };
 
