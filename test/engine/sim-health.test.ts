@@ -17,7 +17,14 @@ import { driftMain } from "../../cli/drift";
 import { VERIFIED_GENERATION_TYPE } from "../../components/drift/report";
 import { type EngineOptions, runPulumi } from "../../engine/pulumi";
 import { freeLocalPort } from "../../ports";
-import { createTestStack, SHORT_COMPARISON_BENCHMARK, type TestStack, disposeStack } from "../support/stack";
+import {
+  createTestStack,
+  SHORT_COMPARISON_BENCHMARK,
+  type TestStack,
+  disposeStack,
+  simulatedRootsOf,
+} from "../support/stack";
+import { alive } from "../support/processes";
 import { simHostRoot } from "../support/sim-stack";
 
 const hostRoot = simHostRoot("health");
@@ -170,19 +177,14 @@ describe("the model's own health as drift under the real engine", () => {
       .flatMap((u) => ["supervisor.pid", "main.pid"].map((f) => path.join(units, u, f)))
       .filter((f) => fs.existsSync(f))
       .map((f) => Number(fs.readFileSync(f, "utf8")));
-    const running = (pid: number) => {
-      try {
-        return !/^\S+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
-      } catch {
-        return false;
-      }
-    };
     // The active service and its supervisor at least (inactive units' pid files name ended processes).
-    expect(pids.filter(running).length, pids.join(" ")).toBeGreaterThanOrEqual(2);
+    expect(pids.filter(alive).length, pids.join(" ")).toBeGreaterThanOrEqual(2);
+    // The path without the engine: the stack's one host, simulated, read from its config file.
+    expect(simulatedRootsOf(path.join(stack!.dir, `Pulumi.${stack!.stack}.yaml`))).toEqual([hostRoot]);
     await stack!.dispose();
     const dir = stack!.dir;
     stack = undefined; // disposed: afterAll has only the folders left
-    expect(pids.filter(running)).toEqual([]);
+    expect(pids.filter(alive)).toEqual([]);
     expect(fs.existsSync(dir)).toBe(false);
   }, 60_000);
 });

@@ -13,8 +13,9 @@ import { EngineOptions, EngineResult, PROJECT_ROOT, ensureStack, runPulumi } fro
 import { type PluginSet, testEngineOptions } from "./engine";
 import { execOnHost } from "../../components/host/exec";
 import { simulatedConnection } from "../../sim-host/platform";
-import { simulatedRoot } from "../../stack/config";
+import { HostSchema, simulatedRoot } from "../../stack/config";
 import { parse as parseYaml } from "yaml";
+import { z } from "zod";
 
 export interface TestStack {
   dir: string;
@@ -194,15 +195,11 @@ export function simulatedRootsOf(configFile: string): string[] | undefined {
   } catch {
     return undefined;
   }
-  if (!Array.isArray(hosts) || hosts.length === 0) return undefined;
-  const simulated = hosts.filter(
-    (h): h is { name: string; connection: { kind: "simulated"; root?: string } } =>
-      typeof (h as { name?: unknown }).name === "string" &&
-      (h as { connection?: { kind?: unknown } }).connection?.kind === "simulated",
-  );
-  if (simulated.length !== hosts.length) return undefined;
+  // Read as the program reads them (its own schema): a config it would refuse is the engine's to judge.
+  const parsed = z.array(HostSchema).min(1).safeParse(hosts);
+  if (!parsed.success || parsed.data.some((h) => h.connection.kind !== "simulated")) return undefined;
   try {
-    return simulated.map((h) => simulatedRoot(h, PROJECT_ROOT));
+    return parsed.data.map((h, i) => simulatedRoot(h, PROJECT_ROOT, i));
   } catch {
     return undefined; // a root the program itself would refuse: the engine's destroy says what it makes of it
   }
