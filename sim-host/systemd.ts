@@ -419,27 +419,31 @@ async function systemctlCommand(
       return code;
     case "is-active":
     case "is-failed": {
-      // systemctl's own exit codes: is-active 3 (program is not running), is-failed 1.
+      // A line a unit; systemctl(1): exit 0 when at least one unit is in the state asked about, else
+      // is-active 3 (program is not running), is-failed 1.
       const [want, otherwise] = cmd === "is-active" ? (["active", 3] as const) : (["failed", 1] as const);
+      let any = false;
       for (const u of us) {
         const s = activeState(u);
         if (!flags.has("--quiet") && !flags.has("-q")) console.log(s);
-        if (s !== want) code = otherwise;
+        any ||= s === want;
       }
-      return code;
+      return any ? 0 : otherwise;
     }
-    case "is-enabled":
+    case "is-enabled": {
+      // A line a unit whose file exists; exit 0 when at least one is enabled (systemctl(1)).
+      let any = false;
       for (const u of us) {
         if (!fs.existsSync(unitFile(u))) {
           console.error(`Failed to get unit file state for ${u}: No such file or directory`);
-          code = 1;
           continue;
         }
         const e = isEnabled(u);
         console.log(e ? "enabled" : "disabled");
-        if (!e) code = 1;
+        any ||= e;
       }
-      return code;
+      return any ? 0 : 1;
+    }
     case "show":
       for (const u of us) show(u, props, flags.has("--value"));
       return 0;

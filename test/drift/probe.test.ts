@@ -88,6 +88,84 @@ describe("probe.sh", () => {
     }
   });
 
+  it("asks systemctl once for all units, and each unit alone when the lines do not pair with the units", () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "gpuhost-probe-"));
+    try {
+      const units = ["a.service", "b.service", "c.service"];
+      fs.mkdirSync(path.join(root, "etc/systemd/system"), { recursive: true });
+      for (const u of units) fs.writeFileSync(path.join(root, "etc/systemd/system", u), `[Unit]\nDescription=${u}\n`);
+      const log = path.join(root, "systemctl-calls");
+      /**
+       * The probe with a `systemctl` that answers as systemctl(1) does (b is enabled and active, the
+       * others disabled and inactive; is-enabled prints no line for a unit file that is gone), each
+       * call logged; EXTRA is printed first on stdout (a systemctl that says more than asked).
+       */
+      const probeWith = (extra = "") => {
+        const bin = fs.mkdtempSync(path.join(root, "bin-"));
+        const script = `#!/bin/bash
+echo "$*" >>"${log}"
+${extra}
+sub=$1; shift
+for u in "$@"; do
+  case $sub in
+    is-enabled)
+      if [[ ! -f "$GPUHOST_ROOT/etc/systemd/system/$u" ]]; then echo "Failed to get unit file state for $u" >&2; continue; fi
+      [[ $u == b.service ]] && echo enabled || echo disabled ;;
+    is-active) [[ $u == b.service ]] && echo active || echo inactive ;;
+  esac
+done
+exit 3\n`;
+        fs.writeFileSync(path.join(bin, "systemctl"), script, { mode: 0o755 });
+        fs.rmSync(log, { force: true });
+        const args = [
+          probeScriptPath(),
+          "--cuda-home",
+          "/nowhere",
+          ...units.flatMap((u) => ["--unit", `/etc/systemd/system/${u}`]),
+        ];
+        const out = execFileSync("bash", args, {
+          env: { ...process.env, GPUHOST_ROOT: root, PATH: `${bin}:/usr/bin:/bin` },
+        }).toString();
+        const answers = Object.fromEntries(
+          Object.values(parseProbeOutput(out).units).map((s) => [s.name, `${s.enabled}/${s.active}`]),
+        );
+        return { answers, calls: fs.readFileSync(log, "utf8").trim().split("\n") };
+      };
+      const clean = probeWith();
+      expect(clean.answers).toEqual({
+        "a.service": "disabled/inactive",
+        "b.service": "enabled/active",
+        "c.service": "disabled/inactive",
+      });
+      expect(clean.calls).toEqual([`is-enabled ${units.join(" ")}`, `is-active ${units.join(" ")}`]);
+      // a's file gone: is-enabled prints two lines for three units, so each unit is asked alone.
+      fs.rmSync(path.join(root, "etc/systemd/system/a.service"));
+      const gone = probeWith();
+      expect(gone.answers).toEqual({
+        "a.service": "/inactive",
+        "b.service": "enabled/active",
+        "c.service": "disabled/inactive",
+      });
+      expect(gone.calls).toEqual([
+        `is-enabled ${units.join(" ")}`,
+        ...units.map((u) => `is-enabled ${u}`),
+        `is-active ${units.join(" ")}`,
+      ]);
+      // A systemctl that prints a line more than asked when asked for several: never paired wrongly.
+      fs.writeFileSync(path.join(root, "etc/systemd/system/a.service"), "[Unit]\n");
+      const chatty = probeWith("(($# > 2)) && echo 'Warning: the unit files changed on disk'");
+      expect(chatty.answers).toEqual(clean.answers);
+      expect(chatty.calls).toEqual([
+        `is-enabled ${units.join(" ")}`,
+        ...units.map((u) => `is-enabled ${u}`),
+        `is-active ${units.join(" ")}`,
+        ...units.map((u) => `is-active ${u}`),
+      ]);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it("takes its file and unit lists from the expected state (the toolkit description)", () => {
     const args = probeArgs(expectedForSim());
     const files = args.flatMap((a, i) => (args[i - 1] === "--file" ? [a] : []));

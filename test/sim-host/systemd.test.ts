@@ -98,6 +98,18 @@ describe("simulated systemctl/journalctl", () => {
     expect((await sh("systemctl start ar; systemctl is-active ar eagle")).stdout).toBe("active\ninactive\n");
   });
 
+  it("several units at once, as systemctl(1) answers them: a line each, exit 0 when any one matches", async () => {
+    await sh("systemctl enable ar && systemctl start ar");
+    expect(await sh("systemctl is-active eagle ar")).toMatchObject({ code: 0, stdout: "inactive\nactive\n" });
+    expect(await sh("systemctl is-active eagle crashy")).toMatchObject({ code: 3, stdout: "inactive\ninactive\n" });
+    expect(await sh("systemctl is-enabled eagle ar")).toMatchObject({ code: 0, stdout: "disabled\nenabled\n" });
+    expect(await sh("systemctl is-enabled eagle crashy")).toMatchObject({ code: 1, stdout: "disabled\ndisabled\n" });
+    // A unit file that is gone: a message on stderr and no line, so a caller cannot pair lines with units.
+    fs.rmSync(path.join(root, "etc/systemd/system/eagle.service"));
+    expect(await sh("systemctl is-enabled eagle ar")).toMatchObject({ code: 0, stdout: "enabled\n" });
+    expect(await sh("systemctl is-failed ar eagle")).toMatchObject({ code: 1, stdout: "active\ninactive\n" });
+  });
+
   it("Restart=on-failure restarts a crashing service, counts NRestarts, then gives up at StartLimitBurst", async () => {
     expect((await sh("systemctl start crashy")).code).toBe(0); // Type=simple: a later crash is not a start failure
     await wait(async () => (await sh("systemctl is-active crashy")).stdout === "failed\n");

@@ -236,18 +236,46 @@ if [[ -n $venv ]]; then
   done
 fi
 
-# Units: content hash, and what systemd says about each (is-enabled/is-active exit non-zero for
-# "disabled"/"inactive": their output is the answer, not their status).
+# systemctl's answer to $1 (is-enabled, is-active) for each further argument, in order, in the
+# array `answers`. One call asks for all units: each systemctl start costs (on the simulated host, a
+# Node process), and the probe runs on every refresh. Both print a line a unit, except is-enabled for
+# a unit file that is gone (nothing, or the call stops there): when the count of lines is not the
+# count of units, each unit is asked alone. Their exit status is not the answer (non-zero for
+# "disabled"/"inactive"); their output is.
+systemctl_each() {
+  local sub=$1 n a
+  shift
+  answers=()
+  (($#)) || return 0
+  mapfile -t answers < <(systemctl "$sub" "$@" 2>/dev/null || true)
+  if ((${#answers[@]} != $#)); then
+    answers=()
+    for n in "$@"; do
+      a=$(systemctl "$sub" "$n" 2>/dev/null || true)
+      answers+=("${a%%$'\n'*}")
+    done
+  fi
+}
+
+# Units: content hash, and what systemd says about each.
+names=()
+for u in "${units[@]}"; do names+=("${u##*/}"); done
+systemctl_each is-enabled "${names[@]}"
+enabled_of=("${answers[@]}")
+systemctl_each is-active "${names[@]}"
+active_of=("${answers[@]}")
 units_json=""
+i=0
 for u in "${units[@]}"; do
   name=${u##*/}
-  enabled=$(systemctl is-enabled "$name" 2>/dev/null || true)
-  active=$(systemctl is-active "$name" 2>/dev/null || true)
+  enabled=${enabled_of[i]}
+  active=${active_of[i]}
+  i=$((i + 1))
   json_str "$u"; key=$REPLY
   file_hash "$u"; hash=$REPLY
   json_str "$name"; name_json=$REPLY
-  json_str "${enabled%%$'\n'*}"; enabled_json=$REPLY
-  json_str "${active%%$'\n'*}"; active_json=$REPLY
+  json_str "$enabled"; enabled_json=$REPLY
+  json_str "$active"; active_json=$REPLY
   units_json+="${units_json:+,}$key:{\"name\":$name_json,\"sha256\":$hash,\"enabled\":$enabled_json,\"active\":$active_json}"
 done
 
