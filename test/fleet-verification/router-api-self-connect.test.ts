@@ -16,8 +16,12 @@ import {
 } from "../../components/fleet-verification/router-api";
 import { quietEphemeralPort, socketsOnPort, steerToSelfConnection } from "../support/self-connect";
 
-/** Bounds of the steering: rounds and time (each call is the next connect to the steered port). */
-const ROUNDS = 40;
+/**
+ * Bounds of the steering: rounds and time (each call is the next connect to the steered port). In a
+ * loaded suite 40 rounds all missed within 11.7 s of the 30 (test/ports/self-connect.test.ts): the
+ * time bound ends a reproduction that does not come.
+ */
+const ROUNDS = 150;
 const STEER_MS = 30_000;
 
 const calls: [string, (base: string) => Promise<unknown>][] = [
