@@ -284,7 +284,7 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     expect(gaps).toEqual([SLOW_GAP_MS, 2]);
   }, 60_000);
 
-  it("a decode too fast to time (every token in one write) is stretched once, then neither a figure nor drift nor 'not checked'", async () => {
+  it("a decode too fast to time (every token in one write) is stretched to the most a probe may ask for, then neither a figure nor drift nor 'not checked'", async () => {
     const seen: number[] = [];
     const url = await tinyServer({
       answer: () => "The first answer of the tiny server",
@@ -297,9 +297,14 @@ describe("VerifiedGeneration health against tiny servers written here", () => {
     expect(got.props.drift).toEqual([]);
     expect(got.props.notChecked).toBeUndefined();
     expect((got.props.healthCheck as { decodeTokensPerSecond: number | null }).decodeTokensPerSecond).toBeNull();
-    // after the generation check: the probe of DECODE_TOKENS, then one stretched to the most a probe
-    // may ask for, and no third
-    expect(seen.slice(seen.indexOf(DECODE_TOKENS))).toEqual([DECODE_TOKENS, 1024]);
+    // After the generation check: the probe of DECODE_TOKENS, stretched up to the most a probe may
+    // ask for, and none after it. Usually one stretch; in a loaded fresh-clone run the client read the
+    // one write's 24 tokens 12.5 ms apart (a window, though no speed), and the probe went 24, 719, 1024.
+    const probes = seen.slice(seen.indexOf(DECODE_TOKENS));
+    expect(probes[0]).toBe(DECODE_TOKENS);
+    expect(probes.at(-1)).toBe(1024);
+    expect(probes.length).toBeLessThanOrEqual(1 + DECODE_PROBE_STRETCHES);
+    for (let i = 1; i < probes.length; i++) expect(probes[i]).toBeGreaterThan(probes[i - 1]);
   }, 60_000);
 
   it("a first probe a stall made look slow is stretched again from the window the stretched one took: a speed, not 'too fast to time'", async () => {
