@@ -67,11 +67,21 @@ describe.each(pluginSets())("sim stack under the real engine (%s)", (plugins) =>
     expect(out.nvccVersion).toMatch(/^V13\.0\./);
     expect(out.sweep.map((l) => l.concurrency)).toEqual([4, 8, 16, 32]);
     for (const level of out.sweep) expect(level.outputTokensPerSecond).toBeGreaterThan(0);
-    // Issue 26.2: each level's certificate is a stack output, reconciled with the host's counters.
+    // Issue 26.2: each level's certificate is a stack output, reconciled with the host's counters,
+    // with what the client received and with the load it claims. A level is certified unless the
+    // client was the limit, and then its certificate says so: in a fresh-clone run beside a CPU-bound
+    // job (run 22) the provider's event loop stood still 80 % of the 32-in-flight level at 19 % of a
+    // core (the machine gave it no time), which is no figure, and the certificate rightly refused it.
     for (const level of out.sweep) {
-      expect(level.certificate?.certified, JSON.stringify(level.certificate)).toBe(true);
+      const cert = JSON.stringify(level.certificate);
       expect(level.certificate?.checks[0].detail).toMatch(/^the server's sglang counters: /);
+      const failed = level.certificate!.checks.filter((c) => !c.ok).map((c) => c.name);
+      expect(
+        failed.filter((name) => name !== "client"),
+        cert,
+      ).toEqual([]);
     }
+    expect(out.sweep.filter((l) => l.certificate?.certified).length).toBeGreaterThan(0);
     expect(out.sustainedOutputTokensPerSecond).toBeGreaterThan(0);
     expect(out.capacity.totalOutputTokens).toBe(900_000 * 2_000);
     expect(out.capacity.daysOnOneHost).toBeCloseTo(1.8e9 / (out.sustainedOutputTokensPerSecond * 86_400), 6);
