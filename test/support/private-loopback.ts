@@ -20,6 +20,7 @@ const CHILD = path.join(__dirname, "private-loopback-child.ts");
 const MARK = "PRIVATE-LOOPBACK-RESULT ";
 
 let available: boolean | undefined;
+let warned = false;
 
 /** Whether this machine lets a process make a network namespace of its own with loopback up (asked once). */
 export function privateLoopbackAvailable(): boolean {
@@ -43,6 +44,11 @@ export async function inPrivateLoopback<T>(
   timeoutMs: number,
 ): Promise<{ result: T; isolated: boolean }> {
   if (!privateLoopbackAvailable()) {
+    if (!warned)
+      process.stderr.write(
+        "private-loopback: this machine refuses a network namespace (unshare --net --map-root-user, ip link set lo up): the self-connection reproductions run on its own loopback, where other processes' connects can make them fail\n",
+      );
+    warned = true;
     const mod = (await import(pathToFileURL(file).href)) as Record<string, (...a: unknown[]) => Promise<T>>;
     return { result: await mod[name](...args), isolated: false };
   }
