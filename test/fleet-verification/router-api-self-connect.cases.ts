@@ -8,7 +8,7 @@ import {
   reconcileWorkers,
   workersLost,
 } from "../../components/fleet-verification/router-api";
-import { quietEphemeralPort, socketsOnPort, steerToSelfConnection } from "../support/self-connect";
+import { quietEphemeralPort, socketsOnPort, steeredRounds } from "../support/self-connect";
 
 /**
  * Bounds of the steering: rounds and time (each call is the next connect to the steered port). On
@@ -41,22 +41,21 @@ export async function routerCallCase(name: string): Promise<RouterCallOutcome> {
   const call = CALLS[name];
   const port = await quietEphemeralPort();
   const base = `http://127.0.0.1:${port}`;
-  const until = performance.now() + STEER_MS;
   const errors: string[] = [];
   let resolved = false;
   let trusted: unknown;
-  for (let round = 0; round < ROUNDS && !errors.some((e) => /connected to itself/.test(e)); round++) {
-    const steered = await steerToSelfConnection(port, until);
-    if (steered === null) break;
-    try {
-      trusted = await call(base);
-      resolved = true;
-      break;
-    } catch (e) {
-      errors.push((e as Error).message);
-    } finally {
-      await steered.release();
-    }
-  }
+  await steeredRounds(
+    port,
+    { rounds: ROUNDS, boundMs: STEER_MS },
+    async () => {
+      try {
+        trusted = await call(base);
+        resolved = true;
+      } catch (e) {
+        errors.push((e as Error).message);
+      }
+    },
+    () => resolved || errors.some((e) => /connected to itself/.test(e)),
+  );
   return { port, resolved, trusted: JSON.stringify(trusted) ?? "undefined", errors, sockets: socketsOnPort(port) };
 }

@@ -3,7 +3,7 @@
  * (test/support/private-loopback.ts); it returns what the test asserts, as plain JSON.
  */
 import { verify } from "../../gate/index";
-import { quietEphemeralPort, socketsOnPort, steerToSelfConnection } from "../support/self-connect";
+import { quietEphemeralPort, socketsOnPort, steeredRounds } from "../support/self-connect";
 import { answering, type TestServer } from "./misbehaving-servers";
 
 /**
@@ -61,13 +61,12 @@ export async function gateCase(): Promise<GateSelfConnectOutcome> {
   );
   // Steer the gate's next connect into a self-connection until it had one (or, before the fix,
   // took one for the server and left the connect phase with nothing listening).
-  const until = performance.now() + STEER_MS;
-  for (let round = 0; round < ROUNDS && !selfConnected && !leftConnect; round++) {
-    const steered = await steerToSelfConnection(port, until);
-    if (steered === null) break;
-    await new Promise((r) => setTimeout(r, HOLD_RETRIES * RETRY_MS));
-    await steered.release();
-  }
+  await steeredRounds(
+    port,
+    { rounds: ROUNDS, boundMs: STEER_MS },
+    () => new Promise((r) => setTimeout(r, HOLD_RETRIES * RETRY_MS)),
+    () => selfConnected || leftConnect,
+  );
   const steeredInto = { selfConnected, leftConnect };
   // The server is slower to come up than serverGoneSeconds (a model loads for minutes).
   await new Promise((r) => setTimeout(r, 1_000));

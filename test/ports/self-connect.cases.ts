@@ -4,7 +4,7 @@
  */
 import { errorKind, fetchText, makeAgent } from "../../gate/transport/http";
 import { canListen, ephemeralRange, openTcp, SelfConnectionError } from "../../ports";
-import { quietEphemeralPort, socketsOnPort, steerToSelfConnection } from "../support/self-connect";
+import { quietEphemeralPort, socketsOnPort, steeredRounds } from "../support/self-connect";
 
 /**
  * Bounds of one reproduction: rounds of steering, and time. In a loaded fresh-clone run on the
@@ -34,18 +34,17 @@ export interface SelfConnectOutcome {
  * ECONNREFUSED means the steering missed this round (another connection moved the kernel on).
  */
 async function untilSelfConnected(port: number, attempt: () => Promise<unknown>): Promise<unknown> {
-  const until = performance.now() + BOUND_MS;
   let last: unknown = new Error("no round ran");
-  for (let round = 0; round < ROUNDS; round++) {
-    const steered = await steerToSelfConnection(port, until);
-    if (steered === null) break;
-    try {
+  let ran = false;
+  await steeredRounds(
+    port,
+    { rounds: ROUNDS, boundMs: BOUND_MS },
+    async () => {
       last = await attempt();
-    } finally {
-      await steered.release();
-    }
-    if ((last as { code?: string }).code !== "ECONNREFUSED") return last;
-  }
+      ran = true;
+    },
+    () => ran && (last as { code?: string }).code !== "ECONNREFUSED",
+  );
   return last;
 }
 

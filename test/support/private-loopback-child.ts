@@ -4,13 +4,14 @@
  * the arguments and prints its result as JSON after a mark, on a line of its own.
  */
 import { pathToFileURL } from "node:url";
+import { MARK } from "./private-loopback";
 
 async function main(): Promise<void> {
   const [file, name, args] = process.argv.slice(2);
   const mod = (await import(pathToFileURL(file).href)) as Record<string, (...a: unknown[]) => Promise<unknown>>;
   if (typeof mod[name] !== "function") throw new Error(`${file} exports no function ${name}`);
   const result = await mod[name](...(JSON.parse(args) as unknown[]));
-  process.stdout.write(`\nPRIVATE-LOOPBACK-RESULT ${JSON.stringify(result)}\n`);
+  process.stdout.write(`\n${MARK}${JSON.stringify(result)}\n`);
 }
 
 main().then(

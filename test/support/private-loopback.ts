@@ -17,7 +17,8 @@ import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 
 const CHILD = path.join(__dirname, "private-loopback-child.ts");
-const MARK = "PRIVATE-LOOPBACK-RESULT ";
+/** The child prints its result after this, on a line of its own (private-loopback-child.ts). */
+export const MARK = "PRIVATE-LOOPBACK-RESULT ";
 
 let available: boolean | undefined;
 let warned = false;

@@ -120,7 +120,7 @@ function listenOn(port: number): Promise<net.Server | null> {
   });
 }
 
-export interface Steered {
+interface Steered {
   /** Connects made to get there. */
   attempts: number;
   /** Unbinds the ports bound to lead the next connect to P. */
@@ -132,11 +132,7 @@ export interface Steered {
  * likely be connected to itself, and holds that state until release(); null when UNTIL passes first
  * (performance.now() milliseconds) or after MAXATTEMPTS connects.
  */
-export async function steerToSelfConnection(
-  port: number,
-  until: number,
-  maxAttempts = 60_000,
-): Promise<Steered | null> {
+async function steerToSelfConnection(port: number, until: number, maxAttempts = 60_000): Promise<Steered | null> {
   for (let attempts = 1; attempts <= maxAttempts && performance.now() < until; attempts++) {
     const { source, connected } = await attempt(port);
     if (connected || source === undefined || source < port - WINDOW || source >= port) continue;
@@ -151,4 +147,27 @@ export async function steerToSelfConnection(
     };
   }
   return null;
+}
+
+/**
+ * Rounds of steering connects to PORT (steerToSelfConnection), each running DURING while the steered
+ * state holds and releasing it after, until DONE() holds before a round, ROUNDS rounds ran, or
+ * BOUNDMS passed. DURING makes the connect under test (or waits for the code under test to make it).
+ */
+export async function steeredRounds(
+  port: number,
+  bounds: { rounds: number; boundMs: number },
+  during: () => Promise<void>,
+  done: () => boolean,
+): Promise<void> {
+  const until = performance.now() + bounds.boundMs;
+  for (let round = 0; round < bounds.rounds && !done(); round++) {
+    const steered = await steerToSelfConnection(port, until);
+    if (steered === null) return;
+    try {
+      await during();
+    } finally {
+      await steered.release();
+    }
+  }
 }
